@@ -1,0 +1,41 @@
+// Thin wrappers over libsodium: the only place that touches it.
+// Call InitCrypto() once at start-up (idempotent, thread-safe).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/result.h"
+
+namespace atrium::crypto {
+
+void InitCrypto();
+
+std::string RandomBytes(size_t n);
+// n characters from [0-9A-Za-z], uniformly.
+std::string RandomBase62(size_t n);
+
+std::string Sha256(std::string_view data);  // 32 raw bytes
+std::string Sha256Hex(std::string_view data);
+std::string HmacSha256(std::string_view key, std::string_view data);  // 32 raw bytes
+
+std::string HexEncode(std::string_view raw);
+bool HexDecode(std::string_view hex, std::string& out);
+std::string Base64UrlEncode(std::string_view raw);  // no padding
+bool Base64UrlDecode(std::string_view text, std::string& out);
+
+// Constant-time comparison of two equal-length secrets; false if lengths differ.
+bool ConstantTimeEquals(std::string_view a, std::string_view b);
+
+// argon2id password hashing in libsodium's encoded form ($argon2id$v=19$...).
+// `fast` uses the minimum cost; only tests and the scale benchmark set it.
+Result<std::string> HashPassword(std::string_view password, bool fast = false);
+bool VerifyPassword(std::string_view encoded_hash, std::string_view password);
+
+// CRC-32 (IEEE), for API-key checksums that secret scanners can check offline.
+uint32_t Crc32(std::string_view data);
+// Fixed-width base62 of v (most significant digit first).
+std::string Base62Fixed(uint64_t v, size_t width);
+
+}  // namespace atrium::crypto
