@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 (bookworm) packages needed to build, test and
+# benchmark Atrium. Idempotent: installs only what dpkg says is missing, runs
+# `apt-get update` only then, and prints nothing when there is nothing to do.
+# Uses sudo when not run as root.
+set -euo pipefail
+
+PACKAGES=(
+  # Compilers and build tools: the C++20 build (CMake + Ninja), with ccache
+  # to share object files between build folders.
+  build-essential cmake ninja-build ccache pkg-config
+  # clang + its runtime libraries: the libFuzzer/ASan/UBSan build (ATRIUM_FUZZ).
+  clang libclang-rt-14-dev
+  # Header-only Boost: Beast/Asio for the HTTP server.
+  libboost-dev
+  # Cryptography: libsodium (password hashing, tokens), OpenSSL (TLS, hashes).
+  libsodium-dev libssl-dev
+  # The store's two drivers: SQLite (single node, tests) and libpq.
+  libsqlite3-dev libpq-dev
+  # A PostgreSQL server for the store tests (scripts/pg-test-server.sh).
+  postgresql
+  # JSON, logging, command line and TOML config parsing.
+  nlohmann-json3-dev libspdlog-dev libcli11-dev libtomlplusplus-dev
+  # Unit tests and micro-benchmarks.
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # HTTP load generator for the gateway benchmarks.
+  wrk
+  # Scripts, and the functional tests / web console tooling.
+  python3 nodejs npm
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
+  [[ "$status" == "installed" ]] || missing+=("$pkg")
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+SUDO=()
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || {
+    echo "install-deps: need root or sudo to install: ${missing[*]}" >&2
+    exit 1
+  }
+  SUDO=(sudo)
+fi
+
+echo "install-deps: installing ${missing[*]}" >&2
+"${SUDO[@]}" apt-get update -qq
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,97 @@
+// The control-plane REST API under /api/v1/. Handlers only translate HTTP to
+// service calls; authentication, tenant resolution, authorization and the
+// audit trail happen once, in ControlPlaneApi::Handle, driven by the route
+// table (routes.cc) where every route names its permission.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/clock.h"
+#include "common/json_reader.h"
+#include "http/message.h"
+#include "http/router.h"
+#include "identity/identity_service.h"
+#include "identity/roles.h"
+#include "store/store.h"
+#include "tenancy/tenant_service.h"
+
+namespace atrium::api {
+
+struct Services {
+  Store* store = nullptr;
+  IdentityService* identity = nullptr;
+  TenantService* tenants = nullptr;
+  const Clock* clock = nullptr;
+};
+
+// How a route finds the object it acts on, for the authorization decision.
+enum class TargetKind {
+  kPublic,        // no credential needed
+  kSelf,          // the caller itself (whoami, logout)
+  kPlatformWide,  // no single tenant (create/list tenants, whole audit trail)
+  kTenant,        // {tenant_id} in the path
+  kTenantUser,    // {tenant_id} and {user_id}: the user owns itself
+  kTenantKey,     // {tenant_id} and {key_id}: the key's owner
+  kPlatform,      // the platform's own users and keys (tenant "")
+  kPlatformUser,  // {user_id} among platform users
+  kPlatformKey,   // {key_id} among platform keys
+};
+
+struct Context {
+  http::Request& request;
+  const Services& services;
+  std::optional<Principal> principal;
+  TenantScope scope;       // the tenant the route acts in
+  bool self_only = false;  // a list route narrowed to the caller's own objects
+  std::string audit_target;  // what the record names; handlers may refine it
+  // Set by handlers that act before a principal exists (login) or that
+  // create a tenant (the record belongs in the new tenant's chain).
+  std::string audit_actor;
+  std::optional<std::string> audit_tenant;
+};
+
+using HandlerFn = std::function<Result<http::Response>(Context&)>;
+
+struct RouteSpec {
+  Permission permission = Permission::kNone;
+  TargetKind target = TargetKind::kPublic;
+  // Audited routes append a record whether allowed, denied or failed.
+  std::string audit_action;  // "" = not audited (reads)
+  HandlerFn handler;
+  // A list route that a kSelf reach may call, seeing only its own objects.
+  bool self_listable = false;
+  std::string summary;  // one line, mirrored in the OpenAPI document
+};
+
+using ApiRouter = http::Router<RouteSpec>;
+
+// Builds the full route table (routes.cc).
+ApiRouter BuildRoutes();
+
+class ControlPlaneApi {
+ public:
+  explicit ControlPlaneApi(Services services);
+
+  // Thread-safe; never throws.
+  http::Response Handle(http::Request& request);
+  const ApiRouter& router() const { return router_; }
+
+ private:
+  Result<http::Response> Dispatch(Context& ctx, const RouteSpec& spec);
+  Status ResolveAndAuthorize(Context& ctx, const RouteSpec& spec);
+  void Audit(const Context& ctx, const RouteSpec& spec, int status, const std::string& outcome);
+
+  Services services_;
+  ApiRouter router_;
+};
+
+// The one error shape: {"error":{"code","message","request_id"}}.
+http::Response ErrorResponse(const Error& e, const std::string& request_id);
+http::Response JsonResponse(int status, const Json& body);
+
+// The OpenAPI 3 document (api/openapi.json, embedded at build time).
+const std::string& OpenApiDocument();
+
+}  // namespace atrium::api

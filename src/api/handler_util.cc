@@ -1,0 +1,38 @@
+#include "api/handler_util.h"
+
+#include <charconv>
+
+namespace atrium::api {
+
+Result<Json> BodyJson(const Context& ctx) {
+  if (ctx.request.body.empty()) return Json::object();
+  return ParseJson(ctx.request.body);
+}
+
+Result<ListOptions> ListOptionsOf(const http::Request& req) {
+  ListOptions opts;
+  if (auto it = req.query.find("limit"); it != req.query.end()) {
+    int v = 0;
+    auto [ptr, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
+    if (ec != std::errc() || ptr != it->second.data() + it->second.size() || v < 1 || v > 1000) {
+      return Error::InvalidArgument("query parameter 'limit' must be an integer from 1 to 1000");
+    }
+    opts.limit = v;
+  }
+  if (auto it = req.query.find("cursor"); it != req.query.end()) {
+    if (it->second.size() > 128) return Error::InvalidArgument("cursor is too long");
+    opts.after = it->second;
+  }
+  return opts;
+}
+
+Status OnlyQueryParams(const http::Request& req, std::initializer_list<std::string_view> known) {
+  for (const auto& [name, value] : req.query_all) {
+    bool ok = false;
+    for (auto k : known) ok = ok || k == name;
+    if (!ok) return Error::InvalidArgument("unknown query parameter '" + name + "'");
+  }
+  return OkStatus();
+}
+
+}  // namespace atrium::api

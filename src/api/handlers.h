@@ -1,0 +1,39 @@
+// Every handler of the control-plane API; routes.cc binds them to paths.
+#pragma once
+
+#include "api/api.h"
+
+namespace atrium::api {
+
+Result<http::Response> Healthz(Context& ctx);
+Result<http::Response> Readyz(Context& ctx);
+Result<http::Response> GetOpenApi(Context& ctx);
+
+Result<http::Response> Login(Context& ctx);
+Result<http::Response> Logout(Context& ctx);
+Result<http::Response> WhoAmI(Context& ctx);
+Result<http::Response> RotateSigningKey(Context& ctx);
+
+Result<http::Response> CreateTenant(Context& ctx);
+Result<http::Response> ListTenants(Context& ctx);
+Result<http::Response> GetTenant(Context& ctx);
+Result<http::Response> UpdateTenant(Context& ctx);
+Result<http::Response> SuspendTenant(Context& ctx);
+Result<http::Response> ResumeTenant(Context& ctx);
+Result<http::Response> EvictTenant(Context& ctx);
+
+Result<http::Response> CreateUser(Context& ctx);
+Result<http::Response> ListUsers(Context& ctx);
+Result<http::Response> GetUser(Context& ctx);
+Result<http::Response> UpdateUser(Context& ctx);
+Result<http::Response> DeleteUser(Context& ctx);
+
+Result<http::Response> CreateKey(Context& ctx);
+Result<http::Response> ListKeys(Context& ctx);
+Result<http::Response> GetKey(Context& ctx);
+Result<http::Response> RevokeKey(Context& ctx);
+
+Result<http::Response> ListAllAudit(Context& ctx);
+Result<http::Response> ListTenantAudit(Context& ctx);
+
+}  // namespace atrium::api

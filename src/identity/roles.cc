@@ -1,0 +1,141 @@
+#include "identity/roles.h"
+
+#include <array>
+
+namespace atrium {
+namespace {
+
+struct RoleInfo {
+  Role role;
+  std::string_view name;
+};
+constexpr RoleInfo kRoles[] = {
+    {Role::kPlatformAdmin, "platform-admin"},   {Role::kPlatformOperator, "platform-operator"},
+    {Role::kTenantAdmin, "tenant-admin"},       {Role::kTenantMember, "tenant-member"},
+    {Role::kTenantViewer, "tenant-viewer"},
+};
+
+struct Grant {
+  Permission permission;
+  // Reach per role, in kRoles order: admin, operator, t-admin, member, viewer.
+  std::array<Reach, 5> reach;
+};
+
+constexpr Reach N = Reach::kNone, S = Reach::kSelf, T = Reach::kTenant, P = Reach::kPlatform;
+
+// The permission table. Platform-operator reads everything but changes
+// nothing tenants own and never sees a secret (secrets are never readable by
+// anyone after creation anyway). Tenant roles never reach past their tenant.
+constexpr Grant kGrants[] = {
+    //                                 p-admin p-oper t-admin member viewer
+    {Permission::kSelfRead,          {{S, S, S, S, S}}},
+    {Permission::kTenantCreate,      {{P, N, N, N, N}}},
+    {Permission::kTenantRead,        {{P, P, T, T, T}}},
+    {Permission::kTenantList,        {{P, P, N, N, N}}},
+    {Permission::kTenantUpdate,      {{P, N, N, N, N}}},
+    {Permission::kTenantSuspend,     {{P, P, N, N, N}}},
+    {Permission::kTenantEvict,       {{P, N, N, N, N}}},
+    {Permission::kUserCreate,        {{P, N, T, N, N}}},
+    {Permission::kUserRead,          {{P, P, T, T, S}}},
+    {Permission::kUserUpdate,        {{P, N, T, S, S}}},
+    {Permission::kUserDelete,        {{P, N, T, N, N}}},
+    {Permission::kKeyCreate,         {{P, N, T, S, N}}},
+    {Permission::kKeyRead,           {{P, P, T, S, S}}},
+    {Permission::kKeyRevoke,         {{P, N, T, S, N}}},
+    {Permission::kAuditRead,         {{P, P, T, N, N}}},
+    {Permission::kSigningKeyRotate,  {{P, N, N, N, N}}},
+};
+
+size_t RoleIndex(Role r) { return static_cast<size_t>(r); }
+
+}  // namespace
+
+std::string_view RoleName(Role r) { return kRoles[RoleIndex(r)].name; }
+
+std::optional<Role> ParseRole(std::string_view name) {
+  for (const auto& info : kRoles) {
+    if (info.name == name) return info.role;
+  }
+  return std::nullopt;
+}
+
+bool IsPlatformRole(Role r) { return r == Role::kPlatformAdmin || r == Role::kPlatformOperator; }
+
+const std::vector<Role>& AllRoles() {
+  static const std::vector<Role> roles = {Role::kPlatformAdmin, Role::kPlatformOperator,
+                                          Role::kTenantAdmin, Role::kTenantMember,
+                                          Role::kTenantViewer};
+  return roles;
+}
+
+bool RoleCovers(Role a, Role b) {
+  switch (a) {
+    case Role::kPlatformAdmin:
+      return true;
+    case Role::kPlatformOperator:
+      return b == Role::kPlatformOperator;
+    case Role::kTenantAdmin:
+      return !IsPlatformRole(b);
+    case Role::kTenantMember:
+      return b == Role::kTenantMember || b == Role::kTenantViewer;
+    case Role::kTenantViewer:
+      return b == Role::kTenantViewer;
+  }
+  return false;
+}
+
+std::string_view PermissionName(Permission p) {
+  switch (p) {
+    case Permission::kNone: return "none";
+    case Permission::kSelfRead: return "self.read";
+    case Permission::kTenantCreate: return "tenant.create";
+    case Permission::kTenantRead: return "tenant.read";
+    case Permission::kTenantList: return "tenant.list";
+    case Permission::kTenantUpdate: return "tenant.update";
+    case Permission::kTenantSuspend: return "tenant.suspend";
+    case Permission::kTenantEvict: return "tenant.evict";
+    case Permission::kUserCreate: return "user.create";
+    case Permission::kUserRead: return "user.read";
+    case Permission::kUserUpdate: return "user.update";
+    case Permission::kUserDelete: return "user.delete";
+    case Permission::kKeyCreate: return "key.create";
+    case Permission::kKeyRead: return "key.read";
+    case Permission::kKeyRevoke: return "key.revoke";
+    case Permission::kAuditRead: return "audit.read";
+    case Permission::kSigningKeyRotate: return "signing_key.rotate";
+  }
+  return "unknown";
+}
+
+Reach ReachOf(Role role, Permission permission) {
+  if (permission == Permission::kNone) return Reach::kPlatform;
+  for (const auto& g : kGrants) {
+    if (g.permission == permission) return g.reach[RoleIndex(role)];
+  }
+  return Reach::kNone;
+}
+
+std::string Principal::actor() const {
+  return credential.empty() ? "anonymous" : credential;
+}
+
+Decision Authorize(const Principal& p, Permission perm, const Target& target) {
+  Reach reach = ReachOf(p.role, perm);
+  // Visibility first: a tenant principal never learns that another tenant's
+  // object exists, whatever its role.
+  if (!p.is_platform() && target.tenant_id != p.tenant_id) return Decision::kDenyNotFound;
+  switch (reach) {
+    case Reach::kPlatform:
+      return Decision::kAllow;
+    case Reach::kTenant:
+      return Decision::kAllow;  // same tenant, checked above
+    case Reach::kSelf:
+      if (target.owner_user_id == p.user_id) return Decision::kAllow;
+      return Decision::kDenyForbidden;
+    case Reach::kNone:
+      break;
+  }
+  return Decision::kDenyForbidden;
+}
+
+}  // namespace atrium

@@ -1,0 +1,89 @@
+// Roles, permissions and the one authorization decision.
+//
+// Every API route names one Permission (src/api/routes.cc). A role grants a
+// permission with a reach: kSelf (objects the principal's own user owns),
+// kTenant (anything in the principal's tenant) or kPlatform (any tenant).
+// Authorize() is the only place that compares a principal with a target.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace atrium {
+
+enum class Role {
+  kPlatformAdmin,
+  kPlatformOperator,
+  kTenantAdmin,
+  kTenantMember,
+  kTenantViewer,
+};
+
+std::string_view RoleName(Role r);
+std::optional<Role> ParseRole(std::string_view name);
+bool IsPlatformRole(Role r);
+// All roles, for tests that enumerate them.
+const std::vector<Role>& AllRoles();
+// True if `a` may hand out `b` (a key or a user may never exceed its
+// creator): platform-admin ≥ everything; tenant-admin ≥ tenant roles;
+// member ≥ member, viewer; viewer ≥ viewer; operator ≥ nothing.
+bool RoleCovers(Role a, Role b);
+
+enum class Permission {
+  kNone,  // public routes (health, login, OpenAPI document)
+  kSelfRead,  // whoami, own session
+  kTenantCreate,
+  kTenantRead,
+  kTenantList,
+  kTenantUpdate,
+  kTenantSuspend,
+  kTenantEvict,
+  kUserCreate,
+  kUserRead,
+  kUserUpdate,
+  kUserDelete,
+  kKeyCreate,
+  kKeyRead,
+  kKeyRevoke,
+  kAuditRead,
+  kSigningKeyRotate,
+};
+
+std::string_view PermissionName(Permission p);
+
+enum class Reach { kNone, kSelf, kTenant, kPlatform };
+
+// How far `role` holds `permission`.
+Reach ReachOf(Role role, Permission permission);
+
+// Who is asking. Built only by the authenticator from a verified credential.
+struct Principal {
+  std::string tenant_id;  // "" for platform staff
+  std::string user_id;    // the user or service account
+  Role role = Role::kTenantViewer;
+  std::string credential;  // "key:<id>" or "session:<id>"
+  bool is_service = false;
+  std::vector<std::string> scopes;  // API-key scopes (models); empty = all
+
+  bool is_platform() const { return tenant_id.empty(); }
+  std::string actor() const;  // for the audit trail: "user:<id>" or "key:<id>"
+};
+
+// What an action touches: the tenant that owns it and, where it has one, the
+// user that owns it (a key's owner, or the user itself).
+struct Target {
+  std::string tenant_id;      // "" when the target is platform-wide
+  std::string owner_user_id;  // "" when not owned by one user
+};
+
+enum class Decision {
+  kAllow,
+  kDenyNotFound,   // the target is outside the principal's reach: looks missing
+  kDenyForbidden,  // visible but the role does not allow the action
+};
+
+Decision Authorize(const Principal& p, Permission perm, const Target& target);
+
+}  // namespace atrium

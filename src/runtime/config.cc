@@ -1,0 +1,147 @@
+#include "runtime/config.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+#include "common/strings.h"
+
+namespace atrium {
+namespace {
+
+// Reads declared keys from one table and rejects the rest.
+class TableReader {
+ public:
+  TableReader(const toml::table* table, std::string name) : table_(table), name_(std::move(name)) {}
+
+  void String(const char* key, std::string& out) {
+    known_.insert(key);
+    if (!table_ || error_) return;
+    if (const toml::node* n = table_->get(key)) {
+      if (auto v = n->value<std::string>(); v && n->is_string()) {
+        out = *v;
+      } else {
+        Fail("'" + name_ + "." + key + "' must be a string");
+      }
+    }
+  }
+  template <typename T>
+  void Int(const char* key, T& out, int64_t min, int64_t max) {
+    known_.insert(key);
+    if (!table_ || error_) return;
+    if (const toml::node* n = table_->get(key)) {
+      auto v = n->value<int64_t>();
+      if (!n->is_integer() || !v) {
+        Fail("'" + name_ + "." + key + "' must be an integer");
+      } else if (*v < min || *v > max) {
+        Fail("'" + name_ + "." + key + "' must be between " + std::to_string(min) + " and " +
+             std::to_string(max));
+      } else {
+        out = static_cast<T>(*v);
+      }
+    }
+  }
+  Status Finish() {
+    if (error_) return *error_;
+    if (!table_) return OkStatus();
+    for (const auto& [k, v] : *table_) {
+      if (!known_.contains(std::string(k.str()))) {
+        return Error::InvalidArgument("unknown configuration key '" + name_ + "." +
+                                      std::string(k.str()) + "'");
+      }
+    }
+    return OkStatus();
+  }
+
+ private:
+  void Fail(std::string m) {
+    if (!error_) error_ = Error::InvalidArgument(std::move(m));
+  }
+  const toml::table* table_;
+  std::string name_;
+  std::set<std::string> known_;
+  std::optional<Error> error_;
+};
+
+}  // namespace
+
+Result<std::pair<std::string, int>> ParseListenAddress(const std::string& text) {
+  auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return Error::InvalidArgument("listen address must be HOST:PORT, got '" + text + "'");
+  }
+  std::string host = text.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  std::string port_text = text.substr(colon + 1);
+  if (port_text.empty() || port_text.size() > 5 ||
+      port_text.find_first_not_of("0123456789") != std::string::npos) {
+    return Error::InvalidArgument("bad port in listen address '" + text + "'");
+  }
+  int port = std::stoi(port_text);
+  if (port > 65535) return Error::InvalidArgument("bad port in listen address '" + text + "'");
+  return std::make_pair(host, port);
+}
+
+Result<Config> ParseConfig(const std::string& text, const std::string& source_name) {
+  toml::table root;
+  try {
+    root = toml::parse(text, source_name);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream msg;
+    msg << source_name << ":" << e.source().begin.line << ": " << e.description();
+    return Error::InvalidArgument(msg.str());
+  }
+  Config c;
+  static const std::set<std::string> kTables = {"store", "api", "auth", "log"};
+  for (const auto& [k, v] : root) {
+    std::string key(k.str());
+    if (!kTables.contains(key)) {
+      return Error::InvalidArgument("unknown configuration key '" + key + "'");
+    }
+    if (!v.is_table()) return Error::InvalidArgument("'" + key + "' must be a table");
+  }
+  TableReader store(root["store"].as_table(), "store");
+  store.String("url", c.store_url);
+  store.Int("pool_size", c.store_pool_size, 1, 256);
+  ATRIUM_RETURN_IF_ERROR(store.Finish());
+  TableReader api(root["api"].as_table(), "api");
+  api.String("listen", c.api_listen);
+  api.Int("threads", c.api_threads, 1, 256);
+  api.Int("max_body_bytes", c.api_max_body_bytes, 1024, 64 * 1024 * 1024);
+  api.Int("read_timeout_ms", c.api_read_timeout_ms, 100, 3'600'000);
+  api.Int("idle_timeout_ms", c.api_idle_timeout_ms, 100, 3'600'000);
+  api.Int("max_connections", c.api_max_connections, 1, 1'000'000);
+  ATRIUM_RETURN_IF_ERROR(api.Finish());
+  TableReader auth(root["auth"].as_table(), "auth");
+  auth.Int("access_token_ttl_s", c.access_token_ttl_s, 60, 3600);
+  ATRIUM_RETURN_IF_ERROR(auth.Finish());
+  TableReader log(root["log"].as_table(), "log");
+  log.String("level", c.log_level);
+  ATRIUM_RETURN_IF_ERROR(log.Finish());
+
+  if (c.store_url.empty()) return Error::InvalidArgument("'store.url' is required");
+  if (!StartsWith(c.store_url, "sqlite:///") && !StartsWith(c.store_url, "postgresql://") &&
+      !StartsWith(c.store_url, "postgres://")) {
+    return Error::InvalidArgument("'store.url' must start with sqlite:/// or postgresql://");
+  }
+  ATRIUM_RETURN_IF_ERROR(ParseListenAddress(c.api_listen));
+  static const std::set<std::string> kLevels = {"trace", "debug", "info", "warn", "error", "off"};
+  if (!kLevels.contains(c.log_level)) {
+    return Error::InvalidArgument("'log.level' must be one of trace, debug, info, warn, error, off");
+  }
+  return c;
+}
+
+Result<Config> LoadConfigFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Error::InvalidArgument("cannot read configuration file '" + path + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ParseConfig(ss.str(), path);
+}
+
+}  // namespace atrium

@@ -1,0 +1,46 @@
+// Wires the store, the services and the HTTP listener into one running
+// control plane. `atrium dev` and `atrium server` both run a Platform; tests
+// start the real binary instead. Start() is followed by Stop() in reverse.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "api/api.h"
+#include "common/clock.h"
+#include "http/server.h"
+#include "identity/identity_service.h"
+#include "runtime/config.h"
+#include "store/store.h"
+#include "tenancy/tenant_service.h"
+
+namespace atrium {
+
+class Platform {
+ public:
+  explicit Platform(Config config);
+  ~Platform();
+
+  // Opens the store (applying migrations), starts the services and the API
+  // listener. Returns the API base URL (http://host:port).
+  Result<std::string> Start();
+  // Stops accepting, drains requests in flight, then closes the store.
+  void Stop();
+
+  IdentityService& identity() { return *identity_; }
+
+ private:
+  Config config_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<IdentityService> identity_;
+  std::unique_ptr<TenantService> tenants_;
+  std::unique_ptr<api::ControlPlaneApi> api_;
+  std::unique_ptr<http::Server> server_;
+};
+
+// Blocks until SIGINT or SIGTERM arrives (signals must be blocked in every
+// thread first: call BlockStopSignals() at the top of main).
+void BlockStopSignals();
+int WaitForStopSignal();
+
+}  // namespace atrium

@@ -1,0 +1,151 @@
+#include "store/migrations.h"
+
+#include <string>
+
+namespace atrium {
+namespace {
+
+struct Migration {
+  int version;
+  const char* name;
+  // The DDL is written once in the SQL both SQLite and PostgreSQL accept
+  // (TEXT, BIGINT, no serial types); a migration that needs dialect-specific
+  // text sets postgres_sql.
+  const char* sql;
+  const char* postgres_sql = nullptr;
+};
+
+const Migration kMigrations[] = {
+    {1, "identity, tenants, audit",
+     R"sql(
+CREATE TABLE tenants (
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  display_name TEXT NOT NULL,
+  tier TEXT NOT NULL,
+  regions TEXT NOT NULL,
+  weight BIGINT NOT NULL,
+  labels TEXT NOT NULL,
+  state TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  updated_at BIGINT NOT NULL
+);
+CREATE INDEX tenants_state ON tenants (state, id);
+CREATE TABLE tenant_labels (
+  tenant_id TEXT NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
+  key TEXT NOT NULL,
+  value TEXT NOT NULL,
+  PRIMARY KEY (tenant_id, key)
+);
+CREATE INDEX tenant_labels_kv ON tenant_labels (key, value, tenant_id);
+CREATE TABLE users (
+  id TEXT PRIMARY KEY,
+  tenant_id TEXT NOT NULL,
+  username TEXT NOT NULL,
+  display_name TEXT NOT NULL,
+  email TEXT NOT NULL,
+  role TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  password_hash TEXT NOT NULL,
+  state TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  updated_at BIGINT NOT NULL,
+  UNIQUE (tenant_id, username)
+);
+CREATE INDEX users_tenant ON users (tenant_id, id);
+CREATE TABLE api_keys (
+  id TEXT PRIMARY KEY,
+  tenant_id TEXT NOT NULL,
+  owner_user_id TEXT NOT NULL,
+  name TEXT NOT NULL,
+  role TEXT NOT NULL,
+  scopes TEXT NOT NULL,
+  secret_hash TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  expires_at BIGINT NOT NULL,
+  revoked_at BIGINT NOT NULL
+);
+CREATE INDEX api_keys_tenant ON api_keys (tenant_id, id);
+CREATE INDEX api_keys_owner ON api_keys (tenant_id, owner_user_id, id);
+CREATE TABLE sessions (
+  id TEXT PRIMARY KEY,
+  tenant_id TEXT NOT NULL,
+  user_id TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  expires_at BIGINT NOT NULL
+);
+CREATE INDEX sessions_user ON sessions (tenant_id, user_id);
+CREATE TABLE signing_keys (
+  id TEXT PRIMARY KEY,
+  secret TEXT NOT NULL,
+  created_at BIGINT NOT NULL
+);
+CREATE TABLE audit_log (
+  seq BIGINT PRIMARY KEY,
+  chain TEXT NOT NULL,
+  chain_seq BIGINT NOT NULL,
+  time BIGINT NOT NULL,
+  actor TEXT NOT NULL,
+  actor_role TEXT NOT NULL,
+  tenant_id TEXT NOT NULL,
+  action TEXT NOT NULL,
+  target TEXT NOT NULL,
+  outcome TEXT NOT NULL,
+  status BIGINT NOT NULL,
+  request_id TEXT NOT NULL,
+  source TEXT NOT NULL,
+  prev_hash TEXT NOT NULL,
+  hash TEXT NOT NULL,
+  UNIQUE (chain, chain_seq)
+);
+CREATE INDEX audit_log_tenant ON audit_log (tenant_id, seq);
+CREATE TABLE audit_heads (
+  chain TEXT PRIMARY KEY,
+  chain_seq BIGINT NOT NULL,
+  hash TEXT NOT NULL
+);
+CREATE TABLE audit_counter (
+  id BIGINT PRIMARY KEY,
+  last_seq BIGINT NOT NULL
+);
+INSERT INTO audit_counter (id, last_seq) VALUES (1, 0);
+)sql"},
+};
+
+}  // namespace
+
+int LatestSchemaVersion() { return kMigrations[std::size(kMigrations) - 1].version; }
+
+Status ApplyMigrations(sql::Database& db) {
+  auto created = db.Exec(
+      "CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, name TEXT NOT "
+      "NULL, applied_at BIGINT NOT NULL)");
+  if (!created.has_value()) return std::move(created).error();
+  for (const auto& m : kMigrations) {
+    auto applied = db.Transact<bool>([&](sql::Connection& c) -> Result<bool> {
+      if (c.dialect() == sql::Dialect::kPostgres) {
+        // Serialize concurrent starts of several servers on one database.
+        ATRIUM_RETURN_IF_ERROR(c.Exec("LOCK TABLE schema_migrations IN EXCLUSIVE MODE", {}));
+      }
+      ATRIUM_ASSIGN_OR_RETURN(auto rows, c.Exec("SELECT 1 FROM schema_migrations WHERE version = $1",
+                                                {int64_t{m.version}}));
+      if (!rows.rows.empty()) return false;
+      const char* text = (c.dialect() == sql::Dialect::kPostgres && m.postgres_sql)
+                             ? m.postgres_sql
+                             : m.sql;
+      ATRIUM_RETURN_IF_ERROR(c.ExecScript(text));
+      ATRIUM_RETURN_IF_ERROR(c.Exec(
+          "INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, 0)",
+          {int64_t{m.version}, std::string(m.name)}));
+      return true;
+    });
+    if (!applied.has_value()) {
+      Error e = std::move(applied).error();
+      e.message = "migration " + std::to_string(m.version) + " (" + m.name + "): " + e.message;
+      return e;
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace atrium
