@@ -25,8 +25,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # HTTP load generator for the gateway benchmarks.
   wrk
-  # Scripts, and the functional tests / web console tooling.
-  python3 nodejs npm
+  # Small helper scripts (free-port lookup in pg-test-server.sh).
+  python3
 )
 
 missing=()

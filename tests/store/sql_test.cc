@@ -1,45 +1,24 @@
-// The same cases run on both drivers: SQLite on a temp file, and PostgreSQL
-// when ATRIUM_TEST_PG_URL names an empty database (a libpq URI, e.g. from
-// scripts/pg-test-server.sh). With ATRIUM_TEST_REQUIRE_PG=1 and no URL the
-// PostgreSQL cases fail instead of skipping, so CI cannot pass without them.
-// Each PostgreSQL case works in its own schema, so ctest may run them in
-// parallel against one database.
+// The same cases run on both drivers, on the databases of
+// store/test_databases.h: SQLite on a temp file, PostgreSQL in a schema of its
+// own when ATRIUM_TEST_PG_URL is set (and a failure, not a skip, without it
+// under ATRIUM_TEST_REQUIRE_PG=1).
 #include "store/sql.h"
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <cstdint>
-#include <cstdlib>
-#include <filesystem>
 #include <limits>
-#include <ostream>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "store/test_databases.h"
+
 namespace atrium::sql {
 namespace {
 
-enum class Backend { kSqlite, kPostgres };
-
-void PrintTo(Backend b, std::ostream* os) {
-  *os << (b == Backend::kSqlite ? "Sqlite" : "Postgres");
-}
-
-std::string EnvOrEmpty(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
-
-std::string RandomSuffix() {
-  std::random_device rd;
-  std::uniform_int_distribution<uint64_t> dist;
-  char buf[17];
-  snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(dist(rd)));
-  return buf;
-}
+using testdb::Backend;
+using testdb::BackendName;
 
 #define EXPECT_OK(expr)                                                 \
   do {                                                                  \
@@ -56,40 +35,19 @@ std::string RandomSuffix() {
 class SqlTest : public ::testing::TestWithParam<Backend> {
  protected:
   void SetUp() override {
-    if (GetParam() == Backend::kSqlite) {
-      std::string templ = (std::filesystem::temp_directory_path() / "atrium-sql-XXXXXX").string();
-      ASSERT_NE(mkdtemp(templ.data()), nullptr);
-      dir_ = templ;
-      url_ = "sqlite://" + (dir_ / "test.db").string();
-    } else {
-      std::string base = EnvOrEmpty("ATRIUM_TEST_PG_URL");
-      if (base.empty()) {
-        if (EnvOrEmpty("ATRIUM_TEST_REQUIRE_PG") == "1") {
-          FAIL() << "ATRIUM_TEST_REQUIRE_PG=1 but ATRIUM_TEST_PG_URL is not set; start a "
-                    "server with scripts/pg-test-server.sh";
-        }
-        GTEST_SKIP() << "set ATRIUM_TEST_PG_URL to run the PostgreSQL cases";
-      }
-      auto admin = OpenPostgres(base);
-      ASSERT_TRUE(admin.has_value()) << admin.error().message;
-      admin_ = std::move(admin).value();
-      schema_ = "t_" + RandomSuffix();
-      ASSERT_OK(admin_->ExecScript("CREATE SCHEMA " + schema_));
-      // libpq passes "options" to the server at start-up, so every pooled
-      // connection lands in the test's schema.
-      url_ = base + (base.find('?') == std::string::npos ? "?" : "&") + "options=-csearch_path%3D" +
-             schema_;
-    }
-    auto db = Database::Open(url_, 4);
+    database_.Create(GetParam());
+    if (IsSkipped() || HasFatalFailure()) return;
+    auto db = Database::Open(database_.url(), 4);
     ASSERT_TRUE(db.has_value()) << db.error().message;
     db_ = std::move(db).value();
   }
 
   void TearDown() override {
     db_.reset();
-    if (admin_) EXPECT_OK(admin_->ExecScript("DROP SCHEMA IF EXISTS " + schema_ + " CASCADE"));
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+    database_.Drop();
   }
+
+  Connection* admin() { return database_.admin(); }
 
   // Runs sql and fails the test on error.
   Rows MustExec(std::string_view sql, const std::vector<Value>& params = {}) {
@@ -111,11 +69,8 @@ class SqlTest : public ::testing::TestWithParam<Backend> {
     return r.has_value() ? r->rows.at(0).Int(0) : -1;
   }
 
+  testdb::TestDatabase database_;
   std::unique_ptr<Database> db_;
-  std::string url_;
-  std::filesystem::path dir_;          // SQLite only
-  std::unique_ptr<Connection> admin_;  // PostgreSQL only: creates/drops the schema
-  std::string schema_;
 };
 
 TEST_P(SqlTest, DialectMatchesBackend) {
@@ -394,7 +349,7 @@ TEST_P(PostgresSqlTest, LostConnectionIsUnavailableAndReconnects) {
   Database::Lease conn = db_->Acquire();
   auto pid = conn->Exec("SELECT pg_backend_pid()", {});
   ASSERT_TRUE(pid.has_value()) << pid.error().message;
-  ASSERT_OK(admin_->Exec("SELECT pg_terminate_backend($1)", {pid->rows.at(0).Int(0)}));
+  ASSERT_OK(admin()->Exec("SELECT pg_terminate_backend($1)", {pid->rows.at(0).Int(0)}));
 
   auto lost = conn->Exec("SELECT 1", {});
   ASSERT_FALSE(lost.has_value());
@@ -414,7 +369,7 @@ TEST_P(PostgresSqlTest, LostConnectionInsideTransactionRefusesWritesUntilRollbac
   ASSERT_TRUE(pid.has_value()) << pid.error().message;
   ASSERT_OK(conn->BeginWrite());
   ASSERT_OK(conn->Exec("INSERT INTO items (id, name) VALUES (1, 'a')", {}));
-  ASSERT_OK(admin_->Exec("SELECT pg_terminate_backend($1)", {pid->rows.at(0).Int(0)}));
+  ASSERT_OK(admin()->Exec("SELECT pg_terminate_backend($1)", {pid->rows.at(0).Int(0)}));
 
   auto lost = conn->Exec("INSERT INTO items (id, name) VALUES (2, 'b')", {});
   ASSERT_FALSE(lost.has_value());
@@ -426,10 +381,6 @@ TEST_P(PostgresSqlTest, LostConnectionInsideTransactionRefusesWritesUntilRollbac
   ASSERT_FALSE(commit.has_value()) << "a lost transaction must not report a commit";
   EXPECT_EQ(commit.error().code, ErrorCode::kUnavailable);
   EXPECT_EQ(CountItems(*conn), 0);
-}
-
-std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
-  return info.param == Backend::kSqlite ? "Sqlite" : "Postgres";
 }
 
 INSTANTIATE_TEST_SUITE_P(Drivers, SqlTest, ::testing::Values(Backend::kSqlite, Backend::kPostgres),

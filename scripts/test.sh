@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh Debian 12 machine:
+#   1. installs missing packages (scripts/install-deps.sh),
+#   2. builds everything (CMake + Ninja + ccache) in build/,
+#   3. starts a throwaway PostgreSQL on 127.0.0.1 in a temp dir,
+#   4. runs every test with ctest — the store suites on SQLite AND on that
+#      PostgreSQL (ATRIUM_TEST_REQUIRE_PG=1 makes a skipped PostgreSQL a failure),
+#   5. builds the libFuzzer targets with clang and runs each for a bounded time,
+#   6. stops what it started.
+# Environment: ATRIUM_FUZZ_SECONDS (default 30 per target), JOBS (default nproc).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+JOBS=${JOBS:-$(nproc)}
+FUZZ_SECONDS=${ATRIUM_FUZZ_SECONDS:-30}
+
+bash scripts/install-deps.sh
+
+export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+echo "== build (build/)"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+ninja -C build -j"$JOBS"
+
+PGDIR=$(mktemp -d /tmp/atrium-pg.XXXXXX)
+chmod 755 "$PGDIR"
+cleanup() {
+  bash scripts/pg-test-server.sh stop "$PGDIR" >/dev/null 2>&1 || true
+  rm -rf "$PGDIR"
+}
+trap cleanup EXIT
+
+echo "== start PostgreSQL for the store tests"
+PG_URL=$(bash scripts/pg-test-server.sh start "$PGDIR")
+export ATRIUM_TEST_PG_URL="$PG_URL"
+export ATRIUM_TEST_REQUIRE_PG=1
+
+echo "== unit, store, API and integration tests"
+status=0
+ctest --test-dir build -j"$JOBS" --output-on-failure --timeout 600 || status=$?
+
+echo "== fuzz (${FUZZ_SECONDS}s per target)"
+cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DATRIUM_FUZZ=ON \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+ninja -C build-fuzz -j"$JOBS" http_request_fuzz json_body_fuzz
+fuzz_pass=0
+fuzz_fail=0
+for target in http_request_fuzz json_body_fuzz; do
+  seeds="$ROOT/fuzz/corpus/${target%_fuzz}"
+  work=$(mktemp -d /tmp/atrium-fuzz.XXXXXX)
+  if (cd "$work" && "$ROOT/build-fuzz/fuzz/$target" -max_total_time="$FUZZ_SECONDS" \
+        -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "$work" "$seeds" \
+        >"$work/log" 2>&1); then
+    echo "fuzz $target: ok ($(grep -m1 -o 'stat::number_of_executed_units: *[0-9]*' "$work/log" | grep -o '[0-9]*$') runs)"
+    fuzz_pass=$((fuzz_pass + 1))
+  else
+    echo "fuzz $target: FAILED"; tail -40 "$work/log"
+    fuzz_fail=$((fuzz_fail + 1))
+    status=1
+  fi
+  rm -rf "$work"
+done
+echo "fuzz: ${fuzz_pass} passed, ${fuzz_fail} failed"
+exit "$status"

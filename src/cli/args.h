@@ -1,0 +1,33 @@
+// Pure parsing of the CLI's argument vocabulary: durations, labels and query
+// strings. No I/O, so tests/cli covers them directly.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/result.h"
+
+namespace atrium::cli {
+
+// "30d", "12h", "90m", "3600s", "1w", or a sum like "1h30m"; bare digits are
+// seconds. Returns whole seconds (> 0). Errors: kInvalidArgument naming the
+// text for an unknown unit, a missing number, zero or overflow.
+Result<int64_t> ParseDuration(std::string_view text);
+
+// "key=value" (value may be empty). Errors: kInvalidArgument when there is
+// no '=' or the key is empty.
+Result<std::pair<std::string, std::string>> ParseLabel(std::string_view text);
+// Several labels; a later duplicate key replaces an earlier one.
+Result<std::map<std::string, std::string>> ParseLabels(const std::vector<std::string>& texts);
+
+// Percent-encodes everything but RFC 3986's unreserved characters.
+std::string UrlEncode(std::string_view text);
+// path + "?k=v&..." over the pairs whose value is not empty, values encoded.
+std::string WithQuery(std::string path,
+                      const std::vector<std::pair<std::string, std::string>>& params);
+
+}  // namespace atrium::cli

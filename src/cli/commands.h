@@ -1,0 +1,41 @@
+// How the verbs are wired: each commands_*.cc adds its subcommands to the
+// app and registers, for each leaf, the function that runs it. Arguments
+// live in structs owned by the verb's closure, so they outlive parsing.
+#pragma once
+
+#include <functional>
+#include <map>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/context.h"
+
+namespace atrium::cli {
+
+using Verb = std::function<int(Context&)>;
+
+class VerbTable {
+ public:
+  // `verb` runs when `command` is the innermost parsed subcommand. Also
+  // lets options the command does not know fall through to its parents, so
+  // the global options work after the verb (`atrium tenant list -o json`).
+  void Add(CLI::App* command, Verb verb);
+  // The innermost parsed subcommand's verb, or nullptr.
+  const Verb* Selected(const CLI::App& app) const;
+
+ private:
+  std::map<const CLI::App*, Verb> verbs_;
+};
+
+// A group command (`tenant`, `user`, ...) that needs one of its verbs.
+CLI::App* AddGroup(CLI::App& app, const std::string& name, const std::string& description);
+// --limit, --all and --cursor.
+void AddListOptions(CLI::App* command, ListArgs& args);
+
+void AddAuthCommands(CLI::App& app, VerbTable& verbs);    // login, logout, whoami
+void AddTenantCommands(CLI::App& app, VerbTable& verbs);  // tenant ...
+void AddUserCommands(CLI::App& app, VerbTable& verbs);    // user ...
+void AddKeyCommands(CLI::App& app, VerbTable& verbs);     // key ...
+void AddAuditCommands(CLI::App& app, VerbTable& verbs);   // audit ...
+
+}  // namespace atrium::cli

@@ -1,0 +1,130 @@
+#include "cli/table.h"
+
+#include <algorithm>
+#include <set>
+
+namespace atrium::cli {
+
+std::string CellText(const Json& value) {
+  switch (value.type()) {
+    case Json::value_t::null:
+      return "-";
+    case Json::value_t::string: {
+      const auto& s = value.get_ref<const std::string&>();
+      return s.empty() ? "-" : s;
+    }
+    case Json::value_t::array: {
+      std::string out;
+      for (const auto& item : value) {
+        if (!out.empty()) out += ",";
+        out += item.is_string() ? item.get<std::string>() : CellText(item);
+      }
+      return out.empty() ? "-" : out;
+    }
+    case Json::value_t::object: {
+      std::string out;
+      for (const auto& [key, item] : value.items()) {
+        if (!out.empty()) out += ",";
+        out += key + "=" + (item.is_string() ? item.get<std::string>() : CellText(item));
+      }
+      return out.empty() ? "-" : out;
+    }
+    default:
+      return value.dump(-1, ' ', false, Json::error_handler_t::replace);
+  }
+}
+
+std::string FormatTable(const std::vector<std::string>& header,
+                        const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths(header.size(), 0);
+  for (size_t c = 0; c < header.size(); ++c) widths[c] = header[c].size();
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size() && c < widths.size(); ++c) {
+      widths[c] = std::max(widths[c], row[c].size());
+    }
+  }
+  std::string out;
+  auto emit = [&](const std::vector<std::string>& cells) {
+    std::string line;
+    for (size_t c = 0; c < header.size(); ++c) {
+      const std::string cell = c < cells.size() ? cells[c] : "";
+      line += cell;
+      if (c + 1 < header.size()) line += std::string(widths[c] - cell.size() + 2, ' ');
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  };
+  emit(header);
+  for (const auto& row : rows) emit(row);
+  return out;
+}
+
+Json FieldAt(const Json& object, const std::string& path) {
+  const Json* at = &object;
+  size_t start = 0;
+  while (true) {
+    size_t dot = path.find('.', start);
+    std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (!at->is_object()) return nullptr;
+    auto it = at->find(key);
+    if (it == at->end()) return nullptr;
+    at = &*it;
+    if (dot == std::string::npos) return *at;
+    start = dot + 1;
+  }
+}
+
+std::string FormatObjects(const std::vector<Column>& columns, const std::vector<Json>& items) {
+  std::vector<std::string> header;
+  for (const auto& column : columns) header.push_back(column.header);
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& item : items) {
+    std::vector<std::string> row;
+    for (const auto& column : columns) row.push_back(CellText(FieldAt(item, column.field)));
+    rows.push_back(std::move(row));
+  }
+  return FormatTable(header, rows);
+}
+
+namespace {
+
+void Flatten(const Json& object, const std::string& prefix,
+             std::vector<std::pair<std::string, std::string>>& out) {
+  for (const auto& [key, value] : object.items()) {
+    bool nested = value.is_object() && !value.empty();
+    if (nested) {
+      Flatten(value, prefix + key + ".", out);
+    } else {
+      out.emplace_back(prefix + key, CellText(value));
+    }
+  }
+}
+
+}  // namespace
+
+std::string FormatDetail(const Json& object, const std::vector<std::string>& first) {
+  std::vector<std::pair<std::string, std::string>> fields;
+  if (object.is_object()) Flatten(object, "", fields);
+  std::vector<std::pair<std::string, std::string>> ordered;
+  std::set<size_t> used;
+  for (const auto& name : first) {
+    for (size_t i = 0; i < fields.size(); ++i) {
+      if (!used.count(i) && fields[i].first == name) {
+        ordered.push_back(fields[i]);
+        used.insert(i);
+      }
+    }
+  }
+  for (size_t i = 0; i < fields.size(); ++i) {
+    if (!used.count(i)) ordered.push_back(fields[i]);
+  }
+  size_t width = 0;
+  for (const auto& field : ordered) width = std::max(width, field.first.size() + 1);
+  std::string out;
+  for (const auto& [name, value] : ordered) {
+    out += name + ":" + std::string(width - name.size() - 1 + 2, ' ') + value + "\n";
+  }
+  return out;
+}
+
+}  // namespace atrium::cli

@@ -1,0 +1,235 @@
+#include "api/api_fixture.h"
+
+#include <stdlib.h>
+
+#include <stdexcept>
+#include <string_view>
+#include <system_error>
+
+#include "common/strings.h"
+
+namespace atrium::api::fixture {
+namespace {
+
+std::string Decoded(std::string_view s) {
+  std::string out;
+  if (!UrlDecode(s, out)) return std::string(s);
+  return out;
+}
+
+void ParseTarget(const std::string& target, http::Request& req) {
+  req.target = target;
+  auto q = target.find('?');
+  req.path = Decoded(std::string_view(target).substr(0, q));
+  if (q == std::string::npos) return;
+  std::string_view rest = std::string_view(target).substr(q + 1);
+  while (!rest.empty()) {
+    auto amp = rest.find('&');
+    std::string_view pair = rest.substr(0, amp);
+    rest = amp == std::string_view::npos ? std::string_view() : rest.substr(amp + 1);
+    if (pair.empty()) continue;
+    auto eq = pair.find('=');
+    std::string name = Decoded(pair.substr(0, eq));
+    std::string value = eq == std::string_view::npos ? "" : Decoded(pair.substr(eq + 1));
+    req.query.emplace(name, value);  // the first value wins
+    req.query_all.emplace_back(std::move(name), std::move(value));
+  }
+}
+
+}  // namespace
+
+Json BodyOf(const http::Response& response) {
+  Json j = Json::parse(response.body, nullptr, /*allow_exceptions=*/false);
+  return j.is_discarded() ? Json(nullptr) : j;
+}
+
+IdentityOptions ApiHarness::DefaultIdentityOptions() {
+  IdentityOptions o;
+  o.fast_password_hashing = true;
+  return o;
+}
+
+ApiHarness::ApiHarness(IdentityOptions identity_options) {
+  std::string templ = (std::filesystem::temp_directory_path() / "atrium-api-XXXXXX").string();
+  if (mkdtemp(templ.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  dir_ = templ;
+  auto store = Store::Open("sqlite://" + (dir_ / "api.db").string());
+  if (!store.has_value()) throw std::runtime_error("Store::Open: " + store.error().message);
+  store_ = std::move(store).value();
+  identity_ = std::make_unique<IdentityService>(*store_, clock_, identity_options);
+  if (auto s = identity_->Init(); !s.has_value()) {
+    throw std::runtime_error("IdentityService::Init: " + s.error().message);
+  }
+  tenants_ = std::make_unique<TenantService>(*store_, *identity_, clock_);
+  api_ = std::make_unique<ControlPlaneApi>(
+      Services{store_.get(), identity_.get(), tenants_.get(), &clock_});
+  auto root = identity_->BootstrapAdminKey("root");
+  if (!root.has_value()) throw std::runtime_error("BootstrapAdminKey: " + root.error().message);
+  root_key_ = *root;
+}
+
+ApiHarness::~ApiHarness() {
+  api_.reset();
+  tenants_.reset();
+  identity_.reset();
+  store_.reset();
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+http::Response ApiHarness::Call(const std::string& method, const std::string& target,
+                                const std::string& bearer, const std::string& body,
+                                const CallOptions& options) {
+  http::Request req;
+  req.method = method;
+  ParseTarget(target, req);
+  if (!bearer.empty()) req.headers["authorization"] = "Bearer " + bearer;
+  if (!body.empty()) {
+    req.body = body;
+    if (!options.content_type.empty()) req.headers["content-type"] = options.content_type;
+  }
+  for (const auto& [name, value] : options.headers) req.headers[name] = value;
+  req.remote_address = options.source;
+  req.request_id = "req-" + std::to_string(++next_request_);
+  last_request_id_ = req.request_id;
+  http::Response response = api_->Handle(req);
+  CheckErrorShape(response, req.request_id, method + " " + target);
+  return response;
+}
+
+http::Response ApiHarness::CallJson(const std::string& method, const std::string& target,
+                                    const std::string& bearer, const Json& body,
+                                    const CallOptions& options) {
+  return Call(method, target, bearer, body.is_null() ? "" : body.dump(), options);
+}
+
+void ApiHarness::CheckErrorShape(const http::Response& response, const std::string& request_id,
+                                 const std::string& what) {
+  if (response.status < 400) return;
+  Json j = BodyOf(response);
+  bool ok = j.is_object() && j.size() == 1 && j.contains("error") && j["error"].is_object();
+  if (ok) {
+    const Json& e = j["error"];
+    ok = e.size() == 3 && e.contains("code") && e["code"].is_string() &&
+         !e["code"].get<std::string>().empty() && e.contains("message") &&
+         e["message"].is_string() && !e["message"].get<std::string>().empty() &&
+         e.contains("request_id") && e["request_id"] == request_id;
+  }
+  if (!ok) {
+    violations_.push_back(what + " -> " + std::to_string(response.status) + " " + response.body);
+  }
+}
+
+std::string ApiHarness::UniqueName(const std::string& prefix) {
+  return prefix + "-" + std::to_string(++next_name_);
+}
+
+std::string ApiHarness::ScopeBase(const std::string& tenant_id) {
+  return tenant_id.empty() ? "/api/v1/platform" : "/api/v1/tenants/" + tenant_id;
+}
+
+Json ApiHarness::MustCall(const std::string& method, const std::string& target, const Json& body,
+                          int want) {
+  http::Response r = CallJson(method, target, root_key_, body);
+  if (r.status != want) {
+    throw std::runtime_error("seeding " + method + " " + target + " answered " +
+                             std::to_string(r.status) + " (wanted " + std::to_string(want) +
+                             "): " + r.body);
+  }
+  return BodyOf(r);
+}
+
+TenantSeed ApiHarness::CreateTenant(const std::string& name_prefix) {
+  Json t = MustCall("POST", "/api/v1/tenants", {{"name", UniqueName(name_prefix)}}, 201);
+  TenantSeed seed;
+  seed.id = t["id"].get<std::string>();
+  seed.name = t["name"].get<std::string>();
+  return seed;
+}
+
+Actor ApiHarness::CreateActor(const std::string& tenant_id, const std::string& tenant_name,
+                              Role role, bool human) {
+  Actor a;
+  a.role = role;
+  a.tenant_id = tenant_id;
+  a.tenant_name = tenant_name;
+  a.username = UniqueName(std::string(RoleName(role)));
+  Json body = {{"username", a.username},
+               {"role", std::string(RoleName(role))},
+               {"kind", human ? "human" : "service"}};
+  if (human) {
+    a.password = kTestPassword;
+    body["password"] = a.password;
+  }
+  Json u = MustCall("POST", ScopeBase(tenant_id) + "/users", body, 201);
+  a.user_id = u["id"].get<std::string>();
+  auto [key_id, key] = CreateKey(a);
+  a.key_id = key_id;
+  a.key = key;
+  return a;
+}
+
+std::pair<std::string, std::string> ApiHarness::CreateKey(const Actor& owner,
+                                                          std::optional<int64_t> expires_in_s) {
+  Json body = {{"name", UniqueName("key")}, {"owner_user_id", owner.user_id}};
+  if (expires_in_s) body["expires_in_seconds"] = *expires_in_s;
+  Json k = MustCall("POST", ScopeBase(owner.tenant_id) + "/keys", body, 201);
+  return {k["id"].get<std::string>(), k["key"].get<std::string>()};
+}
+
+void ApiHarness::RevokeKey(const std::string& tenant_id, const std::string& key_id) {
+  MustCall("POST", ScopeBase(tenant_id) + "/keys/" + key_id + "/revoke", nullptr, 200);
+}
+
+void ApiHarness::SuspendTenant(const std::string& tenant_id) {
+  MustCall("POST", "/api/v1/tenants/" + tenant_id + "/suspend", nullptr, 200);
+}
+
+std::string ApiHarness::Login(const Actor& actor) {
+  Json body = {{"username", actor.username}, {"password", actor.password}};
+  if (!actor.tenant_name.empty()) body["tenant"] = actor.tenant_name;
+  http::Response r = CallJson("POST", "/api/v1/auth/login", "", body);
+  if (r.status != 200) {
+    throw std::runtime_error("login of " + actor.username + " answered " +
+                             std::to_string(r.status) + ": " + r.body);
+  }
+  return BodyOf(r)["access_token"].get<std::string>();
+}
+
+World ApiHarness::BuildWorld(const WorldOptions& options) {
+  World w;
+  auto seed_tenant = [&](const std::string& prefix, bool members) {
+    TenantSeed t = CreateTenant(prefix);
+    if (members) {
+      for (Role role : options.roles) {
+        if (!IsPlatformRole(role)) t.members[role] = CreateActor(t.id, t.name, role, options.humans);
+      }
+    }
+    t.object = CreateActor(t.id, t.name, Role::kTenantMember, /*human=*/false);
+    return t;
+  };
+  w.own = seed_tenant("tenant-a", true);
+  w.other = seed_tenant("tenant-b", options.other_members);
+  for (Role role : options.roles) {
+    if (IsPlatformRole(role)) w.platform[role] = CreateActor("", "", role, options.humans);
+  }
+  w.platform_object = CreateActor("", "", Role::kPlatformOperator, /*human=*/false);
+  if (options.humans && w.own.members.count(Role::kTenantAdmin)) {
+    w.own_admin_token = Login(w.own.members[Role::kTenantAdmin]);
+  }
+  if (options.bad_credentials) {
+    for (Role role : options.roles) {
+      const Actor& caller = IsPlatformRole(role) ? w.platform[role] : w.own.members[role];
+      auto revoked = CreateKey(caller);
+      RevokeKey(caller.tenant_id, revoked.first);
+      w.revoked_key[role] = revoked.second;
+      w.expired_key[role] = CreateKey(caller, 60).second;
+    }
+    w.suspended = seed_tenant("tenant-s", true);
+    SuspendTenant(w.suspended.id);
+    clock_.AdvanceSeconds(61);
+  }
+  return w;
+}
+
+}  // namespace atrium::api::fixture

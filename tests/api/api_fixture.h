@@ -1,0 +1,162 @@
+// An in-process control plane for API tests: a real SQLite store in a temp
+// dir, the identity and tenancy services on a ManualClock, and
+// ControlPlaneApi::Handle driven with hand-built http::Requests (no sockets).
+//
+// Seeding goes through the API itself with a bootstrap platform-admin key, so
+// a broken create route shows up as a failed seed. Seeding helpers throw
+// std::runtime_error on an unexpected answer; gtest reports that as a failure
+// of the test (or of SetUpTestSuite) that called them.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/api.h"
+#include "common/clock.h"
+#include "common/json_reader.h"
+#include "identity/identity_service.h"
+#include "identity/roles.h"
+#include "store/store.h"
+#include "tenancy/tenant_service.h"
+
+namespace atrium::api::fixture {
+
+// Every human the fixture creates gets this password (fast hashing in tests).
+inline constexpr char kTestPassword[] = "correct-horse-battery-staple";
+// The peer address every request claims to come from unless told otherwise.
+inline constexpr char kTestSource[] = "203.0.113.7";
+
+// A user with one active API key. Platform staff have tenant_id "".
+struct Actor {
+  Role role = Role::kTenantViewer;
+  std::string tenant_id;
+  std::string tenant_name;
+  std::string user_id;
+  std::string username;
+  std::string password;  // "" for service accounts
+  std::string key_id;
+  std::string key;  // the key text, "atr_..."
+};
+
+// A tenant with one user (and key) per requested tenant role, plus an extra
+// tenant-member "object" user with a key, for callers to act on.
+struct TenantSeed {
+  std::string id;
+  std::string name;
+  std::map<Role, Actor> members;
+  Actor object;
+};
+
+// Everything one isolation case needs: an own tenant, another tenant, the
+// platform, and credentials that must fail.
+struct World {
+  TenantSeed own;    // "tenant A"
+  TenantSeed other;  // "tenant B"
+  std::map<Role, Actor> platform;  // platform-role callers
+  Actor platform_object;           // a platform-operator service account to act on
+  // Per role: a revoked key and an expired key of that role's caller.
+  std::map<Role, std::string> revoked_key;
+  std::map<Role, std::string> expired_key;
+  // A suspended tenant with one user (and key) per requested tenant role.
+  TenantSeed suspended;
+  // An access token from logging in as own's tenant-admin ("" unless the
+  // world has human callers and a tenant-admin).
+  std::string own_admin_token;
+};
+
+struct WorldOptions {
+  std::vector<Role> roles = AllRoles();  // callers to create
+  bool other_members = true;             // role users in `other` too, not only its object
+  // Revoked and expired keys and the suspended tenant. Expiring keys are
+  // made with expires_in_seconds=60, then the clock moves 61 s.
+  bool bad_credentials = true;
+  bool humans = true;  // callers are humans with kTestPassword (they can log in)
+};
+
+struct CallOptions {
+  std::string content_type = "application/json";  // sent only with a body
+  std::string source = kTestSource;
+  std::map<std::string, std::string> headers;  // extra, lower-case names
+};
+
+class ApiHarness {
+ public:
+  // Opens a fresh store in a new temp dir and bootstraps a root
+  // platform-admin key. Throws std::runtime_error on failure.
+  explicit ApiHarness(IdentityOptions identity_options = DefaultIdentityOptions());
+  ~ApiHarness();
+  ApiHarness(const ApiHarness&) = delete;
+  ApiHarness& operator=(const ApiHarness&) = delete;
+
+  static IdentityOptions DefaultIdentityOptions();
+
+  // One request through ControlPlaneApi::Handle. `target` is the path plus an
+  // optional query string; `bearer` "" sends no authorization header; `body`
+  // "" sends no body. Each request gets a new request id (last_request_id()).
+  http::Response Call(const std::string& method, const std::string& target,
+                      const std::string& bearer = "", const std::string& body = "",
+                      const CallOptions& options = {});
+  http::Response CallJson(const std::string& method, const std::string& target,
+                          const std::string& bearer, const Json& body,
+                          const CallOptions& options = {});
+  const std::string& last_request_id() const { return last_request_id_; }
+
+  // Every error answer so far that did not have the shape
+  // {"error":{"code","message","request_id"}} with the request's id.
+  const std::vector<std::string>& error_shape_violations() const { return violations_; }
+
+  // --- Seeding through the API with the root key (throw on failure) ---
+  // A fresh, unique lower-case name starting with `prefix`.
+  std::string UniqueName(const std::string& prefix);
+  TenantSeed CreateTenant(const std::string& name_prefix);
+  // A user of `role` in `tenant_id` ("" = platform) with one key.
+  Actor CreateActor(const std::string& tenant_id, const std::string& tenant_name, Role role,
+                    bool human);
+  // Another key for `owner`; returns {key_id, key text}.
+  std::pair<std::string, std::string> CreateKey(const Actor& owner,
+                                                std::optional<int64_t> expires_in_s = {});
+  void RevokeKey(const std::string& tenant_id, const std::string& key_id);
+  void SuspendTenant(const std::string& tenant_id);
+  // Logs `actor` in with kTestPassword; returns the access token.
+  std::string Login(const Actor& actor);
+  World BuildWorld(const WorldOptions& options = {});
+
+  // The base path of a tenant's ("" = the platform's) users and keys.
+  static std::string ScopeBase(const std::string& tenant_id);
+
+  ManualClock& clock() { return clock_; }
+  Store& store() { return *store_; }
+  IdentityService& identity() { return *identity_; }
+  TenantService& tenants() { return *tenants_; }
+  ControlPlaneApi& api() { return *api_; }
+  const std::string& root_key() const { return root_key_; }
+
+ private:
+  // Calls as root and throws unless the status is `want`.
+  Json MustCall(const std::string& method, const std::string& target, const Json& body,
+                int want);
+  void CheckErrorShape(const http::Response& response, const std::string& request_id,
+                       const std::string& what);
+
+  std::filesystem::path dir_;
+  ManualClock clock_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<IdentityService> identity_;
+  std::unique_ptr<TenantService> tenants_;
+  std::unique_ptr<ControlPlaneApi> api_;
+  std::string root_key_;
+  int64_t next_request_ = 0;
+  int64_t next_name_ = 0;
+  std::string last_request_id_;
+  std::vector<std::string> violations_;
+};
+
+// Parses a response body as JSON (null when it is not JSON).
+Json BodyOf(const http::Response& response);
+
+}  // namespace atrium::api::fixture

@@ -1,0 +1,528 @@
+// The OpenAPI document (api/openapi.json, compiled in and served at
+// GET /api/v1/openapi.json) against the server's own route table and
+// handlers: the same operations, summaries, path parameters and security;
+// request schemas that are closed and mark exactly the fields the handlers
+// require; and response schemas that the real responses satisfy.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "api/api_fixture.h"
+#include "common/strings.h"
+
+namespace atrium::api {
+namespace {
+
+using fixture::ApiHarness;
+using fixture::BodyOf;
+using fixture::World;
+
+constexpr const char* kMethods[] = {"get", "put", "post", "delete", "options", "head", "patch",
+                                    "trace"};
+
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+std::string Upper(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
+  return s;
+}
+
+bool Contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+bool StartsWithHash(const std::string& ref) { return ref.rfind("#/", 0) == 0; }
+
+// Follows a local "$ref" ("#/components/..."); other values come back as is.
+const Json& Resolve(const Json& doc, const Json& node) {
+  if (!node.is_object() || !node.contains("$ref")) return node;
+  std::string ref = node["$ref"].get<std::string>();
+  static const Json kNull;
+  if (!StartsWithHash(ref)) return kNull;
+  const Json* at = &doc;
+  size_t pos = 2;
+  while (pos <= ref.size()) {
+    size_t slash = ref.find('/', pos);
+    std::string part = ref.substr(pos, slash == std::string::npos ? std::string::npos : slash - pos);
+    if (!at->is_object() || !at->contains(part)) return kNull;
+    at = &(*at)[part];
+    if (slash == std::string::npos) break;
+    pos = slash + 1;
+  }
+  return Resolve(doc, *at);
+}
+
+// allOf flattened into one object schema (properties and required merged).
+Json Flatten(const Json& doc, const Json& schema_in) {
+  const Json& schema = Resolve(doc, schema_in);
+  if (!schema.is_object() || !schema.contains("allOf")) return schema;
+  Json out = {{"type", "object"}, {"properties", Json::object()}, {"required", Json::array()}};
+  if (schema.contains("nullable")) out["nullable"] = schema["nullable"];
+  for (const auto& part_ref : schema["allOf"]) {
+    Json part = Flatten(doc, part_ref);
+    if (part.contains("properties")) {
+      for (auto it = part["properties"].begin(); it != part["properties"].end(); ++it) {
+        out["properties"][it.key()] = it.value();
+      }
+    }
+    if (part.contains("required")) {
+      for (const auto& r : part["required"]) out["required"].push_back(r);
+    }
+  }
+  return out;
+}
+
+// A small JSON-schema check, enough for this API's shapes: types, nullable,
+// enum, required, properties, items and additionalProperties. An object
+// schema with properties rejects fields it does not name unless
+// additionalProperties allows them, so an undocumented field (a leaked
+// secret, say) fails.
+void Validate(const Json& doc, const Json& value, const Json& schema_in, const std::string& where,
+              std::vector<std::string>& errors) {
+  Json schema = Flatten(doc, schema_in);
+  if (!schema.is_object()) {
+    errors.push_back(where + ": unresolvable schema");
+    return;
+  }
+  if (value.is_null()) {
+    if (!schema.value("nullable", false)) errors.push_back(where + ": null but not nullable");
+    return;
+  }
+  std::string type = schema.value("type", "");
+  if (schema.contains("enum") &&
+      std::find(schema["enum"].begin(), schema["enum"].end(), value) == schema["enum"].end()) {
+    errors.push_back(where + ": " + value.dump() + " is not in the enum");
+  }
+  if (type == "object") {
+    if (!value.is_object()) {
+      errors.push_back(where + ": not an object");
+      return;
+    }
+    if (schema.contains("required")) {
+      for (const auto& r : schema["required"]) {
+        if (!value.contains(r.get<std::string>())) {
+          errors.push_back(where + ": lacks required '" + r.get<std::string>() + "'");
+        }
+      }
+    }
+    const Json props = schema.value("properties", Json::object());
+    bool free_form = !schema.contains("properties") && !schema.contains("additionalProperties");
+    for (auto it = value.begin(); it != value.end(); ++it) {
+      if (props.contains(it.key())) {
+        Validate(doc, it.value(), props[it.key()], where + "." + it.key(), errors);
+      } else if (schema.contains("additionalProperties") &&
+                 schema["additionalProperties"].is_object()) {
+        Validate(doc, it.value(), schema["additionalProperties"], where + "." + it.key(), errors);
+      } else if (!free_form) {
+        errors.push_back(where + ": undocumented field '" + it.key() + "'");
+      }
+    }
+  } else if (type == "array") {
+    if (!value.is_array()) {
+      errors.push_back(where + ": not an array");
+      return;
+    }
+    for (size_t i = 0; i < value.size(); ++i) {
+      Validate(doc, value[i], schema["items"], where + "[" + std::to_string(i) + "]", errors);
+    }
+  } else if (type == "string") {
+    if (!value.is_string()) errors.push_back(where + ": not a string");
+  } else if (type == "integer") {
+    if (!value.is_number_integer()) errors.push_back(where + ": not an integer");
+  } else if (type == "number") {
+    if (!value.is_number()) errors.push_back(where + ": not a number");
+  } else if (type == "boolean") {
+    if (!value.is_boolean()) errors.push_back(where + ": not a boolean");
+  }
+}
+
+// A value of the wrong JSON type for `schema`.
+Json WrongTypeFor(const Json& schema) {
+  std::string type = schema.value("type", "string");
+  if (type == "string") return 12345;
+  if (type == "integer" || type == "number") return "12";
+  if (type == "array") return "not-an-array";
+  if (type == "object") return "not-an-object";
+  return Json::array();
+}
+
+class OpenApiTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    harness_ = new ApiHarness();
+    world_ = new World(harness_->BuildWorld());
+    http::Response r = harness_->Call("GET", "/api/v1/openapi.json");
+    status_ = r.status;
+    content_type_ = r.content_type;
+    doc_ = new Json(BodyOf(r));
+  }
+  static void TearDownTestSuite() {
+    delete doc_;
+    delete world_;
+    delete harness_;
+  }
+
+  const Json& doc() { return *doc_; }
+  const Json* Operation(const std::string& method, const std::string& pattern) {
+    const Json& paths = doc()["paths"];
+    if (!paths.contains(pattern) || !paths[pattern].contains(Lower(method))) return nullptr;
+    return &paths[pattern][Lower(method)];
+  }
+  // The pattern with the world's ids: tenant A and its object user and key,
+  // or the platform's object user and key.
+  std::string Concrete(const std::string& pattern) {
+    bool platform = pattern.rfind("/api/v1/platform/", 0) == 0;
+    const auto& object = platform ? world_->platform_object : world_->own.object;
+    std::string out = pattern;
+    auto sub = [&](const std::string& name, const std::string& value) {
+      auto pos = out.find(name);
+      if (pos != std::string::npos) out.replace(pos, name.size(), value);
+    };
+    sub("{tenant_id}", world_->own.id);
+    sub("{user_id}", object.user_id);
+    sub("{key_id}", object.key_id);
+    return out;
+  }
+  std::string AdminKey() { return world_->platform.at(Role::kPlatformAdmin).key; }
+
+  static ApiHarness* harness_;
+  static World* world_;
+  static Json* doc_;
+  static int status_;
+  static std::string content_type_;
+};
+ApiHarness* OpenApiTest::harness_ = nullptr;
+World* OpenApiTest::world_ = nullptr;
+Json* OpenApiTest::doc_ = nullptr;
+int OpenApiTest::status_ = 0;
+std::string OpenApiTest::content_type_;
+
+TEST_F(OpenApiTest, IsServedWithoutCredentialAsOpenApi303) {
+  EXPECT_EQ(status_, 200);
+  EXPECT_EQ(content_type_, "application/json");
+  ASSERT_TRUE(doc().is_object()) << "the served document is not JSON";
+  EXPECT_EQ(doc().value("openapi", ""), "3.0.3");
+  EXPECT_TRUE(doc()["info"].contains("title"));
+  EXPECT_TRUE(doc()["info"].contains("version"));
+  EXPECT_EQ(doc()["paths"].size() > 0, true);
+}
+
+TEST_F(OpenApiTest, EveryRouteIsDocumentedWithItsSummary) {
+  for (const auto& route : harness_->api().router().routes()) {
+    const Json* op = Operation(route.method, route.pattern);
+    if (op == nullptr) {
+      ADD_FAILURE() << route.method << " " << route.pattern
+                    << " is in the route table but not in api/openapi.json";
+      continue;
+    }
+    EXPECT_EQ(op->value("summary", ""), route.payload.summary)
+        << route.method << " " << route.pattern << ": the summary differs from routes.cc";
+  }
+}
+
+TEST_F(OpenApiTest, EveryDocumentedOperationIsARoute) {
+  std::set<std::string> routes;
+  for (const auto& route : harness_->api().router().routes()) {
+    routes.insert(route.method + " " + route.pattern);
+  }
+  for (auto path = doc()["paths"].begin(); path != doc()["paths"].end(); ++path) {
+    for (auto item = path.value().begin(); item != path.value().end(); ++item) {
+      bool is_method = std::find(std::begin(kMethods), std::end(kMethods), item.key()) !=
+                       std::end(kMethods);
+      if (!is_method) continue;
+      EXPECT_TRUE(routes.count(Upper(item.key()) + " " + path.key()))
+          << Upper(item.key()) << " " << path.key()
+          << " is documented but the server has no such route";
+    }
+  }
+}
+
+TEST_F(OpenApiTest, OperationIdsAreUnique) {
+  std::map<std::string, int> seen;
+  for (const auto& route : harness_->api().router().routes()) {
+    const Json* op = Operation(route.method, route.pattern);
+    if (!op) continue;
+    std::string id = op->value("operationId", "");
+    EXPECT_FALSE(id.empty()) << route.method << " " << route.pattern << " has no operationId";
+    EXPECT_EQ(++seen[id], 1) << "operationId '" << id << "' is used twice";
+  }
+}
+
+TEST_F(OpenApiTest, PathParametersMatchTheTemplate) {
+  for (const auto& route : harness_->api().router().routes()) {
+    const Json* op = Operation(route.method, route.pattern);
+    if (!op) continue;
+    std::set<std::string> in_template;
+    for (size_t open = route.pattern.find('{'); open != std::string::npos;
+         open = route.pattern.find('{', open + 1)) {
+      in_template.insert(route.pattern.substr(open + 1, route.pattern.find('}', open) - open - 1));
+    }
+    std::set<std::string> documented;
+    for (const auto& p_ref : op->value("parameters", Json::array())) {
+      const Json& p = Resolve(doc(), p_ref);
+      ASSERT_TRUE(p.is_object()) << route.pattern << ": unresolvable parameter";
+      if (p["in"] == "path") {
+        documented.insert(p["name"].get<std::string>());
+        EXPECT_TRUE(p.value("required", false)) << route.pattern << ": path parameters are required";
+      }
+    }
+    EXPECT_EQ(documented, in_template) << route.method << " " << route.pattern;
+  }
+}
+
+TEST_F(OpenApiTest, SecurityMatchesTheRouteTable) {
+  const Json& scheme = doc()["components"]["securitySchemes"]["bearerAuth"];
+  EXPECT_EQ(scheme.value("type", ""), "http");
+  EXPECT_EQ(scheme.value("scheme", ""), "bearer");
+  EXPECT_EQ(doc()["security"], Json::parse(R"([{"bearerAuth": []}])"));
+  const std::set<std::string> kPublic = {"GET /healthz", "GET /readyz",
+                                         "GET /api/v1/openapi.json", "POST /api/v1/auth/login"};
+  for (const auto& route : harness_->api().router().routes()) {
+    const Json* op = Operation(route.method, route.pattern);
+    if (!op) continue;
+    std::string key = route.method + " " + route.pattern;
+    bool is_public = route.payload.target == TargetKind::kPublic;
+    EXPECT_EQ(is_public, kPublic.count(key) == 1) << key << ": unexpectedly (not) public";
+    if (is_public) {
+      EXPECT_EQ(op->value("security", Json(nullptr)), Json::array()) << key << " needs security: []";
+    } else {
+      EXPECT_FALSE(op->contains("security")) << key << " must keep the global bearer security";
+      for (const char* code : {"401", "403", "404"}) {
+        EXPECT_TRUE((*op)["responses"].contains(code)) << key << " lacks a " << code << " answer";
+      }
+    }
+  }
+}
+
+TEST_F(OpenApiTest, EveryRefResolves) {
+  std::vector<std::string> broken;
+  std::function<void(const Json&, const std::string&)> walk = [&](const Json& node,
+                                                                  const std::string& where) {
+    if (node.is_object()) {
+      if (node.contains("$ref") && Resolve(doc(), node).is_null()) broken.push_back(where);
+      for (auto it = node.begin(); it != node.end(); ++it) walk(it.value(), where + "/" + it.key());
+    } else if (node.is_array()) {
+      for (size_t i = 0; i < node.size(); ++i) walk(node[i], where + "/" + std::to_string(i));
+    }
+  };
+  walk(doc(), "#");
+  EXPECT_TRUE(broken.empty()) << "unresolvable $ref at " << broken.front();
+}
+
+TEST_F(OpenApiTest, HasTheComponentSchemas) {
+  for (const char* name : {"Error", "Tenant", "TenantPage", "User", "UserPage", "ApiKey",
+                           "ApiKeyCreated", "ApiKeyPage", "AuditRecord", "AuditPage"}) {
+    EXPECT_TRUE(doc()["components"]["schemas"].contains(name)) << "no schema " << name;
+  }
+  Json created = Flatten(doc(), doc()["components"]["schemas"]["ApiKeyCreated"]);
+  EXPECT_TRUE(created["properties"].contains("key"));
+  EXPECT_FALSE(doc()["components"]["schemas"]["ApiKey"]["properties"].contains("key"))
+      << "only the create response may carry the key text";
+  const Json& error = doc()["components"]["schemas"]["Error"];
+  EXPECT_EQ(error["properties"]["error"]["required"],
+            Json::parse(R"(["code", "message", "request_id"])"));
+}
+
+TEST_F(OpenApiTest, ErrorAnswersUseTheErrorSchema) {
+  for (const auto& route : harness_->api().router().routes()) {
+    const Json* op = Operation(route.method, route.pattern);
+    if (!op) continue;
+    std::string key = route.method + " " + route.pattern;
+    int successes = 0;
+    for (auto it = (*op)["responses"].begin(); it != (*op)["responses"].end(); ++it) {
+      if (it.key()[0] == '2') {
+        ++successes;
+        continue;
+      }
+      const Json& response = Resolve(doc(), it.value());
+      EXPECT_EQ(response["content"]["application/json"]["schema"],
+                Json::parse(R"({"$ref": "#/components/schemas/Error"})"))
+          << key << " " << it.key();
+    }
+    EXPECT_EQ(successes, 1) << key << " documents " << successes << " success answers";
+    if (op->contains("requestBody")) {
+      for (const char* code : {"400", "413", "415"}) {
+        EXPECT_TRUE((*op)["responses"].contains(code)) << key << " lacks a " << code << " answer";
+      }
+    }
+  }
+}
+
+// Drives every operation with a request body: the schema is closed, its
+// example is valid, and the handler agrees with it on every field.
+TEST_F(OpenApiTest, RequestSchemasMatchTheHandlers) {
+  int operations = 0;
+  for (const auto& route : harness_->api().router().routes()) {
+    const Json* op = Operation(route.method, route.pattern);
+    if (!op || !op->contains("requestBody")) continue;
+    ++operations;
+    std::string key = route.method + " " + route.pattern;
+    const Json& schema = Resolve(doc(), (*op)["requestBody"]["content"]["application/json"]["schema"]);
+    ASSERT_TRUE(schema.is_object()) << key;
+    EXPECT_EQ(schema.value("additionalProperties", Json(true)), Json(false))
+        << key << ": request bodies are closed";
+    ASSERT_TRUE(schema.contains("example")) << key << ": the test needs an example body";
+    const Json& example = schema["example"];
+    std::vector<std::string> errors;
+    Validate(doc(), example, schema, key + " example", errors);
+    EXPECT_TRUE(errors.empty()) << errors.front();
+    std::set<std::string> required;
+    for (const auto& r : schema.value("required", Json::array())) required.insert(r.get<std::string>());
+    const Json& props = schema["properties"];
+    for (const auto& r : required) EXPECT_TRUE(props.contains(r)) << key << ": required " << r;
+    EXPECT_EQ(example.size(), props.size()) << key << ": the example should show every field";
+
+    std::string target = Concrete(route.pattern);
+    auto send = [&](const Json& body) {
+      http::Response r = harness_->CallJson(route.method, target, AdminKey(), body);
+      Json j = BodyOf(r);
+      std::string message = j.is_object() && j.contains("error") ? j["error"].value("message", "") : "";
+      return std::make_pair(r.status, message);
+    };
+    for (auto it = props.begin(); it != props.end(); ++it) {
+      const std::string& field = it.key();
+      Json without = example;
+      without.erase(field);
+      auto [status, message] = send(without);
+      std::string missing = "missing required field '" + field + "'";
+      if (required.count(field)) {
+        EXPECT_EQ(status, 400) << key << " without " << field;
+        EXPECT_TRUE(Contains(message, missing)) << key << " without " << field << ": " << message;
+      } else {
+        EXPECT_FALSE(Contains(message, missing)) << key << ": the handler requires " << field
+                                                 << " but the document says it is optional";
+      }
+      Json wrong = example;
+      wrong[field] = WrongTypeFor(Resolve(doc(), it.value()));
+      auto [wstatus, wmessage] = send(wrong);
+      EXPECT_EQ(wstatus, 400) << key << " with a wrongly typed " << field;
+      EXPECT_TRUE(Contains(wmessage, "'" + field + "'")) << key << ": " << wmessage;
+    }
+    Json unknown = example;
+    unknown["zz_unknown_field"] = 1;
+    auto [ustatus, umessage] = send(unknown);
+    EXPECT_EQ(ustatus, 400) << key << " with an unknown field";
+    EXPECT_TRUE(Contains(umessage, "zz_unknown_field")) << key << ": " << umessage;
+  }
+  EXPECT_EQ(operations, 9) << "login, tenant create/update, user create/update and key create "
+                              "(tenant and platform)";
+}
+
+// Every documented query parameter is accepted and an unknown one is refused.
+TEST_F(OpenApiTest, ListQueryParametersMatchTheHandlers) {
+  int lists = 0;
+  for (const auto& route : harness_->api().router().routes()) {
+    const Json* op = Operation(route.method, route.pattern);
+    if (!op) continue;
+    std::vector<std::string> query;
+    for (const auto& p_ref : op->value("parameters", Json::array())) {
+      const Json& p = Resolve(doc(), p_ref);
+      if (p["in"] == "query") query.push_back(p["name"].get<std::string>());
+    }
+    if (query.empty()) continue;
+    ++lists;
+    std::string key = route.method + " " + route.pattern;
+    std::string base = Concrete(route.pattern);
+    http::Response unknown = harness_->Call(route.method, base + "?zz_unknown=1", AdminKey());
+    EXPECT_EQ(unknown.status, 400) << key;
+    EXPECT_TRUE(Contains(unknown.body, "zz_unknown")) << key << ": " << unknown.body;
+    std::map<std::string, std::string> good = {{"limit", "5"},
+                                               {"cursor", ""},
+                                               {"state", "active"},
+                                               {"label", "plan=pro"},
+                                               {"owner_user_id", world_->own.object.user_id}};
+    for (const auto& name : query) {
+      ASSERT_TRUE(good.count(name)) << key << ": the test knows no value for " << name;
+      http::Response r = harness_->Call(route.method, base + "?" + name + "=" + good[name], AdminKey());
+      EXPECT_EQ(r.status, 200) << key << "?" << name << ": " << r.body;
+    }
+    if (std::find(query.begin(), query.end(), "limit") != query.end()) {
+      for (const char* bad : {"0", "1001", "abc"}) {
+        http::Response r = harness_->Call(route.method, base + "?limit=" + bad, AdminKey());
+        EXPECT_EQ(r.status, 400) << key << "?limit=" << bad;
+      }
+    }
+  }
+  EXPECT_EQ(lists, 7) << "tenants, users and keys (tenant and platform), and the two audit lists";
+}
+
+// Real answers satisfy the documented response schemas (and carry no field
+// the document does not name).
+TEST_F(OpenApiTest, ResponsesMatchTheirSchemas) {
+  ApiHarness& h = *harness_;
+  std::string admin = AdminKey();
+  auto check = [&](const std::string& method, const std::string& pattern, const std::string& target,
+                   const http::Response& r, const std::string& bearer_note) {
+    const Json* op = Operation(method, pattern);
+    ASSERT_NE(op, nullptr) << method << " " << pattern;
+    std::string code = std::to_string(r.status);
+    ASSERT_TRUE((*op)["responses"].contains(code))
+        << method << " " << target << " answered undocumented " << code << " " << r.body;
+    const Json& response = Resolve(doc(), (*op)["responses"][code]);
+    if (!response.contains("content")) {
+      EXPECT_TRUE(r.body.empty()) << method << " " << target;
+      return;
+    }
+    std::vector<std::string> errors;
+    Validate(doc(), BodyOf(r), response["content"]["application/json"]["schema"],
+             method + " " + target + bearer_note, errors);
+    for (const auto& e : errors) ADD_FAILURE() << e;
+  };
+  // Every GET, as platform-admin and as tenant A's admin.
+  for (const auto& route : h.api().router().routes()) {
+    if (route.method != "GET") continue;
+    std::string target = Concrete(route.pattern);
+    check("GET", route.pattern, target, h.Call("GET", target, admin), " (platform-admin)");
+    check("GET", route.pattern, target,
+          h.Call("GET", target, world_->own.members.at(Role::kTenantAdmin).key), " (tenant-admin)");
+  }
+  // The writes, on objects made for the purpose.
+  auto call = [&](const std::string& method, const std::string& pattern, const std::string& target,
+                  const Json& body, const std::string& bearer = "") {
+    http::Response r = h.CallJson(method, target, bearer.empty() ? admin : bearer, body);
+    check(method, pattern, target, r, "");
+    return BodyOf(r);
+  };
+  Json tenant = call("POST", "/api/v1/tenants", "/api/v1/tenants",
+                     {{"name", h.UniqueName("schema")}, {"labels", {{"plan", "pro"}}}});
+  std::string t = "/api/v1/tenants/" + tenant.value("id", "");
+  call("PATCH", "/api/v1/tenants/{tenant_id}", t, {{"weight", 3}});
+  Json user = call("POST", "/api/v1/tenants/{tenant_id}/users", t + "/users",
+                   {{"username", "alice"}, {"role", "tenant-admin"},
+                    {"password", fixture::kTestPassword}});
+  std::string u = t + "/users/" + user.value("id", "");
+  call("PATCH", "/api/v1/tenants/{tenant_id}/users/{user_id}", u, {{"email", "a@example.com"}});
+  Json key = call("POST", "/api/v1/tenants/{tenant_id}/keys", t + "/keys",
+                  {{"name", "ci"}, {"owner_user_id", user.value("id", "")},
+                   {"expires_in_seconds", 3600}});
+  EXPECT_TRUE(StartsWith(key.value("key", ""), "atr_"));
+  call("POST", "/api/v1/tenants/{tenant_id}/keys/{key_id}/revoke",
+       t + "/keys/" + key.value("id", "") + "/revoke", nullptr);
+  Json login = call("POST", "/api/v1/auth/login", "/api/v1/auth/login",
+                    {{"tenant", tenant.value("name", "")}, {"username", "alice"},
+                     {"password", fixture::kTestPassword}});
+  std::string token = login.value("access_token", "");
+  call("GET", "/api/v1/whoami", "/api/v1/whoami", nullptr, token);
+  call("POST", "/api/v1/auth/logout", "/api/v1/auth/logout", nullptr, token);
+  call("POST", "/api/v1/auth/signing-keys/rotate", "/api/v1/auth/signing-keys/rotate", nullptr);
+  call("POST", "/api/v1/tenants/{tenant_id}/suspend", t + "/suspend", nullptr);
+  call("POST", "/api/v1/tenants/{tenant_id}/resume", t + "/resume", nullptr);
+  call("DELETE", "/api/v1/tenants/{tenant_id}/users/{user_id}", u, nullptr);
+  call("POST", "/api/v1/tenants/{tenant_id}/evict", t + "/evict", nullptr);
+  // Errors: the common shape, documented per operation.
+  call("GET", "/api/v1/tenants/{tenant_id}", t, nullptr);  // 404 now
+  call("POST", "/api/v1/tenants", "/api/v1/tenants", {{"name", 5}});  // 400
+  call("POST", "/api/v1/auth/logout", "/api/v1/auth/logout", nullptr);  // 400 with a key
+}
+
+}  // namespace
+}  // namespace atrium::api

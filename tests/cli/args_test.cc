@@ -1,0 +1,64 @@
+#include "cli/args.h"
+
+#include <gtest/gtest.h>
+
+namespace atrium::cli {
+namespace {
+
+TEST(ParseDurationTest, AcceptsEachUnitAndSums) {
+  struct Case {
+    const char* text;
+    int64_t seconds;
+  };
+  for (const Case& c : {Case{"30d", 30 * 86400}, Case{"12h", 12 * 3600}, Case{"90m", 90 * 60},
+                        Case{"3600s", 3600}, Case{"2w", 14 * 86400}, Case{"1h30m", 5400},
+                        Case{"1d2h3m4s", 86400 + 7200 + 180 + 4}, Case{"45", 45}}) {
+    auto parsed = ParseDuration(c.text);
+    ASSERT_TRUE(parsed.has_value()) << c.text << ": " << parsed.error().message;
+    EXPECT_EQ(*parsed, c.seconds) << c.text;
+  }
+}
+
+TEST(ParseDurationTest, RejectsMalformedZeroAndOverflow) {
+  for (const char* text : {"", "d", "10x", "1.5h", "-1h", "0s", "0", "h1", "1h 2m", "1h30",
+                           "99999999999999999999s", "9999999999999999w"}) {
+    auto parsed = ParseDuration(text);
+    ASSERT_FALSE(parsed.has_value()) << text;
+    EXPECT_EQ(parsed.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_NE(parsed.error().message.find("bad duration"), std::string::npos);
+  }
+}
+
+TEST(ParseLabelTest, SplitsAtTheFirstEquals) {
+  auto label = ParseLabel("env=prod=eu");
+  ASSERT_TRUE(label.has_value());
+  EXPECT_EQ(label->first, "env");
+  EXPECT_EQ(label->second, "prod=eu");
+  auto empty_value = ParseLabel("team=");
+  ASSERT_TRUE(empty_value.has_value());
+  EXPECT_EQ(empty_value->second, "");
+  EXPECT_FALSE(ParseLabel("novalue").has_value());
+  EXPECT_FALSE(ParseLabel("=v").has_value());
+  EXPECT_FALSE(ParseLabel("").has_value());
+}
+
+TEST(ParseLabelsTest, LaterDuplicateWinsAndErrorsNameTheLabel) {
+  auto labels = ParseLabels({"a=1", "b=2", "a=3"});
+  ASSERT_TRUE(labels.has_value());
+  EXPECT_EQ(*labels, (std::map<std::string, std::string>{{"a", "3"}, {"b", "2"}}));
+  auto bad = ParseLabels({"a=1", "oops"});
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().message.find("'oops'"), std::string::npos);
+}
+
+TEST(QueryTest, EncodesValuesAndSkipsEmptyOnes) {
+  EXPECT_EQ(UrlEncode("a-z_0.9~"), "a-z_0.9~");
+  EXPECT_EQ(UrlEncode("k=v&x y/é"), "k%3Dv%26x%20y%2F%C3%A9");
+  EXPECT_EQ(WithQuery("/t", {}), "/t");
+  EXPECT_EQ(WithQuery("/t", {{"state", ""}, {"label", "env=prod"}, {"limit", "2"}}),
+            "/t?label=env%3Dprod&limit=2");
+  EXPECT_EQ(WithQuery("/t?owner=x", {{"cursor", "c1"}}), "/t?owner=x&cursor=c1");
+}
+
+}  // namespace
+}  // namespace atrium::cli

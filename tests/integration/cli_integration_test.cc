@@ -1,0 +1,485 @@
+// Starts the real `atrium dev` binary on port 0 with a temporary data
+// directory and drives it with the `atrium` CLI verbs as subprocesses, the
+// way an operator would: tenants, users, login, keys, suspension, eviction,
+// restart, and the audit trail's verification and tamper detection.
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "common/json_reader.h"
+#include "subprocess.h"
+
+namespace atrium {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::BackgroundProcess;
+using testing::ProcessResult;
+
+constexpr auto kCliTimeout = 60s;
+constexpr auto kServerTimeout = 60s;
+constexpr char kPassword[] = "correct-horse-battery";
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Who runs a CLI command: the environment it gets, nothing else inherited.
+struct As {
+  std::string token;   // ATRIUM_TOKEN; "" = unset
+  std::string home;    // HOME (where `login` keeps credentials)
+  bool server = true;  // set ATRIUM_SERVER
+};
+
+std::string Describe(const ProcessResult& r) {
+  return "exit " + std::to_string(r.exit_code) + (r.timed_out ? " (timed out)" : "") +
+         "\n--- stdout\n" + r.out + "--- stderr\n" + r.err;
+}
+
+Json ParsedJson(const ProcessResult& r) {
+  auto json = ParseJson(r.out);
+  EXPECT_TRUE(json.has_value()) << "not JSON: " << Describe(r);
+  return json.has_value() ? *json : Json();
+}
+
+std::set<std::string> NamesOf(const Json& items) {
+  std::set<std::string> names;
+  for (const auto& item : items) names.insert(item.value("name", std::string()));
+  return names;
+}
+
+class CliIntegrationTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { ::signal(SIGPIPE, SIG_IGN); }
+
+  void SetUp() override {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "atrium-cli-it-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    root_ = pattern;
+    data_dir_ = root_ + "/data";
+    admin_home_ = NewHome("admin");
+    ASSERT_NO_FATAL_FAILURE(StartServer());
+  }
+
+  void TearDown() override {
+    server_.reset();  // kills the server if a test left it running
+    std::error_code ec;
+    std::filesystem::remove_all(root_, ec);
+  }
+
+  std::string NewHome(const std::string& name) {
+    std::string home = root_ + "/home-" + name;
+    std::filesystem::create_directories(home);
+    return home;
+  }
+
+  void StartServer() {
+    server_ = std::make_unique<BackgroundProcess>();
+    std::string error;
+    ASSERT_TRUE(server_->Start({ATRIUM_BINARY, "dev", "--data", data_dir_, "--api-listen",
+                                "127.0.0.1:0"},
+                               {"HOME=" + root_, "PATH=/usr/bin:/bin"}, &error))
+        << error;
+    url_ = server_->WaitForLine("API: ", kServerTimeout);
+    ASSERT_FALSE(url_.empty()) << "no API line from the server:\n" << server_->Output();
+    ASSERT_EQ(url_.rfind("http://127.0.0.1:", 0), 0u) << url_;
+
+    std::string token_path = data_dir_ + "/admin.token";
+    struct stat st {};
+    ASSERT_EQ(::stat(token_path.c_str(), &st), 0) << token_path;
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    std::istringstream token_file(ReadFile(token_path));
+    ASSERT_TRUE(std::getline(token_file, admin_token_));
+    ASSERT_FALSE(admin_token_.empty());
+  }
+
+  // SIGTERM and wait: a graceful stop exits 0.
+  int StopServer() { return server_->Stop(SIGTERM, kServerTimeout); }
+
+  ProcessResult Run(const As& as, std::vector<std::string> args, const std::string& input = "") {
+    std::vector<std::string> argv = {ATRIUM_BINARY};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::vector<std::string> env = {"HOME=" + as.home, "PATH=/usr/bin:/bin"};
+    if (as.server) env.push_back("ATRIUM_SERVER=" + url_);
+    if (!as.token.empty()) env.push_back("ATRIUM_TOKEN=" + as.token);
+    ProcessResult r = testing::RunProcess(argv, env, input, kCliTimeout);
+    EXPECT_FALSE(r.timed_out) << Describe(r);
+    return r;
+  }
+  ProcessResult Admin(std::vector<std::string> args, const std::string& input = "") {
+    return Run({admin_token_, admin_home_}, std::move(args), input);
+  }
+  // Runs and expects exit 0; returns stdout parsed as JSON (pass -o json).
+  Json AdminJson(std::vector<std::string> args, const std::string& input = "") {
+    ProcessResult r = Admin(std::move(args), input);
+    EXPECT_EQ(r.exit_code, 0) << Describe(r);
+    return ParsedJson(r);
+  }
+
+  // Creates a tenant admin and logs in as it with a fresh HOME; returns that HOME.
+  std::string LoginAsNewTenantAdmin(const std::string& tenant, const std::string& username) {
+    ProcessResult created = Admin({"user", "create", username, "--tenant", tenant, "--role",
+                                   "tenant-admin", "--password-stdin"},
+                                  std::string(kPassword) + "\n");
+    EXPECT_EQ(created.exit_code, 0) << Describe(created);
+    std::string home = NewHome(username);
+    ProcessResult login = Run({"", home, /*server=*/false},
+                              {"login", "--server", url_, "--tenant", tenant, "--username",
+                               username, "--password-stdin"},
+                              std::string(kPassword) + "\n");
+    EXPECT_EQ(login.exit_code, 0) << Describe(login);
+    EXPECT_NE(login.out.find("Logged in"), std::string::npos) << login.out;
+    return home;
+  }
+
+  std::string root_;
+  std::string data_dir_;
+  std::string admin_home_;
+  std::string url_;
+  std::string admin_token_;
+  std::unique_ptr<BackgroundProcess> server_;
+};
+
+TEST_F(CliIntegrationTest, TenantsUsersKeysSuspensionAndEviction) {
+  // --- tenants: create, label filter, pagination, get by name, update
+  Json acme = AdminJson({"tenant", "create", "acme", "--display-name", "Acme Corp", "--tier",
+                         "dedicated-gpu", "--region", "eu-west", "--region", "us-east",
+                         "--weight", "5", "--label", "env=prod", "--label", "team=ml", "-o",
+                         "json"});
+  const std::string acme_id = acme.value("id", "");
+  ASSERT_FALSE(acme_id.empty());
+  EXPECT_EQ(acme["name"], "acme");
+  EXPECT_EQ(acme["state"], "active");
+  EXPECT_EQ(acme["tier"], "dedicated-gpu");
+  EXPECT_EQ(acme["weight"], 5);
+  EXPECT_EQ(acme["regions"], Json::array({"eu-west", "us-east"}));
+  EXPECT_EQ(acme["labels"], (Json{{"env", "prod"}, {"team", "ml"}}));
+
+  ProcessResult globex = Admin({"tenant", "create", "globex", "--label", "env=dev"});
+  ASSERT_EQ(globex.exit_code, 0) << Describe(globex);
+  EXPECT_NE(globex.out.find("name:"), std::string::npos) << globex.out;
+  EXPECT_NE(globex.out.find("globex"), std::string::npos) << globex.out;
+  AdminJson({"tenant", "create", "initech", "--label", "env=prod", "-o", "json"});
+
+  Json prod = AdminJson({"tenant", "list", "--label", "env=prod", "--all", "-o", "json"});
+  EXPECT_EQ(NamesOf(prod), (std::set<std::string>{"acme", "initech"}));
+
+  Json first = AdminJson({"tenant", "list", "--limit", "1", "-o", "json"});
+  ASSERT_EQ(first["items"].size(), 1u);
+  ASSERT_TRUE(first["next_cursor"].is_string()) << first.dump();
+  Json second = AdminJson({"tenant", "list", "--limit", "1", "--cursor",
+                           first["next_cursor"].get<std::string>(), "-o", "json"});
+  ASSERT_EQ(second["items"].size(), 1u);
+  EXPECT_NE(second["items"][0]["id"], first["items"][0]["id"]);
+  Json all = AdminJson({"tenant", "list", "--limit", "1", "--all", "-o", "json"});
+  EXPECT_EQ(NamesOf(all), (std::set<std::string>{"acme", "globex", "initech"}));
+
+  ProcessResult table = Admin({"tenant", "list"});
+  ASSERT_EQ(table.exit_code, 0) << Describe(table);
+  EXPECT_EQ(table.out.rfind("ID ", 0), 0u) << table.out;
+  EXPECT_NE(table.out.find("NAME"), std::string::npos);
+  EXPECT_NE(table.out.find("STATE"), std::string::npos);
+  EXPECT_NE(table.out.find(acme_id + "  acme "), std::string::npos) << table.out;
+
+  Json by_name = AdminJson({"tenant", "get", "acme", "-o", "json"});
+  EXPECT_EQ(by_name["id"], acme_id);
+  Json updated = AdminJson(
+      {"tenant", "update", "acme", "--weight", "7", "--label", "tier=gold", "-o", "json"});
+  EXPECT_EQ(updated["weight"], 7);
+  EXPECT_EQ(updated["labels"], (Json{{"env", "prod"}, {"team", "ml"}, {"tier", "gold"}}));
+
+  // --- a tenant admin logs in; the token lands in a private credentials file
+  std::string alice_home = LoginAsNewTenantAdmin("acme", "alice");
+  std::string credentials = alice_home + "/.config/atrium/credentials";
+  struct stat st {};
+  ASSERT_EQ(::stat(credentials.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  const As alice{"", alice_home, /*server=*/false};  // server and token from the file
+
+  ProcessResult me = Run(alice, {"whoami", "-o", "json"});
+  ASSERT_EQ(me.exit_code, 0) << Describe(me);
+  Json me_json = ParsedJson(me);
+  EXPECT_EQ(me_json["user"]["username"], "alice");
+  EXPECT_EQ(me_json["role"], "tenant-admin");
+  EXPECT_EQ(me_json["tenant"]["id"], acme_id);
+  ProcessResult me_table = Run(alice, {"whoami"});
+  EXPECT_NE(me_table.out.find("acme (" + acme_id + ")"), std::string::npos) << me_table.out;
+
+  ProcessResult users = Run(alice, {"user", "list", "-o", "json"});
+  ASSERT_EQ(users.exit_code, 0) << Describe(users);
+  ASSERT_EQ(ParsedJson(users)["items"].size(), 1u);
+
+  // --- an API key: created once, used, revoked
+  ProcessResult shown = Run(alice, {"key", "create", "laptop"});
+  ASSERT_EQ(shown.exit_code, 0) << Describe(shown);
+  EXPECT_NE(shown.out.find("shown only this once"), std::string::npos) << shown.out;
+  EXPECT_NE(shown.out.find("\natr_"), std::string::npos) << shown.out;
+
+  ProcessResult created_key = Run(alice, {"key", "create", "ci", "--expires-in", "30d", "-o", "json"});
+  ASSERT_EQ(created_key.exit_code, 0) << Describe(created_key);
+  Json key = ParsedJson(created_key);
+  const std::string key_text = key.value("key", "");
+  const std::string key_id = key.value("id", "");
+  ASSERT_EQ(key_text.rfind("atr_", 0), 0u) << key.dump();
+  EXPECT_TRUE(key["expires_at"].is_string());
+  const As ci{key_text, NewHome("ci")};
+
+  ProcessResult by_key = Run(ci, {"whoami", "-o", "json"});
+  ASSERT_EQ(by_key.exit_code, 0) << Describe(by_key);
+  EXPECT_EQ(ParsedJson(by_key)["credential"], "key:" + key_id);
+
+  ProcessResult keys = Run(alice, {"key", "list", "-o", "json"});
+  ASSERT_EQ(keys.exit_code, 0) << Describe(keys);
+  EXPECT_EQ(ParsedJson(keys)["items"].size(), 2u);
+
+  ProcessResult revoked = Run(alice, {"key", "revoke", key_id, "-o", "json"});
+  ASSERT_EQ(revoked.exit_code, 0) << Describe(revoked);
+  EXPECT_EQ(ParsedJson(revoked)["state"], "revoked");
+  ProcessResult rejected = Run(ci, {"whoami"});
+  EXPECT_EQ(rejected.exit_code, 1) << Describe(rejected);
+  EXPECT_EQ(rejected.err.rfind("atrium: ", 0), 0u) << rejected.err;
+  EXPECT_NE(rejected.err.find("(unauthenticated, HTTP 401, request "), std::string::npos)
+      << rejected.err;
+
+  // --- suspension locks the tenant out at once; resuming lets it back
+  ProcessResult suspended = Admin({"tenant", "suspend", "acme", "-o", "json"});
+  ASSERT_EQ(suspended.exit_code, 0) << Describe(suspended);
+  EXPECT_EQ(ParsedJson(suspended)["state"], "suspended");
+  ProcessResult locked_out = Run(alice, {"whoami"});
+  EXPECT_EQ(locked_out.exit_code, 1) << Describe(locked_out);
+  EXPECT_NE(locked_out.err.find("unauthenticated"), std::string::npos) << locked_out.err;
+  Json listed = AdminJson({"tenant", "list", "--state", "suspended", "-o", "json"});
+  EXPECT_EQ(NamesOf(listed["items"]), std::set<std::string>{"acme"});
+
+  ASSERT_EQ(Admin({"tenant", "resume", "acme"}).exit_code, 0);
+  ProcessResult back = Run(alice, {"whoami"});
+  EXPECT_EQ(back.exit_code, 0) << Describe(back);
+
+  // --- eviction: confirmation required, then the tenant and its people are gone
+  ProcessResult unconfirmed = Admin({"tenant", "evict", "acme"});
+  EXPECT_EQ(unconfirmed.exit_code, 2) << Describe(unconfirmed);
+  EXPECT_NE(unconfirmed.err.find("--yes"), std::string::npos) << unconfirmed.err;
+  EXPECT_EQ(AdminJson({"tenant", "get", acme_id, "-o", "json"})["state"], "active");
+
+  Json evicted = AdminJson({"tenant", "evict", "acme", "--yes", "-o", "json"});
+  EXPECT_EQ(evicted["removed"]["users"], 1);
+  EXPECT_EQ(evicted["removed"]["api_keys"], 2);
+  ProcessResult gone = Admin({"tenant", "get", acme_id});
+  EXPECT_EQ(gone.exit_code, 1) << Describe(gone);
+  EXPECT_NE(gone.err.find("not_found, HTTP 404"), std::string::npos) << gone.err;
+  EXPECT_EQ(Admin({"tenant", "get", "acme"}).exit_code, 1);
+  EXPECT_EQ(Run(alice, {"whoami"}).exit_code, 1);
+
+  // --- the name is free again; the new tenant inherits nothing
+  Json reborn = AdminJson({"tenant", "create", "acme", "-o", "json"});
+  EXPECT_NE(reborn["id"], acme_id);
+  Json no_users = AdminJson({"user", "list", "--tenant", "acme", "-o", "json"});
+  EXPECT_TRUE(no_users["items"].empty()) << no_users.dump();
+  Json no_keys = AdminJson({"key", "list", "--tenant", "acme", "-o", "json"});
+  EXPECT_TRUE(no_keys["items"].empty()) << no_keys.dump();
+  ProcessResult old_login = Run({"", NewHome("again"), false},
+                                {"login", "--server", url_, "--tenant", "acme", "--username",
+                                 "alice", "--password-stdin"},
+                                std::string(kPassword) + "\n");
+  EXPECT_EQ(old_login.exit_code, 1) << Describe(old_login);
+
+  // --- logout ends the session and forgets the file
+  std::string bob_home = LoginAsNewTenantAdmin("globex", "bob");
+  ProcessResult out = Run({"", bob_home, false}, {"logout"});
+  EXPECT_EQ(out.exit_code, 0) << Describe(out);
+  EXPECT_FALSE(std::filesystem::exists(bob_home + "/.config/atrium/credentials"));
+  ProcessResult after = Run({"", bob_home, true}, {"whoami"});
+  EXPECT_EQ(after.exit_code, 2) << Describe(after);
+  EXPECT_NE(after.err.find("not logged in"), std::string::npos) << after.err;
+}
+
+TEST_F(CliIntegrationTest, BadInputAndMissingCredentialsFailClearly) {
+  ProcessResult bad_name = Admin({"tenant", "create", "Bad Name!"});
+  EXPECT_EQ(bad_name.exit_code, 1) << Describe(bad_name);
+  EXPECT_NE(bad_name.err.find("(invalid_argument, HTTP 400, request "), std::string::npos)
+      << bad_name.err;
+
+  ProcessResult no_token = Run({"", NewHome("nobody")}, {"tenant", "list"});
+  EXPECT_NE(no_token.exit_code, 0);
+  EXPECT_NE(no_token.err.find("not logged in to " + url_), std::string::npos) << no_token.err;
+  EXPECT_NE(no_token.err.find("ATRIUM_TOKEN"), std::string::npos) << no_token.err;
+
+  ProcessResult no_server = Run({admin_token_, NewHome("lost"), false}, {"tenant", "list"});
+  EXPECT_NE(no_server.exit_code, 0);
+  EXPECT_NE(no_server.err.find("no server"), std::string::npos) << no_server.err;
+
+  ProcessResult bad_token = Run({"atr_nope_nope", admin_home_}, {"whoami"});
+  EXPECT_EQ(bad_token.exit_code, 1) << Describe(bad_token);
+  EXPECT_NE(bad_token.err.find("unauthenticated"), std::string::npos) << bad_token.err;
+
+  ProcessResult bad_label = Admin({"tenant", "create", "x", "--label", "nolabel"});
+  EXPECT_EQ(bad_label.exit_code, 2) << Describe(bad_label);
+  EXPECT_NE(bad_label.err.find("key=value"), std::string::npos) << bad_label.err;
+
+  ProcessResult bad_duration = Admin({"key", "create", "k", "--expires-in", "10x"});
+  EXPECT_EQ(bad_duration.exit_code, 2) << Describe(bad_duration);
+  EXPECT_NE(bad_duration.err.find("bad duration"), std::string::npos) << bad_duration.err;
+
+  ProcessResult bad_format = Admin({"tenant", "list", "-o", "yaml"});
+  EXPECT_NE(bad_format.exit_code, 0) << Describe(bad_format);
+
+  ProcessResult missing = Admin({"tenant", "get", "no-such-tenant"});
+  EXPECT_EQ(missing.exit_code, 1) << Describe(missing);
+  EXPECT_NE(missing.err.find("no tenant named 'no-such-tenant'"), std::string::npos)
+      << missing.err;
+
+  ASSERT_EQ(Admin({"tenant", "create", "acme"}).exit_code, 0);
+  ProcessResult wrong_password = Run(
+      {"", NewHome("guess"), false},
+      {"login", "--server", url_, "--tenant", "acme", "--username", "x", "--password-stdin"},
+      "not-the-password\n");
+  EXPECT_EQ(wrong_password.exit_code, 1) << Describe(wrong_password);
+  EXPECT_NE(wrong_password.err.find("unauthenticated"), std::string::npos) << wrong_password.err;
+
+  ProcessResult no_password = Admin({"user", "create", "carol", "--tenant", "acme", "--role",
+                                     "tenant-member"});
+  EXPECT_EQ(no_password.exit_code, 2) << Describe(no_password);
+  EXPECT_NE(no_password.err.find("--password-stdin"), std::string::npos) << no_password.err;
+
+  ProcessResult unreachable = Run({admin_token_, admin_home_, false},
+                                  {"--server", "http://127.0.0.1:1", "whoami"});
+  EXPECT_EQ(unreachable.exit_code, 1) << Describe(unreachable);
+  EXPECT_NE(unreachable.err.find("cannot reach http://127.0.0.1:1"), std::string::npos)
+      << unreachable.err;
+}
+
+TEST_F(CliIntegrationTest, RestartKeepsDataAndTheAdminToken) {
+  Json tenant = AdminJson({"tenant", "create", "persist", "--label", "keep=yes", "-o", "json"});
+  const std::string token_before = ReadFile(data_dir_ + "/admin.token");
+
+  ASSERT_EQ(StopServer(), 0) << server_->Output();
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+
+  EXPECT_EQ(ReadFile(data_dir_ + "/admin.token"), token_before);
+  Json again = AdminJson({"tenant", "get", "persist", "-o", "json"});
+  EXPECT_EQ(again["id"], tenant["id"]);
+  EXPECT_EQ(again["labels"], (Json{{"keep", "yes"}}));
+}
+
+TEST_F(CliIntegrationTest, AuditVerifyFindsTruncationAndTamperingInTheStore) {
+  ASSERT_EQ(Admin({"tenant", "create", "acme"}).exit_code, 0);
+  ASSERT_EQ(Admin({"tenant", "suspend", "acme"}).exit_code, 0);
+  ASSERT_EQ(Admin({"tenant", "resume", "acme"}).exit_code, 0);
+  ASSERT_EQ(Admin({"tenant", "create", "globex"}).exit_code, 0);
+  ASSERT_EQ(Admin({"tenant", "update", "globex", "--weight", "2"}).exit_code, 0);
+
+  ProcessResult online = Admin({"audit", "verify"});
+  EXPECT_EQ(online.exit_code, 0) << Describe(online);
+  EXPECT_EQ(online.out.rfind("audit chain OK: ", 0), 0u) << online.out;
+  Json page = AdminJson({"audit", "list", "--limit", "2", "-o", "json"});
+  EXPECT_EQ(page["items"].size(), 2u);
+  EXPECT_EQ(page["items"][0]["seq"], 1);
+  ProcessResult listed = Admin({"audit", "list", "--all"});
+  EXPECT_NE(listed.out.find("tenant.suspend"), std::string::npos) << listed.out;
+
+  ASSERT_EQ(StopServer(), 0) << server_->Output();
+  ProcessResult stored = Admin({"audit", "verify", "--data", data_dir_});
+  EXPECT_EQ(stored.exit_code, 0) << Describe(stored);
+  EXPECT_EQ(stored.out, "audit chain OK: 5 records in 2 chains\n");
+  ProcessResult by_url =
+      Admin({"audit", "verify", "--store", "sqlite://" + data_dir_ + "/atrium.db"});
+  EXPECT_EQ(by_url.exit_code, 0) << Describe(by_url);
+
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((data_dir_ + "/atrium.db").c_str(), &db), SQLITE_OK);
+  auto exec = [db](const char* sql) {
+    char* error = nullptr;
+    int rc = sqlite3_exec(db, sql, nullptr, nullptr, &error);
+    std::string message = error ? error : "";
+    sqlite3_free(error);
+    return rc == SQLITE_OK ? std::string() : message;
+  };
+  // Removing the newest record leaves every link intact; only the chain
+  // heads show it.
+  EXPECT_EQ(exec("DELETE FROM audit_log WHERE seq = (SELECT MAX(seq) FROM audit_log)"), "");
+  ProcessResult truncated = Admin({"audit", "verify", "--data", data_dir_});
+  EXPECT_EQ(truncated.exit_code, 1) << Describe(truncated);
+  EXPECT_NE(truncated.out.find("records removed from the tail"), std::string::npos)
+      << truncated.out;
+
+  EXPECT_EQ(exec("UPDATE audit_log SET action='x' WHERE seq=3"), "");
+  sqlite3_close(db);
+  ProcessResult tampered = Admin({"audit", "verify", "--data", data_dir_});
+  EXPECT_EQ(tampered.exit_code, 1) << Describe(tampered);
+  EXPECT_NE(tampered.out.find("audit chain BROKEN at record seq=3 "), std::string::npos)
+      << tampered.out;
+
+  ProcessResult nowhere = Admin({"audit", "verify", "--data", root_ + "/nothing"});
+  EXPECT_EQ(nowhere.exit_code, 1) << Describe(nowhere);
+  EXPECT_NE(nowhere.err.find("no store at"), std::string::npos) << nowhere.err;
+  EXPECT_FALSE(std::filesystem::exists(root_ + "/nothing"));
+}
+
+TEST_F(CliIntegrationTest, TenantAdminExportVerifiesOnItsOwn) {
+  ASSERT_EQ(Admin({"tenant", "create", "acme"}).exit_code, 0);
+  ASSERT_EQ(Admin({"tenant", "create", "globex"}).exit_code, 0);
+  std::string alice_home = LoginAsNewTenantAdmin("acme", "alice");
+  const As alice{"", alice_home, false};
+  ASSERT_EQ(Run(alice, {"key", "create", "ci"}).exit_code, 0);
+  // Another tenant's trail is not hers to read.
+  EXPECT_EQ(Run(alice, {"audit", "list", "--tenant", "globex"}).exit_code, 1);
+
+  std::string file = root_ + "/acme-audit.jsonl";
+  ProcessResult exported = Run(alice, {"audit", "export", "--out", file});
+  ASSERT_EQ(exported.exit_code, 0) << Describe(exported);
+  std::string text = ReadFile(file);
+  std::istringstream lines(text);
+  std::string line;
+  int count = 0;
+  while (std::getline(lines, line)) {
+    auto record = ParseJson(line);
+    ASSERT_TRUE(record.has_value()) << line;
+    EXPECT_EQ((*record)["chain"], (*record)["tenant_id"]) << line;
+    ++count;
+  }
+  EXPECT_GE(count, 4);  // tenant.create, user.create, auth.login, key.create
+
+  ProcessResult verified = Run(alice, {"audit", "verify", "--file", file});
+  EXPECT_EQ(verified.exit_code, 0) << Describe(verified);
+  EXPECT_EQ(verified.out,
+            "audit chain OK: " + std::to_string(count) + " records in 1 chains\n");
+  ProcessResult online = Run(alice, {"audit", "verify", "-o", "json"});
+  EXPECT_EQ(online.exit_code, 0) << Describe(online);
+  EXPECT_EQ(ParsedJson(online)["ok"], true);
+
+  // The operator's export of the same tenant is the same chain.
+  ProcessResult by_admin = Admin({"audit", "export", "--tenant", "acme"});
+  ASSERT_EQ(by_admin.exit_code, 0) << Describe(by_admin);
+  EXPECT_EQ(by_admin.out, text);
+
+  // Editing one field of the export breaks it there.
+  std::string edited = text;
+  size_t at = edited.find("\"action\":\"user.create\"");
+  ASSERT_NE(at, std::string::npos) << text;
+  edited.replace(at, std::string("\"action\":\"user.create\"").size(), "\"action\":\"user.delete\"");
+  std::ofstream(root_ + "/edited.jsonl") << edited;
+  ProcessResult broken = Run(alice, {"audit", "verify", "--file", root_ + "/edited.jsonl"});
+  EXPECT_EQ(broken.exit_code, 1) << Describe(broken);
+  EXPECT_NE(broken.out.find("audit chain BROKEN at record seq="), std::string::npos)
+      << broken.out;
+
+  ProcessResult everything = Admin({"audit", "export", "--out", root_ + "/all.jsonl"});
+  ASSERT_EQ(everything.exit_code, 0) << Describe(everything);
+  ProcessResult all_ok = Admin({"audit", "verify", "--file", root_ + "/all.jsonl"});
+  EXPECT_EQ(all_ok.exit_code, 0) << Describe(all_ok);
+}
+
+}  // namespace
+}  // namespace atrium

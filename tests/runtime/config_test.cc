@@ -1,0 +1,58 @@
+#include "runtime/config.h"
+
+#include <gtest/gtest.h>
+
+namespace atrium {
+namespace {
+
+TEST(ConfigTest, ExampleConfigInTheRepoLoads) {
+  auto c = LoadConfigFile(ATRIUM_EXAMPLE_CONFIG);
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  EXPECT_EQ(c->store_url, "sqlite:///var/lib/atrium/atrium.db");
+  EXPECT_EQ(c->api_listen, "127.0.0.1:8080");
+  EXPECT_EQ(c->access_token_ttl_s, 3600);
+}
+
+TEST(ConfigTest, UnknownKeyIsRejectedByName) {
+  auto c = ParseConfig("[store]\nurl = \"sqlite:///x.db\"\npool_sise = 3\n", "t.toml");
+  ASSERT_FALSE(c.has_value());
+  EXPECT_NE(c.error().message.find("'store.pool_sise'"), std::string::npos) << c.error().message;
+}
+
+TEST(ConfigTest, UnknownTableIsRejectedByName) {
+  auto c = ParseConfig("[store]\nurl = \"sqlite:///x.db\"\n[gateway]\nx = 1\n", "t.toml");
+  ASSERT_FALSE(c.has_value());
+  EXPECT_NE(c.error().message.find("'gateway'"), std::string::npos);
+}
+
+TEST(ConfigTest, WrongTypeIsRejected) {
+  auto c = ParseConfig("[store]\nurl = \"sqlite:///x.db\"\n[api]\nthreads = \"four\"\n", "t");
+  ASSERT_FALSE(c.has_value());
+  EXPECT_NE(c.error().message.find("'api.threads' must be an integer"), std::string::npos);
+}
+
+TEST(ConfigTest, OutOfRangeAndBadValues) {
+  EXPECT_FALSE(ParseConfig("[store]\nurl = \"sqlite:///x.db\"\n[auth]\naccess_token_ttl_s = 7200\n",
+                           "t")
+                   .has_value());
+  EXPECT_FALSE(ParseConfig("[store]\nurl = \"mysql://x\"\n", "t").has_value());
+  EXPECT_FALSE(ParseConfig("[store]\nurl = \"sqlite:///x.db\"\n[api]\nlisten = \"nope\"\n", "t")
+                   .has_value());
+  EXPECT_FALSE(ParseConfig("[api]\nlisten = \"127.0.0.1:1\"\n", "t").has_value());  // no url
+  EXPECT_FALSE(ParseConfig("[store\n", "t").has_value());                           // syntax
+}
+
+TEST(ConfigTest, ListenAddress) {
+  auto a = ParseListenAddress("127.0.0.1:0");
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->first, "127.0.0.1");
+  EXPECT_EQ(a->second, 0);
+  auto v6 = ParseListenAddress("[::1]:8080");
+  ASSERT_TRUE(v6.has_value());
+  EXPECT_EQ(v6->first, "::1");
+  EXPECT_FALSE(ParseListenAddress("host:99999").has_value());
+  EXPECT_FALSE(ParseListenAddress(":80").has_value());
+}
+
+}  // namespace
+}  // namespace atrium
