@@ -1,8 +1,6 @@
 // The one binary. Only argument parsing and start-up live here; everything
 // else is in the libraries under src/ that the tests use too.
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -34,17 +32,12 @@ bool EnsureAdminToken(Platform& platform, const std::filesystem::path& path) {
     spdlog::error("cannot create the bootstrap admin key: {}", key.error().message);
     return false;
   }
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    spdlog::error("cannot write {}", path.string());
+  auto written = atrium::WriteSecretFile(path.string(), *key);
+  if (!written.has_value()) {
+    spdlog::error("{}", written.error().message);
     return false;
   }
-  ::fchmod(fd, 0600);
-  std::string line = *key + "\n";
-  bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
-  ok = ::fsync(fd) == 0 && ok;
-  ::close(fd);
-  return ok;
+  return true;
 }
 
 int RunPlatform(Config config, const std::filesystem::path* data_dir) {
@@ -88,6 +81,13 @@ int main(int argc, char** argv) {
   auto* server = app.add_subcommand("server", "Run the control plane from a configuration file");
   server->add_option("--config", config_path, "TOML configuration file")->required();
 
+  std::string bootstrap_config, bootstrap_out;
+  auto* bootstrap = app.add_subcommand(
+      "bootstrap-admin",
+      "Create an API key for the platform's bootstrap admin directly in the configured store");
+  bootstrap->add_option("--config", bootstrap_config, "TOML configuration file")->required();
+  bootstrap->add_option("--out", bootstrap_out, "Write the key here (mode 0600), not to stdout");
+
   atrium::cli::CliOptions cli_options;
   atrium::cli::RegisterCommands(app, cli_options);
 
@@ -122,6 +122,28 @@ int main(int argc, char** argv) {
       return 2;
     }
     return RunPlatform(std::move(*config), nullptr);
+  }
+  if (bootstrap->parsed()) {
+    auto config = atrium::LoadConfigFile(bootstrap_config);
+    if (!config.has_value()) {
+      std::cerr << "atrium: " << config.error().message << "\n";
+      return 2;
+    }
+    auto key = atrium::CreateBootstrapAdminKey(*config);
+    if (!key.has_value()) {
+      std::cerr << "atrium: " << key.error().message << "\n";
+      return 1;
+    }
+    if (bootstrap_out.empty()) {
+      std::cout << *key << std::endl;
+      return 0;
+    }
+    auto written = atrium::WriteSecretFile(bootstrap_out, *key);
+    if (!written.has_value()) {
+      std::cerr << "atrium: " << written.error().message << "\n";
+      return 1;
+    }
+    return 0;
   }
   return atrium::cli::RunSelected(app, cli_options);
 }

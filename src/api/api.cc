@@ -32,10 +32,16 @@ std::string TargetOf(TargetKind kind, const http::Request& req) {
     case TargetKind::kPlatformKey:
       return "platform/key/" + req.PathParam("key_id");
     case TargetKind::kPlatform:
+    case TargetKind::kPlatformWide:
+      // Handlers that create something name it instead (tenant.create,
+      // signing_key.rotate); a refused request still names what it aimed at.
       return "platform";
-    default:
+    case TargetKind::kSelf:
+      return "self";
+    case TargetKind::kPublic:
       return "";
   }
+  return "";
 }
 
 }  // namespace

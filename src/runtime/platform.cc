@@ -1,5 +1,9 @@
 #include "runtime/platform.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <csignal>
 
 #include <spdlog/spdlog.h>
@@ -46,6 +50,25 @@ void Platform::Stop() {
   tenants_.reset();
   identity_.reset();
   store_.reset();  // closes every pooled connection
+}
+
+Result<std::string> CreateBootstrapAdminKey(const Config& config) {
+  ATRIUM_ASSIGN_OR_RETURN(auto store, Store::Open(config.store_url, 1));
+  IdentityService identity(*store, SystemClock::Instance());
+  ATRIUM_RETURN_IF_ERROR(identity.Init());
+  return identity.BootstrapAdminKey("bootstrap-admin");
+}
+
+Status WriteSecretFile(const std::string& path, const std::string& text) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return Error::Unavailable("cannot write " + path);
+  ::fchmod(fd, 0600);
+  std::string line = text + "\n";
+  bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  ok = ::fsync(fd) == 0 && ok;
+  ::close(fd);
+  if (!ok) return Error::Unavailable("cannot write " + path);
+  return OkStatus();
 }
 
 void BlockStopSignals() {

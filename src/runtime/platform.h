@@ -38,6 +38,14 @@ class Platform {
   std::unique_ptr<http::Server> server_;
 };
 
+// Production bootstrap (`atrium bootstrap-admin`): opens the configured
+// store, applies migrations, and returns a new API key of the platform's
+// bootstrap-admin service account, creating the account on first use.
+Result<std::string> CreateBootstrapAdminKey(const Config& config);
+
+// Writes `text` and a newline to `path` with mode 0600 (created or truncated).
+Status WriteSecretFile(const std::string& path, const std::string& text);
+
 // Blocks until SIGINT or SIGTERM arrives (signals must be blocked in every
 // thread first: call BlockStopSignals() at the top of main).
 void BlockStopSignals();

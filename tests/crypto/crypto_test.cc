@@ -201,7 +201,9 @@ TEST(IdsTest, IdsSortByCreationTimeAndDifferWithinAMillisecond) {
     if (i % 3 == 0) clock.AdvanceMillis(1);
     if (i % 50 == 0) clock.AdvanceSeconds(86'400);
     std::string id = NewId("usr", clock);
-    if (!ids.empty() && i % 3 == 0) EXPECT_LT(ids.back(), id);
+    if (!ids.empty() && i % 3 == 0) {
+      EXPECT_LT(ids.back(), id);
+    }
     ids.push_back(id);
     unique.insert(id);
   }
