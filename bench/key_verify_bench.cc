@@ -225,7 +225,7 @@ bool CheckRevocationIsImmediate(World& w) {
   // store keeps its own cache. Printed so the limitation is visible.
   auto replica_after = replica.Authenticate(text);
   std::printf("  %-68s %s\n",
-              "same key on a 2nd IdentityService over the same store (another replica)",
+              "same key on a 2nd IdentityService over the same store (a replica)",
               replica_after.has_value() ? "STILL ACCEPTED (its cache was not told)"
                                         : "rejected");
 

@@ -94,7 +94,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0; every usage error exits 2.
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
   }
 
   if (dev->parsed()) {

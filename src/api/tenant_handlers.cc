@@ -23,8 +23,20 @@ Result<http::Response> CreateTenant(Context& ctx) {
 }
 
 Result<http::Response> ListTenants(Context& ctx) {
-  ATRIUM_RETURN_IF_ERROR(OnlyQueryParams(ctx.request, {"limit", "cursor", "state", "label"}));
+  ATRIUM_RETURN_IF_ERROR(
+      OnlyQueryParams(ctx.request, {"limit", "cursor", "state", "label", "name"}));
   ATRIUM_ASSIGN_OR_RETURN(ListOptions opts, ListOptionsOf(ctx.request));
+  if (auto it = ctx.request.query.find("name"); it != ctx.request.query.end()) {
+    // Names are unique: the answer is a page of zero or one tenant.
+    Page<Tenant> page;
+    auto t = ctx.services.store->GetTenantByName(it->second);
+    if (t.has_value()) {
+      page.items.push_back(*t);
+    } else if (t.error().code != ErrorCode::kNotFound) {
+      return t.error();
+    }
+    return JsonResponse(200, PageView(page, TenantView));
+  }
   TenantFilter filter;
   if (auto it = ctx.request.query.find("state"); it != ctx.request.query.end()) {
     filter.state = it->second;

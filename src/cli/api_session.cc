@@ -94,9 +94,8 @@ Result<std::vector<Json>> ApiSession::ListAll(const std::string& target, int pag
   std::vector<Json> items;
   std::string cursor;
   while (true) {
-    std::string page_target =
-        WithQuery(target, {{"limit", page_limit > 0 ? std::to_string(page_limit) : ""},
-                           {"cursor", cursor}});
+    std::string page_target = WithQuery(
+        target, {{"limit", page_limit > 0 ? std::to_string(page_limit) : ""}, {"cursor", cursor}});
     ATRIUM_ASSIGN_OR_RETURN(Json page, Get(page_target));
     auto it = page.is_object() ? page.find("items") : page.end();
     if (it == page.end() || !it->is_array()) {

@@ -6,8 +6,8 @@ namespace atrium::cli {
 
 Result<int64_t> ParseDuration(std::string_view text) {
   auto bad = [&](std::string_view why) {
-    return Error::InvalidArgument("bad duration '" + std::string(text) + "': " +
-                                  std::string(why) + " (use e.g. 30d, 12h, 90m, 3600s)");
+    return Error::InvalidArgument("bad duration '" + std::string(text) + "': " + std::string(why) +
+                                  " (use e.g. 30d, 12h, 90m, 3600s)");
   };
   if (text.empty()) return bad("empty");
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
@@ -26,12 +26,23 @@ Result<int64_t> ParseDuration(std::string_view text) {
     int64_t unit = 1;
     if (i < text.size()) {
       switch (text[i]) {
-        case 's': unit = 1; break;
-        case 'm': unit = 60; break;
-        case 'h': unit = 3600; break;
-        case 'd': unit = 86400; break;
-        case 'w': unit = 7 * 86400; break;
-        default: return bad("unknown unit '" + std::string(1, text[i]) + "'");
+        case 's':
+          unit = 1;
+          break;
+        case 'm':
+          unit = 60;
+          break;
+        case 'h':
+          unit = 3600;
+          break;
+        case 'd':
+          unit = 86400;
+          break;
+        case 'w':
+          unit = 7 * 86400;
+          break;
+        default:
+          return bad("unknown unit '" + std::string(1, text[i]) + "'");
       }
       ++i;
     } else if (start != 0) {
@@ -66,8 +77,8 @@ std::string UrlEncode(std::string_view text) {
   std::string out;
   out.reserve(text.size());
   for (unsigned char c : text) {
-    bool unreserved = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-                      (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.' || c == '~';
+    bool unreserved = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                      c == '-' || c == '_' || c == '.' || c == '~';
     if (unreserved) {
       out.push_back(static_cast<char>(c));
     } else {

@@ -62,8 +62,7 @@ Result<std::vector<AuditRecord>> ParseAuditJsonLines(const std::string& text) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     auto json = ParseJson(line);
     if (!json.has_value()) {
-      return Error::InvalidArgument("line " + std::to_string(number) + ": " +
-                                    json.error().message);
+      return Error::InvalidArgument("line " + std::to_string(number) + ": " + json.error().message);
     }
     auto record = audit::FromJson(*json);
     if (!record.has_value()) {

@@ -49,7 +49,8 @@ void AddListOptions(CLI::App* command, ListArgs& args) {
 void RegisterCommands(CLI::App& app, CliOptions& options) {
   app.add_option("--server", options.server,
                  "Control-plane URL, e.g. http://127.0.0.1:8080 (env ATRIUM_SERVER)");
-  app.add_option("--token", options.token, "Bearer credential: API key or token (env ATRIUM_TOKEN)");
+  app.add_option("--token", options.token,
+                 "Bearer credential: API key or token (env ATRIUM_TOKEN)");
   app.add_option("-o,--output", options.output, "Output format")
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();

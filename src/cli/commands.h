@@ -3,10 +3,9 @@
 // live in structs owned by the verb's closure, so they outlive parsing.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <functional>
 #include <map>
-
-#include <CLI/CLI.hpp>
 
 #include "cli/context.h"
 

@@ -58,8 +58,7 @@ int Login(Context& ctx, const LoginArgs& args) {
   ctx.out() << "Logged in to " << credentials.server << " as " << args.username
             << (args.tenant.empty() ? std::string(" (platform)") : " in tenant " + args.tenant)
             << ", role " << StringAt(user, "role") << ".\n"
-            << "Token saved in " << *path << "; it expires at " << credentials.expires_at
-            << ".\n";
+            << "Token saved in " << *path << "; it expires at " << credentials.expires_at << ".\n";
   return kExitOk;
 }
 
@@ -86,9 +85,9 @@ int Logout(Context& ctx) {
   auto removed = RemoveCredentials(*path);
   if (!removed.has_value()) return ctx.Fail(removed.error());
   if (server_error) {
-    return ctx.Fail(Error{server_error->code, "the server did not end the session: " +
-                                                  server_error->message +
-                                                  "; the local credentials are removed"});
+    return ctx.Fail(
+        Error{server_error->code, "the server did not end the session: " + server_error->message +
+                                      "; the local credentials are removed"});
   }
   ctx.out() << "Logged out.\n";
   return kExitOk;

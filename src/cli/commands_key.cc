@@ -9,9 +9,9 @@
 namespace atrium::cli {
 namespace {
 
-const std::vector<std::string> kKeyFieldOrder = {"id",    "name",       "prefix",     "owner_user_id",
-                                                 "role",  "scopes",     "state",      "tenant_id",
-                                                 "created_at", "expires_at", "revoked_at"};
+const std::vector<std::string> kKeyFieldOrder = {
+    "id",    "name",      "prefix",     "owner_user_id", "role",      "scopes",
+    "state", "tenant_id", "created_at", "expires_at",    "revoked_at"};
 const std::vector<Column> kKeyColumns = {{"ID", "id"},
                                          {"NAME", "name"},
                                          {"OWNER", "owner_user_id"},

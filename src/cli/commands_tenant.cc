@@ -8,11 +8,11 @@
 namespace atrium::cli {
 namespace {
 
-const std::vector<std::string> kTenantFieldOrder = {"id", "name", "display_name", "state",
-                                                    "tier", "regions", "weight", "labels"};
+const std::vector<std::string> kTenantFieldOrder = {"id",   "name",    "display_name", "state",
+                                                    "tier", "regions", "weight",       "labels"};
 const std::vector<Column> kTenantColumns = {
-    {"ID", "id"},          {"NAME", "name"},       {"STATE", "state"},   {"TIER", "tier"},
-    {"WEIGHT", "weight"},  {"REGIONS", "regions"}, {"LABELS", "labels"}, {"CREATED", "created_at"}};
+    {"ID", "id"},         {"NAME", "name"},       {"STATE", "state"},   {"TIER", "tier"},
+    {"WEIGHT", "weight"}, {"REGIONS", "regions"}, {"LABELS", "labels"}, {"CREATED", "created_at"}};
 
 std::string TenantPath(const std::string& id) { return "/api/v1/tenants/" + UrlEncode(id); }
 
@@ -32,9 +32,9 @@ struct TenantFields {
 
 void AddTenantFieldOptions(CLI::App* command, TenantFields& f) {
   f.display_name_opt = command->add_option("--display-name", f.display_name, "Name for people");
-  f.tier_opt = command->add_option("--tier", f.tier, "Isolation tier")
-                   ->check(CLI::IsMember(
-                       {"shared", "dedicated-gpu", "dedicated-node", "dedicated-pool"}));
+  f.tier_opt =
+      command->add_option("--tier", f.tier, "Isolation tier")
+          ->check(CLI::IsMember({"shared", "dedicated-gpu", "dedicated-node", "dedicated-pool"}));
   f.regions_opt = command->add_option("--region", f.regions, "Region (repeat for several)")
                       ->allow_extra_args(false);
   f.weight_opt = command->add_option("--weight", f.weight, "Fair-share weight, 1..10000");
@@ -85,8 +85,7 @@ int List(Context& ctx, const ListTenantArgs& args) {
   }
   ApiSession* api = ctx.Connect();
   if (api == nullptr) return kExitUsage;
-  std::string target =
-      WithQuery("/api/v1/tenants", {{"state", args.state}, {"label", args.label}});
+  std::string target = WithQuery("/api/v1/tenants", {{"state", args.state}, {"label", args.label}});
   return RunList(ctx, *api, target, args.list, kTenantColumns);
 }
 
@@ -112,8 +111,9 @@ int Update(Context& ctx, const UpdateArgs& args) {
   Json body = BodyOf(args.fields);
   bool change_labels = !labels->empty() || !args.fields.remove_labels.empty();
   if (body.empty() && !change_labels) {
-    return ctx.Usage("nothing to update: give at least one of --display-name, --tier, "
-                     "--region, --weight, --label, --remove-label");
+    return ctx.Usage(
+        "nothing to update: give at least one of --display-name, --tier, "
+        "--region, --weight, --label, --remove-label");
   }
   ApiSession* api = ctx.Connect();
   if (api == nullptr) return kExitUsage;
@@ -154,17 +154,18 @@ struct EvictArgs {
 
 int Evict(Context& ctx, const EvictArgs& args) {
   if (!args.yes && !IsInteractive()) {
-    return ctx.Usage("evicting removes the tenant's users, keys and sessions for good; "
-                     "pass --yes to confirm when not at a terminal");
+    return ctx.Usage(
+        "evicting removes the tenant's users, keys and sessions for good; "
+        "pass --yes to confirm when not at a terminal");
   }
   ApiSession* api = ctx.Connect();
   if (api == nullptr) return kExitUsage;
   auto id = ctx.TenantIdOf(args.tenant);
   if (!id.has_value()) return ctx.Fail(id.error());
+  auto tenant = api->Get(TenantPath(*id));
+  if (!tenant.has_value()) return ctx.Fail(tenant.error());
+  const std::string name = StringAt(*tenant, "name");
   if (!args.yes) {
-    auto tenant = api->Get(TenantPath(*id));
-    if (!tenant.has_value()) return ctx.Fail(tenant.error());
-    std::string name = StringAt(*tenant, "name");
     auto answer = ReadLine("Evict tenant " + name + " (" + *id +
                            ")? Every credential stops working and its users, keys and sessions "
                            "are deleted. Type the tenant name to confirm: ");
@@ -177,8 +178,9 @@ int Evict(Context& ctx, const EvictArgs& args) {
     return kExitOk;
   }
   Json removed = FieldAt(*answer, "removed");
-  ctx.out() << "Evicted tenant " << *id << ": removed " << CellText(FieldAt(removed, "users"))
-            << " users, " << CellText(FieldAt(removed, "api_keys")) << " API keys, "
+  ctx.out() << "Evicted tenant " << name << " (" << *id << "): removed "
+            << CellText(FieldAt(removed, "users")) << " users, "
+            << CellText(FieldAt(removed, "api_keys")) << " API keys, "
             << CellText(FieldAt(removed, "sessions")) << " sessions.\n";
   return kExitOk;
 }
@@ -212,8 +214,9 @@ void AddTenantCommands(CLI::App& app, VerbTable& verbs) {
   CLI::App* update = tenant->add_subcommand("update", "Change a tenant's settings");
   update->add_option("tenant", update_args->tenant, "Tenant id or name")->required();
   AddTenantFieldOptions(update, update_args->fields);
-  update->add_option("--remove-label", update_args->fields.remove_labels,
-                     "Label key to remove (repeat for several)")
+  update
+      ->add_option("--remove-label", update_args->fields.remove_labels,
+                   "Label key to remove (repeat for several)")
       ->allow_extra_args(false);
   verbs.Add(update, [update_args](Context& ctx) { return Update(ctx, *update_args); });
 

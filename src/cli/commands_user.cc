@@ -13,10 +13,9 @@ namespace {
 
 const std::vector<std::string> kUserFieldOrder = {"id",   "username", "display_name", "email",
                                                   "role", "kind",     "state",        "tenant_id"};
-const std::vector<Column> kUserColumns = {{"ID", "id"},     {"USERNAME", "username"},
-                                          {"ROLE", "role"}, {"KIND", "kind"},
-                                          {"STATE", "state"}, {"EMAIL", "email"},
-                                          {"CREATED", "created_at"}};
+const std::vector<Column> kUserColumns = {
+    {"ID", "id"},       {"USERNAME", "username"}, {"ROLE", "role"},         {"KIND", "kind"},
+    {"STATE", "state"}, {"EMAIL", "email"},       {"CREATED", "created_at"}};
 
 // The password for a new or changed human user.
 Result<std::string> NewPassword(bool from_stdin, const std::string& username) {
@@ -125,8 +124,9 @@ int Update(Context& ctx, const UpdateArgs& args) {
   if (!args.display_name.empty()) body["display_name"] = args.display_name;
   if (args.email_opt->count()) body["email"] = args.email;  // "" clears it
   if (body.empty() && !args.password_stdin) {
-    return ctx.Usage("nothing to update: give at least one of --role, --state, --display-name, "
-                     "--email, --password-stdin");
+    return ctx.Usage(
+        "nothing to update: give at least one of --role, --state, --display-name, "
+        "--email, --password-stdin");
   }
   if (args.password_stdin) {
     auto password = ReadStdinSecret();
@@ -175,8 +175,9 @@ void AddUserCommands(CLI::App& app, VerbTable& verbs) {
   auto create_args = std::make_shared<CreateArgs>();
   CLI::App* create = user->add_subcommand("create", "Create a user or service account");
   create->add_option("username", create_args->username, "Username")->required();
-  create->add_option("--role", create_args->role,
-                     "Role, e.g. tenant-admin, tenant-member, tenant-viewer, platform-operator")
+  create
+      ->add_option("--role", create_args->role,
+                   "Role, e.g. tenant-admin, tenant-member, tenant-viewer, platform-operator")
       ->required();
   AddTenantOption(create, create_args->tenant);
   create->add_flag("--service", create_args->service,
@@ -213,8 +214,7 @@ void AddUserCommands(CLI::App& app, VerbTable& verbs) {
   verbs.Add(update, [update_args](Context& ctx) { return Update(ctx, *update_args); });
 
   auto delete_args = std::make_shared<OneUserArgs>();
-  CLI::App* remove =
-      user->add_subcommand("delete", "Delete a user with its API keys and sessions");
+  CLI::App* remove = user->add_subcommand("delete", "Delete a user with its API keys and sessions");
   remove->add_option("user", delete_args->user, "User id or username")->required();
   AddTenantOption(remove, delete_args->tenant);
   verbs.Add(remove, [delete_args](Context& ctx) { return Delete(ctx, *delete_args); });

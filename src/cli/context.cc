@@ -33,13 +33,6 @@ bool Context::LoadStoredCredentials() {
   return true;
 }
 
-std::string Context::ServerUrl() {
-  std::string server = EnvOr(options_.server, "ATRIUM_SERVER");
-  if (server.empty() && LoadStoredCredentials() && credentials_) server = credentials_->server;
-  while (server.size() > 1 && server.back() == '/') server.pop_back();
-  return server;
-}
-
 ApiSession* Context::Connect(bool need_token) {
   if (session_) return session_.get();
   std::string server = EnvOr(options_.server, "ATRIUM_SERVER");
@@ -101,11 +94,10 @@ Result<std::string> Context::TenantIdOf(const std::string& id_or_name) {
   Json own = FieldAt(me, "tenant");
   if (StringAt(own, "name") == id_or_name) return StringAt(own, "id");
   if (!own.is_null()) return Error::NotFound("no tenant named '" + id_or_name + "'");
-  // Platform staff: look the name up among all tenants.
-  ATRIUM_ASSIGN_OR_RETURN(auto tenants, api->ListAll("/api/v1/tenants", 1000));
-  for (const auto& tenant : tenants) {
-    if (StringAt(tenant, "name") == id_or_name) return StringAt(tenant, "id");
-  }
+  // Platform staff: names are unique, so the name filter answers directly.
+  ATRIUM_ASSIGN_OR_RETURN(Json page, api->Get(WithQuery("/api/v1/tenants", {{"name", id_or_name}})));
+  Json items = FieldAt(page, "items");
+  if (items.is_array() && !items.empty()) return StringAt(items[0], "id");
   return Error::NotFound("no tenant named '" + id_or_name + "'");
 }
 
@@ -150,8 +142,7 @@ int RunList(Context& ctx, ApiSession& api, const std::string& target, const List
   }
   ctx.out() << FormatObjects(columns, items);
   if (!next_cursor.empty()) {
-    ctx.err() << "(more: add --cursor " << next_cursor << ", or --all for every page)"
-              << std::endl;
+    ctx.err() << "(more: add --cursor " << next_cursor << ", or --all for every page)" << std::endl;
   }
   return kExitOk;
 }

@@ -29,15 +29,12 @@ class Context {
   std::ostream& out() { return out_; }
   std::ostream& err() { return err_; }
 
-  // The server URL: --server, else $ATRIUM_SERVER, else the credentials
-  // file's. "" when none is known.
-  std::string ServerUrl();
-
-  // The API session for ServerUrl() and the token (--token, else
-  // $ATRIUM_TOKEN, else the credentials file's when it is for the same
-  // server). With need_token false (login) no token is looked up. On failure
-  // prints why and returns nullptr; the verb then returns kExitUsage. The
-  // session lives as long as this Context.
+  // The API session for the server (--server, else $ATRIUM_SERVER, else the
+  // credentials file's) and the token (--token, else $ATRIUM_TOKEN, else the
+  // credentials file's when it was issued by that server). With need_token
+  // false (login) no token is looked up. On failure prints why and returns
+  // nullptr; the verb then returns kExitUsage. The session lives as long as
+  // this Context.
   ApiSession* Connect(bool need_token = true);
 
   // Prints "atrium: <message>" on stderr; returns kExitFailed.

@@ -64,7 +64,8 @@ Json FieldAt(const Json& object, const std::string& path) {
   size_t start = 0;
   while (true) {
     size_t dot = path.find('.', start);
-    std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    std::string key =
+        path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     if (!at->is_object()) return nullptr;
     auto it = at->find(key);
     if (it == at->end()) return nullptr;

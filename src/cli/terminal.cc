@@ -25,10 +25,10 @@ Result<std::string> ReadSecret(const std::string& prompt) {
     termios hidden = saved;
     hidden.c_lflag &= ~static_cast<tcflag_t>(ECHO);
     hidden.c_lflag |= ECHONL;
-    ::tcsetattr(STDIN_FILENO, TCSAFLUSH, &hidden);
+    ::tcsetattr(STDIN_FILENO, TCSANOW, &hidden);
   }
   auto line = ReadLine(prompt);
-  if (restore) ::tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved);
+  if (restore) ::tcsetattr(STDIN_FILENO, TCSANOW, &saved);
   return line;
 }
 

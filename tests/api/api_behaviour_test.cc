@@ -19,9 +19,9 @@ using fixture::Actor;
 using fixture::ApiHarness;
 using fixture::BodyOf;
 using fixture::CallOptions;
-using fixture::World;
 using fixture::kTestPassword;
 using fixture::kTestSource;
+using fixture::World;
 
 struct ErrorBody {
   std::string code, message, request_id;
@@ -99,7 +99,8 @@ class ApiBehaviourTest : public ::testing::Test {
     std::vector<Json> items;
     std::string cursor;
     for (int guard = 0; guard < 1000; ++guard) {
-      http::Response r = h().Call("GET", path + "?limit=1000" + (cursor.empty() ? "" : "&cursor=" + cursor), bearer);
+      http::Response r = h().Call(
+          "GET", path + "?limit=1000" + (cursor.empty() ? "" : "&cursor=" + cursor), bearer);
       EXPECT_EQ(r.status, 200) << path << ": " << r.body;
       Json page = BodyOf(r);
       if (!page.is_object()) break;
@@ -148,7 +149,9 @@ TEST_F(ApiBehaviourTest, EveryErrorHasTheOneShapeWithTheRequestId) {
     EXPECT_FALSE(e.message.empty()) << what;
     EXPECT_EQ(e.request_id, h().last_request_id()) << what;
     EXPECT_EQ(r.content_type, "application/json") << what;
-    if (r.status == 401) EXPECT_EQ(HeaderOf(r, "WWW-Authenticate"), "Bearer") << what;
+    if (r.status == 401) {
+      EXPECT_EQ(HeaderOf(r, "WWW-Authenticate"), "Bearer") << what;
+    }
   }
 }
 
@@ -156,8 +159,8 @@ TEST_F(ApiBehaviourTest, MalformedJsonIsRefusedAndCreatesNothing) {
   std::string admin = PlatformAdmin().key;
   int64_t tenants = TenantCount();
   int64_t users = UserCount(w().own.id);
-  for (const char* body : {"{bad", R"({"name": "x")", "[]", "\"name\"", "null",
-                           R"({"name": "trailing"} x)"}) {
+  for (const char* body :
+       {"{bad", R"({"name": "x")", "[]", "\"name\"", "null", R"({"name": "trailing"} x)"}) {
     http::Response r = h().Call("POST", "/api/v1/tenants", admin, body);
     EXPECT_EQ(r.status, 400) << body;
     EXPECT_EQ(ErrorOf(r).code, "invalid_argument") << body;
@@ -211,12 +214,13 @@ TEST_F(ApiBehaviourTest, WrongTypesAreRefusedNamingTheField) {
     http::Response r = h().CallJson("POST", "/api/v1/tenants", admin, body);
     EXPECT_EQ(r.status, 400) << body.dump();
     EXPECT_TRUE(Contains(ErrorOf(r).message, "'" + c.field + "'")) << r.body;
-    if (body["name"].is_string()) EXPECT_FALSE(TenantNamed(body["name"].get<std::string>()));
+    if (body["name"].is_string()) {
+      EXPECT_FALSE(TenantNamed(body["name"].get<std::string>()));
+    }
   }
-  http::Response r = h().CallJson("POST", TenantPath() + "/keys", admin,
-                                  {{"name", "k"},
-                                   {"owner_user_id", w().own.object.user_id},
-                                   {"expires_in_seconds", "soon"}});
+  http::Response r = h().CallJson(
+      "POST", TenantPath() + "/keys", admin,
+      {{"name", "k"}, {"owner_user_id", w().own.object.user_id}, {"expires_in_seconds", "soon"}});
   EXPECT_EQ(r.status, 400);
   EXPECT_TRUE(Contains(ErrorOf(r).message, "'expires_in_seconds'")) << r.body;
 }
@@ -273,8 +277,9 @@ TEST_F(ApiBehaviourTest, PagesFollowTheCursorWithoutRepeats) {
   std::string cursor;
   int pages = 0;
   do {
-    http::Response r = h().Call("GET", TenantPath() + "/users?limit=2" +
-                                           (cursor.empty() ? "" : "&cursor=" + cursor), admin);
+    http::Response r = h().Call(
+        "GET", TenantPath() + "/users?limit=2" + (cursor.empty() ? "" : "&cursor=" + cursor),
+        admin);
     ASSERT_EQ(r.status, 200) << r.body;
     Json page = BodyOf(r);
     EXPECT_LE(page["items"].size(), 2u);
@@ -311,10 +316,9 @@ TEST_F(ApiBehaviourTest, UnknownRouteIs404AndWrongMethodIs405) {
 
 TEST_F(ApiBehaviourTest, LoginSucceedsAndFailsUniformly) {
   const Actor& admin = TenantAdmin();
-  http::Response ok = h().CallJson("POST", "/api/v1/auth/login", "",
-                                   {{"tenant", admin.tenant_name},
-                                    {"username", admin.username},
-                                    {"password", kTestPassword}});
+  http::Response ok = h().CallJson(
+      "POST", "/api/v1/auth/login", "",
+      {{"tenant", admin.tenant_name}, {"username", admin.username}, {"password", kTestPassword}});
   ASSERT_EQ(ok.status, 200) << ok.body;
   Json j = BodyOf(ok);
   EXPECT_EQ(j["token_type"], "Bearer");
@@ -324,11 +328,15 @@ TEST_F(ApiBehaviourTest, LoginSucceedsAndFailsUniformly) {
 
   // Every failure reads the same, so a caller cannot probe which part was wrong.
   std::vector<Json> failures = {
-      {{"tenant", admin.tenant_name}, {"username", admin.username}, {"password", "wrong-password-1"}},
+      {{"tenant", admin.tenant_name},
+       {"username", admin.username},
+       {"password", "wrong-password-1"}},
       {{"tenant", admin.tenant_name}, {"username", "nobody-here"}, {"password", kTestPassword}},
       {{"tenant", "no-such-tenant"}, {"username", admin.username}, {"password", kTestPassword}},
       {{"tenant", w().other.name}, {"username", admin.username}, {"password", kTestPassword}},
-      {{"tenant", w().own.name}, {"username", w().own.object.username}, {"password", kTestPassword}},
+      {{"tenant", w().own.name},
+       {"username", w().own.object.username},
+       {"password", kTestPassword}},
       {{"username", admin.username}, {"password", kTestPassword}},  // not platform staff
       {{"tenant", w().suspended.name},
        {"username", w().suspended.members.at(Role::kTenantAdmin).username},
@@ -351,7 +359,8 @@ TEST_F(ApiBehaviourTest, LoginSucceedsAndFailsUniformly) {
 
 TEST_F(ApiBehaviourTest, SixthFailedLoginIsThrottledWithRetryAfter) {
   Actor victim = h().CreateActor(w().own.id, w().own.name, Role::kTenantMember, true);
-  Json wrong = {{"tenant", victim.tenant_name}, {"username", victim.username},
+  Json wrong = {{"tenant", victim.tenant_name},
+                {"username", victim.username},
                 {"password", "not-the-password"}};
   CallOptions from;
   from.source = "198.51.100.23";
@@ -415,7 +424,8 @@ TEST_F(ApiBehaviourTest, AccessTokenWorksForWhoAmI) {
 
 TEST_F(ApiBehaviourTest, SigningKeyRotationKeepsExistingTokensValid) {
   std::string before = h().Login(TenantAdmin());
-  http::Response rotated = h().Call("POST", "/api/v1/auth/signing-keys/rotate", PlatformAdmin().key);
+  http::Response rotated =
+      h().Call("POST", "/api/v1/auth/signing-keys/rotate", PlatformAdmin().key);
   ASSERT_EQ(rotated.status, 200) << rotated.body;
   std::string kid = BodyOf(rotated)["active_key_id"].get<std::string>();
   EXPECT_FALSE(kid.empty());
@@ -426,7 +436,8 @@ TEST_F(ApiBehaviourTest, SigningKeyRotationKeepsExistingTokensValid) {
   EXPECT_EQ(h().Call("GET", "/api/v1/whoami", before).status, 200);
   EXPECT_EQ(h().Call("GET", "/api/v1/whoami", after).status, 200);
   // Only platform admins rotate.
-  EXPECT_EQ(h().Call("POST", "/api/v1/auth/signing-keys/rotate", PlatformOperator().key).status, 403);
+  EXPECT_EQ(h().Call("POST", "/api/v1/auth/signing-keys/rotate", PlatformOperator().key).status,
+            403);
   EXPECT_EQ(h().Call("POST", "/api/v1/auth/signing-keys/rotate", TenantAdmin().key).status, 403);
   // The audit names the new key.
   auto rows = h().store().database().Exec("SELECT target FROM audit_log WHERE action = $1",
@@ -460,10 +471,11 @@ TEST_F(ApiBehaviourTest, TenantLifecycle) {
   EXPECT_EQ(h().Call("GET", "/api/v1/whoami", user.key).status, 401);
   EXPECT_EQ(h().Call("GET", "/api/v1/whoami", token).status, 401);
   EXPECT_EQ(h().Call("GET", path + "/users", user.key).status, 401);
-  EXPECT_EQ(h().CallJson("POST", "/api/v1/auth/login", "",
-                         {{"tenant", name}, {"username", user.username}, {"password", kTestPassword}})
-                .status,
-            401);
+  EXPECT_EQ(
+      h().CallJson("POST", "/api/v1/auth/login", "",
+                   {{"tenant", name}, {"username", user.username}, {"password", kTestPassword}})
+          .status,
+      401);
   http::Response listed = h().Call("GET", "/api/v1/tenants?state=suspended&limit=1000", admin);
   bool found = false;
   Json suspended_page = BodyOf(listed);
@@ -502,10 +514,11 @@ TEST_F(ApiBehaviourTest, TenantLifecycle) {
   ASSERT_EQ(users.status, 200);
   EXPECT_TRUE(BodyOf(users)["items"].empty());
   EXPECT_EQ(h().Call("GET", "/api/v1/whoami", user.key).status, 401);
-  EXPECT_EQ(h().CallJson("POST", "/api/v1/auth/login", "",
-                         {{"tenant", name}, {"username", user.username}, {"password", kTestPassword}})
-                .status,
-            401);
+  EXPECT_EQ(
+      h().CallJson("POST", "/api/v1/auth/login", "",
+                   {{"tenant", name}, {"username", user.username}, {"password", kTestPassword}})
+          .status,
+      401);
   // The evicted tenant's audit trail is kept.
   auto rows = h().store().database().Exec(
       "SELECT COUNT(*) FROM audit_log WHERE tenant_id = $1 AND action = 'tenant.evict'", {id});
@@ -541,8 +554,8 @@ TEST_F(ApiBehaviourTest, EveryMutatingCallIsAuditedWithoutSecrets) {
                     std::string source = kTestSource) {
     EXPECT_EQ(r.status, status) << action << " " << r.body;
     expects.push_back({h().last_request_id(), std::move(actor), std::move(tenant),
-                       std::move(action), std::move(target), std::move(outcome),
-                       std::move(source), status});
+                       std::move(action), std::move(target), std::move(outcome), std::move(source),
+                       status});
   };
   const std::string a = w().own.id;
   const std::string tp = "tenant/" + a;
@@ -679,8 +692,8 @@ TEST_F(ApiBehaviourTest, TenantAdminReadsOnlyItsOwnCompleteChain) {
   EXPECT_FALSE(audit::Verify(records, false).ok);
 
   // Not another tenant's chain, not the whole trail.
-  http::Response other = h().Call("GET", "/api/v1/tenants/" + w().other.id + "/audit",
-                                  TenantAdmin().key);
+  http::Response other =
+      h().Call("GET", "/api/v1/tenants/" + w().other.id + "/audit", TenantAdmin().key);
   EXPECT_EQ(other.status, 404);
   EXPECT_EQ(h().Call("GET", "/api/v1/audit", TenantAdmin().key).status, 403);
   EXPECT_EQ(h().Call("GET", TenantPath() + "/audit", Member().key).status, 403);

@@ -202,7 +202,8 @@ World ApiHarness::BuildWorld(const WorldOptions& options) {
     TenantSeed t = CreateTenant(prefix);
     if (members) {
       for (Role role : options.roles) {
-        if (!IsPlatformRole(role)) t.members[role] = CreateActor(t.id, t.name, role, options.humans);
+        if (!IsPlatformRole(role))
+          t.members[role] = CreateActor(t.id, t.name, role, options.humans);
       }
     }
     t.object = CreateActor(t.id, t.name, Role::kTenantMember, /*human=*/false);

@@ -55,8 +55,8 @@ struct TenantSeed {
 // Everything one isolation case needs: an own tenant, another tenant, the
 // platform, and credentials that must fail.
 struct World {
-  TenantSeed own;    // "tenant A"
-  TenantSeed other;  // "tenant B"
+  TenantSeed own;                  // "tenant A"
+  TenantSeed other;                // "tenant B"
   std::map<Role, Actor> platform;  // platform-role callers
   Actor platform_object;           // a platform-operator service account to act on
   // Per role: a revoked key and an expired key of that role's caller.
@@ -138,8 +138,7 @@ class ApiHarness {
 
  private:
   // Calls as root and throws unless the status is `want`.
-  Json MustCall(const std::string& method, const std::string& target, const Json& body,
-                int want);
+  Json MustCall(const std::string& method, const std::string& target, const Json& body, int want);
   void CheckErrorShape(const http::Response& response, const std::string& request_id,
                        const std::string& what);
 

@@ -54,23 +54,33 @@ enum class Scenario {
   kExpired,    // an expired key of the role's caller
   kSuspended,  // a key of a user of a suspended tenant, on that tenant's objects
 };
-constexpr std::array kScenarios = {Scenario::kOwn,   Scenario::kToken,   Scenario::kSelf,
-                                   Scenario::kOther, Scenario::kCross,   Scenario::kNone,
-                                   Scenario::kBad,   Scenario::kRevoked, Scenario::kExpired,
+constexpr std::array kScenarios = {Scenario::kOwn,      Scenario::kToken,   Scenario::kSelf,
+                                   Scenario::kOther,    Scenario::kCross,   Scenario::kNone,
+                                   Scenario::kBad,      Scenario::kRevoked, Scenario::kExpired,
                                    Scenario::kSuspended};
 
 const char* NameOf(Scenario s) {
   switch (s) {
-    case Scenario::kOwn: return "own";
-    case Scenario::kToken: return "token";
-    case Scenario::kSelf: return "self";
-    case Scenario::kOther: return "other";
-    case Scenario::kCross: return "cross";
-    case Scenario::kNone: return "none";
-    case Scenario::kBad: return "bad";
-    case Scenario::kRevoked: return "revoked";
-    case Scenario::kExpired: return "expired";
-    case Scenario::kSuspended: return "suspended";
+    case Scenario::kOwn:
+      return "own";
+    case Scenario::kToken:
+      return "token";
+    case Scenario::kSelf:
+      return "self";
+    case Scenario::kOther:
+      return "other";
+    case Scenario::kCross:
+      return "cross";
+    case Scenario::kNone:
+      return "none";
+    case Scenario::kBad:
+      return "bad";
+    case Scenario::kRevoked:
+      return "revoked";
+    case Scenario::kExpired:
+      return "expired";
+    case Scenario::kSuspended:
+      return "suspended";
   }
   return "?";
 }
@@ -86,9 +96,9 @@ struct Case {
   Role role = Role::kTenantViewer;
   Scenario scenario = Scenario::kOwn;
   const World* world = nullptr;
-  std::string tenant_id;  // for {tenant_id}
-  std::string user_id;    // for {user_id}; also the object a body names
-  std::string key_id;     // for {key_id}
+  std::string tenant_id;          // for {tenant_id}
+  std::string user_id;            // for {user_id}; also the object a body names
+  std::string key_id;             // for {key_id}
   const Actor* caller = nullptr;  // whose identity the request uses (login body, self)
   std::string bearer;
 };
@@ -105,15 +115,15 @@ using PrepareFn = std::function<void(ApiHarness&, const Case&)>;
 //              and message): the object's existence does not show
 //   "-"        not applicable
 struct Row {
-  bool authenticated = true;  // false: a public route, credentials ignored
-  const char* own = "";       // on an object of the caller's own tenant or platform
+  bool authenticated = true;    // false: a public route, credentials ignored
+  const char* own = "";         // on an object of the caller's own tenant or platform
   const char* self = nullptr;   // on the caller's own user or key ({user_id}/{key_id} routes)
   const char* other = nullptr;  // on tenant B ({tenant_id} routes) or B's object id
   bool fresh_world = false;     // destructive: fresh throwaway objects per case
   bool session_caller = false;  // "own" authenticates with a fresh login session
   const char* query = "";       // appended to every request of the row
-  BodyFn body;
-  PrepareFn prepare;
+  BodyFn body = nullptr;
+  PrepareFn prepare = nullptr;
 };
 
 // --- Request bodies: minimal and valid ---
@@ -171,8 +181,7 @@ const std::map<std::string, Row>& Expectations() {
       // Tenants: operators onboard and manage them; tenants read their own.
       {"POST /api/v1/tenants", {.own = "201 403 403 403 403", .body = NewTenantBody}},
       {"GET /api/v1/tenants", {.own = "200 200 403 403 403"}},
-      {"GET /api/v1/tenants/{tenant_id}",
-       {.own = "200 200 200 200 200", .other = "200 200 m m m"}},
+      {"GET /api/v1/tenants/{tenant_id}", {.own = "200 200 200 200 200", .other = "200 200 m m m"}},
       {"PATCH /api/v1/tenants/{tenant_id}",
        {.own = "200 403 403 403 403", .other = "200 403 m m m", .body = RenameBody}},
       {"POST /api/v1/tenants/{tenant_id}/suspend",
@@ -450,8 +459,7 @@ std::string Snapshot(Store& store, const std::vector<std::string>& tenant_ids,
   std::vector<sql::Value> platform(platform_user_ids.begin(), platform_user_ids.end());
   std::string pin = Placeholders(platform.size());
   dump("SELECT * FROM users WHERE tenant_id = '' AND id IN (" + pin + ") ORDER BY id", platform);
-  dump("SELECT * FROM api_keys WHERE tenant_id = '' AND owner_user_id IN (" + pin +
-           ") ORDER BY id",
+  dump("SELECT * FROM api_keys WHERE tenant_id = '' AND owner_user_id IN (" + pin + ") ORDER BY id",
        platform);
   dump("SELECT id FROM signing_keys ORDER BY id", {});
   return out;
@@ -522,7 +530,9 @@ Sent Send(ApiHarness& h, const ApiRouter::Route& route, const Row& row, const Ca
   } else {
     const AuditRow& a = records[0];
     if (a.action != action) s.problems.push_back("audit action " + a.action + " != " + action);
-    std::string want_outcome = ok ? "allowed" : (r.status == 401 || r.status == 403) ? "denied" : "";
+    std::string want_outcome = ok                                     ? "allowed"
+                               : (r.status == 401 || r.status == 403) ? "denied"
+                                                                      : "";
     if (!want_outcome.empty() && a.outcome != want_outcome) {
       s.problems.push_back("audit outcome " + a.outcome + ", expected " + want_outcome);
     }
@@ -546,7 +556,8 @@ std::string CheckList(const Sent& s, const Shape& shape, const Case& c, bool sel
   if (self_only) {
     if (items.empty()) return "a self-only list is empty";
     for (const auto& item : items) {
-      const std::string& owner = shape.user_list ? item.value("id", "") : item.value("owner_user_id", "");
+      const std::string& owner =
+          shape.user_list ? item.value("id", "") : item.value("owner_user_id", "");
       if (owner != c.caller->user_id) return "a self-only list shows " + item.value("id", "");
     }
     return "";
@@ -609,12 +620,16 @@ TEST_F(IsolationMatrixTest, EveryRouteHasARow) {
     if (shape.has_object) {
       EXPECT_TRUE(row.self && row.other) << key << ": a route on one object needs self and other";
     }
-    if (shape.has_tenant) EXPECT_TRUE(row.other) << key << ": a tenant route needs other";
+    if (shape.has_tenant) {
+      EXPECT_TRUE(row.other) << key << ": a tenant route needs other";
+    }
     if (!shape.has_tenant && !shape.has_object) {
       EXPECT_FALSE(row.self || row.other) << key << ": self/other need an id in the path";
     }
     for (const char* column : {row.self, row.other}) {
-      if (column) EXPECT_EQ(Tokens(column).size(), AllRoles().size()) << key;
+      if (column) {
+        EXPECT_EQ(Tokens(column).size(), AllRoles().size()) << key;
+      }
     }
     // Tenant roles never tell another tenant's object from a missing one.
     if (row.other) {
@@ -686,9 +701,9 @@ TEST_F(IsolationMatrixTest, EveryRouteEveryRoleEveryScenario) {
           if (got.status != missing.status || got.code != missing.code ||
               got.message != missing.message) {
             why.push_back("differs from a missing id: " + std::to_string(got.status) + " " +
-                          got.code + " '" + got.message + "' vs " +
-                          std::to_string(missing.status) + " " + missing.code + " '" +
-                          missing.message + "' (" + missing.target + ")");
+                          got.code + " '" + got.message + "' vs " + std::to_string(missing.status) +
+                          " " + missing.code + " '" + missing.message + "' (" + missing.target +
+                          ")");
           }
         } else {
           bool self_only = cell.expected.back() == 's';
@@ -712,9 +727,9 @@ TEST_F(IsolationMatrixTest, EveryRouteEveryRoleEveryScenario) {
   }
 
   size_t total = routes.size() * roles.size() * kScenarios.size();
-  std::cout << "isolation matrix: " << routes.size() << " routes x " << roles.size()
-            << " roles x " << kScenarios.size() << " scenarios = " << total << " cells, "
-            << checked << " applicable and checked, " << failures.size() << " failed\n";
+  std::cout << "isolation matrix: " << routes.size() << " routes x " << roles.size() << " roles x "
+            << kScenarios.size() << " scenarios = " << total << " cells, " << checked
+            << " applicable and checked, " << failures.size() << " failed\n";
 
   if (!failures.empty()) {
     std::ostringstream table;

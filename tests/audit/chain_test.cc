@@ -52,8 +52,8 @@ class Trail {
 // c_seq:   1  1  1  2  3  2  2  4  3
 std::vector<AuditRecord> ThreeChains() {
   Trail t;
-  const std::vector<std::string> tenants = {"",      kTenantA, kTenantB, kTenantA, kTenantA,
-                                            "",      kTenantB, kTenantA, kTenantB};
+  const std::vector<std::string> tenants = {"", kTenantA, kTenantB, kTenantA, kTenantA,
+                                            "", kTenantB, kTenantA, kTenantB};
   for (size_t i = 0; i < tenants.size(); ++i) t.Append(tenants[i], "action." + std::to_string(i));
   return t.records();
 }

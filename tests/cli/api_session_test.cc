@@ -5,16 +5,15 @@
 namespace atrium::cli {
 namespace {
 
-TEST(ApiErrorOfTest, FormatsTheApiErrorBody) {
+TEST(CliApiErrorOfTest, FormatsTheApiErrorBody) {
   Error e = ApiErrorOf(
-      400,
-      R"({"error":{"code":"invalid_argument","message":"name is bad","request_id":"req_1"}})",
+      400, R"({"error":{"code":"invalid_argument","message":"name is bad","request_id":"req_1"}})",
       "req_header");
   EXPECT_EQ(e.code, ErrorCode::kInvalidArgument);
   EXPECT_EQ(e.message, "name is bad (invalid_argument, HTTP 400, request req_1)");
 }
 
-TEST(ApiErrorOfTest, FallsBackToStatusAndHeader) {
+TEST(CliApiErrorOfTest, FallsBackToStatusAndHeader) {
   Error e = ApiErrorOf(503, "<html>bad gateway</html>", "req_h");
   EXPECT_EQ(e.code, ErrorCode::kUnavailable);
   EXPECT_EQ(e.message, "the server answered HTTP 503 (unavailable, HTTP 503, request req_h)");
@@ -23,7 +22,7 @@ TEST(ApiErrorOfTest, FallsBackToStatusAndHeader) {
   EXPECT_EQ(bare.message, "the server answered HTTP 418 (internal, HTTP 418)");
 }
 
-TEST(ErrorCodeOfWireNameTest, InvertsWireNameOf) {
+TEST(CliErrorCodeOfWireNameTest, InvertsWireNameOf) {
   for (int i = static_cast<int>(ErrorCode::kInvalidArgument);
        i <= static_cast<int>(ErrorCode::kUnavailable); ++i) {
     auto code = static_cast<ErrorCode>(i);
@@ -32,7 +31,7 @@ TEST(ErrorCodeOfWireNameTest, InvertsWireNameOf) {
   EXPECT_EQ(ErrorCodeOfWireName("no_such_code"), ErrorCode::kInternal);
 }
 
-TEST(ApiSessionTest, UnreachableServerIsUnavailable) {
+TEST(CliApiSessionTest, UnreachableServerIsUnavailable) {
   // Port 1 on loopback: nothing listens there in a test sandbox.
   auto api = ApiSession::Open("http://127.0.0.1:1", "t", 2000);
   ASSERT_TRUE(api.has_value());

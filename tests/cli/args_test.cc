@@ -5,7 +5,7 @@
 namespace atrium::cli {
 namespace {
 
-TEST(ParseDurationTest, AcceptsEachUnitAndSums) {
+TEST(CliParseDurationTest, AcceptsEachUnitAndSums) {
   struct Case {
     const char* text;
     int64_t seconds;
@@ -19,7 +19,7 @@ TEST(ParseDurationTest, AcceptsEachUnitAndSums) {
   }
 }
 
-TEST(ParseDurationTest, RejectsMalformedZeroAndOverflow) {
+TEST(CliParseDurationTest, RejectsMalformedZeroAndOverflow) {
   for (const char* text : {"", "d", "10x", "1.5h", "-1h", "0s", "0", "h1", "1h 2m", "1h30",
                            "99999999999999999999s", "9999999999999999w"}) {
     auto parsed = ParseDuration(text);
@@ -29,7 +29,7 @@ TEST(ParseDurationTest, RejectsMalformedZeroAndOverflow) {
   }
 }
 
-TEST(ParseLabelTest, SplitsAtTheFirstEquals) {
+TEST(CliParseLabelTest, SplitsAtTheFirstEquals) {
   auto label = ParseLabel("env=prod=eu");
   ASSERT_TRUE(label.has_value());
   EXPECT_EQ(label->first, "env");
@@ -42,7 +42,7 @@ TEST(ParseLabelTest, SplitsAtTheFirstEquals) {
   EXPECT_FALSE(ParseLabel("").has_value());
 }
 
-TEST(ParseLabelsTest, LaterDuplicateWinsAndErrorsNameTheLabel) {
+TEST(CliParseLabelsTest, LaterDuplicateWinsAndErrorsNameTheLabel) {
   auto labels = ParseLabels({"a=1", "b=2", "a=3"});
   ASSERT_TRUE(labels.has_value());
   EXPECT_EQ(*labels, (std::map<std::string, std::string>{{"a", "3"}, {"b", "2"}}));
@@ -51,7 +51,7 @@ TEST(ParseLabelsTest, LaterDuplicateWinsAndErrorsNameTheLabel) {
   EXPECT_NE(bad.error().message.find("'oops'"), std::string::npos);
 }
 
-TEST(QueryTest, EncodesValuesAndSkipsEmptyOnes) {
+TEST(CliQueryTest, EncodesValuesAndSkipsEmptyOnes) {
   EXPECT_EQ(UrlEncode("a-z_0.9~"), "a-z_0.9~");
   EXPECT_EQ(UrlEncode("k=v&x y/é"), "k%3Dv%26x%20y%2F%C3%A9");
   EXPECT_EQ(WithQuery("/t", {}), "/t");

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
+#include "common/json_reader.h"
+
 namespace atrium::cli {
 namespace {
 
@@ -33,14 +37,14 @@ std::vector<ChainHead> HeadsOf(const std::vector<AuditRecord>& records) {
   return {heads.begin(), heads.end()};
 }
 
-TEST(VerifyAgainstHeadsTest, IntactTrailIsOk) {
+TEST(CliVerifyAgainstHeadsTest, IntactTrailIsOk) {
   auto records = Trail(5);
   auto report = VerifyAgainstHeads(records, HeadsOf(records));
   EXPECT_TRUE(report.ok) << report.reason;
   EXPECT_EQ(DescribeReport(report), "audit chain OK: 5 records in 2 chains");
 }
 
-TEST(VerifyAgainstHeadsTest, EditedRecordIsNamed) {
+TEST(CliVerifyAgainstHeadsTest, EditedRecordIsNamed) {
   auto records = Trail(5);
   auto heads = HeadsOf(records);
   records[2].action = "x";  // seq 3
@@ -52,7 +56,7 @@ TEST(VerifyAgainstHeadsTest, EditedRecordIsNamed) {
             "its hash (edited)");
 }
 
-TEST(VerifyAgainstHeadsTest, TruncatedTailIsCaughtOnlyByTheHeads) {
+TEST(CliVerifyAgainstHeadsTest, TruncatedTailIsCaughtOnlyByTheHeads) {
   auto records = Trail(5);
   auto heads = HeadsOf(records);
   records.pop_back();  // seq 5, tn_a #3: every remaining link still holds
@@ -64,7 +68,7 @@ TEST(VerifyAgainstHeadsTest, TruncatedTailIsCaughtOnlyByTheHeads) {
   EXPECT_NE(report.reason.find("ends at #2 but its recorded head is #3"), std::string::npos);
 }
 
-TEST(VerifyAgainstHeadsTest, WholeChainRemovedOrHeadMissing) {
+TEST(CliVerifyAgainstHeadsTest, WholeChainRemovedOrHeadMissing) {
   auto records = Trail(4);
   auto heads = HeadsOf(records);
   std::vector<AuditRecord> platform_only;
@@ -82,7 +86,7 @@ TEST(VerifyAgainstHeadsTest, WholeChainRemovedOrHeadMissing) {
   EXPECT_EQ(headless.reason, "the chain has no recorded head");
 }
 
-TEST(ParseAuditJsonLinesTest, ReadsApiObjectsAndNamesBadLines) {
+TEST(CliParseAuditJsonLinesTest, ReadsApiObjectsAndNamesBadLines) {
   auto records = Trail(3);
   std::string text;
   for (const auto& r : records) {

@@ -1,17 +1,16 @@
 #include "cli/credentials.h"
 
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
-#include <gtest/gtest.h>
-
 namespace atrium::cli {
 namespace {
 
-TEST(CredentialsPathTest, PrefersAbsoluteXdgConfigHomeThenHome) {
+TEST(CliCredentialsPathTest, PrefersAbsoluteXdgConfigHomeThenHome) {
   EXPECT_EQ(*CredentialsPath("/x/cfg", "/home/u"), "/x/cfg/atrium/credentials");
   EXPECT_EQ(*CredentialsPath(nullptr, "/home/u"), "/home/u/.config/atrium/credentials");
   // The XDG spec says a relative value is to be ignored.
@@ -22,7 +21,7 @@ TEST(CredentialsPathTest, PrefersAbsoluteXdgConfigHomeThenHome) {
   EXPECT_EQ(none.error().code, ErrorCode::kFailedPrecondition);
 }
 
-class CredentialsFileTest : public ::testing::Test {
+class CliCredentialsFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string pattern = (std::filesystem::temp_directory_path() / "atrium-cred-XXXXXX").string();
@@ -36,7 +35,7 @@ class CredentialsFileTest : public ::testing::Test {
   std::string path_;
 };
 
-TEST_F(CredentialsFileTest, SaveLoadRemoveRoundTripWithPrivateModes) {
+TEST_F(CliCredentialsFileTest, SaveLoadRemoveRoundTripWithPrivateModes) {
   auto missing = LoadCredentials(path_);
   ASSERT_TRUE(missing.has_value());
   EXPECT_FALSE(missing->has_value());
@@ -68,7 +67,7 @@ TEST_F(CredentialsFileTest, SaveLoadRemoveRoundTripWithPrivateModes) {
   EXPECT_EQ(*RemoveCredentials(path_), false);
 }
 
-TEST_F(CredentialsFileTest, RejectsAFileThatIsNotCredentials) {
+TEST_F(CliCredentialsFileTest, RejectsAFileThatIsNotCredentials) {
   std::filesystem::create_directories(std::filesystem::path(path_).parent_path());
   for (const char* text : {"not json", "[]", R"({"server":"http://x"})"}) {
     std::ofstream(path_) << text;

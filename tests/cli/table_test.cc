@@ -5,7 +5,7 @@
 namespace atrium::cli {
 namespace {
 
-TEST(CellTextTest, RendersEachJsonKind) {
+TEST(CliCellTextTest, RendersEachJsonKind) {
   EXPECT_EQ(CellText(Json(nullptr)), "-");
   EXPECT_EQ(CellText(Json("")), "-");
   EXPECT_EQ(CellText(Json("acme")), "acme");
@@ -17,21 +17,21 @@ TEST(CellTextTest, RendersEachJsonKind) {
   EXPECT_EQ(CellText(Json::object()), "-");
 }
 
-TEST(FormatTableTest, AlignsColumnsWithoutTrailingBlanks) {
-  std::string table = FormatTable({"ID", "NAME", "STATE"}, {{"tn_1", "acme-corporation", "active"},
-                                                           {"tn_22", "b", ""}});
+TEST(CliFormatTableTest, AlignsColumnsWithoutTrailingBlanks) {
+  std::string table = FormatTable({"ID", "NAME", "STATE"},
+                                  {{"tn_1", "acme-corporation", "active"}, {"tn_22", "b", ""}});
   EXPECT_EQ(table,
             "ID     NAME              STATE\n"
             "tn_1   acme-corporation  active\n"
             "tn_22  b\n");
 }
 
-TEST(FormatTableTest, HeaderOnlyAndShortRows) {
+TEST(CliFormatTableTest, HeaderOnlyAndShortRows) {
   EXPECT_EQ(FormatTable({"A", "B"}, {}), "A  B\n");
   EXPECT_EQ(FormatTable({"A", "LONGER", "C"}, {{"x"}}), "A  LONGER  C\nx\n");
 }
 
-TEST(FormatObjectsTest, PicksFieldsIncludingNestedPaths) {
+TEST(CliFormatObjectsTest, PicksFieldsIncludingNestedPaths) {
   std::vector<Json> items = {
       {{"id", "k1"}, {"owner", {{"name", "ann"}}}, {"scopes", Json::array({"m1", "m2"})}},
       {{"id", "k2"}, {"scopes", Json::array()}}};
@@ -41,7 +41,7 @@ TEST(FormatObjectsTest, PicksFieldsIncludingNestedPaths) {
             "k2  -      -\n");
 }
 
-TEST(FieldAtTest, MissingStepsAreNull) {
+TEST(CliFieldAtTest, MissingStepsAreNull) {
   Json j = {{"a", {{"b", 1}}}, {"s", "x"}};
   EXPECT_EQ(FieldAt(j, "a.b"), Json(1));
   EXPECT_TRUE(FieldAt(j, "a.c").is_null());
@@ -49,7 +49,7 @@ TEST(FieldAtTest, MissingStepsAreNull) {
   EXPECT_TRUE(FieldAt(Json::array(), "a").is_null());
 }
 
-TEST(FormatDetailTest, PreferredFieldsFirstThenSortedAndFlattened) {
+TEST(CliFormatDetailTest, PreferredFieldsFirstThenSortedAndFlattened) {
   Json tenant = {{"id", "tn_1"},
                  {"name", "acme"},
                  {"weight", 3},

@@ -2,10 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/strings.h"
 #include "crypto/crypto.h"
@@ -47,7 +46,7 @@ Json Decode(std::string_view part) {
 }
 
 Json PayloadOf(const TokenClaims& c) {
-  return {{"sub", c.subject}, {"tid", c.tenant_id}, {"role", c.role},
+  return {{"sub", c.subject},    {"tid", c.tenant_id}, {"role", c.role},
           {"sid", c.session_id}, {"iat", c.issued_at}, {"exp", c.expires_at}};
 }
 
@@ -147,17 +146,17 @@ TEST(AccessTokenTest, TamperedSignatureOrHeaderIsRejected) {
 TEST(AccessTokenTest, UnsignedOrOtherAlgorithmsAreRejected) {
   const SigningKey key = Key("sk_1", 'a');
   const Json payload = PayloadOf(Claims());
-  std::string input = crypto::Base64UrlEncode(Json{{"alg", "none"}, {"kid", "sk_1"}}.dump()) +
-                      "." + crypto::Base64UrlEncode(payload.dump());
+  std::string input = crypto::Base64UrlEncode(Json{{"alg", "none"}, {"kid", "sk_1"}}.dump()) + "." +
+                      crypto::Base64UrlEncode(payload.dump());
   ExpectInvalid(input + ".", {key});
   ExpectInvalid(Forge({{"alg", "none"}, {"kid", "sk_1"}}, payload, key), {key});
   ExpectInvalid(Forge({{"alg", "HS512"}, {"kid", "sk_1"}}, payload, key), {key});
   ExpectInvalid(Forge({{"alg", "HS256"}}, payload, key), {key});  // no kid
   ExpectInvalid(Forge({{"alg", "HS256"}, {"kid", 1}}, payload, key), {key});
   // Sanity: the forger makes valid tokens when nothing is off.
-  EXPECT_TRUE(VerifyAccessToken(Forge({{"alg", "HS256"}, {"kid", "sk_1"}}, payload, key), {key},
-                                kNow)
-                  .has_value());
+  EXPECT_TRUE(
+      VerifyAccessToken(Forge({{"alg", "HS256"}, {"kid", "sk_1"}}, payload, key), {key}, kNow)
+          .has_value());
 }
 
 TEST(AccessTokenTest, UnknownKidIsRejected) {
@@ -189,8 +188,8 @@ TEST(AccessTokenTest, MalformedTokensAreRejected) {
   const std::vector<SigningKey> keys = {Key("sk_1", 'a')};
   std::string token = MustSign(Claims(), keys);
   for (const std::string& bad :
-       {std::string(), std::string("."), std::string(".."), std::string("a.b"),
-        token + ".extra", std::string("!!!.@@@.###"), token.substr(0, token.size() - 1) + "=",
+       {std::string(), std::string("."), std::string(".."), std::string("a.b"), token + ".extra",
+        std::string("!!!.@@@.###"), token.substr(0, token.size() - 1) + "=",
         std::string("e30.e30.e30"), token + std::string(5000, 'A')}) {
     ExpectInvalid(bad, keys);
   }

@@ -94,8 +94,8 @@ TEST(ApiKeyTest, WrongLengthIsRejected) {
 
 TEST(ApiKeyTest, WrongPrefixOrSeparatorIsRejected) {
   const std::string text = GenerateApiKey().text;
-  for (const std::string& prefix : {"atx_", "ATR_", "atr-", "sk-_"}) {
-    std::string bad = WithValidChecksum(prefix + text.substr(4));
+  for (const char* prefix : {"atx_", "ATR_", "atr-", "sk-_"}) {
+    std::string bad = WithValidChecksum(std::string(prefix) + text.substr(4));
     EXPECT_FALSE(LooksLikeApiKey(bad)) << bad;
     EXPECT_FALSE(ParseApiKey(bad).has_value()) << bad;
   }

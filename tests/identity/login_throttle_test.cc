@@ -11,19 +11,19 @@ namespace {
 
 constexpr int64_t kWindowMs = 15 * 60 * 1000;
 
-#define EXPECT_ALLOWED(throttle, account, source)                                         \
-  do {                                                                                    \
-    auto _s = (throttle).Check(account, source);                                          \
+#define EXPECT_ALLOWED(throttle, account, source)                                               \
+  do {                                                                                          \
+    auto _s = (throttle).Check(account, source);                                                \
     EXPECT_TRUE(_s.has_value()) << account << " from " << source << ": " << _s.error().message; \
   } while (0)
 
 // Expects the check to refuse with a Retry-After of `retry_s` seconds.
-#define EXPECT_THROTTLED(throttle, account, source, retry_s)          \
-  do {                                                                \
-    auto _s = (throttle).Check(account, source);                      \
-    ASSERT_FALSE(_s.has_value()) << account << " from " << source;    \
-    EXPECT_EQ(_s.error().code, ErrorCode::kResourceExhausted);        \
-    EXPECT_EQ(_s.error().retry_after_s, retry_s);                     \
+#define EXPECT_THROTTLED(throttle, account, source, retry_s)       \
+  do {                                                             \
+    auto _s = (throttle).Check(account, source);                   \
+    ASSERT_FALSE(_s.has_value()) << account << " from " << source; \
+    EXPECT_EQ(_s.error().code, ErrorCode::kResourceExhausted);     \
+    EXPECT_EQ(_s.error().retry_after_s, retry_s);                  \
   } while (0)
 
 class LoginThrottleTest : public ::testing::Test {
@@ -110,9 +110,11 @@ TEST_F(LoginThrottleTest, SourceLimitSpansAccounts) {
 
 TEST(LoginThrottleOptionsTest, LimitsAndWindowAreConfigurable) {
   ManualClock clock;
-  LoginThrottle throttle(clock, LoginThrottleOptions{.max_failures_per_account = 2,
-                                                     .max_failures_per_source = 3,
-                                                     .window_ms = 60'000});
+  LoginThrottleOptions options;
+  options.max_failures_per_account = 2;
+  options.max_failures_per_source = 3;
+  options.window_ms = 60'000;
+  LoginThrottle throttle(clock, options);
   throttle.RecordFailure("a", "s1");
   EXPECT_ALLOWED(throttle, "a", "s1");
   throttle.RecordFailure("a", "s1");

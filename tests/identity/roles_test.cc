@@ -74,9 +74,9 @@ TEST(RolesTest, TenantRolesNeverReachPastTheirTenant) {
       EXPECT_NE(ReachOf(r, p), Reach::kPlatform) << RoleName(r) << " " << PermissionName(p);
     }
     // Platform-wide actions are out of a tenant role's reach entirely.
-    for (Permission p : {Permission::kTenantCreate, Permission::kTenantList,
-                         Permission::kTenantUpdate, Permission::kTenantSuspend,
-                         Permission::kTenantEvict, Permission::kSigningKeyRotate}) {
+    for (Permission p :
+         {Permission::kTenantCreate, Permission::kTenantList, Permission::kTenantUpdate,
+          Permission::kTenantSuspend, Permission::kTenantEvict, Permission::kSigningKeyRotate}) {
       EXPECT_EQ(ReachOf(r, p), Reach::kNone) << RoleName(r) << " " << PermissionName(p);
     }
   }
@@ -129,8 +129,7 @@ TEST(RolesTest, RoleCoversRules) {
   const std::vector<Role>& all = AllRoles();
   for (Role b : all) {
     EXPECT_TRUE(RoleCovers(Role::kPlatformAdmin, b)) << RoleName(b);
-    EXPECT_EQ(RoleCovers(Role::kPlatformOperator, b), b == Role::kPlatformOperator)
-        << RoleName(b);
+    EXPECT_EQ(RoleCovers(Role::kPlatformOperator, b), b == Role::kPlatformOperator) << RoleName(b);
     EXPECT_EQ(RoleCovers(Role::kTenantAdmin, b), !IsPlatformRole(b)) << RoleName(b);
     EXPECT_EQ(RoleCovers(Role::kTenantMember, b),
               b == Role::kTenantMember || b == Role::kTenantViewer)
@@ -205,14 +204,14 @@ TEST(AuthorizeTest, InsideTheTenantTheReachDecides) {
   // Spot checks of the table.
   EXPECT_EQ(Authorize(TenantPrincipal(Role::kTenantMember), Permission::kKeyCreate, own_object),
             Decision::kAllow);
-  EXPECT_EQ(Authorize(TenantPrincipal(Role::kTenantMember), Permission::kKeyRevoke,
-                      colleagues_object),
-            Decision::kDenyForbidden);
+  EXPECT_EQ(
+      Authorize(TenantPrincipal(Role::kTenantMember), Permission::kKeyRevoke, colleagues_object),
+      Decision::kDenyForbidden);
   EXPECT_EQ(Authorize(TenantPrincipal(Role::kTenantViewer), Permission::kKeyCreate, own_object),
             Decision::kDenyForbidden);
-  EXPECT_EQ(Authorize(TenantPrincipal(Role::kTenantAdmin), Permission::kUserDelete,
-                      colleagues_object),
-            Decision::kAllow);
+  EXPECT_EQ(
+      Authorize(TenantPrincipal(Role::kTenantAdmin), Permission::kUserDelete, colleagues_object),
+      Decision::kAllow);
   EXPECT_EQ(Authorize(TenantPrincipal(Role::kTenantAdmin), Permission::kTenantUpdate, own_tenant),
             Decision::kDenyForbidden);
   EXPECT_EQ(Authorize(TenantPrincipal(Role::kTenantMember), Permission::kAuditRead, own_tenant),

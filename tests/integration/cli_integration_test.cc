@@ -2,6 +2,7 @@
 // directory and drives it with the `atrium` CLI verbs as subprocesses, the
 // way an operator would: tenants, users, login, keys, suspension, eviction,
 // restart, and the audit trail's verification and tamper detection.
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
@@ -11,8 +12,6 @@
 #include <fstream>
 #include <set>
 #include <sstream>
-
-#include <gtest/gtest.h>
 
 #include "common/json_reader.h"
 #include "subprocess.h"
@@ -88,9 +87,9 @@ class CliIntegrationTest : public ::testing::Test {
   void StartServer() {
     server_ = std::make_unique<BackgroundProcess>();
     std::string error;
-    ASSERT_TRUE(server_->Start({ATRIUM_BINARY, "dev", "--data", data_dir_, "--api-listen",
-                                "127.0.0.1:0"},
-                               {"HOME=" + root_, "PATH=/usr/bin:/bin"}, &error))
+    ASSERT_TRUE(
+        server_->Start({ATRIUM_BINARY, "dev", "--data", data_dir_, "--api-listen", "127.0.0.1:0"},
+                       {"HOME=" + root_, "PATH=/usr/bin:/bin"}, &error))
         << error;
     url_ = server_->WaitForLine("API: ", kServerTimeout);
     ASSERT_FALSE(url_.empty()) << "no API line from the server:\n" << server_->Output();
@@ -135,10 +134,10 @@ class CliIntegrationTest : public ::testing::Test {
                                   std::string(kPassword) + "\n");
     EXPECT_EQ(created.exit_code, 0) << Describe(created);
     std::string home = NewHome(username);
-    ProcessResult login = Run({"", home, /*server=*/false},
-                              {"login", "--server", url_, "--tenant", tenant, "--username",
-                               username, "--password-stdin"},
-                              std::string(kPassword) + "\n");
+    ProcessResult login = Run(
+        {"", home, /*server=*/false},
+        {"login", "--server", url_, "--tenant", tenant, "--username", username, "--password-stdin"},
+        std::string(kPassword) + "\n");
     EXPECT_EQ(login.exit_code, 0) << Describe(login);
     EXPECT_NE(login.out.find("Logged in"), std::string::npos) << login.out;
     return home;
@@ -155,9 +154,8 @@ class CliIntegrationTest : public ::testing::Test {
 TEST_F(CliIntegrationTest, TenantsUsersKeysSuspensionAndEviction) {
   // --- tenants: create, label filter, pagination, get by name, update
   Json acme = AdminJson({"tenant", "create", "acme", "--display-name", "Acme Corp", "--tier",
-                         "dedicated-gpu", "--region", "eu-west", "--region", "us-east",
-                         "--weight", "5", "--label", "env=prod", "--label", "team=ml", "-o",
-                         "json"});
+                         "dedicated-gpu", "--region", "eu-west", "--region", "us-east", "--weight",
+                         "5", "--label", "env=prod", "--label", "team=ml", "-o", "json"});
   const std::string acme_id = acme.value("id", "");
   ASSERT_FALSE(acme_id.empty());
   EXPECT_EQ(acme["name"], "acme");
@@ -227,7 +225,8 @@ TEST_F(CliIntegrationTest, TenantsUsersKeysSuspensionAndEviction) {
   EXPECT_NE(shown.out.find("shown only this once"), std::string::npos) << shown.out;
   EXPECT_NE(shown.out.find("\natr_"), std::string::npos) << shown.out;
 
-  ProcessResult created_key = Run(alice, {"key", "create", "ci", "--expires-in", "30d", "-o", "json"});
+  ProcessResult created_key =
+      Run(alice, {"key", "create", "ci", "--expires-in", "30d", "-o", "json"});
   ASSERT_EQ(created_key.exit_code, 0) << Describe(created_key);
   Json key = ParsedJson(created_key);
   const std::string key_text = key.value("key", "");
@@ -289,10 +288,10 @@ TEST_F(CliIntegrationTest, TenantsUsersKeysSuspensionAndEviction) {
   EXPECT_TRUE(no_users["items"].empty()) << no_users.dump();
   Json no_keys = AdminJson({"key", "list", "--tenant", "acme", "-o", "json"});
   EXPECT_TRUE(no_keys["items"].empty()) << no_keys.dump();
-  ProcessResult old_login = Run({"", NewHome("again"), false},
-                                {"login", "--server", url_, "--tenant", "acme", "--username",
-                                 "alice", "--password-stdin"},
-                                std::string(kPassword) + "\n");
+  ProcessResult old_login = Run(
+      {"", NewHome("again"), false},
+      {"login", "--server", url_, "--tenant", "acme", "--username", "alice", "--password-stdin"},
+      std::string(kPassword) + "\n");
   EXPECT_EQ(old_login.exit_code, 1) << Describe(old_login);
 
   // --- logout ends the session and forgets the file
@@ -303,6 +302,72 @@ TEST_F(CliIntegrationTest, TenantsUsersKeysSuspensionAndEviction) {
   ProcessResult after = Run({"", bob_home, true}, {"whoami"});
   EXPECT_EQ(after.exit_code, 2) << Describe(after);
   EXPECT_NE(after.err.find("not logged in"), std::string::npos) << after.err;
+}
+
+TEST_F(CliIntegrationTest, UsersAndKeysInATenantAndOnThePlatform) {
+  ASSERT_EQ(Admin({"tenant", "create", "acme", "--label", "a=1", "--label", "b=2"}).exit_code, 0);
+  Json relabeled = AdminJson(
+      {"tenant", "update", "acme", "--remove-label", "a", "--label", "c=3", "-o", "json"});
+  EXPECT_EQ(relabeled["labels"], (Json{{"b", "2"}, {"c", "3"}}));
+
+  Json bob = AdminJson({"user", "create", "bob", "--tenant", "acme", "--role", "tenant-member",
+                        "--email", "bob@example.com", "--password-stdin", "-o", "json"},
+                       std::string(kPassword) + "\n");
+  EXPECT_EQ(bob["kind"], "human");
+  Json got = AdminJson({"user", "get", "bob", "--tenant", "acme", "-o", "json"});
+  EXPECT_EQ(got["id"], bob["id"]);
+  EXPECT_EQ(got["email"], "bob@example.com");
+  Json changed = AdminJson({"user", "update", bob["id"].get<std::string>(), "--tenant", "acme",
+                            "--role", "tenant-viewer", "--display-name", "Bob B", "-o", "json"});
+  EXPECT_EQ(changed["role"], "tenant-viewer");
+  EXPECT_EQ(changed["display_name"], "Bob B");
+
+  Json svc = AdminJson({"user", "create", "svc", "--tenant", "acme", "--role", "tenant-member",
+                        "--service", "-o", "json"});
+  EXPECT_EQ(svc["kind"], "service");
+  Json key = AdminJson({"key", "create", "batch", "--tenant", "acme", "--owner", "svc", "--scope",
+                        "llama-3", "--scope", "mistral", "-o", "json"});
+  EXPECT_EQ(key["owner_user_id"], svc["id"]);
+  EXPECT_EQ(key["scopes"], Json::array({"llama-3", "mistral"}));
+  Json svc_keys = AdminJson({"key", "list", "--tenant", "acme", "--owner", "svc", "-o", "json"});
+  ASSERT_EQ(svc_keys["items"].size(), 1u);
+
+  auto login_bob = [&](const std::string& password) {
+    return Run({"", NewHome("bob"), false},
+               {"login", "--server", url_, "--tenant", "acme", "-u", "bob", "--password-stdin"},
+               password + "\n");
+  };
+  ASSERT_EQ(Admin({"user", "update", "bob", "--tenant", "acme", "--state", "disabled"}).exit_code,
+            0);
+  EXPECT_EQ(login_bob(kPassword).exit_code, 1);
+  const std::string new_password = "another-long-password";
+  ASSERT_EQ(
+      Admin({"user", "update", "bob", "--tenant", "acme", "--state", "active", "--password-stdin"},
+            new_password + "\n")
+          .exit_code,
+      0);
+  EXPECT_EQ(login_bob(kPassword).exit_code, 1);
+  ProcessResult relogin = login_bob(new_password);
+  EXPECT_EQ(relogin.exit_code, 0) << Describe(relogin);
+
+  ASSERT_EQ(Admin({"user", "delete", "bob", "--tenant", "acme"}).exit_code, 0);
+  ProcessResult deleted = Admin({"user", "get", "bob", "--tenant", "acme"});
+  EXPECT_EQ(deleted.exit_code, 1) << Describe(deleted);
+  EXPECT_NE(deleted.err.find("no user named 'bob'"), std::string::npos) << deleted.err;
+
+  // Platform staff without --tenant manage the platform's own users.
+  Json staff = AdminJson({"user", "list", "-o", "json"});
+  ASSERT_EQ(staff["items"].size(), 1u);
+  EXPECT_TRUE(staff["items"][0]["tenant_id"].is_null());
+  Json ops = AdminJson(
+      {"user", "create", "ops", "--role", "platform-operator", "--password-stdin", "-o", "json"},
+      std::string(kPassword) + "\n");
+  EXPECT_TRUE(ops["tenant_id"].is_null());
+  EXPECT_EQ(AdminJson({"user", "list", "--all", "-o", "json"}).size(), 2u);
+  ProcessResult ops_login =
+      Run({"", NewHome("ops"), false}, {"login", "--server", url_, "-u", "ops", "--password-stdin"},
+          std::string(kPassword) + "\n");
+  EXPECT_EQ(ops_login.exit_code, 0) << Describe(ops_login);
 }
 
 TEST_F(CliIntegrationTest, BadInputAndMissingCredentialsFailClearly) {
@@ -337,24 +402,23 @@ TEST_F(CliIntegrationTest, BadInputAndMissingCredentialsFailClearly) {
 
   ProcessResult missing = Admin({"tenant", "get", "no-such-tenant"});
   EXPECT_EQ(missing.exit_code, 1) << Describe(missing);
-  EXPECT_NE(missing.err.find("no tenant named 'no-such-tenant'"), std::string::npos)
-      << missing.err;
+  EXPECT_NE(missing.err.find("no tenant named 'no-such-tenant'"), std::string::npos) << missing.err;
 
   ASSERT_EQ(Admin({"tenant", "create", "acme"}).exit_code, 0);
-  ProcessResult wrong_password = Run(
-      {"", NewHome("guess"), false},
-      {"login", "--server", url_, "--tenant", "acme", "--username", "x", "--password-stdin"},
-      "not-the-password\n");
+  ProcessResult wrong_password =
+      Run({"", NewHome("guess"), false},
+          {"login", "--server", url_, "--tenant", "acme", "--username", "x", "--password-stdin"},
+          "not-the-password\n");
   EXPECT_EQ(wrong_password.exit_code, 1) << Describe(wrong_password);
   EXPECT_NE(wrong_password.err.find("unauthenticated"), std::string::npos) << wrong_password.err;
 
-  ProcessResult no_password = Admin({"user", "create", "carol", "--tenant", "acme", "--role",
-                                     "tenant-member"});
+  ProcessResult no_password =
+      Admin({"user", "create", "carol", "--tenant", "acme", "--role", "tenant-member"});
   EXPECT_EQ(no_password.exit_code, 2) << Describe(no_password);
   EXPECT_NE(no_password.err.find("--password-stdin"), std::string::npos) << no_password.err;
 
-  ProcessResult unreachable = Run({admin_token_, admin_home_, false},
-                                  {"--server", "http://127.0.0.1:1", "whoami"});
+  ProcessResult unreachable =
+      Run({admin_token_, admin_home_, false}, {"--server", "http://127.0.0.1:1", "whoami"});
   EXPECT_EQ(unreachable.exit_code, 1) << Describe(unreachable);
   EXPECT_NE(unreachable.err.find("cannot reach http://127.0.0.1:1"), std::string::npos)
       << unreachable.err;
@@ -453,8 +517,7 @@ TEST_F(CliIntegrationTest, TenantAdminExportVerifiesOnItsOwn) {
 
   ProcessResult verified = Run(alice, {"audit", "verify", "--file", file});
   EXPECT_EQ(verified.exit_code, 0) << Describe(verified);
-  EXPECT_EQ(verified.out,
-            "audit chain OK: " + std::to_string(count) + " records in 1 chains\n");
+  EXPECT_EQ(verified.out, "audit chain OK: " + std::to_string(count) + " records in 1 chains\n");
   ProcessResult online = Run(alice, {"audit", "verify", "-o", "json"});
   EXPECT_EQ(online.exit_code, 0) << Describe(online);
   EXPECT_EQ(ParsedJson(online)["ok"], true);
@@ -468,12 +531,12 @@ TEST_F(CliIntegrationTest, TenantAdminExportVerifiesOnItsOwn) {
   std::string edited = text;
   size_t at = edited.find("\"action\":\"user.create\"");
   ASSERT_NE(at, std::string::npos) << text;
-  edited.replace(at, std::string("\"action\":\"user.create\"").size(), "\"action\":\"user.delete\"");
+  edited.replace(at, std::string("\"action\":\"user.create\"").size(),
+                 "\"action\":\"user.delete\"");
   std::ofstream(root_ + "/edited.jsonl") << edited;
   ProcessResult broken = Run(alice, {"audit", "verify", "--file", root_ + "/edited.jsonl"});
   EXPECT_EQ(broken.exit_code, 1) << Describe(broken);
-  EXPECT_NE(broken.out.find("audit chain BROKEN at record seq="), std::string::npos)
-      << broken.out;
+  EXPECT_NE(broken.out.find("audit chain BROKEN at record seq="), std::string::npos) << broken.out;
 
   ProcessResult everything = Admin({"audit", "export", "--out", root_ + "/all.jsonl"});
   ASSERT_EQ(everything.exit_code, 0) << Describe(everything);

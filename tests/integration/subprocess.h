@@ -23,9 +23,8 @@ struct ProcessResult {
 
 // Runs argv[0] (a path) with exactly `env` as its environment, feeding it
 // `input` on stdin, and collects stdout and stderr. Kills it after `timeout`.
-ProcessResult RunProcess(const std::vector<std::string>& argv,
-                         const std::vector<std::string>& env, const std::string& input,
-                         std::chrono::milliseconds timeout);
+ProcessResult RunProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                         const std::string& input, std::chrono::milliseconds timeout);
 
 // A child whose stdout and stderr (merged) a thread reads until it exits.
 class BackgroundProcess {

@@ -39,14 +39,14 @@ using testdb::BackendName;
   } while (0)
 
 // Expects `expr` to fail with `error_code`.
-#define EXPECT_ERROR(expr, error_code)                                         \
-  do {                                                                         \
-    auto _r = (expr);                                                          \
-    if (_r.has_value()) {                                                      \
-      ADD_FAILURE() << #expr << " succeeded; expected " #error_code;           \
-    } else {                                                                   \
+#define EXPECT_ERROR(expr, error_code)                                               \
+  do {                                                                               \
+    auto _r = (expr);                                                                \
+    if (_r.has_value()) {                                                            \
+      ADD_FAILURE() << #expr << " succeeded; expected " #error_code;                 \
+    } else {                                                                         \
       EXPECT_EQ(_r.error().code, error_code) << #expr << ": " << _r.error().message; \
-    }                                                                          \
+    }                                                                                \
   } while (0)
 
 class StoreTest : public ::testing::TestWithParam<Backend> {
@@ -149,10 +149,9 @@ class StoreTest : public ::testing::TestWithParam<Backend> {
   }
 
   // Rows of `table` whose `column` equals `value`, counted behind the store.
-  int64_t CountRows(const std::string& table, const std::string& column,
-                    const std::string& value) {
-    auto r = store_->database().Exec(
-        "SELECT COUNT(*) FROM " + table + " WHERE " + column + " = $1", {value});
+  int64_t CountRows(const std::string& table, const std::string& column, const std::string& value) {
+    auto r = store_->database().Exec("SELECT COUNT(*) FROM " + table + " WHERE " + column + " = $1",
+                                     {value});
     EXPECT_TRUE(r.has_value()) << table << ": " << r.error().message;
     return r.has_value() ? r->rows.at(0).Int(0) : -1;
   }
@@ -494,8 +493,7 @@ TEST_P(StoreTest, RowsOfOneTenantAreInvisibleFromAnyOtherScope) {
     auto users = store_->ListUsers(wrong, {});
     ASSERT_TRUE(users.has_value());
     for (const auto& u : users->items) EXPECT_NE(u.tenant_id, a.id) << u.id;
-    EXPECT_EQ(Ids(users->items),
-              std::vector<std::string>{wrong.is_platform() ? staff.id : ub.id});
+    EXPECT_EQ(Ids(users->items), std::vector<std::string>{wrong.is_platform() ? staff.id : ub.id});
 
     for (const std::string& owner : {std::string(), ua.id}) {
       auto keys = store_->ListApiKeys(wrong, owner, {});

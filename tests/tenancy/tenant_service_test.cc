@@ -1,0 +1,414 @@
+// TenantService against a real SQLite store in a temp directory, with a
+// ManualClock: validation, the suspend/resume/evict lifecycle, and that each
+// change reaches the tenant's credentials at once.
+#include "tenancy/tenant_service.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "crypto/ids.h"
+#include "store/test_databases.h"
+
+namespace atrium {
+namespace {
+
+#define ASSERT_OK(expr)                                                 \
+  do {                                                                  \
+    auto _r = (expr);                                                   \
+    ASSERT_TRUE(_r.has_value()) << #expr << ": " << _r.error().message; \
+  } while (0)
+
+#define EXPECT_OK(expr)                                                 \
+  do {                                                                  \
+    auto _r = (expr);                                                   \
+    EXPECT_TRUE(_r.has_value()) << #expr << ": " << _r.error().message; \
+  } while (0)
+
+// Expects `expr` to fail with `error_code`.
+#define EXPECT_ERROR(expr, error_code)                                               \
+  do {                                                                               \
+    auto _r = (expr);                                                                \
+    if (_r.has_value()) {                                                            \
+      ADD_FAILURE() << #expr << " succeeded; expected " #error_code;                 \
+    } else {                                                                         \
+      EXPECT_EQ(_r.error().code, error_code) << #expr << ": " << _r.error().message; \
+    }                                                                                \
+  } while (0)
+
+constexpr char kPassword[] = "correct horse battery";
+
+class TenantServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    database_.Create(testdb::Backend::kSqlite);
+    if (HasFatalFailure()) return;
+    auto store = Store::Open(database_.url());
+    ASSERT_TRUE(store.has_value()) << store.error().message;
+    store_ = std::move(store).value();
+    IdentityOptions options;
+    options.fast_password_hashing = true;
+    identity_ = std::make_unique<IdentityService>(*store_, clock_, options);
+    ASSERT_OK(identity_->Init());
+    tenants_ = std::make_unique<TenantService>(*store_, *identity_, clock_);
+  }
+
+  void TearDown() override {
+    tenants_.reset();
+    identity_.reset();
+    store_.reset();
+    database_.Drop();
+  }
+
+  static NewTenant Request(const std::string& name) {
+    NewTenant req;
+    req.name = name;
+    return req;
+  }
+
+  Tenant MustCreate(const std::string& name) {
+    auto t = tenants_->Create(Request(name));
+    EXPECT_TRUE(t.has_value()) << name << ": " << t.error().message;
+    return t.has_value() ? *t : Tenant{};
+  }
+
+  // A tenant-admin of `t` with an API key and a login session.
+  struct Member {
+    User user;
+    std::string key;
+    std::string token;
+  };
+  Member MustAddMember(const Tenant& t, const std::string& username) {
+    TenantScope scope = TenantScope::Of(t.id);
+    Principal admin;
+    admin.tenant_id = t.id;
+    admin.user_id = "usr_actor";
+    admin.role = Role::kTenantAdmin;
+    NewUser req;
+    req.username = username;
+    req.role = "tenant-admin";
+    req.password = kPassword;
+    Member m;
+    auto user = identity_->CreateUser(admin, scope, req);
+    EXPECT_TRUE(user.has_value()) << user.error().message;
+    if (!user.has_value()) return m;
+    m.user = *user;
+    NewApiKey key_req;
+    key_req.name = "ci";
+    key_req.owner_user_id = m.user.id;
+    auto key = identity_->CreateApiKey(admin, scope, key_req);
+    EXPECT_TRUE(key.has_value()) << key.error().message;
+    if (key.has_value()) m.key = key->second;
+    auto login = identity_->Login(t.name, username, kPassword, "10.0.0.1");
+    EXPECT_TRUE(login.has_value()) << login.error().message;
+    if (login.has_value()) m.token = login->access_token;
+    return m;
+  }
+
+  bool Authenticates(const std::string& credential) {
+    return identity_->Authenticate(credential).has_value();
+  }
+
+  ManualClock clock_;
+  testdb::TestDatabase database_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<IdentityService> identity_;
+  std::unique_ptr<TenantService> tenants_;
+};
+
+TEST_F(TenantServiceTest, CreateFillsDefaultsAndStores) {
+  NewTenant req = Request("acme");
+  req.tier = "dedicated-gpu";
+  req.regions = {"eu-west"};
+  req.weight = 50;
+  req.labels = {{"env", "prod"}};
+  auto t = tenants_->Create(req);
+  ASSERT_TRUE(t.has_value()) << t.error().message;
+  EXPECT_TRUE(IsWellFormedId(t->id, "tn")) << t->id;
+  EXPECT_EQ(t->display_name, "acme");
+  EXPECT_EQ(t->state, "active");
+  EXPECT_EQ(t->created_at, clock_.NowMillis());
+
+  auto stored = tenants_->Get(t->id);
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_EQ(stored->name, "acme");
+  EXPECT_EQ(stored->tier, "dedicated-gpu");
+  EXPECT_EQ(stored->regions, std::vector<std::string>{"eu-west"});
+  EXPECT_EQ(stored->weight, 50);
+  EXPECT_EQ(stored->labels, req.labels);
+  EXPECT_ERROR(tenants_->Get("tn_missing"), ErrorCode::kNotFound);
+}
+
+TEST_F(TenantServiceTest, CreateValidatesEveryField) {
+  for (const std::string& name :
+       {std::string(), std::string("Acme"), std::string("-acme"), std::string("ac me"),
+        std::string("acme!"), std::string(64, 'a'), std::string("platform")}) {
+    SCOPED_TRACE("name '" + name + "'");
+    EXPECT_ERROR(tenants_->Create(Request(name)), ErrorCode::kInvalidArgument);
+  }
+  for (const char* tier : {"", "dedicated", "Shared", "gold"}) {
+    NewTenant req = Request("acme");
+    req.tier = tier;
+    EXPECT_ERROR(tenants_->Create(req), ErrorCode::kInvalidArgument);
+  }
+  for (int64_t weight : {int64_t{0}, int64_t{-1}, int64_t{10001}}) {
+    NewTenant req = Request("acme");
+    req.weight = weight;
+    EXPECT_ERROR(tenants_->Create(req), ErrorCode::kInvalidArgument);
+  }
+  NewTenant bad_region = Request("acme");
+  bad_region.regions = {"eu-west", "EU West"};
+  EXPECT_ERROR(tenants_->Create(bad_region), ErrorCode::kInvalidArgument);
+  for (const std::string& key : {std::string(), std::string("Env"), std::string("a b")}) {
+    NewTenant req = Request("acme");
+    req.labels = {{key, "x"}};
+    EXPECT_ERROR(tenants_->Create(req), ErrorCode::kInvalidArgument);
+  }
+  NewTenant long_value = Request("acme");
+  long_value.labels = {{"env", std::string(256, 'v')}};
+  EXPECT_ERROR(tenants_->Create(long_value), ErrorCode::kInvalidArgument);
+  NewTenant too_many = Request("acme");
+  for (int i = 0; i < 65; ++i) too_many.labels["l" + std::to_string(i)] = "v";
+  EXPECT_ERROR(tenants_->Create(too_many), ErrorCode::kInvalidArgument);
+
+  auto count = store_->CountTenants();
+  ASSERT_TRUE(count.has_value());
+  EXPECT_EQ(*count, 0) << "an invalid request stored a tenant";
+
+  // The edges that are valid.
+  NewTenant edges = Request(std::string(63, 'a'));
+  edges.weight = 10000;
+  for (int i = 0; i < 64; ++i) edges.labels["l" + std::to_string(i)] = std::string(255, 'v');
+  EXPECT_OK(tenants_->Create(edges));
+  NewTenant light = Request("light");
+  light.weight = 1;
+  light.tier = "dedicated-pool";
+  EXPECT_OK(tenants_->Create(light));
+}
+
+TEST_F(TenantServiceTest, DuplicateNameIsAlreadyExists) {
+  Tenant first = MustCreate("acme");
+  EXPECT_ERROR(tenants_->Create(Request("acme")), ErrorCode::kAlreadyExists);
+  auto count = store_->CountTenants();
+  ASSERT_TRUE(count.has_value());
+  EXPECT_EQ(*count, 1);
+  EXPECT_EQ(store_->GetTenantByName("acme")->id, first.id);
+}
+
+TEST_F(TenantServiceTest, UpdateChangesOnlyWhatIsGiven) {
+  NewTenant req = Request("acme");
+  req.labels = {{"env", "prod"}};
+  req.regions = {"eu-west"};
+  auto created = tenants_->Create(req);
+  ASSERT_TRUE(created.has_value());
+  clock_.AdvanceSeconds(5);
+
+  TenantChanges changes;
+  changes.weight = 20;
+  changes.labels = std::map<std::string, std::string>{{"team", "ml"}};
+  auto updated = tenants_->Update(created->id, changes);
+  ASSERT_TRUE(updated.has_value()) << updated.error().message;
+  auto stored = tenants_->Get(created->id);
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_EQ(stored->weight, 20);
+  EXPECT_EQ(stored->labels, (std::map<std::string, std::string>{{"team", "ml"}}));
+  EXPECT_EQ(stored->regions, std::vector<std::string>{"eu-west"});
+  EXPECT_EQ(stored->tier, "shared");
+  EXPECT_EQ(stored->display_name, "acme");
+  EXPECT_EQ(stored->updated_at, clock_.NowMillis());
+  EXPECT_EQ(stored->created_at, created->created_at);
+  auto by_label = tenants_->List({"", "env", "prod"}, {});
+  ASSERT_TRUE(by_label.has_value());
+  EXPECT_TRUE(by_label->items.empty()) << "old label still matches";
+
+  TenantChanges more;
+  more.display_name = "ACME Corp";
+  more.tier = "dedicated-node";
+  more.regions = std::vector<std::string>{"us-east", "us-west"};
+  ASSERT_OK(tenants_->Update(created->id, more));
+  stored = tenants_->Get(created->id);
+  EXPECT_EQ(stored->display_name, "ACME Corp");
+  EXPECT_EQ(stored->tier, "dedicated-node");
+  EXPECT_EQ(stored->regions, (std::vector<std::string>{"us-east", "us-west"}));
+  EXPECT_EQ(stored->weight, 20);
+
+  // Invalid changes are refused and change nothing.
+  TenantChanges bad_weight;
+  bad_weight.weight = 0;
+  bad_weight.display_name = "Changed";
+  EXPECT_ERROR(tenants_->Update(created->id, bad_weight), ErrorCode::kInvalidArgument);
+  TenantChanges bad_tier;
+  bad_tier.tier = "gold";
+  EXPECT_ERROR(tenants_->Update(created->id, bad_tier), ErrorCode::kInvalidArgument);
+  TenantChanges empty_name;
+  empty_name.display_name = "";
+  EXPECT_ERROR(tenants_->Update(created->id, empty_name), ErrorCode::kInvalidArgument);
+  TenantChanges bad_label;
+  bad_label.labels = std::map<std::string, std::string>{{"Bad Key", "v"}};
+  EXPECT_ERROR(tenants_->Update(created->id, bad_label), ErrorCode::kInvalidArgument);
+  stored = tenants_->Get(created->id);
+  EXPECT_EQ(stored->display_name, "ACME Corp");
+  EXPECT_EQ(stored->weight, 20);
+
+  EXPECT_ERROR(tenants_->Update("tn_missing", more), ErrorCode::kNotFound);
+}
+
+TEST_F(TenantServiceTest, ListValidatesTheStateFilter) {
+  Tenant a = MustCreate("a");
+  Tenant b = MustCreate("b");
+  ASSERT_OK(tenants_->Suspend(b.id));
+  auto suspended = tenants_->List({"suspended", "", ""}, {});
+  ASSERT_TRUE(suspended.has_value());
+  ASSERT_EQ(suspended->items.size(), 1u);
+  EXPECT_EQ(suspended->items[0].id, b.id);
+  auto all = tenants_->List({}, {});
+  ASSERT_TRUE(all.has_value());
+  EXPECT_EQ(all->items.size(), 2u);
+  EXPECT_ERROR(tenants_->List({"paused", "", ""}, {}), ErrorCode::kInvalidArgument);
+}
+
+TEST_F(TenantServiceTest, SuspendAndResumeAreIdempotentAndGuardTheirState) {
+  Tenant t = MustCreate("acme");
+  clock_.AdvanceSeconds(1);
+  auto suspended = tenants_->Suspend(t.id);
+  ASSERT_TRUE(suspended.has_value()) << suspended.error().message;
+  EXPECT_EQ(suspended->state, "suspended");
+  EXPECT_EQ(tenants_->Get(t.id)->state, "suspended");
+  EXPECT_EQ(tenants_->Get(t.id)->updated_at, clock_.NowMillis());
+
+  clock_.AdvanceSeconds(1);
+  auto again = tenants_->Suspend(t.id);
+  ASSERT_TRUE(again.has_value()) << again.error().message;
+  EXPECT_EQ(again->state, "suspended");
+  EXPECT_EQ(tenants_->Get(t.id)->updated_at, clock_.NowMillis() - 1000)
+      << "a repeated suspend wrote the row";
+
+  auto resumed = tenants_->Resume(t.id);
+  ASSERT_TRUE(resumed.has_value()) << resumed.error().message;
+  EXPECT_EQ(resumed->state, "active");
+  EXPECT_OK(tenants_->Resume(t.id));
+  EXPECT_EQ(tenants_->Get(t.id)->state, "active");
+
+  // A tenant being evicted can be neither suspended nor resumed nor updated.
+  Tenant doomed = MustCreate("doomed");
+  Tenant evicting = doomed;
+  evicting.state = "evicting";
+  ASSERT_OK(store_->UpdateTenant(evicting));
+  EXPECT_ERROR(tenants_->Suspend(doomed.id), ErrorCode::kFailedPrecondition);
+  EXPECT_ERROR(tenants_->Resume(doomed.id), ErrorCode::kFailedPrecondition);
+  TenantChanges rename;
+  rename.display_name = "x";
+  EXPECT_ERROR(tenants_->Update(doomed.id, rename), ErrorCode::kFailedPrecondition);
+  EXPECT_EQ(tenants_->Get(doomed.id)->state, "evicting");
+
+  EXPECT_ERROR(tenants_->Suspend("tn_missing"), ErrorCode::kNotFound);
+  EXPECT_ERROR(tenants_->Resume("tn_missing"), ErrorCode::kNotFound);
+}
+
+TEST_F(TenantServiceTest, SuspensionStopsCredentialsAtOnceAndResumeRestoresThem) {
+  Tenant acme = MustCreate("acme");
+  Tenant globex = MustCreate("globex");
+  Member alice = MustAddMember(acme, "alice");
+  Member gina = MustAddMember(globex, "gina");
+  ASSERT_TRUE(Authenticates(alice.key));  // now cached
+  ASSERT_TRUE(Authenticates(alice.token));
+
+  ASSERT_OK(tenants_->Suspend(acme.id));
+  EXPECT_FALSE(Authenticates(alice.key));
+  EXPECT_FALSE(Authenticates(alice.token));
+  EXPECT_ERROR(identity_->Login("acme", "alice", kPassword, "10.0.0.1"),
+               ErrorCode::kUnauthenticated);
+  EXPECT_TRUE(Authenticates(gina.key));
+  EXPECT_TRUE(Authenticates(gina.token));
+
+  ASSERT_OK(tenants_->Resume(acme.id));
+  EXPECT_TRUE(Authenticates(alice.key));
+  EXPECT_TRUE(Authenticates(alice.token));
+}
+
+TEST_F(TenantServiceTest, EvictRemovesTheTenantAndItsCredentials) {
+  Tenant acme = MustCreate("acme");
+  Tenant globex = MustCreate("globex");
+  Member alice = MustAddMember(acme, "alice");
+  Member bob = MustAddMember(acme, "bob");
+  Member gina = MustAddMember(globex, "gina");
+  ASSERT_TRUE(Authenticates(alice.key));  // now cached
+  ASSERT_TRUE(Authenticates(bob.token));
+
+  auto summary = tenants_->Evict(acme.id);
+  ASSERT_TRUE(summary.has_value()) << summary.error().message;
+  EXPECT_EQ(summary->users, 2);
+  EXPECT_EQ(summary->api_keys, 2);
+  EXPECT_EQ(summary->sessions, 2);
+
+  EXPECT_ERROR(tenants_->Get(acme.id), ErrorCode::kNotFound);
+  const TenantScope scope = TenantScope::Of(acme.id);
+  auto users = store_->ListUsers(scope, {});
+  ASSERT_TRUE(users.has_value());
+  EXPECT_TRUE(users->items.empty());
+  auto keys = store_->ListApiKeys(scope, "", {});
+  ASSERT_TRUE(keys.has_value());
+  EXPECT_TRUE(keys->items.empty());
+  EXPECT_FALSE(Authenticates(alice.key));
+  EXPECT_FALSE(Authenticates(alice.token));
+  EXPECT_FALSE(Authenticates(bob.key));
+  EXPECT_FALSE(Authenticates(bob.token));
+  EXPECT_ERROR(identity_->Login("acme", "alice", kPassword, "10.0.0.1"),
+               ErrorCode::kUnauthenticated);
+
+  // The other tenant is untouched.
+  EXPECT_TRUE(Authenticates(gina.key));
+  EXPECT_TRUE(Authenticates(gina.token));
+  EXPECT_OK(tenants_->Get(globex.id));
+
+  EXPECT_ERROR(tenants_->Evict(acme.id), ErrorCode::kNotFound);
+
+  // A new tenant under the old name is a different tenant and inherits
+  // nothing: not the id, not the users, not the keys.
+  clock_.AdvanceSeconds(1);
+  Tenant reborn = MustCreate("acme");
+  EXPECT_NE(reborn.id, acme.id);
+  auto reborn_users = store_->ListUsers(TenantScope::Of(reborn.id), {});
+  ASSERT_TRUE(reborn_users.has_value());
+  EXPECT_TRUE(reborn_users->items.empty());
+  EXPECT_FALSE(Authenticates(alice.key));
+  EXPECT_ERROR(identity_->Login("acme", "alice", kPassword, "10.0.0.1"),
+               ErrorCode::kUnauthenticated);
+}
+
+TEST_F(TenantServiceTest, EvictFinishesAnInterruptedEviction) {
+  Tenant acme = MustCreate("acme");
+  Member alice = MustAddMember(acme, "alice");
+  Tenant stuck = acme;
+  stuck.state = "evicting";  // as a crash after the first step leaves it
+  ASSERT_OK(store_->UpdateTenant(stuck));
+  identity_->ForgetTenant(acme.id);
+  EXPECT_FALSE(Authenticates(alice.key));
+
+  auto summary = tenants_->Evict(acme.id);
+  ASSERT_TRUE(summary.has_value()) << summary.error().message;
+  EXPECT_EQ(summary->users, 1);
+  EXPECT_ERROR(tenants_->Get(acme.id), ErrorCode::kNotFound);
+}
+
+TEST(TenantVocabularyTest, TiersAndStates) {
+  for (const char* tier : {"shared", "dedicated-gpu", "dedicated-node", "dedicated-pool"}) {
+    EXPECT_TRUE(IsValidTier(tier)) << tier;
+  }
+  for (const char* tier : {"", "dedicated", "SHARED", "shared "}) {
+    EXPECT_FALSE(IsValidTier(tier)) << tier;
+  }
+  for (const char* state : {"active", "suspended", "evicting"}) {
+    EXPECT_TRUE(IsValidTenantState(state)) << state;
+  }
+  for (const char* state : {"", "evicted", "Active"}) {
+    EXPECT_FALSE(IsValidTenantState(state)) << state;
+  }
+}
+
+}  // namespace
+}  // namespace atrium
