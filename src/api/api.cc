@@ -1,5 +1,7 @@
 #include "api/api.h"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "common/strings.h"
@@ -83,7 +85,7 @@ http::Response ControlPlaneApi::Handle(http::Request& request) {
   request.path_params = match.params;
   const RouteSpec& spec = match.route->payload;
   Context ctx{request, services_, std::nullopt, TenantScope::Platform(), false,
-              TargetOf(spec.target, request)};
+              TargetOf(spec.target, request), "", std::nullopt};
   auto result = Dispatch(ctx, spec);
   http::Response response =
       result.has_value() ? std::move(result).value() : ErrorResponse(result.error(), request.request_id);
@@ -106,6 +108,20 @@ Result<http::Response> ControlPlaneApi::Dispatch(Context& ctx, const RouteSpec& 
   if ((req.method == "POST" || req.method == "PATCH" || req.method == "PUT") &&
       !req.body.empty() && !HasJsonBody(req)) {
     return Error{ErrorCode::kUnsupportedMedia, "request body must be application/json"};
+  }
+  if (!spec.takes_body && !req.body.empty()) {
+    // Many clients send "{}" with every POST; anything more is refused
+    // rather than silently ignored.
+    auto body = ParseJson(req.body);
+    if (!body.has_value() || !body->is_object() || !body->empty()) {
+      return Error::InvalidArgument("this route takes no request body");
+    }
+  }
+  for (const auto& [name, value] : req.query_all) {
+    if (std::find(spec.query_params.begin(), spec.query_params.end(), name) ==
+        spec.query_params.end()) {
+      return Error::InvalidArgument("unknown query parameter '" + name + "'");
+    }
   }
   ATRIUM_RETURN_IF_ERROR(ResolveAndAuthorize(ctx, spec));
   return spec.handler(ctx);

@@ -63,6 +63,11 @@ struct RouteSpec {
   // A list route that a kSelf reach may call, seeing only its own objects.
   bool self_listable = false;
   std::string summary;  // one line, mirrored in the OpenAPI document
+  // Whether the route reads a JSON body; a body sent to one that does not
+  // is refused rather than silently ignored.
+  bool takes_body = false;
+  // Query parameters the route understands; any other is refused.
+  std::vector<std::string> query_params;
 };
 
 using ApiRouter = http::Router<RouteSpec>;

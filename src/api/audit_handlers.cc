@@ -7,7 +7,6 @@ namespace atrium::api {
 
 namespace {
 Result<http::Response> ListAuditFor(Context& ctx, const std::optional<std::string>& tenant) {
-  ATRIUM_RETURN_IF_ERROR(OnlyQueryParams(ctx.request, {"limit", "cursor"}));
   ATRIUM_ASSIGN_OR_RETURN(ListOptions opts, ListOptionsOf(ctx.request));
   if (!opts.after.empty() && opts.after.find_first_not_of("0123456789") != std::string::npos) {
     return Error::InvalidArgument("cursor must be a sequence number");

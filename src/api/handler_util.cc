@@ -26,13 +26,4 @@ Result<ListOptions> ListOptionsOf(const http::Request& req) {
   return opts;
 }
 
-Status OnlyQueryParams(const http::Request& req, std::initializer_list<std::string_view> known) {
-  for (const auto& [name, value] : req.query_all) {
-    bool ok = false;
-    for (auto k : known) ok = ok || k == name;
-    if (!ok) return Error::InvalidArgument("unknown query parameter '" + name + "'");
-  }
-  return OkStatus();
-}
-
 }  // namespace atrium::api

@@ -9,7 +9,5 @@ namespace atrium::api {
 Result<Json> BodyJson(const Context& ctx);
 // limit (1..1000, default 100) and cursor from the query string.
 Result<ListOptions> ListOptionsOf(const http::Request& req);
-// Rejects query parameters the route does not know.
-Status OnlyQueryParams(const http::Request& req, std::initializer_list<std::string_view> known);
 
 }  // namespace atrium::api

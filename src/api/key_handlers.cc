@@ -21,6 +21,10 @@ Result<http::Response> CreateKey(Context& ctx) {
   auto expires_in = r.Int("expires_in_seconds", false, 1, kMaxKeyLifetimeS);
   ATRIUM_RETURN_IF_ERROR(r.Finish());
   if (expires_in) req.expires_at = ctx.services.clock->NowMillis() + *expires_in * 1000;
+  if (req.owner_user_id.empty() && ctx.principal->tenant_id != ctx.scope.tenant_id) {
+    return Error::InvalidArgument(
+        "owner_user_id is required: the caller is not a user of this tenant");
+  }
   // A caller who may only manage their own keys creates keys for themselves.
   if (ctx.self_only && !req.owner_user_id.empty() && req.owner_user_id != ctx.principal->user_id) {
     return Error::PermissionDenied("you may only create keys for yourself");
@@ -34,7 +38,6 @@ Result<http::Response> CreateKey(Context& ctx) {
 }
 
 Result<http::Response> ListKeys(Context& ctx) {
-  ATRIUM_RETURN_IF_ERROR(OnlyQueryParams(ctx.request, {"limit", "cursor", "owner_user_id"}));
   ATRIUM_ASSIGN_OR_RETURN(ListOptions opts, ListOptionsOf(ctx.request));
   std::string owner;
   if (auto it = ctx.request.query.find("owner_user_id"); it != ctx.request.query.end()) {

@@ -10,17 +10,28 @@ ApiRouter BuildRoutes() {
   using P = Permission;
   using T = TargetKind;
   ApiRouter r;
-  auto add = [&r](const char* method, const char* path, P perm, T target, const char* action,
-                  HandlerFn fn, const char* summary, bool self_listable = false) {
-    r.Add(method, path, RouteSpec{perm, target, action, std::move(fn), self_listable, summary});
+  // Per-route extras beyond the always-present ones.
+  struct Extras {
+    bool body = false;           // reads a JSON body
+    bool self_listable = false;  // a kSelf reach sees only its own objects
+    std::vector<std::string> query;
+  };
+  const std::vector<std::string> kPaging = {"limit", "cursor"};
+  auto add = [&r](const std::string& method, const std::string& path, P perm, T target,
+                  const char* action, HandlerFn fn, std::string summary, Extras extras = {}) {
+    RouteSpec spec{perm, target, action, std::move(fn), extras.self_listable, std::move(summary)};
+    spec.takes_body = extras.body;
+    spec.query_params = std::move(extras.query);
+    r.Add(method, path, std::move(spec));
   };
 
   add("GET", "/healthz", P::kNone, T::kPublic, "", Healthz, "Liveness");
   add("GET", "/readyz", P::kNone, T::kPublic, "", Readyz, "Readiness (store reachable)");
-  add("GET", "/api/v1/openapi.json", P::kNone, T::kPublic, "", GetOpenApi, "This API's OpenAPI 3 document");
+  add("GET", "/api/v1/openapi.json", P::kNone, T::kPublic, "", GetOpenApi,
+      "This API's OpenAPI 3 document");
 
   add("POST", "/api/v1/auth/login", P::kNone, T::kPublic, "auth.login", Login,
-      "Exchange a username and password for a short-lived access token");
+      "Exchange a username and password for a short-lived access token", {.body = true});
   add("POST", "/api/v1/auth/logout", P::kSelfRead, T::kSelf, "auth.logout", Logout,
       "End the current login session");
   add("GET", "/api/v1/whoami", P::kSelfRead, T::kSelf, "", WhoAmI, "The caller's identity");
@@ -29,13 +40,14 @@ ApiRouter BuildRoutes() {
       "Start signing access tokens with a new key (older tokens stay valid until they expire)");
 
   add("POST", "/api/v1/tenants", P::kTenantCreate, T::kPlatformWide, "tenant.create",
-      CreateTenant, "Onboard a tenant");
+      CreateTenant, "Onboard a tenant", {.body = true});
   add("GET", "/api/v1/tenants", P::kTenantList, T::kPlatformWide, "", ListTenants,
-      "List tenants (paginated; filter by state and label)");
+      "List tenants (paginated; filter by state and label)",
+      {.query = {"limit", "cursor", "state", "label", "name"}});
   add("GET", "/api/v1/tenants/{tenant_id}", P::kTenantRead, T::kTenant, "", GetTenant,
       "Get a tenant");
   add("PATCH", "/api/v1/tenants/{tenant_id}", P::kTenantUpdate, T::kTenant, "tenant.update",
-      UpdateTenant, "Update a tenant");
+      UpdateTenant, "Update a tenant", {.body = true});
   add("POST", "/api/v1/tenants/{tenant_id}/suspend", P::kTenantSuspend, T::kTenant,
       "tenant.suspend", SuspendTenant, "Suspend a tenant: every credential rejected at once");
   add("POST", "/api/v1/tenants/{tenant_id}/resume", P::kTenantSuspend, T::kTenant,
@@ -49,32 +61,29 @@ ApiRouter BuildRoutes() {
     T user = platform ? T::kPlatformUser : T::kTenantUser;
     T key = platform ? T::kPlatformKey : T::kTenantKey;
     std::string who = platform ? "platform staff" : "the tenant";
-    auto path = [&](const char* suffix) { return base + suffix; };
-    auto addp = [&](const char* method, std::string p, P perm, T target, const char* action,
-                    HandlerFn fn, std::string summary, bool self_listable = false) {
-      r.Add(method, std::move(p),
-            RouteSpec{perm, target, action, std::move(fn), self_listable, std::move(summary)});
-    };
-    addp("POST", path("/users"), P::kUserCreate, coll, "user.create", CreateUser,
-         "Create a user or service account of " + who);
-    addp("GET", path("/users"), P::kUserRead, coll, "", ListUsers, "List users of " + who, true);
-    addp("GET", path("/users/{user_id}"), P::kUserRead, user, "", GetUser, "Get a user");
-    addp("PATCH", path("/users/{user_id}"), P::kUserUpdate, user, "user.update", UpdateUser,
-         "Update a user (role, state, password, names)");
-    addp("DELETE", path("/users/{user_id}"), P::kUserDelete, user, "user.delete", DeleteUser,
-         "Delete a user with its keys and sessions");
-    addp("POST", path("/keys"), P::kKeyCreate, coll, "key.create", CreateKey,
-         "Create an API key (the key text is shown once)", true);
-    addp("GET", path("/keys"), P::kKeyRead, coll, "", ListKeys, "List API keys of " + who, true);
-    addp("GET", path("/keys/{key_id}"), P::kKeyRead, key, "", GetKey, "Get an API key");
-    addp("POST", path("/keys/{key_id}/revoke"), P::kKeyRevoke, key, "key.revoke", RevokeKey,
-         "Revoke an API key, effective at once");
+    add("POST", base + "/users", P::kUserCreate, coll, "user.create", CreateUser,
+        "Create a user or service account of " + who, {.body = true});
+    add("GET", base + "/users", P::kUserRead, coll, "", ListUsers, "List users of " + who,
+        {.self_listable = true, .query = kPaging});
+    add("GET", base + "/users/{user_id}", P::kUserRead, user, "", GetUser, "Get a user");
+    add("PATCH", base + "/users/{user_id}", P::kUserUpdate, user, "user.update", UpdateUser,
+        "Update a user (role, state, password, names)", {.body = true});
+    add("DELETE", base + "/users/{user_id}", P::kUserDelete, user, "user.delete", DeleteUser,
+        "Delete a user with its keys and sessions");
+    add("POST", base + "/keys", P::kKeyCreate, coll, "key.create", CreateKey,
+        "Create an API key (the key text is shown once)",
+        {.body = true, .self_listable = true});
+    add("GET", base + "/keys", P::kKeyRead, coll, "", ListKeys, "List API keys of " + who,
+        {.self_listable = true, .query = {"limit", "cursor", "owner_user_id"}});
+    add("GET", base + "/keys/{key_id}", P::kKeyRead, key, "", GetKey, "Get an API key");
+    add("POST", base + "/keys/{key_id}/revoke", P::kKeyRevoke, key, "key.revoke", RevokeKey,
+        "Revoke an API key, effective at once");
   }
 
   add("GET", "/api/v1/tenants/{tenant_id}/audit", P::kAuditRead, T::kTenant, "", ListTenantAudit,
-      "The tenant's audit trail (its own hash chain)");
+      "The tenant's audit trail (its own hash chain)", {.query = kPaging});
   add("GET", "/api/v1/audit", P::kAuditRead, T::kPlatformWide, "", ListAllAudit,
-      "The whole audit trail (operators)");
+      "The whole audit trail (operators)", {.query = kPaging});
   return r;
 }
 

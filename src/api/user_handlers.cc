@@ -23,7 +23,6 @@ Result<http::Response> CreateUser(Context& ctx) {
 }
 
 Result<http::Response> ListUsers(Context& ctx) {
-  ATRIUM_RETURN_IF_ERROR(OnlyQueryParams(ctx.request, {"limit", "cursor"}));
   ATRIUM_ASSIGN_OR_RETURN(ListOptions opts, ListOptionsOf(ctx.request));
   if (ctx.self_only) {
     ATRIUM_ASSIGN_OR_RETURN(User u, ctx.services.store->GetUser(ctx.scope, ctx.principal->user_id));

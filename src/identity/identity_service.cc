@@ -49,8 +49,16 @@ std::vector<SigningKey> IdentityService::SigningKeys() {
 }
 
 Result<std::string> IdentityService::RotateSigningKey() {
-  SigningKey key{NewId("sk", clock_), crypto::HexEncode(crypto::RandomBytes(32)),
-                 clock_.NowMillis()};
+  // created_at orders the keyset (newest signs), so it must strictly grow
+  // even when two rotations land in the same millisecond.
+  int64_t created_at = clock_.NowMillis();
+  {
+    std::shared_lock lock(mu_);
+    if (!signing_keys_.empty()) {
+      created_at = std::max(created_at, signing_keys_.front().created_at + 1);
+    }
+  }
+  SigningKey key{NewId("sk", clock_), crypto::HexEncode(crypto::RandomBytes(32)), created_at};
   ATRIUM_RETURN_IF_ERROR(store_.AddSigningKey(key));
   ATRIUM_ASSIGN_OR_RETURN(auto keys, store_.ListSigningKeys());
   // Drop keys superseded long enough ago that nothing they signed is valid.
@@ -73,9 +81,10 @@ Status IdentityService::CheckTenantActive(const std::string& tenant_id) {
   {
     std::shared_lock lock(mu_);
     auto it = tenant_state_.find(tenant_id);
-    if (it != tenant_state_.end()) {
-      if (it->second == "active") return OkStatus();
-      return Error::Unauthenticated("tenant is " + it->second);
+    if (it != tenant_state_.end() &&
+        clock_.NowMillis() - it->second.loaded_at < kCredentialRecheckMs) {
+      if (it->second.state == "active") return OkStatus();
+      return Error::Unauthenticated("tenant is " + it->second.state);
     }
   }
   auto tenant = store_.GetTenant(tenant_id);
@@ -86,7 +95,7 @@ Status IdentityService::CheckTenantActive(const std::string& tenant_id) {
     return tenant.error();
   }
   std::unique_lock lock(mu_);
-  tenant_state_[tenant_id] = tenant->state;
+  tenant_state_[tenant_id] = CachedTenantState{tenant->state, clock_.NowMillis()};
   if (tenant->state != "active") return Error::Unauthenticated("tenant is " + tenant->state);
   return OkStatus();
 }
@@ -104,7 +113,10 @@ Result<Principal> IdentityService::AuthenticateApiKey(const std::string& text) {
   {
     std::shared_lock lock(mu_);
     auto it = key_cache_.find(parsed.key_id);
-    if (it != key_cache_.end()) cached = it->second;
+    if (it != key_cache_.end() &&
+        clock_.NowMillis() - it->second.loaded_at < kCredentialRecheckMs) {
+      cached = it->second;
+    }
   }
   if (!cached) {
     auto key = store_.FindApiKeyForAuth(parsed.key_id);
@@ -116,7 +128,13 @@ Result<Principal> IdentityService::AuthenticateApiKey(const std::string& text) {
     if (!owner.has_value()) return Error::Unauthenticated("invalid API key");
     if (owner->state != "active") return Error::Unauthenticated("the key's owner is disabled");
     auto role = ParseRole(key->role);
-    if (!role) return Error::Unauthenticated("invalid API key");
+    auto owner_role = ParseRole(owner->role);
+    if (!role || !owner_role) return Error::Unauthenticated("invalid API key");
+    // A key never outranks its owner as the owner is now: demoting a user
+    // demotes what their keys can do.
+    if (!RoleCovers(*owner_role, *role)) {
+      return Error::Unauthenticated("the key's role exceeds its owner's current role");
+    }
     Principal p;
     p.tenant_id = key->tenant_id;
     p.user_id = key->owner_user_id;
@@ -124,7 +142,7 @@ Result<Principal> IdentityService::AuthenticateApiKey(const std::string& text) {
     p.credential = "key:" + key->id;
     p.is_service = owner->kind == "service";
     p.scopes = key->scopes;
-    cached = CachedKey{*key, p};
+    cached = CachedKey{*key, p, clock_.NowMillis()};
     // Only unrevoked keys are cached; revocation erases the entry.
     if (key->revoked_at == 0) {
       std::unique_lock lock(mu_);
@@ -330,6 +348,10 @@ Result<std::pair<ApiKey, std::string>> IdentityService::CreateApiKey(const Princ
   std::string role_name = req.role.empty() ? owner.role : req.role;
   auto role = ParseRole(role_name);
   if (!role) return Error::InvalidArgument("unknown role '" + role_name + "'");
+  if (IsPlatformRole(*role) != scope.is_platform()) {
+    return Error::InvalidArgument(scope.is_platform() ? "platform keys take a platform role"
+                                                      : "tenant keys take a tenant role");
+  }
   auto owner_role = ParseRole(owner.role);
   if (!owner_role || !RoleCovers(*owner_role, *role) || !RoleCovers(actor.role, *role)) {
     return Error::PermissionDenied("a key's role cannot exceed its owner's or yours");

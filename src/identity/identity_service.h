@@ -5,7 +5,9 @@
 // hash-map lookup; every change that could invalidate a credential (key
 // revoked, user changed or deleted, tenant suspended or evicted, logout) goes
 // through this service and drops the affected cache entries before it
-// returns, so revocation is effective at once.
+// returns, so revocation is effective at once. Another process sharing the
+// store (a second replica, a separate gateway) sees the change when its own
+// cache entry is re-read, at most kCredentialRecheckMs later.
 #pragma once
 
 #include <memory>
@@ -23,6 +25,10 @@
 #include "store/store.h"
 
 namespace atrium {
+
+// How long a cached key or tenant state is trusted before it is re-read, to
+// bound how stale another process's view of a revocation can be.
+inline constexpr int64_t kCredentialRecheckMs = 1000;
 
 struct IdentityOptions {
   int64_t access_token_ttl_s = 3600;  // at most 1 h
@@ -105,6 +111,11 @@ class IdentityService {
   struct CachedKey {
     ApiKey key;
     Principal principal;
+    int64_t loaded_at = 0;  // ms; re-read from the store after kRecheckMs
+  };
+  struct CachedTenantState {
+    std::string state;
+    int64_t loaded_at = 0;
   };
   Result<Principal> AuthenticateApiKey(const std::string& text);
   Result<Principal> AuthenticateToken(const std::string& token);
@@ -120,7 +131,7 @@ class IdentityService {
   std::shared_mutex mu_;
   std::vector<SigningKey> signing_keys_;                       // GUARDED_BY(mu_)
   std::unordered_map<std::string, CachedKey> key_cache_;       // GUARDED_BY(mu_)
-  std::unordered_map<std::string, std::string> tenant_state_;  // GUARDED_BY(mu_)
+  std::unordered_map<std::string, CachedTenantState> tenant_state_;  // GUARDED_BY(mu_)
 };
 
 }  // namespace atrium

@@ -124,6 +124,11 @@ Decision Authorize(const Principal& p, Permission perm, const Target& target) {
   // Visibility first: a tenant principal never learns that another tenant's
   // object exists, whatever its role.
   if (!p.is_platform() && target.tenant_id != p.tenant_id) return Decision::kDenyNotFound;
+  // A tenant role held outside a tenant reaches nothing (it cannot be
+  // created; this keeps a bad row from widening into every tenant).
+  if (p.is_platform() && !IsPlatformRole(p.role) && perm != Permission::kSelfRead) {
+    return Decision::kDenyForbidden;
+  }
   switch (reach) {
     case Reach::kPlatform:
       return Decision::kAllow;

@@ -135,7 +135,10 @@ class SqliteConnection final : public Connection {
     return ExecScript(
         "PRAGMA journal_mode=WAL;"
         "PRAGMA synchronous=NORMAL;"
-        "PRAGMA foreign_keys=ON;");
+        "PRAGMA foreign_keys=ON;"
+        // 64 MiB page cache per connection (the default is 2 MB): keeps
+        // point lookups flat in stores with 100,000s of rows.
+        "PRAGMA cache_size=-65536;");
   }
 
  private:

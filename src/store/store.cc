@@ -210,14 +210,17 @@ Result<Page<Tenant>> Store::ListTenants(const TenantFilter& filter, const ListOp
     params.push_back(filter.label_value);
     q += " JOIN tenant_labels l ON l.tenant_id = t.id AND l.key = $1 AND l.value = $2";
   }
+  // With a label filter, page along the label index (key, value, tenant_id)
+  // so the database never sorts every matching tenant to return one page.
+  const std::string key_col = filter.label_key.empty() ? "t.id" : "l.tenant_id";
   params.push_back(opts.after);
-  q += " WHERE t.id > $" + std::to_string(params.size());
+  q += " WHERE " + key_col + " > $" + std::to_string(params.size());
   if (!filter.state.empty()) {
     params.push_back(filter.state);
     q += " AND t.state = $" + std::to_string(params.size());
   }
   params.push_back(int64_t{limit + 1});
-  q += " ORDER BY t.id LIMIT $" + std::to_string(params.size());
+  q += " ORDER BY " + key_col + " LIMIT $" + std::to_string(params.size());
   ATRIUM_ASSIGN_OR_RETURN(auto rows, db_->Exec(q, params));
   std::vector<Tenant> items;
   for (const auto& r : rows.rows) items.push_back(TenantFromRow(r));

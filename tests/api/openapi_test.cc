@@ -445,6 +445,7 @@ TEST_F(OpenApiTest, ListQueryParametersMatchTheHandlers) {
                                                {"cursor", ""},
                                                {"state", "active"},
                                                {"label", "plan=pro"},
+                                               {"name", "no-such-tenant"},
                                                {"owner_user_id", world_->own.object.user_id}};
     for (const auto& name : query) {
       ASSERT_TRUE(good.count(name)) << key << ": the test knows no value for " << name;

@@ -16,32 +16,10 @@
 #include "crypto/ids.h"
 #include "identity/api_key.h"
 #include "store/test_databases.h"
+#include "support/result_matchers.h"
 
 namespace atrium {
 namespace {
-
-#define ASSERT_OK(expr)                                                 \
-  do {                                                                  \
-    auto _r = (expr);                                                   \
-    ASSERT_TRUE(_r.has_value()) << #expr << ": " << _r.error().message; \
-  } while (0)
-
-#define EXPECT_OK(expr)                                                 \
-  do {                                                                  \
-    auto _r = (expr);                                                   \
-    EXPECT_TRUE(_r.has_value()) << #expr << ": " << _r.error().message; \
-  } while (0)
-
-// Expects `expr` to fail with `error_code`.
-#define EXPECT_ERROR(expr, error_code)                                               \
-  do {                                                                               \
-    auto _r = (expr);                                                                \
-    if (_r.has_value()) {                                                            \
-      ADD_FAILURE() << #expr << " succeeded; expected " #error_code;                 \
-    } else {                                                                         \
-      EXPECT_EQ(_r.error().code, error_code) << #expr << ": " << _r.error().message; \
-    }                                                                                \
-  } while (0)
 
 constexpr char kPassword[] = "correct horse battery";
 constexpr char kLoginError[] = "wrong tenant, username or password";
@@ -564,9 +542,9 @@ TEST_F(IdentityServiceTest, KeyRoleCannotExceedOwnerOrCreator) {
   req.owner_user_id = admin.id;
   EXPECT_ERROR(identity_->CreateApiKey(Actor(scope, Role::kTenantViewer), scope, req),
                ErrorCode::kPermissionDenied);
-  req.role = "platform-admin";
+  req.role = "platform-admin";  // not a role a tenant's key can hold at all
   EXPECT_ERROR(identity_->CreateApiKey(Actor(scope, Role::kTenantAdmin), scope, req),
-               ErrorCode::kPermissionDenied);
+               ErrorCode::kInvalidArgument);
   req.role = "root";
   EXPECT_ERROR(identity_->CreateApiKey(Actor(scope, Role::kTenantAdmin), scope, req),
                ErrorCode::kInvalidArgument);
@@ -642,6 +620,66 @@ TEST_F(IdentityServiceTest, BootstrapAdminKeyWorksTwice) {
   ASSERT_EQ(users->items.size(), 1u);
   EXPECT_EQ(users->items[0].username, "bootstrap-admin");
   EXPECT_EQ(users->items[0].kind, "service");
+}
+
+// Regression: a demoted owner's key kept acting with the owner's old role.
+TEST_F(IdentityServiceTest, DemotedOwnersKeyDoesNotKeepTheOldRole) {
+  const TenantScope scope = TenantScope::Of(acme_.id);
+  User alice = MustCreateUser(scope, "alice", "tenant-admin");
+  std::string key = MustCreateKey(alice).second;
+  auto before = identity_->Authenticate(key);
+  ASSERT_TRUE(before.has_value());
+  ASSERT_EQ(before->role, Role::kTenantAdmin);
+  UserChanges demote;
+  demote.role = "tenant-viewer";
+  ASSERT_OK(identity_->UpdateUser(Actor(scope, Role::kTenantAdmin), scope, alice.id, demote));
+  auto after = identity_->Authenticate(key);
+  if (after.has_value()) {
+    EXPECT_TRUE(RoleCovers(Role::kTenantViewer, after->role))
+        << "key still acts as " << RoleName(after->role) << " for a tenant-viewer owner";
+  } else {
+    EXPECT_EQ(after.error().code, ErrorCode::kUnauthenticated);
+  }
+}
+
+// Regression: a platform-scope key could carry a tenant role and then reach
+// every tenant.
+TEST_F(IdentityServiceTest, PlatformKeyCannotCarryATenantRole) {
+  User staff = MustCreateUser(TenantScope::Platform(), "staff", "platform-admin");
+  NewApiKey req;
+  req.name = "odd";
+  req.owner_user_id = staff.id;
+  req.role = "tenant-admin";
+  auto k = identity_->CreateApiKey(Actor(TenantScope::Platform(), Role::kPlatformAdmin),
+                                   TenantScope::Platform(), req);
+  ASSERT_FALSE(k.has_value());
+  EXPECT_EQ(k.error().code, ErrorCode::kInvalidArgument);
+}
+
+// Regression: two rotations in one millisecond left the newest key to chance.
+TEST_F(IdentityServiceTest, RotationsInTheSameMillisecondKeepTheNewestSigning) {
+  for (int i = 0; i < 5; ++i) {
+    auto kid = identity_->RotateSigningKey();
+    ASSERT_TRUE(kid.has_value());
+    auto keys = store_->ListSigningKeys();
+    ASSERT_TRUE(keys.has_value());
+    EXPECT_EQ(keys->front().id, *kid);
+  }
+}
+
+// Regression: a second process sharing the store (another replica) kept
+// accepting a key revoked elsewhere until it restarted.
+TEST_F(IdentityServiceTest, RevocationReachesAnotherReplicaWithinTheRecheckInterval) {
+  const TenantScope scope = TenantScope::Of(acme_.id);
+  User bob = MustCreateUser(scope, "bob", "tenant-member");
+  auto [record, key] = MustCreateKey(bob);
+  auto replica = NewService();
+  ASSERT_TRUE(replica->Init().has_value());
+  ASSERT_TRUE(replica->Authenticate(key).has_value());  // now cached there
+  ASSERT_OK(identity_->RevokeApiKey(scope, record.id));
+  EXPECT_FALSE(identity_->Authenticate(key).has_value());  // this process: at once
+  clock_.AdvanceMillis(kCredentialRecheckMs);
+  EXPECT_FALSE(replica->Authenticate(key).has_value());  // the other: after the recheck
 }
 
 }  // namespace

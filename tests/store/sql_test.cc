@@ -13,24 +13,13 @@
 #include <vector>
 
 #include "store/test_databases.h"
+#include "support/result_matchers.h"
 
 namespace atrium::sql {
 namespace {
 
 using testdb::Backend;
 using testdb::BackendName;
-
-#define EXPECT_OK(expr)                                                 \
-  do {                                                                  \
-    auto _r = (expr);                                                   \
-    EXPECT_TRUE(_r.has_value()) << #expr << ": " << _r.error().message; \
-  } while (0)
-
-#define ASSERT_OK(expr)                                                 \
-  do {                                                                  \
-    auto _r = (expr);                                                   \
-    ASSERT_TRUE(_r.has_value()) << #expr << ": " << _r.error().message; \
-  } while (0)
 
 class SqlTest : public ::testing::TestWithParam<Backend> {
  protected:

@@ -19,35 +19,13 @@
 #include "crypto/ids.h"
 #include "store/migrations.h"
 #include "store/test_databases.h"
+#include "support/result_matchers.h"
 
 namespace atrium {
 namespace {
 
 using testdb::Backend;
 using testdb::BackendName;
-
-#define ASSERT_OK(expr)                                                 \
-  do {                                                                  \
-    auto _r = (expr);                                                   \
-    ASSERT_TRUE(_r.has_value()) << #expr << ": " << _r.error().message; \
-  } while (0)
-
-#define EXPECT_OK(expr)                                                 \
-  do {                                                                  \
-    auto _r = (expr);                                                   \
-    EXPECT_TRUE(_r.has_value()) << #expr << ": " << _r.error().message; \
-  } while (0)
-
-// Expects `expr` to fail with `error_code`.
-#define EXPECT_ERROR(expr, error_code)                                               \
-  do {                                                                               \
-    auto _r = (expr);                                                                \
-    if (_r.has_value()) {                                                            \
-      ADD_FAILURE() << #expr << " succeeded; expected " #error_code;                 \
-    } else {                                                                         \
-      EXPECT_EQ(_r.error().code, error_code) << #expr << ": " << _r.error().message; \
-    }                                                                                \
-  } while (0)
 
 class StoreTest : public ::testing::TestWithParam<Backend> {
  protected:

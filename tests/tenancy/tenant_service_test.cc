@@ -13,32 +13,10 @@
 #include "common/clock.h"
 #include "crypto/ids.h"
 #include "store/test_databases.h"
+#include "support/result_matchers.h"
 
 namespace atrium {
 namespace {
-
-#define ASSERT_OK(expr)                                                 \
-  do {                                                                  \
-    auto _r = (expr);                                                   \
-    ASSERT_TRUE(_r.has_value()) << #expr << ": " << _r.error().message; \
-  } while (0)
-
-#define EXPECT_OK(expr)                                                 \
-  do {                                                                  \
-    auto _r = (expr);                                                   \
-    EXPECT_TRUE(_r.has_value()) << #expr << ": " << _r.error().message; \
-  } while (0)
-
-// Expects `expr` to fail with `error_code`.
-#define EXPECT_ERROR(expr, error_code)                                               \
-  do {                                                                               \
-    auto _r = (expr);                                                                \
-    if (_r.has_value()) {                                                            \
-      ADD_FAILURE() << #expr << " succeeded; expected " #error_code;                 \
-    } else {                                                                         \
-      EXPECT_EQ(_r.error().code, error_code) << #expr << ": " << _r.error().message; \
-    }                                                                                \
-  } while (0)
 
 constexpr char kPassword[] = "correct horse battery";
 
