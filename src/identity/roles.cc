@@ -23,8 +23,9 @@ struct Grant {
 
 constexpr Reach N = Reach::kNone, S = Reach::kSelf, T = Reach::kTenant, P = Reach::kPlatform;
 
-// The permission table. Platform-operator reads everything but changes
-// nothing tenants own and never sees a secret (secrets are never readable by
+// The permission table. Platform-operator reads everything, changes nothing
+// tenants own beyond suspending them, edits only its own profile and
+// password, and never sees a secret (secrets are never readable by
 // anyone after creation anyway). Tenant roles never reach past their tenant.
 constexpr Grant kGrants[] = {
     //                                 p-admin p-oper t-admin member viewer
@@ -37,7 +38,7 @@ constexpr Grant kGrants[] = {
     {Permission::kTenantEvict,       {{P, N, N, N, N}}},
     {Permission::kUserCreate,        {{P, N, T, N, N}}},
     {Permission::kUserRead,          {{P, P, T, T, S}}},
-    {Permission::kUserUpdate,        {{P, N, T, S, S}}},
+    {Permission::kUserUpdate,        {{P, S, T, S, S}}},
     {Permission::kUserDelete,        {{P, N, T, N, N}}},
     {Permission::kKeyCreate,         {{P, N, T, S, N}}},
     {Permission::kKeyRead,           {{P, P, T, S, S}}},

@@ -237,7 +237,7 @@ const std::map<std::string, Row>& Expectations() {
        {.own = "200 200 404 404 404", .self = "200 200 - - -", .other = "m m m m m"}},
       {"PATCH /api/v1/platform/users/{user_id}",
        {.own = "200 403 404 404 404",
-        .self = "200 403 - - -",
+        .self = "200 200 - - -",
         .other = "m m m m m",
         .body = RenameBody}},
       {"DELETE /api/v1/platform/users/{user_id}",

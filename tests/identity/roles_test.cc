@@ -85,10 +85,12 @@ TEST(RolesTest, TenantRolesNeverReachPastTheirTenant) {
 TEST(RolesTest, PlatformOperatorChangesNothing) {
   for (Permission p :
        {Permission::kTenantCreate, Permission::kTenantUpdate, Permission::kTenantEvict,
-        Permission::kUserCreate, Permission::kUserUpdate, Permission::kUserDelete,
-        Permission::kKeyCreate, Permission::kKeyRevoke, Permission::kSigningKeyRotate}) {
+        Permission::kUserCreate, Permission::kUserDelete, Permission::kKeyCreate,
+        Permission::kKeyRevoke, Permission::kSigningKeyRotate}) {
     EXPECT_EQ(ReachOf(Role::kPlatformOperator, p), Reach::kNone) << PermissionName(p);
   }
+  // Only its own profile and password.
+  EXPECT_EQ(ReachOf(Role::kPlatformOperator, Permission::kUserUpdate), Reach::kSelf);
   // It reads across tenants.
   for (Permission p : {Permission::kTenantRead, Permission::kTenantList, Permission::kUserRead,
                        Permission::kKeyRead, Permission::kAuditRead}) {
