@@ -1,14 +1,13 @@
 // The one binary. Only argument parsing and start-up live here; everything
 // else is in the libraries under src/ that the tests use too.
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-
-#include <CLI/CLI.hpp>
-#include <spdlog/spdlog.h>
 
 #include "cli/cli.h"
 #include "runtime/config.h"

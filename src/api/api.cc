@@ -1,8 +1,8 @@
 #include "api/api.h"
 
-#include <algorithm>
-
 #include <spdlog/spdlog.h>
+
+#include <algorithm>
 
 #include "common/strings.h"
 
@@ -56,11 +56,11 @@ http::Response JsonResponse(int status, const Json& body) {
 }
 
 http::Response ErrorResponse(const Error& e, const std::string& request_id) {
-  http::Response r = JsonResponse(
-      HttpStatusOf(e.code), {{"error",
-                              {{"code", std::string(WireNameOf(e.code))},
-                               {"message", e.message},
-                               {"request_id", request_id}}}});
+  http::Response r =
+      JsonResponse(HttpStatusOf(e.code), {{"error",
+                                           {{"code", std::string(WireNameOf(e.code))},
+                                            {"message", e.message},
+                                            {"request_id", request_id}}}});
   if (e.code == ErrorCode::kResourceExhausted && e.retry_after_s > 0) {
     r.headers.emplace_back("Retry-After", std::to_string(e.retry_after_s));
   }
@@ -70,8 +70,7 @@ http::Response ErrorResponse(const Error& e, const std::string& request_id) {
   return r;
 }
 
-ControlPlaneApi::ControlPlaneApi(Services services)
-    : services_(services), router_(BuildRoutes()) {}
+ControlPlaneApi::ControlPlaneApi(Services services) : services_(services), router_(BuildRoutes()) {}
 
 http::Response ControlPlaneApi::Handle(http::Request& request) {
   auto match = router_.Find(request.method, request.path);
@@ -84,11 +83,13 @@ http::Response ControlPlaneApi::Handle(http::Request& request) {
   }
   request.path_params = match.params;
   const RouteSpec& spec = match.route->payload;
-  Context ctx{request, services_, std::nullopt, TenantScope::Platform(), false,
-              TargetOf(spec.target, request), "", std::nullopt};
+  Context ctx{request,      services_,
+              std::nullopt, TenantScope::Platform(),
+              false,        TargetOf(spec.target, request),
+              "",           std::nullopt};
   auto result = Dispatch(ctx, spec);
-  http::Response response =
-      result.has_value() ? std::move(result).value() : ErrorResponse(result.error(), request.request_id);
+  http::Response response = result.has_value() ? std::move(result).value()
+                                               : ErrorResponse(result.error(), request.request_id);
   if (!spec.audit_action.empty()) {
     std::string outcome = "allowed";
     if (!result.has_value()) {
@@ -105,8 +106,8 @@ http::Response ControlPlaneApi::Handle(http::Request& request) {
 
 Result<http::Response> ControlPlaneApi::Dispatch(Context& ctx, const RouteSpec& spec) {
   const auto& req = ctx.request;
-  if ((req.method == "POST" || req.method == "PATCH" || req.method == "PUT") &&
-      !req.body.empty() && !HasJsonBody(req)) {
+  if ((req.method == "POST" || req.method == "PATCH" || req.method == "PUT") && !req.body.empty() &&
+      !HasJsonBody(req)) {
     return Error{ErrorCode::kUnsupportedMedia, "request body must be application/json"};
   }
   if (!spec.takes_body && !req.body.empty()) {

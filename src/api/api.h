@@ -43,8 +43,8 @@ struct Context {
   http::Request& request;
   const Services& services;
   std::optional<Principal> principal;
-  TenantScope scope;       // the tenant the route acts in
-  bool self_only = false;  // a list route narrowed to the caller's own objects
+  TenantScope scope;         // the tenant the route acts in
+  bool self_only = false;    // a list route narrowed to the caller's own objects
   std::string audit_target;  // what the record names; handlers may refine it
   // Set by handlers that act before a principal exists (login) or that
   // create a tenant (the record belongs in the new tenant's chain).

@@ -1,6 +1,6 @@
 // The audit trail: operators read all of it, tenant admins their own chain.
-#include "api/handlers.h"
 #include "api/handler_util.h"
+#include "api/handlers.h"
 #include "api/views.h"
 
 namespace atrium::api {

@@ -1,6 +1,6 @@
 // Login, logout, whoami and signing-key rotation.
-#include "api/handlers.h"
 #include "api/handler_util.h"
+#include "api/handlers.h"
 #include "api/views.h"
 
 namespace atrium::api {
@@ -14,9 +14,9 @@ Result<http::Response> Login(Context& ctx) {
   ATRIUM_RETURN_IF_ERROR(r.Finish());
   ctx.audit_actor = "login:" + (tenant.empty() ? std::string("platform") : tenant) + "/" + username;
   ctx.audit_target = "session";
-  ATRIUM_ASSIGN_OR_RETURN(LoginResult result,
-                          ctx.services.identity->Login(tenant, username, password,
-                                                       ctx.request.remote_address));
+  ATRIUM_ASSIGN_OR_RETURN(
+      LoginResult result,
+      ctx.services.identity->Login(tenant, username, password, ctx.request.remote_address));
   ctx.audit_actor = "user:" + result.user.id;
   ctx.audit_tenant = result.user.tenant_id;
   return JsonResponse(200, {{"access_token", result.access_token},
@@ -34,7 +34,8 @@ Result<http::Response> Logout(Context& ctx) {
 
 Result<http::Response> WhoAmI(Context& ctx) {
   const Principal& p = *ctx.principal;
-  ATRIUM_ASSIGN_OR_RETURN(User u, ctx.services.store->GetUser(TenantScope::Of(p.tenant_id), p.user_id));
+  ATRIUM_ASSIGN_OR_RETURN(User u,
+                          ctx.services.store->GetUser(TenantScope::Of(p.tenant_id), p.user_id));
   Json out = {{"user", UserView(u)},
               {"role", std::string(RoleName(p.role))},
               {"credential", p.credential},

@@ -1,7 +1,7 @@
 // API keys of a tenant (/tenants/{tenant_id}/keys) or of the platform
 // (/platform/keys). The key text is in the create response only.
-#include "api/handlers.h"
 #include "api/handler_util.h"
+#include "api/handlers.h"
 #include "api/views.h"
 
 namespace atrium::api {
@@ -50,8 +50,8 @@ Result<http::Response> ListKeys(Context& ctx) {
 }
 
 Result<http::Response> GetKey(Context& ctx) {
-  ATRIUM_ASSIGN_OR_RETURN(ApiKey k,
-                          ctx.services.store->GetApiKey(ctx.scope, ctx.request.PathParam("key_id")));
+  ATRIUM_ASSIGN_OR_RETURN(
+      ApiKey k, ctx.services.store->GetApiKey(ctx.scope, ctx.request.PathParam("key_id")));
   return JsonResponse(200, ApiKeyView(k, ctx.services.clock->NowMillis()));
 }
 

@@ -39,8 +39,8 @@ ApiRouter BuildRoutes() {
       "signing_key.rotate", RotateSigningKey,
       "Start signing access tokens with a new key (older tokens stay valid until they expire)");
 
-  add("POST", "/api/v1/tenants", P::kTenantCreate, T::kPlatformWide, "tenant.create",
-      CreateTenant, "Onboard a tenant", {.body = true});
+  add("POST", "/api/v1/tenants", P::kTenantCreate, T::kPlatformWide, "tenant.create", CreateTenant,
+      "Onboard a tenant", {.body = true});
   add("GET", "/api/v1/tenants", P::kTenantList, T::kPlatformWide, "", ListTenants,
       "List tenants (paginated; filter by state and label)",
       {.query = {"limit", "cursor", "state", "label", "name"}});
@@ -50,8 +50,8 @@ ApiRouter BuildRoutes() {
       UpdateTenant, "Update a tenant", {.body = true});
   add("POST", "/api/v1/tenants/{tenant_id}/suspend", P::kTenantSuspend, T::kTenant,
       "tenant.suspend", SuspendTenant, "Suspend a tenant: every credential rejected at once");
-  add("POST", "/api/v1/tenants/{tenant_id}/resume", P::kTenantSuspend, T::kTenant,
-      "tenant.resume", ResumeTenant, "Resume a suspended tenant");
+  add("POST", "/api/v1/tenants/{tenant_id}/resume", P::kTenantSuspend, T::kTenant, "tenant.resume",
+      ResumeTenant, "Resume a suspended tenant");
   add("POST", "/api/v1/tenants/{tenant_id}/evict", P::kTenantEvict, T::kTenant, "tenant.evict",
       EvictTenant, "Evict a tenant: revoke credentials, then remove its data");
 
@@ -71,8 +71,7 @@ ApiRouter BuildRoutes() {
     add("DELETE", base + "/users/{user_id}", P::kUserDelete, user, "user.delete", DeleteUser,
         "Delete a user with its keys and sessions");
     add("POST", base + "/keys", P::kKeyCreate, coll, "key.create", CreateKey,
-        "Create an API key (the key text is shown once)",
-        {.body = true, .self_listable = true});
+        "Create an API key (the key text is shown once)", {.body = true, .self_listable = true});
     add("GET", base + "/keys", P::kKeyRead, coll, "", ListKeys, "List API keys of " + who,
         {.self_listable = true, .query = {"limit", "cursor", "owner_user_id"}});
     add("GET", base + "/keys/{key_id}", P::kKeyRead, key, "", GetKey, "Get an API key");

@@ -1,6 +1,6 @@
 // /api/v1/tenants: operators onboard and manage tenants.
-#include "api/handlers.h"
 #include "api/handler_util.h"
+#include "api/handlers.h"
 #include "api/views.h"
 
 namespace atrium::api {

@@ -1,7 +1,7 @@
 // Users and service accounts of a tenant (/tenants/{tenant_id}/users) or of
 // the platform (/platform/users). The scope comes from ctx, never the body.
-#include "api/handlers.h"
 #include "api/handler_util.h"
+#include "api/handlers.h"
 #include "api/views.h"
 
 namespace atrium::api {
@@ -17,7 +17,8 @@ Result<http::Response> CreateUser(Context& ctx) {
   req.kind = r.String("kind", false, 16).value_or("human");
   req.password = r.String("password", false, 1024).value_or("");
   ATRIUM_RETURN_IF_ERROR(r.Finish());
-  ATRIUM_ASSIGN_OR_RETURN(User u, ctx.services.identity->CreateUser(*ctx.principal, ctx.scope, req));
+  ATRIUM_ASSIGN_OR_RETURN(User u,
+                          ctx.services.identity->CreateUser(*ctx.principal, ctx.scope, req));
   ctx.audit_target += "/user/" + u.id;
   return JsonResponse(201, UserView(u));
 }
@@ -48,9 +49,9 @@ Result<http::Response> UpdateUser(Context& ctx) {
   changes.state = r.String("state", false, 16);
   changes.password = r.String("password", false, 1024);
   ATRIUM_RETURN_IF_ERROR(r.Finish());
-  ATRIUM_ASSIGN_OR_RETURN(User u, ctx.services.identity->UpdateUser(
-                                      *ctx.principal, ctx.scope, ctx.request.PathParam("user_id"),
-                                      changes));
+  ATRIUM_ASSIGN_OR_RETURN(
+      User u, ctx.services.identity->UpdateUser(*ctx.principal, ctx.scope,
+                                                ctx.request.PathParam("user_id"), changes));
   return JsonResponse(200, UserView(u));
 }
 

@@ -15,8 +15,8 @@ std::string ComputeHash(const AuditRecord& r) {
   // A JSON array gives an unambiguous encoding (strings are escaped and
   // delimited), so no two different records serialize alike.
   nlohmann::json canonical = nlohmann::json::array(
-      {r.seq, r.chain, r.chain_seq, r.time, r.actor, r.actor_role, r.tenant_id, r.action,
-       r.target, r.outcome, r.status, r.request_id, r.source, r.prev_hash});
+      {r.seq, r.chain, r.chain_seq, r.time, r.actor, r.actor_role, r.tenant_id, r.action, r.target,
+       r.outcome, r.status, r.request_id, r.source, r.prev_hash});
   return crypto::Sha256Hex(canonical.dump());
 }
 
@@ -62,9 +62,8 @@ Result<AuditRecord> FromJson(const nlohmann::json& j) {
   if (!num("seq", r.seq) || !str("chain", r.chain) || !num("chain_seq", r.chain_seq) ||
       !num("time", r.time) || !str("actor", r.actor) || !str("actor_role", r.actor_role) ||
       !str("tenant_id", r.tenant_id) || !str("action", r.action) || !str("target", r.target) ||
-      !str("outcome", r.outcome) || !num("status", r.status) ||
-      !str("request_id", r.request_id) || !str("source", r.source) ||
-      !str("prev_hash", r.prev_hash) || !str("hash", r.hash)) {
+      !str("outcome", r.outcome) || !num("status", r.status) || !str("request_id", r.request_id) ||
+      !str("source", r.source) || !str("prev_hash", r.prev_hash) || !str("hash", r.hash)) {
     return Error::InvalidArgument("audit record is missing a field or has a wrong type");
   }
   return r;

@@ -7,11 +7,10 @@
 // reordering or removing a record breaks every later link.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/result.h"
 #include "store/records.h"

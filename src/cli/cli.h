@@ -4,9 +4,8 @@
 // JSON with -o json. Every failure prints a clear message and exits non-zero.
 #pragma once
 
-#include <string>
-
 #include <CLI/CLI.hpp>
+#include <string>
 
 namespace atrium::cli {
 

@@ -95,7 +95,8 @@ Result<std::string> Context::TenantIdOf(const std::string& id_or_name) {
   if (StringAt(own, "name") == id_or_name) return StringAt(own, "id");
   if (!own.is_null()) return Error::NotFound("no tenant named '" + id_or_name + "'");
   // Platform staff: names are unique, so the name filter answers directly.
-  ATRIUM_ASSIGN_OR_RETURN(Json page, api->Get(WithQuery("/api/v1/tenants", {{"name", id_or_name}})));
+  ATRIUM_ASSIGN_OR_RETURN(Json page,
+                          api->Get(WithQuery("/api/v1/tenants", {{"name", id_or_name}})));
   Json items = FieldAt(page, "items");
   if (items.is_array() && !items.empty()) return StringAt(items[0], "id");
   return Error::NotFound("no tenant named '" + id_or_name + "'");

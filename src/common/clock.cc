@@ -1,7 +1,7 @@
 #include "common/clock.h"
 
-#include <ctime>
 #include <cstdio>
+#include <ctime>
 
 namespace atrium {
 

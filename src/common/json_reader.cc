@@ -108,8 +108,8 @@ std::optional<int64_t> JsonObjectReader::Int(const std::string& name, bool requi
   return v;
 }
 
-std::optional<double> JsonObjectReader::Number(const std::string& name, bool required,
-                                               double min, double max) {
+std::optional<double> JsonObjectReader::Number(const std::string& name, bool required, double min,
+                                               double max) {
   const Json* f = Field(name, required);
   if (!f || f->is_null()) {
     if (f && required) Fail("field '" + name + "' must not be null");

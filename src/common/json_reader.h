@@ -5,13 +5,12 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/result.h"
 
@@ -35,13 +34,11 @@ class JsonObjectReader {
                                     size_t max_len = 1024);
   std::optional<int64_t> Int(const std::string& name, bool required = false,
                              int64_t min = INT64_MIN, int64_t max = INT64_MAX);
-  std::optional<double> Number(const std::string& name, bool required = false,
-                               double min = -1e300, double max = 1e300);
+  std::optional<double> Number(const std::string& name, bool required = false, double min = -1e300,
+                               double max = 1e300);
   std::optional<bool> Bool(const std::string& name, bool required = false);
-  std::optional<std::vector<std::string>> StringList(const std::string& name,
-                                                     bool required = false,
-                                                     size_t max_items = 256,
-                                                     size_t max_len = 256);
+  std::optional<std::vector<std::string>> StringList(const std::string& name, bool required = false,
+                                                     size_t max_items = 256, size_t max_len = 256);
   std::optional<std::map<std::string, std::string>> StringMap(const std::string& name,
                                                               bool required = false,
                                                               size_t max_items = 64,

@@ -33,12 +33,20 @@ struct Error {
   std::string message;
   int retry_after_s = 0;  // only meaningful with kResourceExhausted
 
-  static Error InvalidArgument(std::string m) { return {ErrorCode::kInvalidArgument, std::move(m)}; }
-  static Error Unauthenticated(std::string m) { return {ErrorCode::kUnauthenticated, std::move(m)}; }
-  static Error PermissionDenied(std::string m) { return {ErrorCode::kPermissionDenied, std::move(m)}; }
+  static Error InvalidArgument(std::string m) {
+    return {ErrorCode::kInvalidArgument, std::move(m)};
+  }
+  static Error Unauthenticated(std::string m) {
+    return {ErrorCode::kUnauthenticated, std::move(m)};
+  }
+  static Error PermissionDenied(std::string m) {
+    return {ErrorCode::kPermissionDenied, std::move(m)};
+  }
   static Error NotFound(std::string m) { return {ErrorCode::kNotFound, std::move(m)}; }
   static Error AlreadyExists(std::string m) { return {ErrorCode::kAlreadyExists, std::move(m)}; }
-  static Error FailedPrecondition(std::string m) { return {ErrorCode::kFailedPrecondition, std::move(m)}; }
+  static Error FailedPrecondition(std::string m) {
+    return {ErrorCode::kFailedPrecondition, std::move(m)};
+  }
   static Error ResourceExhausted(std::string m, int retry_after_s) {
     return {ErrorCode::kResourceExhausted, std::move(m), retry_after_s};
   }
@@ -69,23 +77,38 @@ inline Unexpected<Error> MakeUnexpected(Error e) { return Unexpected<Error>(std:
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::in_place_index<0>, std::move(value)) {}  // NOLINT
-  Result(Error error) : v_(std::in_place_index<1>, std::move(error)) {}  // NOLINT
+  Result(T value) : v_(std::in_place_index<0>, std::move(value)) {}                  // NOLINT
+  Result(Error error) : v_(std::in_place_index<1>, std::move(error)) {}              // NOLINT
   Result(Unexpected<Error> u) : v_(std::in_place_index<1>, std::move(u).error()) {}  // NOLINT
 
   bool has_value() const { return v_.index() == 0; }
   explicit operator bool() const { return has_value(); }
 
-  T& value() & { assert(has_value()); return std::get<0>(v_); }
-  const T& value() const& { assert(has_value()); return std::get<0>(v_); }
-  T&& value() && { assert(has_value()); return std::get<0>(std::move(v_)); }
+  T& value() & {
+    assert(has_value());
+    return std::get<0>(v_);
+  }
+  const T& value() const& {
+    assert(has_value());
+    return std::get<0>(v_);
+  }
+  T&& value() && {
+    assert(has_value());
+    return std::get<0>(std::move(v_));
+  }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
 
-  const Error& error() const& { assert(!has_value()); return std::get<1>(v_); }
-  Error&& error() && { assert(!has_value()); return std::get<1>(std::move(v_)); }
+  const Error& error() const& {
+    assert(!has_value());
+    return std::get<1>(v_);
+  }
+  Error&& error() && {
+    assert(!has_value());
+    return std::get<1>(std::move(v_));
+  }
 
  private:
   std::variant<T, Error> v_;
@@ -95,12 +118,18 @@ template <>
 class [[nodiscard]] Result<void> {
  public:
   Result() = default;
-  Result(Error error) : error_(std::move(error)), ok_(false) {}  // NOLINT
+  Result(Error error) : error_(std::move(error)), ok_(false) {}              // NOLINT
   Result(Unexpected<Error> u) : error_(std::move(u).error()), ok_(false) {}  // NOLINT
   bool has_value() const { return ok_; }
   explicit operator bool() const { return ok_; }
-  const Error& error() const& { assert(!ok_); return error_; }
-  Error&& error() && { assert(!ok_); return std::move(error_); }
+  const Error& error() const& {
+    assert(!ok_);
+    return error_;
+  }
+  Error&& error() && {
+    assert(!ok_);
+    return std::move(error_);
+  }
 
  private:
   Error error_;
@@ -115,13 +144,13 @@ inline Status OkStatus() { return {}; }
 // Propagates an error from an expression returning Result<...>.
 #define ATRIUM_CONCAT_INNER(a, b) a##b
 #define ATRIUM_CONCAT(a, b) ATRIUM_CONCAT_INNER(a, b)
-#define ATRIUM_RETURN_IF_ERROR(expr)                                  \
-  do {                                                                \
-    auto _atrium_status = (expr);                                     \
+#define ATRIUM_RETURN_IF_ERROR(expr)                                           \
+  do {                                                                         \
+    auto _atrium_status = (expr);                                              \
     if (!_atrium_status.has_value()) return std::move(_atrium_status).error(); \
   } while (0)
-#define ATRIUM_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
-  auto tmp = (expr);                                 \
+#define ATRIUM_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr)   \
+  auto tmp = (expr);                                   \
   if (!tmp.has_value()) return std::move(tmp).error(); \
   lhs = std::move(tmp).value()
 #define ATRIUM_ASSIGN_OR_RETURN(lhs, expr) \

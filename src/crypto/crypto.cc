@@ -43,8 +43,7 @@ std::string Sha256Hex(std::string_view data) { return HexEncode(Sha256(data)); }
 
 std::string HmacSha256(std::string_view key, std::string_view data) {
   crypto_auth_hmacsha256_state st;
-  crypto_auth_hmacsha256_init(&st, reinterpret_cast<const unsigned char*>(key.data()),
-                              key.size());
+  crypto_auth_hmacsha256_init(&st, reinterpret_cast<const unsigned char*>(key.data()), key.size());
   crypto_auth_hmacsha256_update(&st, reinterpret_cast<const unsigned char*>(data.data()),
                                 data.size());
   std::string out(crypto_auth_hmacsha256_BYTES, '\0');

@@ -18,7 +18,8 @@ std::string NewId(std::string_view prefix, const Clock& clock) {
     ms >>= 5;
   }
   std::string random = crypto::RandomBytes(16);
-  for (int i = 0; i < 16; ++i) body[10 + i] = kCrockford[static_cast<unsigned char>(random[i]) & 31];
+  for (int i = 0; i < 16; ++i)
+    body[10 + i] = kCrockford[static_cast<unsigned char>(random[i]) & 31];
   out.append(body, kIdChars);
   return out;
 }

@@ -20,8 +20,8 @@ struct Request {
   std::vector<std::pair<std::string, std::string>> query_all;
   std::map<std::string, std::string> headers;  // names lower-cased
   std::string body;
-  std::string remote_address;  // peer IP, no port
-  std::string request_id;      // assigned by the server, unique per request
+  std::string remote_address;                      // peer IP, no port
+  std::string request_id;                          // assigned by the server, unique per request
   std::map<std::string, std::string> path_params;  // filled in by the router
 
   // Header value or "" when absent; `name` must be lower case.

@@ -26,8 +26,8 @@ class Router {
     T payload;
   };
   struct Match {
-    const Route* route = nullptr;          // null: no route
-    bool method_not_allowed = false;       // path matched, method did not
+    const Route* route = nullptr;     // null: no route
+    bool method_not_allowed = false;  // path matched, method did not
     std::map<std::string, std::string> params;
   };
 

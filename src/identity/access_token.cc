@@ -20,7 +20,7 @@ Result<std::string> SignAccessToken(const TokenClaims& c, const std::vector<Sign
   if (keys.empty()) return Error::Internal("no token signing key");
   const SigningKey& key = keys.front();
   Json header = {{"alg", "HS256"}, {"typ", "JWT"}, {"kid", key.id}};
-  Json payload = {{"sub", c.subject}, {"tid", c.tenant_id}, {"role", c.role},
+  Json payload = {{"sub", c.subject},    {"tid", c.tenant_id}, {"role", c.role},
                   {"sid", c.session_id}, {"iat", c.issued_at}, {"exp", c.expires_at}};
   std::string signing_input =
       crypto::Base64UrlEncode(header.dump()) + "." + crypto::Base64UrlEncode(payload.dump());
@@ -28,16 +28,15 @@ Result<std::string> SignAccessToken(const TokenClaims& c, const std::vector<Sign
   return signing_input + "." + crypto::Base64UrlEncode(sig);
 }
 
-Result<TokenClaims> VerifyAccessToken(const std::string& token,
-                                      const std::vector<SigningKey>& keys, int64_t now_seconds) {
+Result<TokenClaims> VerifyAccessToken(const std::string& token, const std::vector<SigningKey>& keys,
+                                      int64_t now_seconds) {
   const auto invalid = [] { return Error::Unauthenticated("invalid access token"); };
   if (token.size() > 4096) return invalid();
   auto parts = SplitString(token, '.');
   if (parts.size() != 3) return invalid();
   std::string header_text, payload_text, sig;
   if (!crypto::Base64UrlDecode(parts[0], header_text) ||
-      !crypto::Base64UrlDecode(parts[1], payload_text) ||
-      !crypto::Base64UrlDecode(parts[2], sig)) {
+      !crypto::Base64UrlDecode(parts[1], payload_text) || !crypto::Base64UrlDecode(parts[2], sig)) {
     return invalid();
   }
   Json header = Json::parse(header_text, nullptr, false);

@@ -23,12 +23,11 @@ struct TokenClaims {
 };
 
 // Signs with keys[0] (the newest). kInternal if there is no key.
-Result<std::string> SignAccessToken(const TokenClaims& claims,
-                                    const std::vector<SigningKey>& keys);
+Result<std::string> SignAccessToken(const TokenClaims& claims, const std::vector<SigningKey>& keys);
 
 // Verifies signature (any key in `keys`, by kid) and expiry against
 // now_seconds. kUnauthenticated on any failure.
-Result<TokenClaims> VerifyAccessToken(const std::string& token,
-                                      const std::vector<SigningKey>& keys, int64_t now_seconds);
+Result<TokenClaims> VerifyAccessToken(const std::string& token, const std::vector<SigningKey>& keys,
+                                      int64_t now_seconds);
 
 }  // namespace atrium

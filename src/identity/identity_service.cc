@@ -64,7 +64,8 @@ Result<std::string> IdentityService::RotateSigningKey() {
   // Drop keys superseded long enough ago that nothing they signed is valid.
   std::vector<SigningKey> kept;
   for (size_t i = 0; i < keys.size(); ++i) {
-    bool superseded_long_ago = i > 0 && keys[i - 1].created_at + kSigningKeyGraceMs < clock_.NowMillis();
+    bool superseded_long_ago =
+        i > 0 && keys[i - 1].created_at + kSigningKeyGraceMs < clock_.NowMillis();
     if (superseded_long_ago) {
       ATRIUM_RETURN_IF_ERROR(store_.DeleteSigningKey(keys[i].id));
     } else {
@@ -121,7 +122,8 @@ Result<Principal> IdentityService::AuthenticateApiKey(const std::string& text) {
   if (!cached) {
     auto key = store_.FindApiKeyForAuth(parsed.key_id);
     if (!key.has_value()) {
-      if (key.error().code == ErrorCode::kNotFound) return Error::Unauthenticated("invalid API key");
+      if (key.error().code == ErrorCode::kNotFound)
+        return Error::Unauthenticated("invalid API key");
       return key.error();
     }
     auto owner = store_.GetUser(TenantScope::Of(key->tenant_id), key->owner_user_id);
@@ -166,7 +168,8 @@ Result<Principal> IdentityService::AuthenticateToken(const std::string& token) {
   // The session row makes logout and eviction effective before expiry.
   auto session = store_.FindSessionForAuth(claims.session_id);
   if (!session.has_value()) {
-    if (session.error().code == ErrorCode::kNotFound) return Error::Unauthenticated("session ended");
+    if (session.error().code == ErrorCode::kNotFound)
+      return Error::Unauthenticated("session ended");
     return session.error();
   }
   if (session->user_id != claims.subject || session->tenant_id != claims.tenant_id) {
@@ -188,8 +191,7 @@ Result<Principal> IdentityService::AuthenticateToken(const std::string& token) {
 }
 
 Result<LoginResult> IdentityService::Login(const std::string& tenant_name,
-                                           const std::string& username,
-                                           const std::string& password,
+                                           const std::string& username, const std::string& password,
                                            const std::string& source) {
   std::string account = tenant_name + "/" + username;
   ATRIUM_RETURN_IF_ERROR(throttle_.Check(account, source));
@@ -224,8 +226,8 @@ Result<LoginResult> IdentityService::Login(const std::string& tenant_name,
   Session session{NewId("ses", clock_), user->tenant_id, user->id, clock_.NowMillis(),
                   (now_s + options_.access_token_ttl_s) * 1000};
   ATRIUM_RETURN_IF_ERROR(store_.CreateSession(session));
-  TokenClaims claims{user->id, user->tenant_id, user->role, session.id, now_s,
-                     now_s + options_.access_token_ttl_s};
+  TokenClaims claims{user->id,   user->tenant_id, user->role,
+                     session.id, now_s,           now_s + options_.access_token_ttl_s};
   ATRIUM_ASSIGN_OR_RETURN(std::string token, SignAccessToken(claims, SigningKeys()));
   return LoginResult{token, claims.expires_at, *user};
 }
@@ -260,9 +262,8 @@ Result<User> IdentityService::CreateUser(const Principal& actor, const TenantSco
   auto role = ParseRole(req.role);
   if (!role) return Error::InvalidArgument("unknown role '" + req.role + "'");
   if (IsPlatformRole(*role) != scope.is_platform()) {
-    return Error::InvalidArgument(scope.is_platform()
-                                      ? "platform users take a platform role"
-                                      : "tenant users take a tenant role");
+    return Error::InvalidArgument(scope.is_platform() ? "platform users take a platform role"
+                                                      : "tenant users take a tenant role");
   }
   if (!RoleCovers(actor.role, *role)) {
     return Error::PermissionDenied("cannot grant a role above your own");
@@ -312,8 +313,8 @@ Result<User> IdentityService::UpdateUser(const Principal& actor, const TenantSco
   if (changes.password) {
     if (u.kind != "human") return Error::InvalidArgument("service accounts have no password");
     ATRIUM_RETURN_IF_ERROR(ValidatePassword(*changes.password));
-    ATRIUM_ASSIGN_OR_RETURN(u.password_hash, crypto::HashPassword(
-                                                 *changes.password, options_.fast_password_hashing));
+    ATRIUM_ASSIGN_OR_RETURN(
+        u.password_hash, crypto::HashPassword(*changes.password, options_.fast_password_hashing));
   }
   u.updated_at = clock_.NowMillis();
   ATRIUM_RETURN_IF_ERROR(store_.UpdateUser(scope, u));

@@ -31,7 +31,7 @@ namespace atrium {
 inline constexpr int64_t kCredentialRecheckMs = 1000;
 
 struct IdentityOptions {
-  int64_t access_token_ttl_s = 3600;  // at most 1 h
+  int64_t access_token_ttl_s = 3600;   // at most 1 h
   bool fast_password_hashing = false;  // tests and benchmarks only
   LoginThrottleOptions throttle;
 };
@@ -42,7 +42,7 @@ struct NewUser {
   std::string email;
   std::string role;
   std::string kind = "human";  // human | service
-  std::string password;       // humans only; at least 12 characters
+  std::string password;        // humans only; at least 12 characters
 };
 
 struct UserChanges {
@@ -129,8 +129,8 @@ class IdentityService {
   LoginThrottle throttle_;
 
   std::shared_mutex mu_;
-  std::vector<SigningKey> signing_keys_;                       // GUARDED_BY(mu_)
-  std::unordered_map<std::string, CachedKey> key_cache_;       // GUARDED_BY(mu_)
+  std::vector<SigningKey> signing_keys_;                             // GUARDED_BY(mu_)
+  std::unordered_map<std::string, CachedKey> key_cache_;             // GUARDED_BY(mu_)
   std::unordered_map<std::string, CachedTenantState> tenant_state_;  // GUARDED_BY(mu_)
 };
 

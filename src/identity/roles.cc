@@ -10,8 +10,8 @@ struct RoleInfo {
   std::string_view name;
 };
 constexpr RoleInfo kRoles[] = {
-    {Role::kPlatformAdmin, "platform-admin"},   {Role::kPlatformOperator, "platform-operator"},
-    {Role::kTenantAdmin, "tenant-admin"},       {Role::kTenantMember, "tenant-member"},
+    {Role::kPlatformAdmin, "platform-admin"}, {Role::kPlatformOperator, "platform-operator"},
+    {Role::kTenantAdmin, "tenant-admin"},     {Role::kTenantMember, "tenant-member"},
     {Role::kTenantViewer, "tenant-viewer"},
 };
 
@@ -27,6 +27,7 @@ constexpr Reach N = Reach::kNone, S = Reach::kSelf, T = Reach::kTenant, P = Reac
 // tenants own beyond suspending them, edits only its own profile and
 // password, and never sees a secret (secrets are never readable by
 // anyone after creation anyway). Tenant roles never reach past their tenant.
+// clang-format off
 constexpr Grant kGrants[] = {
     //                                 p-admin p-oper t-admin member viewer
     {Permission::kSelfRead,          {{S, S, S, S, S}}},
@@ -46,6 +47,7 @@ constexpr Grant kGrants[] = {
     {Permission::kAuditRead,         {{P, P, T, N, N}}},
     {Permission::kSigningKeyRotate,  {{P, N, N, N, N}}},
 };
+// clang-format on
 
 size_t RoleIndex(Role r) { return static_cast<size_t>(r); }
 
@@ -87,23 +89,40 @@ bool RoleCovers(Role a, Role b) {
 
 std::string_view PermissionName(Permission p) {
   switch (p) {
-    case Permission::kNone: return "none";
-    case Permission::kSelfRead: return "self.read";
-    case Permission::kTenantCreate: return "tenant.create";
-    case Permission::kTenantRead: return "tenant.read";
-    case Permission::kTenantList: return "tenant.list";
-    case Permission::kTenantUpdate: return "tenant.update";
-    case Permission::kTenantSuspend: return "tenant.suspend";
-    case Permission::kTenantEvict: return "tenant.evict";
-    case Permission::kUserCreate: return "user.create";
-    case Permission::kUserRead: return "user.read";
-    case Permission::kUserUpdate: return "user.update";
-    case Permission::kUserDelete: return "user.delete";
-    case Permission::kKeyCreate: return "key.create";
-    case Permission::kKeyRead: return "key.read";
-    case Permission::kKeyRevoke: return "key.revoke";
-    case Permission::kAuditRead: return "audit.read";
-    case Permission::kSigningKeyRotate: return "signing_key.rotate";
+    case Permission::kNone:
+      return "none";
+    case Permission::kSelfRead:
+      return "self.read";
+    case Permission::kTenantCreate:
+      return "tenant.create";
+    case Permission::kTenantRead:
+      return "tenant.read";
+    case Permission::kTenantList:
+      return "tenant.list";
+    case Permission::kTenantUpdate:
+      return "tenant.update";
+    case Permission::kTenantSuspend:
+      return "tenant.suspend";
+    case Permission::kTenantEvict:
+      return "tenant.evict";
+    case Permission::kUserCreate:
+      return "user.create";
+    case Permission::kUserRead:
+      return "user.read";
+    case Permission::kUserUpdate:
+      return "user.update";
+    case Permission::kUserDelete:
+      return "user.delete";
+    case Permission::kKeyCreate:
+      return "key.create";
+    case Permission::kKeyRead:
+      return "key.read";
+    case Permission::kKeyRevoke:
+      return "key.revoke";
+    case Permission::kAuditRead:
+      return "audit.read";
+    case Permission::kSigningKeyRotate:
+      return "signing_key.rotate";
   }
   return "unknown";
 }
@@ -116,9 +135,7 @@ Reach ReachOf(Role role, Permission permission) {
   return Reach::kNone;
 }
 
-std::string Principal::actor() const {
-  return credential.empty() ? "anonymous" : credential;
-}
+std::string Principal::actor() const { return credential.empty() ? "anonymous" : credential; }
 
 Decision Authorize(const Principal& p, Permission perm, const Target& target) {
   Reach reach = ReachOf(p.role, perm);

@@ -32,7 +32,7 @@ const std::vector<Role>& AllRoles();
 bool RoleCovers(Role a, Role b);
 
 enum class Permission {
-  kNone,  // public routes (health, login, OpenAPI document)
+  kNone,      // public routes (health, login, OpenAPI document)
   kSelfRead,  // whoami, own session
   kTenantCreate,
   kTenantRead,

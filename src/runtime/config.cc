@@ -1,10 +1,10 @@
 #include "runtime/config.h"
 
+#include <toml++/toml.h>
+
 #include <fstream>
 #include <set>
 #include <sstream>
-
-#include <toml++/toml.h>
 
 #include "common/strings.h"
 
@@ -131,7 +131,8 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
   ATRIUM_RETURN_IF_ERROR(ParseListenAddress(c.api_listen));
   static const std::set<std::string> kLevels = {"trace", "debug", "info", "warn", "error", "off"};
   if (!kLevels.contains(c.log_level)) {
-    return Error::InvalidArgument("'log.level' must be one of trace, debug, info, warn, error, off");
+    return Error::InvalidArgument(
+        "'log.level' must be one of trace, debug, info, warn, error, off");
   }
   return c;
 }

@@ -1,12 +1,11 @@
 #include "runtime/platform.h"
 
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <csignal>
-
-#include <spdlog/spdlog.h>
 
 namespace atrium {
 
@@ -36,8 +35,8 @@ Result<std::string> Platform::Start() {
   server_ = std::make_unique<http::Server>(
       opts, [api = api_.get()](http::Request& req) { return api->Handle(req); });
   ATRIUM_ASSIGN_OR_RETURN(int port, server_->Start());
-  std::string host = listen.first.find(':') != std::string::npos ? "[" + listen.first + "]"
-                                                                 : listen.first;
+  std::string host =
+      listen.first.find(':') != std::string::npos ? "[" + listen.first + "]" : listen.first;
   return "http://" + host + ":" + std::to_string(port);
 }
 

@@ -127,16 +127,16 @@ Status ApplyMigrations(sql::Database& db) {
         // Serialize concurrent starts of several servers on one database.
         ATRIUM_RETURN_IF_ERROR(c.Exec("LOCK TABLE schema_migrations IN EXCLUSIVE MODE", {}));
       }
-      ATRIUM_ASSIGN_OR_RETURN(auto rows, c.Exec("SELECT 1 FROM schema_migrations WHERE version = $1",
-                                                {int64_t{m.version}}));
+      ATRIUM_ASSIGN_OR_RETURN(
+          auto rows,
+          c.Exec("SELECT 1 FROM schema_migrations WHERE version = $1", {int64_t{m.version}}));
       if (!rows.rows.empty()) return false;
-      const char* text = (c.dialect() == sql::Dialect::kPostgres && m.postgres_sql)
-                             ? m.postgres_sql
-                             : m.sql;
+      const char* text =
+          (c.dialect() == sql::Dialect::kPostgres && m.postgres_sql) ? m.postgres_sql : m.sql;
       ATRIUM_RETURN_IF_ERROR(c.ExecScript(text));
-      ATRIUM_RETURN_IF_ERROR(c.Exec(
-          "INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, 0)",
-          {int64_t{m.version}, std::string(m.name)}));
+      ATRIUM_RETURN_IF_ERROR(
+          c.Exec("INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, 0)",
+                 {int64_t{m.version}, std::string(m.name)}));
       return true;
     });
     if (!applied.has_value()) {

@@ -28,7 +28,7 @@ struct Tenant {
   std::vector<std::string> regions;
   int64_t weight = 1;  // fair-share weight, 1..10000
   std::map<std::string, std::string> labels;
-  std::string state;  // active | suspended | evicting
+  std::string state;       // active | suspended | evicting
   int64_t created_at = 0;  // ms since epoch
   int64_t updated_at = 0;
 };
@@ -39,10 +39,10 @@ struct User {
   std::string username;   // unique within the tenant
   std::string display_name;
   std::string email;
-  std::string role;  // see identity/roles.h
-  std::string kind;  // human | service
+  std::string role;           // see identity/roles.h
+  std::string kind;           // human | service
   std::string password_hash;  // argon2id; empty for service accounts
-  std::string state;  // active | disabled
+  std::string state;          // active | disabled
   int64_t created_at = 0;
   int64_t updated_at = 0;
 };

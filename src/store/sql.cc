@@ -43,7 +43,8 @@ Result<std::unique_ptr<Database>> Database::Open(const std::string& url, int poo
       conns.push_back(std::move(c));
     }
   } else {
-    return Error::InvalidArgument("unsupported store URL (want sqlite:///path or postgresql://...)");
+    return Error::InvalidArgument(
+        "unsupported store URL (want sqlite:///path or postgresql://...)");
   }
   return std::unique_ptr<Database>(new Database(dialect, std::move(conns)));
 }

@@ -4,11 +4,11 @@
 // integer, real or null parameters; rows of nullable text.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <condition_variable>
 #include <optional>
 #include <string>
 #include <string_view>

@@ -1,7 +1,6 @@
 #include "store/store.h"
 
 #include <algorithm>
-
 #include <nlohmann/json.hpp>
 
 #include "audit/chain.h"
@@ -158,11 +157,11 @@ Store::Store(std::unique_ptr<sql::Database> db) : db_(std::move(db)) {}
 
 Status Store::CreateTenant(const Tenant& t) {
   auto r = db_->Transact<bool>([&](sql::Connection& c) -> Result<bool> {
-    ATRIUM_RETURN_IF_ERROR(c.Exec(
-        std::string("INSERT INTO tenants (") + kTenantColumns +
-            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-        {t.id, t.name, t.display_name, t.tier, EncodeList(t.regions), t.weight,
-         EncodeMap(t.labels), t.state, t.created_at, t.updated_at}));
+    ATRIUM_RETURN_IF_ERROR(
+        c.Exec(std::string("INSERT INTO tenants (") + kTenantColumns +
+                   ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+               {t.id, t.name, t.display_name, t.tier, EncodeList(t.regions), t.weight,
+                EncodeMap(t.labels), t.state, t.created_at, t.updated_at}));
     for (const auto& [k, v] : t.labels) {
       ATRIUM_RETURN_IF_ERROR(c.Exec(
           "INSERT INTO tenant_labels (tenant_id, key, value) VALUES ($1, $2, $3)", {t.id, k, v}));
@@ -179,17 +178,16 @@ Status Store::CreateTenant(const Tenant& t) {
 
 Result<Tenant> Store::GetTenant(const std::string& id) {
   ATRIUM_ASSIGN_OR_RETURN(
-      auto rows, db_->Exec(std::string("SELECT ") + kTenantColumns + " FROM tenants WHERE id = $1",
-                           {id}));
+      auto rows,
+      db_->Exec(std::string("SELECT ") + kTenantColumns + " FROM tenants WHERE id = $1", {id}));
   if (rows.rows.empty()) return Error::NotFound("tenant not found");
   return TenantFromRow(rows.rows[0]);
 }
 
 Result<Tenant> Store::GetTenantByName(const std::string& name) {
   ATRIUM_ASSIGN_OR_RETURN(
-      auto rows, db_->Exec(
-                     std::string("SELECT ") + kTenantColumns + " FROM tenants WHERE name = $1",
-                     {name}));
+      auto rows,
+      db_->Exec(std::string("SELECT ") + kTenantColumns + " FROM tenants WHERE name = $1", {name}));
   if (rows.rows.empty()) return Error::NotFound("tenant not found");
   return TenantFromRow(rows.rows[0]);
 }
@@ -255,14 +253,14 @@ Result<int64_t> Store::CountTenants() {
 Result<EvictionSummary> Store::DeleteTenantAndData(const std::string& tenant_id) {
   return db_->Transact<EvictionSummary>([&](sql::Connection& c) -> Result<EvictionSummary> {
     EvictionSummary s;
-    ATRIUM_ASSIGN_OR_RETURN(auto keys, c.Exec("DELETE FROM api_keys WHERE tenant_id = $1",
-                                              {tenant_id}));
+    ATRIUM_ASSIGN_OR_RETURN(auto keys,
+                            c.Exec("DELETE FROM api_keys WHERE tenant_id = $1", {tenant_id}));
     s.api_keys = keys.affected;
-    ATRIUM_ASSIGN_OR_RETURN(auto sessions, c.Exec("DELETE FROM sessions WHERE tenant_id = $1",
-                                                  {tenant_id}));
+    ATRIUM_ASSIGN_OR_RETURN(auto sessions,
+                            c.Exec("DELETE FROM sessions WHERE tenant_id = $1", {tenant_id}));
     s.sessions = sessions.affected;
-    ATRIUM_ASSIGN_OR_RETURN(auto users, c.Exec("DELETE FROM users WHERE tenant_id = $1",
-                                               {tenant_id}));
+    ATRIUM_ASSIGN_OR_RETURN(auto users,
+                            c.Exec("DELETE FROM users WHERE tenant_id = $1", {tenant_id}));
     s.users = users.affected;
     ATRIUM_RETURN_IF_ERROR(c.Exec("DELETE FROM tenant_labels WHERE tenant_id = $1", {tenant_id}));
     ATRIUM_ASSIGN_OR_RETURN(auto tenant, c.Exec("DELETE FROM tenants WHERE id = $1", {tenant_id}));
@@ -287,21 +285,18 @@ Status Store::CreateUser(const User& u) {
 }
 
 Result<User> Store::GetUser(const TenantScope& scope, const std::string& id) {
-  ATRIUM_ASSIGN_OR_RETURN(
-      auto rows,
-      db_->Exec(std::string("SELECT ") + kUserColumns +
-                    " FROM users WHERE tenant_id = $1 AND id = $2",
-                {scope.tenant_id, id}));
+  ATRIUM_ASSIGN_OR_RETURN(auto rows, db_->Exec(std::string("SELECT ") + kUserColumns +
+                                                   " FROM users WHERE tenant_id = $1 AND id = $2",
+                                               {scope.tenant_id, id}));
   if (rows.rows.empty()) return Error::NotFound("user not found");
   return UserFromRow(rows.rows[0]);
 }
 
 Result<User> Store::GetUserByName(const TenantScope& scope, const std::string& username) {
-  ATRIUM_ASSIGN_OR_RETURN(
-      auto rows,
-      db_->Exec(std::string("SELECT ") + kUserColumns +
-                    " FROM users WHERE tenant_id = $1 AND username = $2",
-                {scope.tenant_id, username}));
+  ATRIUM_ASSIGN_OR_RETURN(auto rows,
+                          db_->Exec(std::string("SELECT ") + kUserColumns +
+                                        " FROM users WHERE tenant_id = $1 AND username = $2",
+                                    {scope.tenant_id, username}));
   if (rows.rows.empty()) return Error::NotFound("user not found");
   return UserFromRow(rows.rows[0]);
 }
@@ -331,8 +326,8 @@ Status Store::DeleteUser(const TenantScope& scope, const std::string& id) {
     ATRIUM_ASSIGN_OR_RETURN(auto res, c.Exec("DELETE FROM users WHERE tenant_id = $1 AND id = $2",
                                              {scope.tenant_id, id}));
     if (res.affected == 0) return Error::NotFound("user not found");
-    ATRIUM_RETURN_IF_ERROR(c.Exec("DELETE FROM api_keys WHERE tenant_id = $1 AND owner_user_id = $2",
-                                  {scope.tenant_id, id}));
+    ATRIUM_RETURN_IF_ERROR(c.Exec(
+        "DELETE FROM api_keys WHERE tenant_id = $1 AND owner_user_id = $2", {scope.tenant_id, id}));
     ATRIUM_RETURN_IF_ERROR(c.Exec("DELETE FROM sessions WHERE tenant_id = $1 AND user_id = $2",
                                   {scope.tenant_id, id}));
     return true;
@@ -353,10 +348,10 @@ Status Store::CreateApiKey(const ApiKey& k) {
 }
 
 Result<ApiKey> Store::GetApiKey(const TenantScope& scope, const std::string& id) {
-  ATRIUM_ASSIGN_OR_RETURN(
-      auto rows, db_->Exec(std::string("SELECT ") + kKeyColumns +
-                               " FROM api_keys WHERE tenant_id = $1 AND id = $2",
-                           {scope.tenant_id, id}));
+  ATRIUM_ASSIGN_OR_RETURN(auto rows,
+                          db_->Exec(std::string("SELECT ") + kKeyColumns +
+                                        " FROM api_keys WHERE tenant_id = $1 AND id = $2",
+                                    {scope.tenant_id, id}));
   if (rows.rows.empty()) return Error::NotFound("API key not found");
   return KeyFromRow(rows.rows[0]);
 }
@@ -369,12 +364,11 @@ Result<ApiKey> Store::FindApiKeyForAuth(const std::string& id) {
   return KeyFromRow(rows.rows[0]);
 }
 
-Result<Page<ApiKey>> Store::ListApiKeys(const TenantScope& scope,
-                                        const std::string& owner_user_id,
+Result<Page<ApiKey>> Store::ListApiKeys(const TenantScope& scope, const std::string& owner_user_id,
                                         const ListOptions& opts) {
   int limit = ClampLimit(opts.limit);
-  std::string q = std::string("SELECT ") + kKeyColumns +
-                  " FROM api_keys WHERE tenant_id = $1 AND id > $2";
+  std::string q =
+      std::string("SELECT ") + kKeyColumns + " FROM api_keys WHERE tenant_id = $1 AND id > $2";
   std::vector<Value> params = {scope.tenant_id, opts.after};
   if (!owner_user_id.empty()) {
     params.push_back(owner_user_id);
@@ -442,7 +436,8 @@ Status Store::AddSigningKey(const SigningKey& k) {
 Result<std::vector<SigningKey>> Store::ListSigningKeys() {
   ATRIUM_ASSIGN_OR_RETURN(
       auto rows,
-      db_->Exec("SELECT id, secret, created_at FROM signing_keys ORDER BY created_at DESC, id DESC"));
+      db_->Exec(
+          "SELECT id, secret, created_at FROM signing_keys ORDER BY created_at DESC, id DESC"));
   std::vector<SigningKey> keys;
   for (const auto& r : rows.rows) keys.push_back(SigningKey{r.Text(0), r.Text(1), r.Int(2)});
   return keys;
@@ -460,32 +455,33 @@ Result<AuditRecord> Store::AppendAudit(AuditRecord record) {
   return db_->Transact<AuditRecord>([&](sql::Connection& c) -> Result<AuditRecord> {
     // The counter row serializes appenders (FOR UPDATE on PostgreSQL; SQLite's
     // BEGIN IMMEDIATE already holds the write lock).
-    ATRIUM_ASSIGN_OR_RETURN(
-        auto counter,
-        c.Exec(pg ? "SELECT last_seq FROM audit_counter WHERE id = 1 FOR UPDATE"
-                  : "SELECT last_seq FROM audit_counter WHERE id = 1",
-               {}));
+    ATRIUM_ASSIGN_OR_RETURN(auto counter,
+                            c.Exec(pg ? "SELECT last_seq FROM audit_counter WHERE id = 1 FOR UPDATE"
+                                      : "SELECT last_seq FROM audit_counter WHERE id = 1",
+                                   {}));
     if (counter.rows.empty()) return Error::Internal("audit counter row missing");
     record.seq = counter.rows[0].Int(0) + 1;
     ATRIUM_ASSIGN_OR_RETURN(
-        auto head, c.Exec("SELECT chain_seq, hash FROM audit_heads WHERE chain = $1", {record.chain}));
+        auto head,
+        c.Exec("SELECT chain_seq, hash FROM audit_heads WHERE chain = $1", {record.chain}));
     int64_t head_seq = head.rows.empty() ? 0 : head.rows[0].Int(0);
     std::string head_hash = head.rows.empty() ? "" : head.rows[0].Text(1);
     audit::Seal(record, head_seq, head_hash);
     const auto& r = record;
-    ATRIUM_RETURN_IF_ERROR(c.Exec(
-        std::string("INSERT INTO audit_log (") + kAuditColumns +
-            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
-        {r.seq, r.chain, r.chain_seq, r.time, r.actor, r.actor_role, r.tenant_id, r.action,
-         r.target, r.outcome, r.status, r.request_id, r.source, r.prev_hash, r.hash}));
+    ATRIUM_RETURN_IF_ERROR(
+        c.Exec(std::string("INSERT INTO audit_log (") + kAuditColumns +
+                   ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+               {r.seq, r.chain, r.chain_seq, r.time, r.actor, r.actor_role, r.tenant_id, r.action,
+                r.target, r.outcome, r.status, r.request_id, r.source, r.prev_hash, r.hash}));
     ATRIUM_RETURN_IF_ERROR(c.Exec("UPDATE audit_counter SET last_seq = $1 WHERE id = 1", {r.seq}));
     if (head.rows.empty()) {
-      ATRIUM_RETURN_IF_ERROR(c.Exec(
-          "INSERT INTO audit_heads (chain, chain_seq, hash) VALUES ($1, $2, $3)",
-          {r.chain, r.chain_seq, r.hash}));
+      ATRIUM_RETURN_IF_ERROR(
+          c.Exec("INSERT INTO audit_heads (chain, chain_seq, hash) VALUES ($1, $2, $3)",
+                 {r.chain, r.chain_seq, r.hash}));
     } else {
-      ATRIUM_RETURN_IF_ERROR(c.Exec("UPDATE audit_heads SET chain_seq = $2, hash = $3 WHERE chain = $1",
-                                    {r.chain, r.chain_seq, r.hash}));
+      ATRIUM_RETURN_IF_ERROR(
+          c.Exec("UPDATE audit_heads SET chain_seq = $2, hash = $3 WHERE chain = $1",
+                 {r.chain, r.chain_seq, r.hash}));
     }
     return record;
   });
@@ -511,8 +507,8 @@ Result<Page<AuditRecord>> Store::ListAudit(const std::optional<std::string>& ten
 }
 
 Result<std::vector<std::pair<std::string, std::pair<int64_t, std::string>>>> Store::AuditHeads() {
-  ATRIUM_ASSIGN_OR_RETURN(auto rows,
-                          db_->Exec("SELECT chain, chain_seq, hash FROM audit_heads ORDER BY chain"));
+  ATRIUM_ASSIGN_OR_RETURN(
+      auto rows, db_->Exec("SELECT chain, chain_seq, hash FROM audit_heads ORDER BY chain"));
   std::vector<std::pair<std::string, std::pair<int64_t, std::string>>> heads;
   for (const auto& r : rows.rows) heads.push_back({r.Text(0), {r.Int(1), r.Text(2)}});
   return heads;

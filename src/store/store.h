@@ -23,8 +23,8 @@
 namespace atrium {
 
 struct TenantFilter {
-  std::string state;        // "" = any
-  std::string label_key;    // "" = no label filter
+  std::string state;      // "" = any
+  std::string label_key;  // "" = no label filter
   std::string label_value;
 };
 

@@ -2,16 +2,15 @@
 // bootstrap an admin key, start, serve, stop gracefully on SIGTERM, restart
 // with the state intact. PostgreSQL runs when ATRIUM_TEST_PG_URL is set and
 // must run when ATRIUM_TEST_REQUIRE_PG=1.
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <random>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "http/client.h"
 #include "integration/subprocess.h"
@@ -76,7 +75,8 @@ class ServerModeTest : public ::testing::TestWithParam<std::string> {
     std::string path = (dir_ / "atrium.toml").string();
     std::ofstream out(path);
     out << "[store]\nurl = \"" << store_url_ << "\"\n\n[api]\nlisten = \"127.0.0.1:0\"\n"
-        << "threads = 2\n" << extra;
+        << "threads = 2\n"
+        << extra;
     return path;
   }
 
@@ -88,9 +88,9 @@ class ServerModeTest : public ::testing::TestWithParam<std::string> {
 TEST_P(ServerModeTest, BootstrapServeStopRestart) {
   std::string config = WriteConfig();
   std::string token_file = (dir_ / "admin.token").string();
-  auto boot = RunProcess({ATRIUM_BINARY, "bootstrap-admin", "--config", config, "--out",
-                          token_file},
-                         BaseEnv(), "", 60s);
+  auto boot =
+      RunProcess({ATRIUM_BINARY, "bootstrap-admin", "--config", config, "--out", token_file},
+                 BaseEnv(), "", 60s);
   ASSERT_EQ(boot.exit_code, 0) << boot.err;
   struct stat st {};
   ASSERT_EQ(::stat(token_file.c_str(), &st), 0);

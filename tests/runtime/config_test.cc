@@ -32,9 +32,9 @@ TEST(ConfigTest, WrongTypeIsRejected) {
 }
 
 TEST(ConfigTest, OutOfRangeAndBadValues) {
-  EXPECT_FALSE(ParseConfig("[store]\nurl = \"sqlite:///x.db\"\n[auth]\naccess_token_ttl_s = 7200\n",
-                           "t")
-                   .has_value());
+  EXPECT_FALSE(
+      ParseConfig("[store]\nurl = \"sqlite:///x.db\"\n[auth]\naccess_token_ttl_s = 7200\n", "t")
+          .has_value());
   EXPECT_FALSE(ParseConfig("[store]\nurl = \"mysql://x\"\n", "t").has_value());
   EXPECT_FALSE(ParseConfig("[store]\nurl = \"sqlite:///x.db\"\n[api]\nlisten = \"nope\"\n", "t")
                    .has_value());
