@@ -64,7 +64,7 @@ ApiRouter BuildRoutes() {
     add("POST", base + "/users", P::kUserCreate, coll, "user.create", CreateUser,
         "Create a user or service account of " + who, {.body = true});
     add("GET", base + "/users", P::kUserRead, coll, "", ListUsers, "List users of " + who,
-        {.self_listable = true, .query = kPaging});
+        {.self_listable = true, .query = {"limit", "cursor", "username"}});
     add("GET", base + "/users/{user_id}", P::kUserRead, user, "", GetUser, "Get a user");
     add("PATCH", base + "/users/{user_id}", P::kUserUpdate, user, "user.update", UpdateUser,
         "Update a user (role, state, password, names)", {.body = true});

@@ -25,6 +25,18 @@ Result<http::Response> CreateUser(Context& ctx) {
 
 Result<http::Response> ListUsers(Context& ctx) {
   ATRIUM_ASSIGN_OR_RETURN(ListOptions opts, ListOptionsOf(ctx.request));
+  if (auto it = ctx.request.query.find("username"); it != ctx.request.query.end()) {
+    // Usernames are unique in a scope: a page of zero or one user. A caller
+    // who may read only itself finds nobody else.
+    Page<User> page;
+    auto u = ctx.services.store->GetUserByName(ctx.scope, it->second);
+    if (u.has_value()) {
+      if (!ctx.self_only || u->id == ctx.principal->user_id) page.items.push_back(*u);
+    } else if (u.error().code != ErrorCode::kNotFound) {
+      return u.error();
+    }
+    return JsonResponse(200, PageView(page, UserView));
+  }
   if (ctx.self_only) {
     ATRIUM_ASSIGN_OR_RETURN(User u, ctx.services.store->GetUser(ctx.scope, ctx.principal->user_id));
     return JsonResponse(200, PageView(Page<User>{{u}, ""}, UserView));

@@ -1,6 +1,7 @@
 // user create | list | get | update | delete. Users live in a tenant
 // (--tenant, or the caller's own) or, for platform staff without --tenant,
 // among the platform's own users.
+#include <functional>
 #include <memory>
 
 #include "cli/args.h"
@@ -33,11 +34,11 @@ Result<std::string> NewPassword(bool from_stdin, const std::string& username) {
 Result<std::string> UserPath(ApiSession& api, const std::string& base,
                              const std::string& id_or_name) {
   if (IsWellFormedId(id_or_name, "usr")) return base + "/users/" + UrlEncode(id_or_name);
-  ATRIUM_ASSIGN_OR_RETURN(auto users, api.ListAll(base + "/users", 1000));
-  for (const auto& user : users) {
-    if (StringAt(user, "username") == id_or_name) {
-      return base + "/users/" + UrlEncode(StringAt(user, "id"));
-    }
+  ATRIUM_ASSIGN_OR_RETURN(Json page,
+                          api.Get(WithQuery(base + "/users", {{"username", id_or_name}})));
+  Json items = FieldAt(page, "items");
+  if (items.is_array() && !items.empty()) {
+    return base + "/users/" + UrlEncode(StringAt(items[0], "id"));
   }
   return Error::NotFound("no user named '" + id_or_name + "'");
 }
@@ -94,17 +95,26 @@ struct OneUserArgs {
   std::string tenant;
 };
 
-int Get(Context& ctx, const OneUserArgs& args) {
+// Connects, resolves the user to "<base>/users/<id>" and runs fn there;
+// returns fn's exit code, or the failure's.
+int WithUserPath(Context& ctx, const OneUserArgs& args,
+                 const std::function<int(ApiSession&, const std::string&)>& fn) {
   ApiSession* api = ctx.Connect();
   if (api == nullptr) return kExitUsage;
   auto base = ctx.CollectionBase(args.tenant);
   if (!base.has_value()) return ctx.Fail(base.error());
   auto path = UserPath(*api, *base, args.user);
   if (!path.has_value()) return ctx.Fail(path.error());
-  auto user = api->Get(*path);
-  if (!user.has_value()) return ctx.Fail(user.error());
-  ctx.PrintObject(*user, kUserFieldOrder);
-  return kExitOk;
+  return fn(*api, *path);
+}
+
+int Get(Context& ctx, const OneUserArgs& args) {
+  return WithUserPath(ctx, args, [&](ApiSession& api, const std::string& path) {
+    auto user = api.Get(path);
+    if (!user.has_value()) return ctx.Fail(user.error());
+    ctx.PrintObject(*user, kUserFieldOrder);
+    return kExitOk;
+  });
 }
 
 struct UpdateArgs {
@@ -133,33 +143,25 @@ int Update(Context& ctx, const UpdateArgs& args) {
     if (!password.has_value()) return ctx.Usage(password.error().message);
     body["password"] = *password;
   }
-  ApiSession* api = ctx.Connect();
-  if (api == nullptr) return kExitUsage;
-  auto base = ctx.CollectionBase(args.which.tenant);
-  if (!base.has_value()) return ctx.Fail(base.error());
-  auto path = UserPath(*api, *base, args.which.user);
-  if (!path.has_value()) return ctx.Fail(path.error());
-  auto user = api->Patch(*path, body);
-  if (!user.has_value()) return ctx.Fail(user.error());
-  ctx.PrintObject(*user, kUserFieldOrder);
-  return kExitOk;
+  return WithUserPath(ctx, args.which, [&](ApiSession& api, const std::string& path) {
+    auto user = api.Patch(path, body);
+    if (!user.has_value()) return ctx.Fail(user.error());
+    ctx.PrintObject(*user, kUserFieldOrder);
+    return kExitOk;
+  });
 }
 
 int Delete(Context& ctx, const OneUserArgs& args) {
-  ApiSession* api = ctx.Connect();
-  if (api == nullptr) return kExitUsage;
-  auto base = ctx.CollectionBase(args.tenant);
-  if (!base.has_value()) return ctx.Fail(base.error());
-  auto path = UserPath(*api, *base, args.user);
-  if (!path.has_value()) return ctx.Fail(path.error());
-  auto deleted = api->Delete(*path);
-  if (!deleted.has_value()) return ctx.Fail(deleted.error());
-  if (ctx.json_output()) {
-    ctx.PrintJson({{"deleted", args.user}});
-  } else {
-    ctx.out() << "Deleted user " << args.user << " with its keys and sessions.\n";
-  }
-  return kExitOk;
+  return WithUserPath(ctx, args, [&](ApiSession& api, const std::string& path) {
+    auto deleted = api.Delete(path);
+    if (!deleted.has_value()) return ctx.Fail(deleted.error());
+    if (ctx.json_output()) {
+      ctx.PrintJson({{"deleted", args.user}});
+    } else {
+      ctx.out() << "Deleted user " << args.user << " with its keys and sessions.\n";
+    }
+    return kExitOk;
+  });
 }
 
 void AddTenantOption(CLI::App* command, std::string& tenant) {

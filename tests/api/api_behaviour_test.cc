@@ -758,5 +758,39 @@ TEST_F(ApiBehaviourTest, PlatformOperatorReadsButDoesNotOnboardOrSeeSecrets) {
   EXPECT_FALSE(BodyOf(list)["items"].empty());
 }
 
+TEST_F(ApiBehaviourTest, NameFiltersFindOneTenantOrUser) {
+  // Platform staff find a tenant by its unique name.
+  http::Response t =
+      h().Call("GET", "/api/v1/tenants?name=" + TenantAdmin().tenant_name, PlatformAdmin().key);
+  ASSERT_EQ(t.status, 200) << t.body;
+  Json tenants = Json::parse(t.body)["items"];
+  ASSERT_EQ(tenants.size(), 1u);
+  EXPECT_EQ(tenants[0]["id"], w().own.id);
+  EXPECT_EQ(
+      Json::parse(
+          h().Call("GET", "/api/v1/tenants?name=nobody-here", PlatformAdmin().key).body)["items"]
+          .size(),
+      0u);
+  // A tenant admin finds any user of the tenant by username.
+  http::Response u =
+      h().Call("GET", TenantPath() + "/users?username=" + Member().username, TenantAdmin().key);
+  ASSERT_EQ(u.status, 200) << u.body;
+  Json users = Json::parse(u.body)["items"];
+  ASSERT_EQ(users.size(), 1u);
+  EXPECT_EQ(users[0]["id"], Member().user_id);
+  // A viewer, who may read only itself, finds itself and nobody else.
+  const Actor& viewer = w().own.members.at(Role::kTenantViewer);
+  EXPECT_EQ(
+      Json::parse(h().Call("GET", TenantPath() + "/users?username=" + Member().username, viewer.key)
+                      .body)["items"]
+          .size(),
+      0u);
+  EXPECT_EQ(
+      Json::parse(h().Call("GET", TenantPath() + "/users?username=" + viewer.username, viewer.key)
+                      .body)["items"]
+          .size(),
+      1u);
+}
+
 }  // namespace
 }  // namespace atrium::api

@@ -446,6 +446,7 @@ TEST_F(OpenApiTest, ListQueryParametersMatchTheHandlers) {
                                                {"state", "active"},
                                                {"label", "plan=pro"},
                                                {"name", "no-such-tenant"},
+                                               {"username", "no-such-user"},
                                                {"owner_user_id", world_->own.object.user_id}};
     for (const auto& name : query) {
       ASSERT_TRUE(good.count(name)) << key << ": the test knows no value for " << name;
