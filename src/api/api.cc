@@ -86,7 +86,8 @@ http::Response ControlPlaneApi::Handle(http::Request& request) {
   Context ctx{request,      services_,
               std::nullopt, TenantScope::Platform(),
               false,        TargetOf(spec.target, request),
-              "",           std::nullopt};
+              "",           std::nullopt,
+              std::nullopt};
   auto result = Dispatch(ctx, spec);
   http::Response response = result.has_value() ? std::move(result).value()
                                                : ErrorResponse(result.error(), request.request_id);
@@ -169,6 +170,7 @@ Status ControlPlaneApi::ResolveAndAuthorize(Context& ctx, const RouteSpec& spec)
       if (p.is_platform()) {
         auto tenant = services_.store->GetTenant(tenant_id);
         if (!tenant.has_value()) return tenant.error();
+        ctx.tenant = std::move(tenant).value();
       }
       ctx.scope = TenantScope::Of(tenant_id);
       target.tenant_id = tenant_id;

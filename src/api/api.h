@@ -50,6 +50,9 @@ struct Context {
   // create a tenant (the record belongs in the new tenant's chain).
   std::string audit_actor;
   std::optional<std::string> audit_tenant;
+  // The tenant in the path, when resolving it already read it (platform
+  // callers), so handlers need not read it again.
+  std::optional<Tenant> tenant;
 };
 
 using HandlerFn = std::function<Result<http::Response>(Context&)>;

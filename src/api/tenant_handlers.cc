@@ -52,6 +52,7 @@ Result<http::Response> ListTenants(Context& ctx) {
 }
 
 Result<http::Response> GetTenant(Context& ctx) {
+  if (ctx.tenant) return JsonResponse(200, TenantView(*ctx.tenant));
   ATRIUM_ASSIGN_OR_RETURN(Tenant t, ctx.services.tenants->Get(ctx.scope.tenant_id));
   return JsonResponse(200, TenantView(t));
 }
