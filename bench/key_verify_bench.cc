@@ -76,14 +76,14 @@ class FrozenSystemClock final : public Clock {
 struct World {
   std::filesystem::path dir;
   std::unique_ptr<Store> store;
-  std::unique_ptr<IdentityService> identity;       // the hot-path cache under test
-  std::unique_ptr<IdentityService> identity_many;  // kManyKeys cached, frozen clock
+  std::unique_ptr<IdentityService> identity;            // the hot-path cache under test
+  std::unique_ptr<IdentityService> identity_many;       // kManyKeys cached, frozen clock
   std::unique_ptr<IdentityService> identity_many_real;  // kManyKeys, real clock
   FrozenSystemClock frozen_clock;
   std::unique_ptr<TenantService> tenants;
   Tenant tenant;
-  User bot;     // service account that owns the keys
-  User alice;   // human who logs in for the access token
+  User bot;    // service account that owns the keys
+  User alice;  // human who logs in for the access token
   std::string key_text;
   std::string key_secret;  // the secret part of key_text, for the baseline
   std::string access_token;
@@ -91,7 +91,8 @@ struct World {
 
   World() {
     crypto::InitCrypto();
-    std::string templ = (std::filesystem::temp_directory_path() / "atrium-keybench-XXXXXX").string();
+    std::string templ =
+        (std::filesystem::temp_directory_path() / "atrium-keybench-XXXXXX").string();
     if (mkdtemp(templ.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
     dir = templ;
     store = Must(Store::Open("sqlite://" + (dir / "bench.db").string()), "Store::Open");
@@ -125,8 +126,8 @@ struct World {
 
     key_text = NewKey("hot");
     key_secret = Must(ParseApiKey(key_text), "ParseApiKey").secret;
-    access_token = Must(identity->Login("acme", "alice", na.password, "127.0.0.1"), "Login")
-                       .access_token;
+    access_token =
+        Must(identity->Login("acme", "alice", na.password, "127.0.0.1"), "Login").access_token;
 
     many_keys.reserve(kManyKeys);
     for (int i = 0; i < kManyKeys; ++i) {
@@ -286,7 +287,7 @@ bool CheckRevocationIsImmediate(World& w) {
 
   bool first = w.identity->Authenticate(text).has_value();
   bool second = w.identity->Authenticate(text).has_value();  // served from the cache
-  bool on_replica = replica.Authenticate(text).has_value();   // cached there too
+  bool on_replica = replica.Authenticate(text).has_value();  // cached there too
   line("key accepted, then accepted again from the cache", first && second && on_replica, "");
   ok = ok && first && second && on_replica;
 
@@ -357,8 +358,8 @@ class RatioReporter : public benchmark::ConsoleReporter {
     out << buf;
     for (const std::string& name : order_) {
       double ratio = base != real_ns_.end() ? real_ns_[name] / base->second : 0;
-      std::snprintf(buf, sizeof buf, "  %-52s %12.0f %12.0f %10.1f\n", name.c_str(),
-                    real_ns_[name], cpu_ns_[name], ratio);
+      std::snprintf(buf, sizeof buf, "  %-52s %12.0f %12.0f %10.1f\n", name.c_str(), real_ns_[name],
+                    cpu_ns_[name], ratio);
       out << buf;
     }
   }
@@ -366,10 +367,14 @@ class RatioReporter : public benchmark::ConsoleReporter {
  private:
   static double Multiplier(benchmark::TimeUnit u) {
     switch (u) {
-      case benchmark::kNanosecond: return 1;
-      case benchmark::kMicrosecond: return 1e3;
-      case benchmark::kMillisecond: return 1e6;
-      case benchmark::kSecond: return 1e9;
+      case benchmark::kNanosecond:
+        return 1;
+      case benchmark::kMicrosecond:
+        return 1e3;
+      case benchmark::kMillisecond:
+        return 1e6;
+      case benchmark::kSecond:
+        return 1e9;
     }
     return 1;
   }

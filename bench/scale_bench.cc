@@ -144,7 +144,8 @@ class World {
       size_t pos = 0;
       while (pos <= rest.size()) {
         size_t amp = rest.find('&', pos);
-        std::string pair = rest.substr(pos, amp == std::string::npos ? std::string::npos : amp - pos);
+        std::string pair =
+            rest.substr(pos, amp == std::string::npos ? std::string::npos : amp - pos);
         if (!pair.empty()) {
           size_t eq = pair.find('=');
           std::string name = pair.substr(0, eq);
@@ -275,8 +276,7 @@ RoundResult MeasureRound(World& w, const CaseSpec& c, size_t world_index, int re
     double wall_us = 0, cpu_us = 0;
     int status = w.TimedGet(c.target(world_index, rng), &wall_us, &cpu_us);
     if (status != 200) {
-      throw std::runtime_error(c.name + " in " + w.label() + " answered " +
-                               std::to_string(status));
+      throw std::runtime_error(c.name + " in " + w.label() + " answered " + std::to_string(status));
     }
     wall.push_back(wall_us);
     cpu.push_back(cpu_us);
@@ -305,8 +305,8 @@ void PrintSeries(const Series& s, int rounds, int requests, double baseline_p50)
       double p99_prev = Median(s.p99[c][w == 0 ? 0 : w - 1]);
       std::printf("  %-44s %8d %5zu %8.0f %8.0f %8.0f %8.0f %9.2f %9.2f %8.0f\n",
                   s.cases[c].name.c_str(), s.sizes[w], s.rows[c][w], p50, p99,
-                  Median(s.cpu_p50[c][w]), Median(s.cpu_p99[c][w]), p99 / p99_min,
-                  p99 / p99_prev, p50 / baseline_p50);
+                  Median(s.cpu_p50[c][w]), Median(s.cpu_p99[c][w]), p99 / p99_min, p99 / p99_prev,
+                  p50 / baseline_p50);
     }
   }
 }
@@ -452,11 +452,12 @@ int Main(int argc, char** argv) {
   }
 
   double base_p50 = Median(healthz_p50);
-  std::printf("\nBaseline, same run: %s p50 %.1f us, p99 %.1f us\n", healthz.name.c_str(),
-              base_p50, Median(healthz_p99));
-  std::printf("Columns: rows = items in the answer; p50/p99 = wall-clock us around Handle;\n"
-              "cpu = this thread's CPU us for the same call; p99/min and p99/prev = wall p99\n"
-              "over the smallest and the previous size's; p50/hz = wall p50 over healthz p50.\n");
+  std::printf("\nBaseline, same run: %s p50 %.1f us, p99 %.1f us\n", healthz.name.c_str(), base_p50,
+              Median(healthz_p99));
+  std::printf(
+      "Columns: rows = items in the answer; p50/p99 = wall-clock us around Handle;\n"
+      "cpu = this thread's CPU us for the same call; p99/min and p99/prev = wall p99\n"
+      "over the smallest and the previous size's; p50/hz = wall p50 over healthz p50.\n");
   PrintSeries(tenants, rounds, requests, base_p50);
   PrintSeries(users, rounds, requests, base_p50);
 
@@ -472,8 +473,7 @@ int Main(int argc, char** argv) {
       }
     }
   }
-  std::printf("\nBar (p99 < 10 ms at the largest size of every case): %s\n",
-              ok ? "met" : "MISSED");
+  std::printf("\nBar (p99 < 10 ms at the largest size of every case): %s\n", ok ? "met" : "MISSED");
   return 0;
 }
 
