@@ -12,6 +12,7 @@
 #include "cli/cli.h"
 #include "runtime/config.h"
 #include "runtime/platform.h"
+#include "sim/sim_command.h"
 
 namespace {
 
@@ -87,6 +88,24 @@ int main(int argc, char** argv) {
   bootstrap->add_option("--config", bootstrap_config, "TOML configuration file")->required();
   bootstrap->add_option("--out", bootstrap_out, "Write the key here (mode 0600), not to stdout");
 
+  atrium::sim::SimCommandOptions sim_options;
+  auto* sim = app.add_subcommand(
+      "sim", "Replay a GPU cluster trace through the placement policies (trace simulator)");
+  sim->add_option("--nodes", sim_options.nodes, "Node list CSV (default: bundled openb GPU nodes)");
+  sim->add_option("--pods", sim_options.pods,
+                  "Pod list CSV (default: bundled openb default trace)");
+  sim->add_option("--policies", sim_options.policies,
+                  "Comma-separated policies (default: all; see the table for names)");
+  sim->add_option("--seeds", sim_options.seeds, "Runs per policy, seeds 42, 43, ...")
+      ->capture_default_str();
+  sim->add_option("--first-seed", sim_options.first_seed, "First seed")->capture_default_str();
+  sim->add_option("--tune", sim_options.tune_ratio,
+                  "Offered GPU request as a multiple of GPU capacity")
+      ->capture_default_str();
+  sim->add_option("--jobs", sim_options.jobs, "Worker threads (0: one per CPU)")
+      ->capture_default_str();
+  sim->add_flag("--json", sim_options.json, "Print JSON instead of a table");
+
   atrium::cli::CliOptions cli_options;
   atrium::cli::RegisterCommands(app, cli_options);
 
@@ -124,6 +143,7 @@ int main(int argc, char** argv) {
     }
     return RunPlatform(std::move(*config), nullptr);
   }
+  if (sim->parsed()) return atrium::sim::RunSimCommand(sim_options, std::cout, std::cerr);
   if (bootstrap->parsed()) {
     auto config = atrium::LoadConfigFile(bootstrap_config);
     if (!config.has_value()) {
