@@ -213,12 +213,16 @@ sched::Request Trace::RequestOf(const TracePod& pod) const {
 }
 
 std::vector<sched::TypicalPod> Trace::TypicalPods() const {
+  return sched::BuildTypicalPods(WorkloadSamples());
+}
+
+std::vector<sched::WorkloadSample> Trace::WorkloadSamples() const {
   std::vector<sched::WorkloadSample> samples;
   samples.reserve(pods.size());
   for (const auto& p : pods) {
     samples.push_back({p.cpu_milli, p.milli, p.num_gpu, p.types, MaskOf(p)});
   }
-  return sched::BuildTypicalPods(samples);
+  return samples;
 }
 
 Result<Trace> MakeTrace(std::vector<TraceNode> nodes, std::vector<TracePod> pods) {

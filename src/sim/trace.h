@@ -45,7 +45,9 @@ struct Trace {
   uint64_t MaskOf(const TracePod& pod) const;
   sched::NodeState StateOf(const TraceNode& node) const;
   sched::Request RequestOf(const TracePod& pod) const;
-  // The FGD target workload built from all pods (before any tuning).
+  // Every pod as a workload sample, and the FGD target workload built from
+  // them (before any tuning).
+  std::vector<sched::WorkloadSample> WorkloadSamples() const;
   std::vector<sched::TypicalPod> TypicalPods() const;
 };
 
