@@ -1,0 +1,103 @@
+#include "scheduler/admission.h"
+
+#include "capacity/gpu_catalog.h"
+
+namespace atrium::sched {
+namespace {
+
+std::string ShapeRefusal(const AllocationRequest& r, const capacity::GpuModel& model) {
+  if (r.cpu_milli < 0 || r.memory_mib < 0) return "negative host CPU or memory";
+  switch (r.kind) {
+    case AllocationKind::kGpu:
+      if (r.gpus < 1 || r.gpus > kMaxGpusPerRequestNode) {
+        return "asks for " + std::to_string(r.gpus) + " GPUs per node; 1 to " +
+               std::to_string(kMaxGpusPerRequestNode) + " are allowed";
+      }
+      if (r.nodes < 1 || r.nodes > kMaxGangNodes) {
+        return "asks for a gang of " + std::to_string(r.nodes) + " nodes; 1 to " +
+               std::to_string(kMaxGangNodes) + " are allowed";
+      }
+      return {};
+    case AllocationKind::kShare:
+      if (r.milli < 1 || r.milli >= kMilliPerGpu) {
+        return "a share is 1 to 999 milli-GPU, not " + std::to_string(r.milli);
+      }
+      if (r.mem_cap_mib < 1 || r.mem_cap_mib > model.memory_mib) {
+        return "a share's GPU memory cap must be 1 to " + std::to_string(model.memory_mib) +
+               " MiB on " + model.name + ", not " + std::to_string(r.mem_cap_mib);
+      }
+      return {};
+    case AllocationKind::kMig: {
+      if (!model.mig_capable) return model.name + " does not support MIG";
+      auto p = capacity::FindMigProfile(model, r.mig_profile);
+      if (!p) return "unknown MIG profile: " + p.error().message;
+      return {};
+    }
+    case AllocationKind::kNode:
+      if (r.gpus < 1 || r.gpus > kMaxGpusPerNode) {
+        return "a node lease names the node's GPU count, not " + std::to_string(r.gpus);
+      }
+      return {};
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string AdmissionRefusal(AllocationRequest& request, const TenantPolicy* tenant,
+                             const ClusterState& state, const TenantTable& tenants,
+                             const QuotaLedger& ledger) {
+  if (tenant == nullptr) return "unknown tenant " + request.tenant;
+  if (tenant->suspended) return "tenant " + tenant->id + " is suspended";
+  const capacity::GpuModel* model = capacity::FindGpuModel(request.model);
+  if (model == nullptr) {
+    return "unknown GPU model \"" + request.model + "\" (known: " + capacity::KnownGpuModelNames() +
+           ")";
+  }
+  request.model = model->name;
+  if (std::string s = ShapeRefusal(request, *model); !s.empty()) return s;
+  const ResourceClass rc{model->name, request.kind};
+  const QuotaCheck q = CheckQuota(*tenant, ledger, request, rc, ChargeMilli(request, *model));
+  if (q.verdict == QuotaVerdict::kNeverFits) return q.reason;
+
+  // Is there hardware the tenant may ever use for it?
+  PlacementContext ctx{state, tenants, *tenant, request, *model};
+  int in_scope = 0;
+  std::string first_reason;
+  for (int32_t i = 0; i < state.node_count(); ++i) {
+    std::string why = StaticNodeRejection(ctx, i);
+    if (why.empty()) {
+      ++in_scope;
+    } else if (first_reason.empty() && state.node(i).gpu_model == model->name) {
+      first_reason = why;
+    }
+  }
+  const bool gang = request.kind == AllocationKind::kGpu && request.nodes > 1;
+  if (in_scope == 0 || (gang && in_scope < request.nodes)) {
+    std::string what = model->name + " nodes";
+    if (request.kind == AllocationKind::kGpu) {
+      what = model->name + " nodes with " + std::to_string(request.gpus) + " GPUs";
+    }
+    if (request.kind == AllocationKind::kNode) {
+      what = model->name + " nodes of exactly " + std::to_string(request.gpus) + " GPUs";
+    }
+    std::string out = gang ? "the gang needs " + std::to_string(request.nodes) + " " + what +
+                                 " the tenant may use; the fleet has " + std::to_string(in_scope)
+                           : "no " + what + " that the tenant may use";
+    std::string scope;
+    if (!tenant->regions.empty()) {
+      scope += " regions:";
+      for (const auto& r : tenant->regions) scope += " " + r;
+    }
+    if (!tenant->pools.empty()) {
+      scope += " pools:";
+      for (const auto& p : tenant->pools) scope += " " + p;
+    }
+    if (!scope.empty()) out += " (tenant" + scope + ")";
+    if (!first_reason.empty()) out += " (e.g. " + first_reason + ")";
+    return out;
+  }
+  return {};
+}
+
+}  // namespace atrium::sched

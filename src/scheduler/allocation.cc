@@ -1,0 +1,133 @@
+#include "scheduler/allocation.h"
+
+#include <array>
+#include <utility>
+
+#include "capacity/gpu_catalog.h"
+
+namespace atrium::sched {
+namespace {
+
+template <typename E, size_t N>
+Result<E> ParseName(std::string_view name,
+                    const std::array<std::pair<std::string_view, E>, N>& table,
+                    std::string_view what) {
+  std::string known;
+  for (const auto& [n, e] : table) {
+    if (n == name) return e;
+    if (!known.empty()) known += ", ";
+    known += n;
+  }
+  return Error::InvalidArgument("unknown " + std::string(what) + " \"" + std::string(name) +
+                                "\" (known: " + known + ")");
+}
+
+constexpr std::array<std::pair<std::string_view, AllocationKind>, 4> kKinds{{
+    {"gpu", AllocationKind::kGpu},
+    {"mig", AllocationKind::kMig},
+    {"share", AllocationKind::kShare},
+    {"node", AllocationKind::kNode},
+}};
+constexpr std::array<std::pair<std::string_view, Priority>, 3> kPriorities{{
+    {"interactive", Priority::kInteractive},
+    {"batch", Priority::kBatch},
+    {"preemptible", Priority::kPreemptible},
+}};
+constexpr std::array<std::pair<std::string_view, AllocationState>, 3> kStates{{
+    {"pending", AllocationState::kPending},
+    {"running", AllocationState::kRunning},
+    {"preempting", AllocationState::kPreempting},
+}};
+
+template <typename E, size_t N>
+std::string_view NameOf(E e, const std::array<std::pair<std::string_view, E>, N>& table) {
+  for (const auto& [n, v] : table) {
+    if (v == e) return n;
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string_view KindName(AllocationKind kind) { return NameOf(kind, kKinds); }
+std::string_view PriorityName(Priority priority) { return NameOf(priority, kPriorities); }
+std::string_view StateName(AllocationState state) { return NameOf(state, kStates); }
+Result<AllocationKind> ParseKind(std::string_view name) {
+  return ParseName(name, kKinds, "allocation kind");
+}
+Result<Priority> ParsePriority(std::string_view name) {
+  return ParseName(name, kPriorities, "priority class");
+}
+Result<AllocationState> ParseState(std::string_view name) {
+  return ParseName(name, kStates, "allocation state");
+}
+
+std::string ResourceClass::ToString() const { return model + "/" + std::string(KindName(kind)); }
+
+Result<ResourceClass> ResourceClass::Parse(std::string_view text) {
+  const size_t slash = text.rfind('/');
+  if (slash == std::string_view::npos) {
+    return Error::InvalidArgument("resource class \"" + std::string(text) +
+                                  "\" is not MODEL/KIND (e.g. H100-80GB/gpu)");
+  }
+  const capacity::GpuModel* model = capacity::FindGpuModel(text.substr(0, slash));
+  if (model == nullptr) {
+    return Error::InvalidArgument("unknown GPU model \"" + std::string(text.substr(0, slash)) +
+                                  "\" (known: " + capacity::KnownGpuModelNames() + ")");
+  }
+  auto kind = ParseKind(text.substr(slash + 1));
+  if (!kind) return std::move(kind).error();
+  return ResourceClass{model->name, *kind};
+}
+
+int32_t MigMilli(int compute_slices) { return (compute_slices * 1000 + 3) / 7; }
+
+std::string_view DecisionKindName(DecisionKind kind) {
+  switch (kind) {
+    case DecisionKind::kQueued:
+      return "queued";
+    case DecisionKind::kPlaced:
+      return "placed";
+    case DecisionKind::kRejected:
+      return "rejected";
+    case DecisionKind::kPreemptionScheduled:
+      return "preemption-scheduled";
+    case DecisionKind::kPreemptionCancelled:
+      return "preemption-cancelled";
+    case DecisionKind::kPreempted:
+      return "preempted";
+    case DecisionKind::kReleased:
+      return "released";
+    case DecisionKind::kMoveRequested:
+      return "move-requested";
+  }
+  return "?";
+}
+
+std::string DescribePlacement(const std::vector<NodePlacement>& placement) {
+  std::string out;
+  for (const NodePlacement& p : placement) {
+    if (!out.empty()) out += "; ";
+    out += p.node;
+    if (p.gpus.empty()) continue;
+    out += p.gpus.size() == 1 ? " gpu " : " gpus ";
+    for (size_t i = 0; i < p.gpus.size(); ++i) {
+      if (i > 0) out += ",";
+      out += std::to_string(p.gpus[i]);
+    }
+  }
+  return out;
+}
+
+std::string DecisionRecord::ToString() const {
+  std::string out = std::string(DecisionKindName(kind)) + " " + allocation_id;
+  if (!placement.empty()) out += " on " + DescribePlacement(placement);
+  if (!mig_profile.empty() && mig_start >= 0) {
+    out += " mig " + mig_profile + "@" + std::to_string(mig_start);
+  }
+  if (preempt_at_ms >= 0) out += " at " + std::to_string(preempt_at_ms);
+  if (!reason.empty()) out += ": " + reason;
+  return out;
+}
+
+}  // namespace atrium::sched

@@ -1,0 +1,143 @@
+// What the scheduler is asked for and what it hands out: allocation requests,
+// allocations (the record the shell persists), resource classes (the unit of
+// quota) and the decision records every change produces. Values only.
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+
+namespace atrium::sched {
+
+// gpu: 1..8 whole GPUs on one node, or a gang of `nodes` such nodes;
+// mig: one MIG GPU instance of a named profile; share: a time-sliced fraction
+// of one GPU with a GPU-memory cap; node: a whole node (bare-metal lease).
+enum class AllocationKind { kGpu, kMig, kShare, kNode };
+
+// Smaller is more important. Interactive (production) work is never
+// preempted; batch work is never preempted either but may not borrow;
+// preemptible work may borrow above the guarantee and is what reclaim takes.
+enum class Priority { kInteractive = 0, kBatch = 1, kPreemptible = 2 };
+
+// pending: waiting in the queue; running: placed; preempting: placed and
+// marked as a reclaim victim, preempted when its grace period ends.
+enum class AllocationState { kPending, kRunning, kPreempting };
+
+std::string_view KindName(AllocationKind kind);           // "gpu", "mig", "share", "node"
+std::string_view PriorityName(Priority priority);         // "interactive", "batch", "preemptible"
+std::string_view StateName(AllocationState state);        // "pending", "running", "preempting"
+Result<AllocationKind> ParseKind(std::string_view name);  // InvalidArgument naming the valid ones
+Result<Priority> ParsePriority(std::string_view name);
+Result<AllocationState> ParseState(std::string_view name);
+
+// The unit of quota: a GPU model (catalog name) and an allocation kind.
+// Quotas are measured in milli-GPU of that model (see ChargeMilli).
+struct ResourceClass {
+  std::string model;
+  AllocationKind kind = AllocationKind::kGpu;
+
+  std::string ToString() const;  // "H100-80GB/mig"
+  // Parses "MODEL/KIND"; the model must be in the catalog (its canonical
+  // spelling is kept). InvalidArgument otherwise.
+  static Result<ResourceClass> Parse(std::string_view text);
+  auto operator<=>(const ResourceClass&) const = default;
+  bool operator==(const ResourceClass&) const = default;
+};
+
+// Milli-GPU a MIG instance of `compute_slices` is charged: the share of the
+// GPU's 7 compute slices, rounded to the nearest milli (1g 143, 2g 286,
+// 3g 429, 4g 571, 7g 1000). Compute, not memory, is what MIG divides for
+// pricing and fairness; memory is implied by the profile.
+int32_t MigMilli(int compute_slices);
+
+// Upper bounds on what one request may ask for.
+inline constexpr int32_t kMaxGpusPerRequestNode = 8;
+inline constexpr int32_t kMaxGangNodes = 256;
+
+// A request as the API hands it over. `id` is chosen by the shell and must be
+// unique among the scheduler's allocations.
+struct AllocationRequest {
+  std::string id;
+  std::string tenant;
+  std::string project;  // empty: charged to the tenant only
+  AllocationKind kind = AllocationKind::kGpu;
+  Priority priority = Priority::kBatch;
+  std::string model;        // required for every kind: quotas are per model
+  int32_t gpus = 1;         // kGpu: GPUs per node, 1..8
+  int32_t nodes = 1;        // kGpu: > 1 makes an all-or-nothing gang
+  std::string mig_profile;  // kMig: "3g.40gb"
+  int32_t milli = 0;        // kShare: 1..999
+  int64_t mem_cap_mib = 0;  // kShare: 1..GPU memory
+  int64_t cpu_milli = 0;    // host CPU per node (0: none reserved; a lease takes all)
+  int64_t memory_mib = 0;   // host memory per node
+  std::string pool;         // optional: only nodes of this pool
+  std::string region;       // optional: only nodes of this region
+
+  bool operator==(const AllocationRequest&) const = default;
+};
+
+// Where one node's part of an allocation runs.
+struct NodePlacement {
+  std::string node;
+  std::vector<int> gpus;  // device indexes, ascending
+  bool operator==(const NodePlacement&) const = default;
+};
+
+// An allocation as the shell persists it. Everything needed to rebuild the
+// scheduler after a restart (Scheduler::Restore) is here.
+struct Allocation {
+  AllocationRequest request;
+  AllocationState state = AllocationState::kPending;
+  uint64_t seq = 0;  // submission order; breaks every tie in the queue
+  int64_t submitted_ms = 0;
+  int64_t placed_ms = -1;                // -1 while pending
+  std::vector<NodePlacement> placement;  // empty while pending
+  int mig_start = -1;                    // kMig: memory slot where the instance starts
+  int64_t charge_milli = 0;              // quota charge (ChargeMilli)
+  int64_t preempt_at_ms = -1;            // kPreempting: when the grace period ends
+  std::string preempted_for;             // kPreempting: the reclaiming allocation
+
+  const std::string& id() const { return request.id; }
+  bool Placed() const { return state != AllocationState::kPending; }
+  bool operator==(const Allocation&) const = default;
+};
+
+// What every decision that changes an allocation returns, for the shell to
+// audit and persist.
+enum class DecisionKind {
+  kQueued,               // accepted; waits for room
+  kPlaced,               // placement holds the node(s), GPUs and MIG slot
+  kRejected,             // can never fit; reason says why; nothing kept
+  kPreemptionScheduled,  // a reclaim victim; preempted at at_ms + grace
+  kPreemptionCancelled,  // the reclaim no longer needs it
+  kPreempted,            // grace over: the allocation is gone
+  kReleased,             // released by its owner, by eviction, or cancelled while pending
+  kMoveRequested,        // on a draining node or an unhealthy GPU; still running
+};
+std::string_view DecisionKindName(DecisionKind kind);  // "queued", "placed", ...
+
+struct DecisionRecord {
+  DecisionKind kind = DecisionKind::kQueued;
+  std::string allocation_id;
+  std::string tenant;
+  int64_t at_ms = 0;
+  std::vector<NodePlacement> placement;  // kPlaced (and kPreempted/kReleased: what was freed)
+  std::string mig_profile;
+  int mig_start = -1;
+  int64_t preempt_at_ms = -1;  // kPreemptionScheduled
+  std::string reason;          // words: why rejected, preempted, released, moved
+
+  // One line, e.g. "placed a1 on h100-80gb-0 gpus 0,1" or
+  // "placed m1 on h100-80gb-0 gpu 3 mig 1g.10gb@6" or "rejected x: ...".
+  std::string ToString() const;
+  bool operator==(const DecisionRecord&) const = default;
+};
+
+// "h100-80gb-0 gpus 0,1" / "n1 gpu 3" / "n1, n2 gpus 0..." (one per node joined by "; ").
+std::string DescribePlacement(const std::vector<NodePlacement>& placement);
+
+}  // namespace atrium::sched

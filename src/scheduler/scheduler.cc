@@ -1,0 +1,712 @@
+#include "scheduler/scheduler.h"
+
+#include <algorithm>
+#include <cassert>
+#include <set>
+#include <tuple>
+
+#include "scheduler/admission.h"
+#include "scheduler/fair_share.h"
+#include "scheduler/reclaim.h"
+
+namespace atrium::sched {
+namespace {
+
+constexpr size_t kMaxIdLength = 128;
+
+ResourceClass ClassOf(const AllocationRequest& r) { return {r.model, r.kind}; }
+
+std::string Ms(int64_t ms) { return std::to_string(ms) + " ms"; }
+
+}  // namespace
+
+Result<std::unique_ptr<Scheduler>> Scheduler::Create(capacity::Fleet fleet,
+                                                     SchedulerOptions options) {
+  ATRIUM_RETURN_IF_ERROR(capacity::ValidateFleet(fleet));
+  if (options.grace_ms < 0) return Error::InvalidArgument("grace_ms must not be negative");
+  for (const capacity::Node& n : fleet.nodes()) {
+    if (n.gpus.size() > size_t(kMaxGpusPerNode)) {
+      return Error::InvalidArgument("node " + n.name + " has more than " +
+                                    std::to_string(kMaxGpusPerNode) + " GPUs");
+    }
+  }
+  options.policy_context.node_count = static_cast<int32_t>(fleet.nodes().size());
+  auto policy = MakePolicy(options.policy, options.policy_context);
+  if (!policy) return std::move(policy).error();
+  return std::unique_ptr<Scheduler>(new Scheduler(
+      std::make_unique<capacity::Fleet>(std::move(fleet)), std::move(options), std::move(*policy)));
+}
+
+Scheduler::Scheduler(std::unique_ptr<capacity::Fleet> fleet, SchedulerOptions options,
+                     std::unique_ptr<Policy> policy)
+    : fleet_(std::move(fleet)),
+      options_(std::move(options)),
+      policy_(std::move(policy)),
+      state_(*fleet_) {
+  std::vector<NodeState> views;
+  for (int32_t i = 0; i < state_.node_count(); ++i) {
+    views.push_back(state_.EngineView(i));
+    if (const capacity::GpuModel* m = state_.model(i)) {
+      model_capacity_[m->name] += int64_t(state_.node(i).gpus.size()) * kMilliPerGpu;
+    }
+  }
+  engine_ =
+      std::make_unique<Engine>(std::move(views), std::vector<int32_t>{}, *policy_, options_.seed);
+}
+
+// ---------------------------------------------------------------- records
+
+DecisionRecord Scheduler::Record(DecisionKind kind, const Allocation& a, std::string reason) const {
+  DecisionRecord r;
+  r.kind = kind;
+  r.allocation_id = a.id();
+  r.tenant = a.request.tenant;
+  r.at_ms = now_ms_;
+  r.placement = a.placement;
+  if (a.request.kind == AllocationKind::kMig && a.Placed()) {
+    r.mig_profile = a.request.mig_profile;
+    r.mig_start = a.mig_start;
+  }
+  r.reason = std::move(reason);
+  return r;
+}
+
+// ------------------------------------------------------------ bookkeeping
+
+void Scheduler::RefreshEngineNode(int32_t node) { engine_->SetNode(node, state_.EngineView(node)); }
+
+void Scheduler::RefreshEngine(const Allocation& a) {
+  for (const NodePlacement& p : a.placement) {
+    if (auto i = state_.NodeIndex(p.node)) RefreshEngineNode(*i);
+  }
+}
+
+bool Scheduler::ApplyPlaced(Allocation& a) {
+  // Placement only proposes what Apply accepts; a refusal here is a bug,
+  // caught by the tests, and leaves the allocation queued in release builds.
+  Status s = state_.Apply(a);
+  assert(s.has_value());
+  if (!s) return false;
+  ledger_.Add(a);
+  RefreshEngine(a);
+  return true;
+}
+
+void Scheduler::RemovePlaced(Allocation& a) {
+  state_.Remove(a);
+  ledger_.Remove(a);
+  RefreshEngine(a);
+}
+
+std::optional<PlacementContext> Scheduler::ContextFor(const Allocation& a,
+                                                      const ClusterState& state) const {
+  auto t = tenants_.find(a.request.tenant);
+  const capacity::GpuModel* model = capacity::FindGpuModel(a.request.model);
+  if (t == tenants_.end() || model == nullptr) return std::nullopt;
+  return PlacementContext{state, tenants_, t->second, a.request, *model};
+}
+
+QuotaCheck Scheduler::QuotaFor(const Allocation& a) const {
+  auto t = tenants_.find(a.request.tenant);
+  if (t == tenants_.end()) return {QuotaVerdict::kNeverFits, "unknown tenant " + a.request.tenant};
+  return CheckQuota(t->second, ledger_, a.request, ClassOf(a.request), a.charge_milli);
+}
+
+std::set<std::string> Scheduler::EntitledRequests() const {
+  std::vector<const Allocation*> pending;
+  for (const auto& [id, a] : allocations_) {
+    if (a.state == AllocationState::kPending) pending.push_back(&a);
+  }
+  std::sort(pending.begin(), pending.end(),
+            [](const Allocation* x, const Allocation* y) { return x->seq < y->seq; });
+  std::map<std::pair<std::string, ResourceClass>, int64_t> ahead;  // older entitled charges
+  std::set<std::string> out;
+  for (const Allocation* a : pending) {
+    if (QuotaFor(*a).verdict != QuotaVerdict::kWithinGuarantee) continue;
+    const ResourceClass rc = ClassOf(a->request);
+    const TenantPolicy& t = tenants_.find(a->request.tenant)->second;
+    const Quota* q = t.QuotaFor(rc);
+    const ClassUsage u = ledger_.Tenant(t.id, rc);
+    const int64_t base = a->request.priority == Priority::kPreemptible ? u.used : u.non_preemptible;
+    int64_t& before = ahead[{t.id, rc}];
+    if (q != nullptr && base + before + a->charge_milli <= q->guarantee) {
+      before += a->charge_milli;
+      out.insert(a->id());
+    }
+  }
+  return out;
+}
+
+double Scheduler::ShareOf(std::string_view tenant) const {
+  auto t = tenants_.find(tenant);
+  const double weight = t == tenants_.end() ? 1.0 : t->second.weight;
+  return WeightedDominantShare(ledger_.ModelUsage(tenant), model_capacity_, weight);
+}
+
+std::vector<std::string> Scheduler::Reclaimers() const {
+  std::set<std::string> ids;
+  for (const auto& [id, a] : allocations_) {
+    if (a.state == AllocationState::kPreempting) ids.insert(a.preempted_for);
+  }
+  std::vector<std::string> out(ids.begin(), ids.end());
+  std::sort(out.begin(), out.end(), [&](const std::string& x, const std::string& y) {
+    auto ax = allocations_.find(x), ay = allocations_.find(y);
+    const uint64_t sx = ax == allocations_.end() ? 0 : ax->second.seq;
+    const uint64_t sy = ay == allocations_.end() ? 0 : ay->second.seq;
+    return std::tie(sx, x) < std::tie(sy, y);
+  });
+  return out;
+}
+
+std::vector<const Allocation*> Scheduler::VictimsOf(std::string_view reclaimer) const {
+  std::vector<const Allocation*> out;
+  for (const auto& [id, a] : allocations_) {
+    if (a.state == AllocationState::kPreempting && a.preempted_for == reclaimer) out.push_back(&a);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const Allocation* x, const Allocation* y) { return x->seq < y->seq; });
+  return out;
+}
+
+std::vector<Allocation*> Scheduler::OrderedQueue(const std::vector<std::string>& freed_for) {
+  const std::vector<std::string> reclaimers = Reclaimers();
+  struct Entry {
+    int group;
+    double share;
+    int priority;
+    uint64_t seq;
+    Allocation* a;
+  };
+  std::map<std::string, double, std::less<>> shares;
+  const std::set<std::string> entitled = EntitledRequests();
+  std::vector<Entry> entries;
+  auto has = [](const std::vector<std::string>& v, const std::string& id) {
+    return std::find(v.begin(), v.end(), id) != v.end();
+  };
+  for (auto& [id, a] : allocations_) {
+    if (a.state != AllocationState::kPending) continue;
+    // Reclaimers whose victims are gone, then reclaimers still waiting, both
+    // strictly oldest first: the room was cleared for them in that order.
+    if (has(freed_for, id) || has(reclaimers, id)) {
+      entries.push_back({has(freed_for, id) ? 0 : 1, 0.0, 0, a.seq, &a});
+      continue;
+    }
+    const int group = entitled.contains(id) ? 2 : 3;
+    auto s = shares.find(a.request.tenant);
+    if (s == shares.end()) s = shares.emplace(a.request.tenant, ShareOf(a.request.tenant)).first;
+    entries.push_back({group, s->second, int(a.request.priority), a.seq, &a});
+  }
+  std::sort(entries.begin(), entries.end(), [](const Entry& x, const Entry& y) {
+    return std::tie(x.group, x.share, x.priority, x.seq) <
+           std::tie(y.group, y.share, y.priority, y.seq);
+  });
+  std::vector<Allocation*> out;
+  for (const Entry& e : entries) out.push_back(e.a);
+  return out;
+}
+
+// ------------------------------------------------------------------ pass
+
+bool Scheduler::KeepsReservations(const Allocation& a, const Placement& p) const {
+  const std::vector<std::string> reclaimers = Reclaimers();
+  if (reclaimers.empty()) return true;
+  auto all_fit = [&](ClusterState s) {
+    for (const auto& [id, v] : allocations_) {
+      if (v.state == AllocationState::kPreempting) s.Remove(v);
+    }
+    for (const std::string& id : reclaimers) {
+      auto r = allocations_.find(id);
+      if (r == allocations_.end() || r->second.Placed()) continue;
+      auto ctx = ContextFor(r->second, s);
+      if (!ctx) continue;
+      auto placement = FindPlacement(*ctx, nullptr);
+      if (!placement) return false;
+      Allocation tmp = r->second;
+      tmp.placement = placement->nodes;
+      tmp.mig_start = placement->mig_start;
+      if (!s.Apply(tmp)) return false;
+    }
+    return true;
+  };
+  // Reclaims that no longer fit anyway (the cluster changed) block nobody;
+  // they start over when their victims are gone.
+  if (!all_fit(state_)) return true;
+  ClusterState with = state_;
+  Allocation tmp = a;
+  tmp.placement = p.nodes;
+  tmp.mig_start = p.mig_start;
+  if (!with.Apply(tmp)) return false;
+  return all_fit(std::move(with));
+}
+
+bool Scheduler::TryPlace(Allocation& a, bool respect_reservations, DecisionRecords& out) {
+  const QuotaCheck q = QuotaFor(a);
+  if (q.verdict == QuotaVerdict::kWaits || q.verdict == QuotaVerdict::kNeverFits) return false;
+  auto ctx = ContextFor(a, state_);
+  if (!ctx) return false;
+  auto p = FindPlacement(*ctx, engine_.get());
+  if (!p) return false;
+  if (respect_reservations && !KeepsReservations(a, *p)) return false;
+  a.placement = p->nodes;
+  a.mig_start = p->mig_start;
+  a.state = AllocationState::kRunning;
+  a.placed_ms = now_ms_;
+  if (!ApplyPlaced(a)) {
+    a.placement.clear();
+    a.mig_start = -1;
+    a.state = AllocationState::kPending;
+    a.placed_ms = -1;
+    return false;
+  }
+  out.push_back(Record(DecisionKind::kPlaced, a));
+  return true;
+}
+
+std::vector<std::string> Scheduler::PreemptExpired(DecisionRecords& out) {
+  std::vector<Allocation*> due;
+  for (auto& [id, a] : allocations_) {
+    if (a.state == AllocationState::kPreempting && a.preempt_at_ms <= now_ms_) due.push_back(&a);
+  }
+  std::sort(due.begin(), due.end(), [](const Allocation* x, const Allocation* y) {
+    return std::tie(x->preempt_at_ms, x->seq) < std::tie(y->preempt_at_ms, y->seq);
+  });
+  std::vector<std::string> reclaimers;
+  for (Allocation* a : due) {
+    RemovePlaced(*a);
+    out.push_back(Record(DecisionKind::kPreempted, *a,
+                         "grace period over; capacity reclaimed for " + a->preempted_for));
+    if (std::find(reclaimers.begin(), reclaimers.end(), a->preempted_for) == reclaimers.end()) {
+      reclaimers.push_back(a->preempted_for);
+    }
+    allocations_.erase(a->id());
+  }
+  return reclaimers;
+}
+
+void Scheduler::CancelReclaim(std::string_view reclaimer, DecisionRecords& out) {
+  for (auto& [id, a] : allocations_) {
+    if (a.state != AllocationState::kPreempting || a.preempted_for != reclaimer) continue;
+    a.state = AllocationState::kRunning;
+    a.preempt_at_ms = -1;
+    const std::string why = "reclaim for " + a.preempted_for + " no longer needs it";
+    a.preempted_for.clear();
+    out.push_back(Record(DecisionKind::kPreemptionCancelled, a, why));
+  }
+}
+
+void Scheduler::StartReclaim(Allocation& a, DecisionRecords& out) {
+  auto t = tenants_.find(a.request.tenant);
+  const capacity::GpuModel* model = capacity::FindGpuModel(a.request.model);
+  if (t == tenants_.end() || model == nullptr) return;
+  // The tenant's older entitled requests will be placed first, so they count
+  // toward what makes its own preemptible work borrowed.
+  int64_t charge = a.charge_milli;
+  const std::set<std::string> entitled = EntitledRequests();
+  for (const auto& [id, o] : allocations_) {
+    if (o.state == AllocationState::kPending && o.seq < a.seq && entitled.contains(id) &&
+        o.request.tenant == a.request.tenant && ClassOf(o.request) == ClassOf(a.request)) {
+      charge += o.charge_milli;
+    }
+  }
+  ReclaimInput in{state_,    tenants_,           ledger_, {},     {},
+                  a.request, ClassOf(a.request), charge,  nullptr};
+  for (const auto& [id, v] : allocations_) {
+    if (v.state == AllocationState::kRunning) in.running.push_back(&v);
+    if (v.state == AllocationState::kPreempting) {
+      in.already_marked[{v.request.tenant, ClassOf(v.request)}] += v.charge_milli;
+    }
+  }
+  in.fits = [&](const ClusterState& s) {
+    PlacementContext ctx{s, tenants_, t->second, a.request, *model};
+    return FindPlacement(ctx, nullptr).has_value();
+  };
+  const std::vector<const Allocation*> victims = ChooseVictims(in);
+  if (victims.empty()) return;
+  for (const Allocation* v : victims) {
+    Allocation& victim = allocations_.find(v->id())->second;
+    victim.state = AllocationState::kPreempting;
+    victim.preempt_at_ms = now_ms_ + options_.grace_ms;
+    victim.preempted_for = a.id();
+    DecisionRecord r = Record(DecisionKind::kPreemptionScheduled, victim,
+                              "borrowed capacity reclaimed for " + a.id() + " of tenant " +
+                                  a.request.tenant + " (within its guarantee)");
+    r.preempt_at_ms = victim.preempt_at_ms;
+    out.push_back(std::move(r));
+  }
+  if (options_.grace_ms == 0) {
+    (void)PreemptExpired(out);
+    if (TryPlace(a, /*respect_reservations=*/false, out)) CancelReclaim(a.id(), out);
+  }
+}
+
+void Scheduler::Pass(int64_t now_ms, DecisionRecords& out, std::vector<std::string> freed_for) {
+  Advance(now_ms);
+  // Reclaimers whose victims are gone now go first, ahead of everyone.
+  for (std::string& id : PreemptExpired(out)) {
+    if (std::find(freed_for.begin(), freed_for.end(), id) == freed_for.end()) {
+      freed_for.push_back(std::move(id));
+    }
+  }
+
+  // Reclaims nobody needs any more.
+  std::set<std::string> entitled = EntitledRequests();
+  for (const std::string& id : Reclaimers()) {
+    auto r = allocations_.find(id);
+    bool keep = r != allocations_.end() && !r->second.Placed();
+    if (keep) {
+      auto t = tenants_.find(r->second.request.tenant);
+      keep = t != tenants_.end() && !t->second.suspended && entitled.contains(id);
+    }
+    if (!keep) CancelReclaim(id, out);
+  }
+
+  // Queued requests a quota change made impossible.
+  std::vector<std::string> rejected;
+  for (auto& [id, a] : allocations_) {
+    if (a.state != AllocationState::kPending) continue;
+    const QuotaCheck q = QuotaFor(a);
+    if (q.verdict == QuotaVerdict::kNeverFits) {
+      out.push_back(Record(DecisionKind::kRejected, a, q.reason));
+      rejected.push_back(id);
+    }
+  }
+  for (const std::string& id : rejected) allocations_.erase(id);
+
+  std::vector<std::string> reclaimers = Reclaimers();
+  reclaimers.insert(reclaimers.end(), freed_for.begin(), freed_for.end());
+  for (Allocation* a : OrderedQueue(freed_for)) {
+    if (a->state != AllocationState::kPending) continue;
+    auto t = tenants_.find(a->request.tenant);
+    if (t == tenants_.end() || t->second.suspended) continue;
+    const bool reclaiming =
+        std::find(reclaimers.begin(), reclaimers.end(), a->id()) != reclaimers.end();
+    if (TryPlace(*a, /*respect_reservations=*/!reclaiming, out)) {
+      if (reclaiming) CancelReclaim(a->id(), out);
+      continue;
+    }
+    if (VictimsOf(a->id()).empty() && entitled.contains(a->id())) StartReclaim(*a, out);
+  }
+}
+
+// ---------------------------------------------------------------- tenants
+
+Result<DecisionRecords> Scheduler::SetTenant(TenantPolicy policy, int64_t now_ms) {
+  ATRIUM_RETURN_IF_ERROR(ValidateTenantPolicy(policy));
+  std::string id = policy.id;
+  tenants_.insert_or_assign(std::move(id), std::move(policy));
+  DecisionRecords out;
+  Pass(now_ms, out);
+  return out;
+}
+
+Result<DecisionRecords> Scheduler::Suspend(std::string_view tenant, int64_t now_ms) {
+  auto t = tenants_.find(tenant);
+  if (t == tenants_.end()) return Error::NotFound("unknown tenant " + std::string(tenant));
+  t->second.suspended = true;
+  DecisionRecords out;
+  Pass(now_ms, out);
+  return out;
+}
+
+Result<DecisionRecords> Scheduler::Resume(std::string_view tenant, int64_t now_ms) {
+  auto t = tenants_.find(tenant);
+  if (t == tenants_.end()) return Error::NotFound("unknown tenant " + std::string(tenant));
+  t->second.suspended = false;
+  DecisionRecords out;
+  Pass(now_ms, out);
+  return out;
+}
+
+Result<DecisionRecords> Scheduler::Evict(std::string_view tenant, int64_t now_ms) {
+  auto t = tenants_.find(tenant);
+  if (t == tenants_.end()) return Error::NotFound("unknown tenant " + std::string(tenant));
+  Advance(now_ms);
+  DecisionRecords out;
+  std::vector<Allocation*> own;
+  for (auto& [id, a] : allocations_) {
+    if (a.request.tenant == tenant) own.push_back(&a);
+  }
+  std::sort(own.begin(), own.end(),
+            [](const Allocation* x, const Allocation* y) { return x->seq < y->seq; });
+  for (Allocation* a : own) {
+    if (!a->Placed()) CancelReclaim(a->id(), out);
+  }
+  for (Allocation* a : own) {
+    if (a->Placed()) RemovePlaced(*a);
+    out.push_back(Record(DecisionKind::kReleased, *a, "tenant evicted"));
+    allocations_.erase(a->id());
+  }
+  tenants_.erase(t);
+  Pass(now_ms, out);
+  return out;
+}
+
+// ------------------------------------------------------------ allocations
+
+Result<DecisionRecords> Scheduler::Submit(AllocationRequest request, int64_t now_ms) {
+  if (request.id.empty() || request.id.size() > kMaxIdLength) {
+    return Error::InvalidArgument("allocation id must be 1 to " + std::to_string(kMaxIdLength) +
+                                  " characters");
+  }
+  if (allocations_.contains(request.id)) {
+    return Error::AlreadyExists("allocation " + request.id + " already exists");
+  }
+  Advance(now_ms);
+  DecisionRecords out;
+  auto t = tenants_.find(request.tenant);
+  const std::string refusal = AdmissionRefusal(request, t == tenants_.end() ? nullptr : &t->second,
+                                               state_, tenants_, ledger_);
+  Allocation a;
+  a.request = std::move(request);
+  if (!refusal.empty()) {
+    out.push_back(Record(DecisionKind::kRejected, a, refusal));
+    Pass(now_ms, out);
+    return out;
+  }
+  a.seq = next_seq_++;
+  a.submitted_ms = now_ms_;
+  a.charge_milli = ChargeMilli(a.request, *capacity::FindGpuModel(a.request.model));
+  out.push_back(Record(DecisionKind::kQueued, a));
+  const std::string id = a.id();
+  allocations_.emplace(id, std::move(a));
+  Pass(now_ms, out);
+  return out;
+}
+
+Result<DecisionRecords> Scheduler::Release(std::string_view id, int64_t now_ms) {
+  auto it = allocations_.find(id);
+  if (it == allocations_.end()) return Error::NotFound("unknown allocation " + std::string(id));
+  Advance(now_ms);
+  DecisionRecords out;
+  Allocation& a = it->second;
+  std::vector<std::string> freed_for;
+  if (a.state == AllocationState::kPreempting) freed_for.push_back(a.preempted_for);
+  if (a.Placed()) {
+    RemovePlaced(a);
+    out.push_back(Record(DecisionKind::kReleased, a, "released"));
+  } else {
+    CancelReclaim(a.id(), out);
+    out.push_back(Record(DecisionKind::kReleased, a, "cancelled while queued"));
+  }
+  allocations_.erase(it);
+  Pass(now_ms, out, std::move(freed_for));
+  return out;
+}
+
+DecisionRecords Scheduler::AdvanceTime(int64_t now_ms) {
+  DecisionRecords out;
+  Pass(now_ms, out);
+  return out;
+}
+
+// -------------------------------------------------------------- inventory
+
+Result<int32_t> Scheduler::NodeByName(std::string_view node) const {
+  auto i = state_.NodeIndex(node);
+  if (!i) return Error::NotFound("unknown node " + std::string(node));
+  return *i;
+}
+
+void Scheduler::RequestMoves(int32_t node, int gpu, std::string_view reason, DecisionRecords& out) {
+  std::vector<const Allocation*> hit;
+  const std::string& name = state_.node(node).name;
+  for (const auto& [id, a] : allocations_) {
+    for (const NodePlacement& p : a.placement) {
+      if (p.node == name &&
+          (gpu < 0 || std::find(p.gpus.begin(), p.gpus.end(), gpu) != p.gpus.end())) {
+        hit.push_back(&a);
+        break;
+      }
+    }
+  }
+  std::sort(hit.begin(), hit.end(),
+            [](const Allocation* x, const Allocation* y) { return x->seq < y->seq; });
+  for (const Allocation* a : hit) {
+    out.push_back(Record(DecisionKind::kMoveRequested, *a, std::string(reason)));
+  }
+}
+
+Result<DecisionRecords> Scheduler::Cordon(std::string_view node, int64_t now_ms) {
+  auto i = NodeByName(node);
+  if (!i) return std::move(i).error();
+  fleet_->FindMutableNode(node)->cordoned = true;
+  DecisionRecords out;
+  Pass(now_ms, out);
+  return out;
+}
+
+Result<DecisionRecords> Scheduler::Drain(std::string_view node, int64_t now_ms) {
+  auto i = NodeByName(node);
+  if (!i) return std::move(i).error();
+  fleet_->FindMutableNode(node)->draining = true;
+  Advance(now_ms);
+  DecisionRecords out;
+  RequestMoves(*i, -1, "node " + std::string(node) + " is draining", out);
+  Pass(now_ms, out);
+  return out;
+}
+
+Result<DecisionRecords> Scheduler::Uncordon(std::string_view node, int64_t now_ms) {
+  auto i = NodeByName(node);
+  if (!i) return std::move(i).error();
+  capacity::Node* n = fleet_->FindMutableNode(node);
+  n->cordoned = false;
+  n->draining = false;
+  DecisionRecords out;
+  Pass(now_ms, out);
+  return out;
+}
+
+Result<DecisionRecords> Scheduler::SetGpuHealth(std::string_view node, int gpu, bool healthy,
+                                                int64_t now_ms) {
+  auto i = NodeByName(node);
+  if (!i) return std::move(i).error();
+  capacity::Node* n = fleet_->FindMutableNode(node);
+  if (gpu < 0 || size_t(gpu) >= n->gpus.size()) {
+    return Error::NotFound("node " + std::string(node) + " has no GPU " + std::to_string(gpu));
+  }
+  n->gpus[size_t(gpu)].healthy = healthy;
+  RefreshEngineNode(*i);
+  Advance(now_ms);
+  DecisionRecords out;
+  if (!healthy) {
+    RequestMoves(*i, gpu,
+                 "GPU " + std::to_string(gpu) + " of " + std::string(node) + " is unhealthy", out);
+  }
+  Pass(now_ms, out);
+  return out;
+}
+
+// ---------------------------------------------------------------- queries
+
+const Allocation* Scheduler::Find(std::string_view id) const {
+  auto it = allocations_.find(id);
+  return it == allocations_.end() ? nullptr : &it->second;
+}
+
+std::vector<Allocation> Scheduler::Allocations() const {
+  std::vector<Allocation> out;
+  for (const auto& [id, a] : allocations_) out.push_back(a);
+  std::sort(out.begin(), out.end(),
+            [](const Allocation& x, const Allocation& y) { return x.seq < y.seq; });
+  return out;
+}
+
+std::vector<std::string> Scheduler::Queue() const {
+  std::vector<std::string> out;
+  for (Allocation* a : const_cast<Scheduler*>(this)->OrderedQueue()) out.push_back(a->id());
+  return out;
+}
+
+Result<std::string> Scheduler::Explain(std::string_view id) const {
+  const Allocation* a = Find(id);
+  if (a == nullptr) return Error::NotFound("unknown allocation " + std::string(id));
+  if (a->Placed()) {
+    DecisionRecord r = Record(DecisionKind::kPlaced, *a);
+    std::string out = "running on " + DescribePlacement(a->placement);
+    if (!r.mig_profile.empty()) out += " mig " + r.mig_profile + "@" + std::to_string(r.mig_start);
+    out += " since " + Ms(a->placed_ms);
+    if (a->state == AllocationState::kPreempting) {
+      out += "; preempted at " + Ms(a->preempt_at_ms) + " to reclaim borrowed capacity for " +
+             a->preempted_for;
+    }
+    return out;
+  }
+  std::vector<std::string> lines;
+  const std::vector<std::string> queue = Queue();
+  const size_t pos = size_t(std::find(queue.begin(), queue.end(), a->id()) - queue.begin());
+  lines.push_back("queued since " + Ms(a->submitted_ms) + ", position " + std::to_string(pos + 1) +
+                  " of " + std::to_string(queue.size()));
+  auto t = tenants_.find(a->request.tenant);
+  if (t != tenants_.end() && t->second.suspended) {
+    lines.push_back("tenant " + t->first +
+                    " is suspended: its queued requests are not placed until it is resumed");
+  }
+  const QuotaCheck q = QuotaFor(*a);
+  switch (q.verdict) {
+    case QuotaVerdict::kWithinGuarantee:
+      lines.push_back("within guarantee: " + q.reason);
+      break;
+    case QuotaVerdict::kBorrows:
+      lines.push_back("borrows above the guarantee (preemptible, reclaimable): " + q.reason);
+      break;
+    default:
+      lines.push_back(q.reason);
+      break;
+  }
+  if (auto ctx = ContextFor(*a, state_)) {
+    if (auto p = FindPlacement(*ctx, nullptr)) {
+      if (q.verdict == QuotaVerdict::kWaits || q.verdict == QuotaVerdict::kNeverFits) {
+        lines.push_back("room exists; only the quota holds it back");
+      } else {
+        lines.push_back(KeepsReservations(*a, *p)
+                            ? "a placement exists now; it is taken at the next decision"
+                            : "the room that fits is reserved for a reclaim in flight");
+      }
+    } else {
+      lines.push_back("placement: " + DiagnoseNoFit(*ctx));
+    }
+  }
+  const auto victims = VictimsOf(a->id());
+  if (!victims.empty()) {
+    std::string ids;
+    int64_t grace_end = 0;
+    for (const Allocation* v : victims) {
+      ids += (ids.empty() ? "" : ", ") + v->id();
+      grace_end = std::max(grace_end, v->preempt_at_ms);
+    }
+    lines.push_back("waits for reclaim of " + std::to_string(victims.size()) + " allocations (" +
+                    ids + "); grace ends at " + Ms(grace_end));
+  } else if (q.verdict == QuotaVerdict::kWithinGuarantee) {
+    lines.push_back("no borrowed capacity would make room; waits for releases");
+  } else if (q.verdict == QuotaVerdict::kBorrows) {
+    lines.push_back("borrowing work waits for idle capacity and never triggers reclaim");
+  }
+  std::string out;
+  for (const std::string& l : lines) out += (out.empty() ? "" : "\n") + l;
+  return out;
+}
+
+// ---------------------------------------------------------------- restore
+
+Status Scheduler::Restore(const std::vector<Allocation>& allocations) {
+  if (!allocations_.empty()) {
+    return Error::FailedPrecondition("restore needs a scheduler without allocations");
+  }
+  std::vector<Allocation> sorted = allocations;
+  std::sort(sorted.begin(), sorted.end(),
+            [](const Allocation& x, const Allocation& y) { return x.seq < y.seq; });
+  std::set<std::string> ids;
+  for (const Allocation& a : sorted) {
+    if (a.id().empty() || !ids.insert(a.id()).second) {
+      return Error::InvalidArgument("restore: duplicate or empty allocation id " + a.id());
+    }
+    if (!tenants_.contains(a.request.tenant)) {
+      return Error::InvalidArgument("restore: allocation " + a.id() + " of unknown tenant " +
+                                    a.request.tenant);
+    }
+    const capacity::GpuModel* model = capacity::FindGpuModel(a.request.model);
+    if (model == nullptr || model->name != a.request.model) {
+      return Error::InvalidArgument("restore: allocation " + a.id() + " names unknown model " +
+                                    a.request.model);
+    }
+    if (a.charge_milli != ChargeMilli(a.request, *model)) {
+      return Error::InvalidArgument("restore: allocation " + a.id() + " has a wrong charge");
+    }
+  }
+  ClusterState trial = state_;
+  for (const Allocation& a : sorted) {
+    if (a.Placed()) ATRIUM_RETURN_IF_ERROR(trial.Apply(a));
+  }
+  state_ = std::move(trial);
+  for (const Allocation& a : sorted) {
+    if (a.Placed()) ledger_.Add(a);
+    next_seq_ = std::max(next_seq_, a.seq + 1);
+    now_ms_ = std::max({now_ms_, a.submitted_ms, a.placed_ms});
+    allocations_.emplace(a.id(), a);
+  }
+  for (int32_t i = 0; i < state_.node_count(); ++i) RefreshEngineNode(i);
+  return OkStatus();
+}
+
+}  // namespace atrium::sched

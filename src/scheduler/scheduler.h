@@ -1,0 +1,177 @@
+// The scheduler core: tenants, quotas, the pending queue, placement, reclaim
+// and explanations over one fleet. Pure and deterministic: no I/O, no clock
+// (every call takes the time, in milliseconds, and time never goes back: an
+// earlier time is taken as the latest one seen), no threads. The shell feeds
+// it events and persists what it returns.
+//
+// Every mutating call runs one scheduling pass at its time and returns the
+// decision records it made, in order. A pass:
+//  1. preempts victims whose grace period has ended;
+//  2. cancels reclaims that are no longer needed (the reclaimer is gone,
+//     suspended or no longer within its guarantee);
+//  3. rejects queued requests that can no longer ever fit (a quota lowered);
+//  4. walks the queue: reclaimers first (oldest first), then requests within
+//     their guarantee, then the rest by weighted dominant share (smallest
+//     first, recomputed after every placement), then priority class, then
+//     submission order. Each request is placed if its quota allows it now,
+//     a placement exists, and placing it keeps every reclaim in flight
+//     feasible; a request within its guarantee that does not fit starts a
+//     reclaim (victims get `grace_ms`; with grace 0 they go at once).
+// Suspended tenants' requests stay queued and are skipped; their running
+// allocations keep running (the API decides whether to release them).
+// Quota changes, cordons, drains and suspensions apply from the next pass;
+// none of them preempts or moves running work by itself.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "capacity/inventory.h"
+#include "common/result.h"
+#include "scheduler/allocation.h"
+#include "scheduler/cluster_state.h"
+#include "scheduler/engine.h"
+#include "scheduler/placement.h"
+#include "scheduler/policies.h"
+#include "scheduler/quota.h"
+#include "scheduler/tenant_policy.h"
+
+namespace atrium::sched {
+
+struct SchedulerOptions {
+  // How long a reclaim victim keeps running after it is marked. Default 30 s.
+  int64_t grace_ms = 30'000;
+  // The engine's placement policy (MakePolicy name). Default "atrium"; a
+  // policy that draws random numbers makes decisions after Restore differ.
+  std::string policy = "atrium";
+  // Workload for fragmentation-aware policies; may be empty.
+  PolicyContext policy_context;
+  uint64_t seed = 1;
+};
+
+using DecisionRecords = std::vector<DecisionRecord>;
+
+class Scheduler {
+ public:
+  // InvalidArgument when the fleet fails capacity::ValidateFleet, the policy
+  // is unknown, or grace_ms is negative.
+  static Result<std::unique_ptr<Scheduler>> Create(capacity::Fleet fleet,
+                                                   SchedulerOptions options = {});
+
+  // --- tenants ---
+  // Adds or replaces a tenant (quota, weight, tier, regions, pools, suspended
+  // flag). InvalidArgument (ValidateTenantPolicy) changes nothing.
+  Result<DecisionRecords> SetTenant(TenantPolicy policy, int64_t now_ms);
+  // Suspended: queued requests are not placed and new ones are rejected.
+  // NotFound for an unknown tenant.
+  Result<DecisionRecords> Suspend(std::string_view tenant, int64_t now_ms);
+  Result<DecisionRecords> Resume(std::string_view tenant, int64_t now_ms);
+  // Releases every allocation of the tenant (running ones and queued ones)
+  // and forgets the tenant. NotFound for an unknown tenant.
+  Result<DecisionRecords> Evict(std::string_view tenant, int64_t now_ms);
+
+  // --- allocations ---
+  // Admits a request: a kRejected record when it can never fit, otherwise a
+  // kQueued record followed by whatever the pass decided. Errors (nothing
+  // changes): InvalidArgument for an empty or over-long id, AlreadyExists
+  // for an id the scheduler holds.
+  Result<DecisionRecords> Submit(AllocationRequest request, int64_t now_ms);
+  // Releases a running allocation or cancels a queued one. NotFound if the
+  // scheduler does not hold `id`.
+  Result<DecisionRecords> Release(std::string_view id, int64_t now_ms);
+  // Runs a pass at now_ms (grace expiry).
+  DecisionRecords AdvanceTime(int64_t now_ms);
+
+  // --- inventory ---
+  // NotFound for an unknown node or GPU. Cordon: no new placements. Drain:
+  // no new placements, and a kMoveRequested record per allocation on the
+  // node. Uncordon clears both. An unhealthy GPU takes no new work, and each
+  // allocation on it gets a kMoveRequested record.
+  Result<DecisionRecords> Cordon(std::string_view node, int64_t now_ms);
+  Result<DecisionRecords> Drain(std::string_view node, int64_t now_ms);
+  Result<DecisionRecords> Uncordon(std::string_view node, int64_t now_ms);
+  Result<DecisionRecords> SetGpuHealth(std::string_view node, int gpu, bool healthy,
+                                       int64_t now_ms);
+
+  // --- queries ---
+  // Why a queued request waits (or where a running one runs), in words:
+  // the quota with used/guarantee/limit, the constraints that refuse nodes
+  // (isolation tier, pool, region, power budget with watts needed and left),
+  // and what it waits for (reclaim of N allocations, grace end). NotFound
+  // for an id the scheduler does not hold.
+  Result<std::string> Explain(std::string_view id) const;
+  // Every held allocation, in submission order. The shell persists these.
+  std::vector<Allocation> Allocations() const;
+  // nullptr when not held. Valid until the next mutating call.
+  const Allocation* Find(std::string_view id) const;
+  // Queued ids in the order the next pass starts from.
+  std::vector<std::string> Queue() const;
+  const capacity::Fleet& fleet() const { return *fleet_; }
+  const TenantTable& tenants() const { return tenants_; }
+  const QuotaLedger& ledger() const { return ledger_; }
+  const ClusterState& cluster() const { return state_; }
+  int64_t now_ms() const { return now_ms_; }
+
+  // Rebuilds the allocations of a scheduler after a restart: call on a new
+  // scheduler with the same fleet and tenants, before anything else. Running
+  // and preempting allocations take exactly their recorded placements;
+  // queued ones keep their order. Runs no pass (the next call does).
+  // FailedPrecondition when the scheduler already holds allocations, or an
+  // allocation does not fit its recorded place (nothing is kept then);
+  // InvalidArgument for duplicates or unknown tenants or models.
+  Status Restore(const std::vector<Allocation>& allocations);
+
+ private:
+  Scheduler(std::unique_ptr<capacity::Fleet> fleet, SchedulerOptions options,
+            std::unique_ptr<Policy> policy);
+
+  // `freed_for`: reclaimers whose victims went away before this pass (an
+  // early release); they go first like those whose victims it preempts.
+  void Pass(int64_t now_ms, DecisionRecords& out, std::vector<std::string> freed_for = {});
+  void Advance(int64_t now_ms) { now_ms_ = std::max(now_ms_, now_ms); }
+  bool TryPlace(Allocation& a, bool respect_reservations, DecisionRecords& out);
+  void StartReclaim(Allocation& a, DecisionRecords& out);
+  // Returns the reclaimers whose victims it preempted.
+  std::vector<std::string> PreemptExpired(DecisionRecords& out);
+  void CancelReclaim(std::string_view reclaimer, DecisionRecords& out);
+  bool ApplyPlaced(Allocation& a);
+  void RemovePlaced(Allocation& a);
+  void RefreshEngine(const Allocation& a);
+  void RefreshEngineNode(int32_t node);
+  bool KeepsReservations(const Allocation& a, const Placement& p) const;
+  std::vector<std::string> Reclaimers() const;
+  std::vector<const Allocation*> VictimsOf(std::string_view reclaimer) const;
+  std::optional<PlacementContext> ContextFor(const Allocation& a, const ClusterState& state) const;
+  QuotaCheck QuotaFor(const Allocation& a) const;
+  // Queued requests within their guarantee counting the tenant's older
+  // queued requests that are: a tenant with three queued 1-GPU requests and
+  // one GPU of guarantee left is entitled to one of them, the oldest. Only
+  // these start reclaims and go ahead of borrowers.
+  std::set<std::string> EntitledRequests() const;
+  double ShareOf(std::string_view tenant) const;
+  // `freed_for`: reclaimers whose victims this pass preempted; they go first.
+  std::vector<Allocation*> OrderedQueue(const std::vector<std::string>& freed_for = {});
+  Result<int32_t> NodeByName(std::string_view node) const;
+  void RequestMoves(int32_t node, int gpu, std::string_view reason, DecisionRecords& out);
+  DecisionRecord Record(DecisionKind kind, const Allocation& a, std::string reason = {}) const;
+
+  std::unique_ptr<capacity::Fleet> fleet_;  // owned; ClusterState points into it
+  SchedulerOptions options_;
+  std::unique_ptr<Policy> policy_;
+  ClusterState state_;
+  std::unique_ptr<Engine> engine_;
+  QuotaLedger ledger_;
+  TenantTable tenants_;
+  std::map<std::string, Allocation, std::less<>> allocations_;
+  std::map<std::string, int64_t> model_capacity_;  // model → milli-GPU in the fleet
+  uint64_t next_seq_ = 1;
+  int64_t now_ms_ = 0;
+};
+
+}  // namespace atrium::sched

@@ -1,0 +1,116 @@
+#include "scheduler/tenant_policy.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace atrium::sched {
+
+std::string_view TierName(IsolationTier tier) {
+  switch (tier) {
+    case IsolationTier::kShared:
+      return "shared";
+    case IsolationTier::kDedicatedGpu:
+      return "dedicated-gpu";
+    case IsolationTier::kDedicatedNode:
+      return "dedicated-node";
+    case IsolationTier::kDedicatedPool:
+      return "dedicated-pool";
+  }
+  return "?";
+}
+
+Result<IsolationTier> ParseTier(std::string_view name) {
+  for (IsolationTier t : {IsolationTier::kShared, IsolationTier::kDedicatedGpu,
+                          IsolationTier::kDedicatedNode, IsolationTier::kDedicatedPool}) {
+    if (TierName(t) == name) return t;
+  }
+  return Error::InvalidArgument("unknown isolation tier \"" + std::string(name) +
+                                "\" (known: shared, dedicated-gpu, dedicated-node, "
+                                "dedicated-pool)");
+}
+
+const Quota* TenantPolicy::QuotaFor(const ResourceClass& rc) const {
+  auto it = quotas.find(rc);
+  return it == quotas.end() ? nullptr : &it->second;
+}
+
+const Quota* TenantPolicy::ProjectQuotaFor(std::string_view project,
+                                           const ResourceClass& rc) const {
+  if (project.empty()) return nullptr;
+  auto p = projects.find(std::string(project));
+  if (p == projects.end()) return nullptr;
+  auto it = p->second.find(rc);
+  return it == p->second.end() ? nullptr : &it->second;
+}
+
+bool TenantPolicy::AllowsRegion(std::string_view region) const {
+  return regions.empty() || std::find(regions.begin(), regions.end(), region) != regions.end();
+}
+
+bool TenantPolicy::AllowsPool(std::string_view pool) const {
+  return pools.empty() || std::find(pools.begin(), pools.end(), pool) != pools.end();
+}
+
+namespace {
+
+Status ValidateTable(const QuotaTable& table, const std::string& owner) {
+  if (table.size() > kMaxQuotaClasses) {
+    return Error::InvalidArgument(owner + " has more than " + std::to_string(kMaxQuotaClasses) +
+                                  " quota classes");
+  }
+  for (const auto& [rc, q] : table) {
+    if (q.guarantee < 0 || q.limit < 0) {
+      return Error::InvalidArgument(owner + " quota " + rc.ToString() + " is negative");
+    }
+    if (q.limit < q.guarantee) {
+      return Error::InvalidArgument(owner + " quota " + rc.ToString() + ": limit " +
+                                    std::to_string(q.limit) + " is below guarantee " +
+                                    std::to_string(q.guarantee));
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+Status ValidateTenantPolicy(const TenantPolicy& policy) {
+  if (policy.id.empty()) return Error::InvalidArgument("tenant id is empty");
+  if (!(policy.weight > 0) || !std::isfinite(policy.weight)) {
+    return Error::InvalidArgument("tenant " + policy.id + " weight must be a positive number");
+  }
+  const std::string owner = "tenant " + policy.id;
+  ATRIUM_RETURN_IF_ERROR(ValidateTable(policy.quotas, owner));
+  if (policy.projects.size() > kMaxProjects) {
+    return Error::InvalidArgument(owner + " has more than " + std::to_string(kMaxProjects) +
+                                  " projects");
+  }
+  std::map<ResourceClass, int64_t> guarantee_sum;
+  for (const auto& [name, table] : policy.projects) {
+    if (name.empty()) return Error::InvalidArgument(owner + " has a project with an empty name");
+    ATRIUM_RETURN_IF_ERROR(ValidateTable(table, owner + " project " + name));
+    for (const auto& [rc, q] : table) {
+      const Quota* t = policy.QuotaFor(rc);
+      const Quota tenant = t ? *t : Quota{};
+      if (q.limit > tenant.limit) {
+        return Error::InvalidArgument(
+            owner + " project " + name + " limit " + std::to_string(q.limit) + " for " +
+            rc.ToString() + " is above the tenant's limit " + std::to_string(tenant.limit));
+      }
+      guarantee_sum[rc] += q.guarantee;
+      if (guarantee_sum[rc] > tenant.guarantee) {
+        return Error::InvalidArgument(owner + " project guarantees for " + rc.ToString() +
+                                      " sum to " + std::to_string(guarantee_sum[rc]) +
+                                      ", above the tenant's guarantee " +
+                                      std::to_string(tenant.guarantee));
+      }
+    }
+  }
+  return OkStatus();
+}
+
+bool MayShareGpu(std::string_view a, IsolationTier tier_a, std::string_view b,
+                 IsolationTier tier_b) {
+  return a == b || (tier_a == IsolationTier::kShared && tier_b == IsolationTier::kShared);
+}
+
+}  // namespace atrium::sched
