@@ -64,12 +64,19 @@ std::string AdmissionRefusal(AllocationRequest& request, const TenantPolicy* ten
   PlacementContext ctx{state, tenants, *tenant, request, *model};
   int in_scope = 0;
   std::string first_reason;
+  bool first_outside = false;
   for (int32_t i = 0; i < state.node_count(); ++i) {
     std::string why = StaticNodeRejection(ctx, i);
     if (why.empty()) {
       ++in_scope;
-    } else if (first_reason.empty() && state.node(i).gpu_model == model->name) {
-      first_reason = why;
+    } else if (state.node(i).gpu_model == model->name) {
+      // The request's own pool or region narrows the fleet; a reason from a
+      // node inside them says more than "not in the requested pool".
+      const bool outside = why.starts_with("not in the requested");
+      if (first_reason.empty() || (first_outside && !outside)) {
+        first_reason = why;
+        first_outside = outside;
+      }
     }
   }
   const bool gang = request.kind == AllocationKind::kGpu && request.nodes > 1;

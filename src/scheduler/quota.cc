@@ -88,55 +88,98 @@ std::map<std::string, int64_t> QuotaLedger::ModelUsage(std::string_view tenant) 
   return out;
 }
 
-QuotaCheck CheckQuota(const TenantPolicy& tenant, const QuotaLedger& ledger,
-                      const AllocationRequest& request, const ResourceClass& rc, int64_t charge) {
-  const bool preemptible = request.priority == Priority::kPreemptible;
-  struct Level {
-    std::string owner;
-    Quota quota;
-    ClassUsage usage;
-  };
-  std::vector<Level> levels;
-  const Quota* tq = tenant.QuotaFor(rc);
-  levels.push_back({"tenant " + tenant.id, tq ? *tq : Quota{}, ledger.Tenant(tenant.id, rc)});
-  if (const Quota* pq = tenant.ProjectQuotaFor(request.project, rc)) {
-    levels.push_back({"project " + request.project + " of tenant " + tenant.id, *pq,
-                      ledger.Project(tenant.id, request.project, rc)});
-  }
-  const std::string needs = "; this request needs " + std::to_string(charge) + " milli";
-  for (const Level& l : levels) {
-    const std::string figures = Figures(l.owner, rc, l.usage, l.quota);
-    if (l.quota.limit == 0) {
-      return {QuotaVerdict::kNeverFits, "no quota for " + rc.ToString() + " (" + figures + ")"};
-    }
-    if (charge > l.quota.limit) {
-      return {QuotaVerdict::kNeverFits, "above the limit: " + figures + needs};
-    }
-    if (!preemptible && charge > l.quota.guarantee) {
-      return {QuotaVerdict::kNeverFits, std::string(PriorityName(request.priority)) +
-                                            " work may not borrow above the guarantee: " + figures +
-                                            needs};
+namespace {
+
+// Which rule decided a verdict, so that CheckQuota can word it and the hot
+// paths (every queued request on every pass) need not build strings.
+enum class Rule { kNoQuota, kAboveLimit, kMayNotBorrow, kWaitsGuarantee, kWaitsLimit, kFits };
+
+struct Level {
+  std::string_view kind;  // "tenant" or "project"
+  Quota quota;
+  ClassUsage usage;
+};
+
+struct Evaluation {
+  QuotaVerdict verdict = QuotaVerdict::kWaits;
+  Rule rule = Rule::kFits;
+  size_t level = 0;  // the level the rule applies to
+};
+
+// levels[0] is the tenant; levels[1], when present, the request's project.
+Evaluation Evaluate(const Level* levels, size_t count, bool preemptible, int64_t charge) {
+  for (size_t k = 0; k < count; ++k) {
+    const Quota& q = levels[k].quota;
+    if (q.limit == 0) return {QuotaVerdict::kNeverFits, Rule::kNoQuota, k};
+    if (charge > q.limit) return {QuotaVerdict::kNeverFits, Rule::kAboveLimit, k};
+    if (!preemptible && charge > q.guarantee) {
+      return {QuotaVerdict::kNeverFits, Rule::kMayNotBorrow, k};
     }
   }
-  for (const Level& l : levels) {
-    const std::string figures = Figures(l.owner, rc, l.usage, l.quota);
+  for (size_t k = 0; k < count; ++k) {
+    const Level& l = levels[k];
     if (!preemptible && l.usage.non_preemptible + charge > l.quota.guarantee) {
-      return {QuotaVerdict::kWaits,
-              "waits for quota: " + std::string(PriorityName(request.priority)) +
-                  " work may not borrow above the guarantee: " + figures + needs};
+      return {QuotaVerdict::kWaits, Rule::kWaitsGuarantee, k};
     }
-    if (l.usage.used + charge > l.quota.limit) {
-      return {QuotaVerdict::kWaits, "waits for quota, limit reached: " + figures + needs};
-    }
+    if (l.usage.used + charge > l.quota.limit) return {QuotaVerdict::kWaits, Rule::kWaitsLimit, k};
   }
   bool within = true;
-  for (const Level& l : levels) {
-    const int64_t base = preemptible ? l.usage.used : l.usage.non_preemptible;
-    if (base + charge > l.quota.guarantee) within = false;
+  for (size_t k = 0; k < count; ++k) {
+    const int64_t base = preemptible ? levels[k].usage.used : levels[k].usage.non_preemptible;
+    if (base + charge > levels[k].quota.guarantee) within = false;
   }
-  const std::string figures =
-      Figures(levels[0].owner, rc, levels[0].usage, levels[0].quota) + needs;
-  return {within ? QuotaVerdict::kWithinGuarantee : QuotaVerdict::kBorrows, figures};
+  return {within ? QuotaVerdict::kWithinGuarantee : QuotaVerdict::kBorrows, Rule::kFits, 0};
+}
+
+size_t GatherLevels(const TenantPolicy& tenant, const QuotaLedger& ledger,
+                    const AllocationRequest& request, const ResourceClass& rc, Level (&out)[2]) {
+  const Quota* tq = tenant.QuotaFor(rc);
+  out[0] = {"tenant", tq ? *tq : Quota{}, ledger.Tenant(tenant.id, rc)};
+  if (const Quota* pq = tenant.ProjectQuotaFor(request.project, rc)) {
+    out[1] = {"project", *pq, ledger.Project(tenant.id, request.project, rc)};
+    return 2;
+  }
+  return 1;
+}
+
+}  // namespace
+
+QuotaVerdict CheckQuotaVerdict(const TenantPolicy& tenant, const QuotaLedger& ledger,
+                               const AllocationRequest& request, const ResourceClass& rc,
+                               int64_t charge) {
+  Level levels[2];
+  const size_t count = GatherLevels(tenant, ledger, request, rc, levels);
+  return Evaluate(levels, count, request.priority == Priority::kPreemptible, charge).verdict;
+}
+
+QuotaCheck CheckQuota(const TenantPolicy& tenant, const QuotaLedger& ledger,
+                      const AllocationRequest& request, const ResourceClass& rc, int64_t charge) {
+  Level levels[2];
+  const size_t count = GatherLevels(tenant, ledger, request, rc, levels);
+  const Evaluation e = Evaluate(levels, count, request.priority == Priority::kPreemptible, charge);
+  const Level& l = levels[e.level];
+  const std::string owner = l.kind == "tenant"
+                                ? "tenant " + tenant.id
+                                : "project " + request.project + " of tenant " + tenant.id;
+  const std::string figures = Figures(owner, rc, l.usage, l.quota);
+  const std::string needs = "; this request needs " + std::to_string(charge) + " milli";
+  const std::string priority(PriorityName(request.priority));
+  switch (e.rule) {
+    case Rule::kNoQuota:
+      return {e.verdict, "no quota for " + rc.ToString() + " (" + figures + ")"};
+    case Rule::kAboveLimit:
+      return {e.verdict, "above the limit: " + figures + needs};
+    case Rule::kMayNotBorrow:
+      return {e.verdict, priority + " work may not borrow above the guarantee: " + figures + needs};
+    case Rule::kWaitsGuarantee:
+      return {e.verdict, "waits for quota: " + priority +
+                             " work may not borrow above the guarantee: " + figures + needs};
+    case Rule::kWaitsLimit:
+      return {e.verdict, "waits for quota, limit reached: " + figures + needs};
+    case Rule::kFits:
+      break;
+  }
+  return {e.verdict, figures + needs};
 }
 
 }  // namespace atrium::sched

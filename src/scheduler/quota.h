@@ -74,4 +74,10 @@ struct QuotaCheck {
 QuotaCheck CheckQuota(const TenantPolicy& tenant, const QuotaLedger& ledger,
                       const AllocationRequest& request, const ResourceClass& rc, int64_t charge);
 
+// CheckQuota's verdict alone, without building the reason (the scheduler
+// asks for every queued request on every pass).
+QuotaVerdict CheckQuotaVerdict(const TenantPolicy& tenant, const QuotaLedger& ledger,
+                               const AllocationRequest& request, const ResourceClass& rc,
+                               int64_t charge);
+
 }  // namespace atrium::sched

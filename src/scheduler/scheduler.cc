@@ -89,6 +89,7 @@ bool Scheduler::ApplyPlaced(Allocation& a) {
   if (!s) return false;
   ledger_.Add(a);
   RefreshEngine(a);
+  ++revision_;
   return true;
 }
 
@@ -96,6 +97,15 @@ void Scheduler::RemovePlaced(Allocation& a) {
   state_.Remove(a);
   ledger_.Remove(a);
   RefreshEngine(a);
+  ++revision_;
+}
+
+void Scheduler::ForgetVictim(const Allocation& victim) {
+  if (victim.state != AllocationState::kPreempting) return;
+  auto r = reclaims_.find(victim.preempted_for);
+  if (r == reclaims_.end()) return;
+  r->second.erase(victim.id());
+  if (r->second.empty()) reclaims_.erase(r);
 }
 
 std::optional<PlacementContext> Scheduler::ContextFor(const Allocation& a,
@@ -112,7 +122,13 @@ QuotaCheck Scheduler::QuotaFor(const Allocation& a) const {
   return CheckQuota(t->second, ledger_, a.request, ClassOf(a.request), a.charge_milli);
 }
 
-std::set<std::string> Scheduler::EntitledRequests() const {
+QuotaVerdict Scheduler::QuotaVerdictFor(const Allocation& a) const {
+  auto t = tenants_.find(a.request.tenant);
+  if (t == tenants_.end()) return QuotaVerdict::kNeverFits;
+  return CheckQuotaVerdict(t->second, ledger_, a.request, ClassOf(a.request), a.charge_milli);
+}
+
+Scheduler::Entitlement Scheduler::ComputeEntitlement() const {
   std::vector<const Allocation*> pending;
   for (const auto& [id, a] : allocations_) {
     if (a.state == AllocationState::kPending) pending.push_back(&a);
@@ -120,9 +136,9 @@ std::set<std::string> Scheduler::EntitledRequests() const {
   std::sort(pending.begin(), pending.end(),
             [](const Allocation* x, const Allocation* y) { return x->seq < y->seq; });
   std::map<std::pair<std::string, ResourceClass>, int64_t> ahead;  // older entitled charges
-  std::set<std::string> out;
+  Entitlement out;
   for (const Allocation* a : pending) {
-    if (QuotaFor(*a).verdict != QuotaVerdict::kWithinGuarantee) continue;
+    if (QuotaVerdictFor(*a) != QuotaVerdict::kWithinGuarantee) continue;
     const ResourceClass rc = ClassOf(a->request);
     const TenantPolicy& t = tenants_.find(a->request.tenant)->second;
     const Quota* q = t.QuotaFor(rc);
@@ -130,8 +146,8 @@ std::set<std::string> Scheduler::EntitledRequests() const {
     const int64_t base = a->request.priority == Priority::kPreemptible ? u.used : u.non_preemptible;
     int64_t& before = ahead[{t.id, rc}];
     if (q != nullptr && base + before + a->charge_milli <= q->guarantee) {
+      out.ahead.emplace(a->id(), before);
       before += a->charge_milli;
-      out.insert(a->id());
     }
   }
   return out;
@@ -143,33 +159,37 @@ double Scheduler::ShareOf(std::string_view tenant) const {
   return WeightedDominantShare(ledger_.ModelUsage(tenant), model_capacity_, weight);
 }
 
-std::vector<std::string> Scheduler::Reclaimers() const {
-  std::set<std::string> ids;
-  for (const auto& [id, a] : allocations_) {
-    if (a.state == AllocationState::kPreempting) ids.insert(a.preempted_for);
+Scheduler::IdList Scheduler::Reclaimers() const {
+  std::vector<std::pair<uint64_t, std::string>> order;
+  for (const auto& [id, victims] : reclaims_) {
+    auto r = allocations_.find(id);
+    order.emplace_back(r == allocations_.end() ? 0 : r->second.seq, id);
   }
-  std::vector<std::string> out(ids.begin(), ids.end());
-  std::sort(out.begin(), out.end(), [&](const std::string& x, const std::string& y) {
-    auto ax = allocations_.find(x), ay = allocations_.find(y);
-    const uint64_t sx = ax == allocations_.end() ? 0 : ax->second.seq;
-    const uint64_t sy = ay == allocations_.end() ? 0 : ay->second.seq;
-    return std::tie(sx, x) < std::tie(sy, y);
-  });
+  std::sort(order.begin(), order.end());
+  IdList out;
+  for (auto& [seq, id] : order) out.push_back(std::move(id));
+  return out;
+}
+
+Scheduler::IdList Scheduler::ReservingReclaimers(const Entitlement& entitled) const {
+  IdList out = Reclaimers();
+  std::erase_if(out, [&](const std::string& id) { return !entitled.contains(id); });
   return out;
 }
 
 std::vector<const Allocation*> Scheduler::VictimsOf(std::string_view reclaimer) const {
   std::vector<const Allocation*> out;
-  for (const auto& [id, a] : allocations_) {
-    if (a.state == AllocationState::kPreempting && a.preempted_for == reclaimer) out.push_back(&a);
-  }
+  auto r = reclaims_.find(reclaimer);
+  if (r == reclaims_.end()) return out;
+  for (const std::string& id : r->second) out.push_back(&allocations_.find(id)->second);
   std::sort(out.begin(), out.end(),
             [](const Allocation* x, const Allocation* y) { return x->seq < y->seq; });
   return out;
 }
 
-std::vector<Allocation*> Scheduler::OrderedQueue(const std::vector<std::string>& freed_for) {
-  const std::vector<std::string> reclaimers = Reclaimers();
+std::vector<Allocation*> Scheduler::OrderedQueue(const Entitlement& entitled,
+                                                 const IdList& reserving,
+                                                 const std::set<std::string, std::less<>>& freed) {
   struct Entry {
     int group;
     double share;
@@ -178,17 +198,14 @@ std::vector<Allocation*> Scheduler::OrderedQueue(const std::vector<std::string>&
     Allocation* a;
   };
   std::map<std::string, double, std::less<>> shares;
-  const std::set<std::string> entitled = EntitledRequests();
   std::vector<Entry> entries;
-  auto has = [](const std::vector<std::string>& v, const std::string& id) {
-    return std::find(v.begin(), v.end(), id) != v.end();
-  };
+  const std::set<std::string, std::less<>> reserved(reserving.begin(), reserving.end());
   for (auto& [id, a] : allocations_) {
     if (a.state != AllocationState::kPending) continue;
     // Reclaimers whose victims are gone, then reclaimers still waiting, both
     // strictly oldest first: the room was cleared for them in that order.
-    if (has(freed_for, id) || has(reclaimers, id)) {
-      entries.push_back({has(freed_for, id) ? 0 : 1, 0.0, 0, a.seq, &a});
+    if (freed.contains(id) || reserved.contains(id)) {
+      entries.push_back({freed.contains(id) ? 0 : 1, 0.0, 0, a.seq, &a});
       continue;
     }
     const int group = entitled.contains(id) ? 2 : 3;
@@ -207,16 +224,16 @@ std::vector<Allocation*> Scheduler::OrderedQueue(const std::vector<std::string>&
 
 // ------------------------------------------------------------------ pass
 
-bool Scheduler::KeepsReservations(const Allocation& a, const Placement& p) const {
-  const std::vector<std::string> reclaimers = Reclaimers();
-  if (reclaimers.empty()) return true;
+bool Scheduler::KeepsReservations(const Allocation& a, const Placement& p,
+                                  const IdList& reserving) const {
+  if (reserving.empty()) return true;
   auto all_fit = [&](ClusterState s) {
-    for (const auto& [id, v] : allocations_) {
-      if (v.state == AllocationState::kPreempting) s.Remove(v);
+    for (const std::string& id : reserving) {
+      for (const Allocation* v : VictimsOf(id)) s.Remove(*v);
     }
-    for (const std::string& id : reclaimers) {
+    for (const std::string& id : reserving) {
       auto r = allocations_.find(id);
-      if (r == allocations_.end() || r->second.Placed()) continue;
+      if (id == a.id() || r == allocations_.end() || r->second.Placed()) continue;
       auto ctx = ContextFor(r->second, s);
       if (!ctx) continue;
       auto placement = FindPlacement(*ctx, nullptr);
@@ -239,14 +256,14 @@ bool Scheduler::KeepsReservations(const Allocation& a, const Placement& p) const
   return all_fit(std::move(with));
 }
 
-bool Scheduler::TryPlace(Allocation& a, bool respect_reservations, DecisionRecords& out) {
-  const QuotaCheck q = QuotaFor(a);
-  if (q.verdict == QuotaVerdict::kWaits || q.verdict == QuotaVerdict::kNeverFits) return false;
+bool Scheduler::TryPlace(Allocation& a, const IdList* reserving, DecisionRecords& out) {
+  const QuotaVerdict q = QuotaVerdictFor(a);
+  if (q == QuotaVerdict::kWaits || q == QuotaVerdict::kNeverFits) return false;
   auto ctx = ContextFor(a, state_);
   if (!ctx) return false;
   auto p = FindPlacement(*ctx, engine_.get());
   if (!p) return false;
-  if (respect_reservations && !KeepsReservations(a, *p)) return false;
+  if (reserving != nullptr && !KeepsReservations(a, *p, *reserving)) return false;
   a.placement = p->nodes;
   a.mig_start = p->mig_start;
   a.state = AllocationState::kRunning;
@@ -262,15 +279,18 @@ bool Scheduler::TryPlace(Allocation& a, bool respect_reservations, DecisionRecor
   return true;
 }
 
-std::vector<std::string> Scheduler::PreemptExpired(DecisionRecords& out) {
+Scheduler::IdList Scheduler::PreemptExpired(DecisionRecords& out) {
   std::vector<Allocation*> due;
-  for (auto& [id, a] : allocations_) {
-    if (a.state == AllocationState::kPreempting && a.preempt_at_ms <= now_ms_) due.push_back(&a);
+  for (auto& [reclaimer, victims] : reclaims_) {
+    for (const std::string& id : victims) {
+      Allocation& a = allocations_.find(id)->second;
+      if (a.preempt_at_ms <= now_ms_) due.push_back(&a);
+    }
   }
   std::sort(due.begin(), due.end(), [](const Allocation* x, const Allocation* y) {
     return std::tie(x->preempt_at_ms, x->seq) < std::tie(y->preempt_at_ms, y->seq);
   });
-  std::vector<std::string> reclaimers;
+  IdList reclaimers;
   for (Allocation* a : due) {
     RemovePlaced(*a);
     out.push_back(Record(DecisionKind::kPreempted, *a,
@@ -278,14 +298,20 @@ std::vector<std::string> Scheduler::PreemptExpired(DecisionRecords& out) {
     if (std::find(reclaimers.begin(), reclaimers.end(), a->preempted_for) == reclaimers.end()) {
       reclaimers.push_back(a->preempted_for);
     }
+    ForgetVictim(*a);
     allocations_.erase(a->id());
   }
   return reclaimers;
 }
 
 void Scheduler::CancelReclaim(std::string_view reclaimer, DecisionRecords& out) {
-  for (auto& [id, a] : allocations_) {
-    if (a.state != AllocationState::kPreempting || a.preempted_for != reclaimer) continue;
+  auto r = reclaims_.find(reclaimer);
+  if (r == reclaims_.end()) return;
+  const std::vector<const Allocation*> victims = VictimsOf(reclaimer);
+  reclaims_.erase(r);
+  ++revision_;
+  for (const Allocation* v : victims) {
+    Allocation& a = allocations_.find(v->id())->second;
     a.state = AllocationState::kRunning;
     a.preempt_at_ms = -1;
     const std::string why = "reclaim for " + a.preempted_for + " no longer needs it";
@@ -294,39 +320,43 @@ void Scheduler::CancelReclaim(std::string_view reclaimer, DecisionRecords& out) 
   }
 }
 
-void Scheduler::StartReclaim(Allocation& a, DecisionRecords& out) {
+bool Scheduler::StartReclaim(Allocation& a, int64_t ahead, DecisionRecords& out) {
   auto t = tenants_.find(a.request.tenant);
   const capacity::GpuModel* model = capacity::FindGpuModel(a.request.model);
-  if (t == tenants_.end() || model == nullptr) return;
+  if (t == tenants_.end() || model == nullptr) return false;
   // The tenant's older entitled requests will be placed first, so they count
   // toward what makes its own preemptible work borrowed.
-  int64_t charge = a.charge_milli;
-  const std::set<std::string> entitled = EntitledRequests();
-  for (const auto& [id, o] : allocations_) {
-    if (o.state == AllocationState::kPending && o.seq < a.seq && entitled.contains(id) &&
-        o.request.tenant == a.request.tenant && ClassOf(o.request) == ClassOf(a.request)) {
-      charge += o.charge_milli;
-    }
-  }
-  ReclaimInput in{state_,    tenants_,           ledger_, {},     {},
-                  a.request, ClassOf(a.request), charge,  nullptr};
+  ReclaimInput in{
+      state_, tenants_, ledger_, {}, {}, a.request, ClassOf(a.request), a.charge_milli + ahead,
+      nullptr};
   for (const auto& [id, v] : allocations_) {
     if (v.state == AllocationState::kRunning) in.running.push_back(&v);
     if (v.state == AllocationState::kPreempting) {
       in.already_marked[{v.request.tenant, ClassOf(v.request)}] += v.charge_milli;
     }
   }
+  // A reclaimer in flight is placed when its victims go, so its tenant's use
+  // comes back by its charge: a tenant whose interactive request displaces
+  // its own borrowed work stays as far above its guarantee as before, and
+  // the rest of that excess is still borrowed for others to reclaim.
+  for (const auto& [id, victims] : reclaims_) {
+    auto r = allocations_.find(id);
+    if (r == allocations_.end() || r->second.Placed()) continue;
+    in.already_marked[{r->second.request.tenant, ClassOf(r->second.request)}] -=
+        r->second.charge_milli;
+  }
   in.fits = [&](const ClusterState& s) {
     PlacementContext ctx{s, tenants_, t->second, a.request, *model};
     return FindPlacement(ctx, nullptr).has_value();
   };
   const std::vector<const Allocation*> victims = ChooseVictims(in);
-  if (victims.empty()) return;
+  if (victims.empty()) return false;
   for (const Allocation* v : victims) {
     Allocation& victim = allocations_.find(v->id())->second;
     victim.state = AllocationState::kPreempting;
     victim.preempt_at_ms = now_ms_ + options_.grace_ms;
     victim.preempted_for = a.id();
+    reclaims_[a.id()].insert(victim.id());
     DecisionRecord r = Record(DecisionKind::kPreemptionScheduled, victim,
                               "borrowed capacity reclaimed for " + a.id() + " of tenant " +
                                   a.request.tenant + " (within its guarantee)");
@@ -335,11 +365,85 @@ void Scheduler::StartReclaim(Allocation& a, DecisionRecords& out) {
   }
   if (options_.grace_ms == 0) {
     (void)PreemptExpired(out);
-    if (TryPlace(a, /*respect_reservations=*/false, out)) CancelReclaim(a.id(), out);
+    if (TryPlace(a, /*reserving=*/nullptr, out)) CancelReclaim(a.id(), out);
+  }
+  return true;
+}
+
+void Scheduler::Walk(const Entitlement& entitled, const std::set<std::string, std::less<>>& freed,
+                     IdList& reserving, std::map<std::string, uint64_t, std::less<>>& tried,
+                     DecisionRecords& out) {
+  auto by_seq = [&](const std::string& x, const std::string& y) {
+    return allocations_.find(x)->second.seq < allocations_.find(y)->second.seq;
+  };
+  for (Allocation* a : OrderedQueue(entitled, reserving, freed)) {
+    if (a->state != AllocationState::kPending) continue;
+    auto t = tenants_.find(a->request.tenant);
+    if (t == tenants_.end() || t->second.suspended) continue;
+    const std::string& id = a->id();
+    auto r = std::find(reserving.begin(), reserving.end(), id);
+    // A reclaimer takes the room cleared for it whatever other reclaims wait.
+    const bool reclaiming = freed.contains(id) || r != reserving.end();
+    if (TryPlace(*a, reclaiming ? nullptr : &reserving, out)) {
+      if (r != reserving.end()) reserving.erase(r);
+      CancelReclaim(id, out);
+      continue;
+    }
+    if (reclaims_.contains(id) || !entitled.contains(id)) continue;
+    if (StartReclaim(*a, entitled.ahead.find(id)->second, out)) {
+      if (a->state == AllocationState::kPending && reclaims_.contains(id)) {
+        reserving.insert(std::upper_bound(reserving.begin(), reserving.end(), id, by_seq), id);
+      }
+    } else {
+      tried[id] = revision_;
+    }
   }
 }
 
-void Scheduler::Pass(int64_t now_ms, DecisionRecords& out, std::vector<std::string> freed_for) {
+bool Scheduler::ReconcileReclaims(IdList& reserving,
+                                  std::map<std::string, uint64_t, std::less<>>& tried,
+                                  DecisionRecords& out) {
+  const Entitlement entitled = ComputeEntitlement();
+  bool released_reservation = false;
+  for (const std::string& id : Reclaimers()) {
+    if (entitled.contains(id)) continue;
+    auto r = std::find(reserving.begin(), reserving.end(), id);
+    if (r != reserving.end()) {
+      released_reservation = true;
+      reserving.erase(r);
+    }
+    CancelReclaim(id, out);
+  }
+  std::vector<Allocation*> waiting;
+  for (const auto& [id, ahead] : entitled.ahead) {
+    Allocation& a = allocations_.find(id)->second;
+    if (reclaims_.contains(id)) continue;
+    auto t = tenants_.find(a.request.tenant);
+    if (t == tenants_.end() || t->second.suspended) continue;
+    if (auto k = tried.find(id); k != tried.end() && k->second == revision_) continue;
+    waiting.push_back(&a);
+  }
+  std::sort(waiting.begin(), waiting.end(),
+            [](const Allocation* x, const Allocation* y) { return x->seq < y->seq; });
+  auto by_seq = [&](const std::string& x, const std::string& y) {
+    return allocations_.find(x)->second.seq < allocations_.find(y)->second.seq;
+  };
+  for (Allocation* a : waiting) {
+    if (a->state != AllocationState::kPending) continue;
+    if (TryPlace(*a, &reserving, out)) continue;
+    if (StartReclaim(*a, entitled.ahead.find(a->id())->second, out)) {
+      if (a->state == AllocationState::kPending && reclaims_.contains(a->id())) {
+        reserving.insert(std::upper_bound(reserving.begin(), reserving.end(), a->id(), by_seq),
+                         a->id());
+      }
+    } else {
+      tried[a->id()] = revision_;
+    }
+  }
+  return released_reservation;
+}
+
+void Scheduler::Pass(int64_t now_ms, DecisionRecords& out, IdList freed_for) {
   Advance(now_ms);
   // Reclaimers whose victims are gone now go first, ahead of everyone.
   for (std::string& id : PreemptExpired(out)) {
@@ -348,43 +452,45 @@ void Scheduler::Pass(int64_t now_ms, DecisionRecords& out, std::vector<std::stri
     }
   }
 
-  // Reclaims nobody needs any more.
-  std::set<std::string> entitled = EntitledRequests();
+  // Reclaims whose reclaimer is gone or suspended. (One no longer entitled
+  // keeps its victims marked through the walk, without reserving room: the
+  // walk may make it entitled again, and cancelling and restarting would
+  // restart the grace period. Step 5 decides.)
   for (const std::string& id : Reclaimers()) {
     auto r = allocations_.find(id);
     bool keep = r != allocations_.end() && !r->second.Placed();
     if (keep) {
       auto t = tenants_.find(r->second.request.tenant);
-      keep = t != tenants_.end() && !t->second.suspended && entitled.contains(id);
+      keep = t != tenants_.end() && !t->second.suspended;
     }
     if (!keep) CancelReclaim(id, out);
   }
 
   // Queued requests a quota change made impossible.
-  std::vector<std::string> rejected;
+  IdList rejected;
   for (auto& [id, a] : allocations_) {
     if (a.state != AllocationState::kPending) continue;
-    const QuotaCheck q = QuotaFor(a);
-    if (q.verdict == QuotaVerdict::kNeverFits) {
-      out.push_back(Record(DecisionKind::kRejected, a, q.reason));
+    if (QuotaVerdictFor(a) == QuotaVerdict::kNeverFits) {
+      out.push_back(Record(DecisionKind::kRejected, a, QuotaFor(a).reason));
       rejected.push_back(id);
     }
   }
   for (const std::string& id : rejected) allocations_.erase(id);
 
-  std::vector<std::string> reclaimers = Reclaimers();
-  reclaimers.insert(reclaimers.end(), freed_for.begin(), freed_for.end());
-  for (Allocation* a : OrderedQueue(freed_for)) {
-    if (a->state != AllocationState::kPending) continue;
-    auto t = tenants_.find(a->request.tenant);
-    if (t == tenants_.end() || t->second.suspended) continue;
-    const bool reclaiming =
-        std::find(reclaimers.begin(), reclaimers.end(), a->id()) != reclaimers.end();
-    if (TryPlace(*a, /*respect_reservations=*/!reclaiming, out)) {
-      if (reclaiming) CancelReclaim(a->id(), out);
-      continue;
-    }
-    if (VictimsOf(a->id()).empty() && entitled.contains(a->id())) StartReclaim(*a, out);
+  // Entitlement changes as the walk places work (a tenant's older requests
+  // placed, or a reclaim the walk ends that had marked every borrower), so
+  // step 5 reconciles reclaims with it once more: every request within its
+  // guarantee at the end of the pass has its reclaim running, and its grace
+  // period started at this decision, not the next. When step 5 let go of
+  // room the walk had kept free, the queue is walked once more.
+  std::set<std::string, std::less<>> freed(freed_for.begin(), freed_for.end());
+  std::map<std::string, uint64_t, std::less<>> tried;  // failed reclaims → revision_
+  for (int round = 0; round < 2; ++round) {
+    const Entitlement entitled = ComputeEntitlement();
+    IdList reserving = ReservingReclaimers(entitled);
+    Walk(entitled, freed, reserving, tried, out);
+    if (!ReconcileReclaims(reserving, tried, out)) break;
+    freed.clear();
   }
 }
 
@@ -432,6 +538,7 @@ Result<DecisionRecords> Scheduler::Evict(std::string_view tenant, int64_t now_ms
     if (!a->Placed()) CancelReclaim(a->id(), out);
   }
   for (Allocation* a : own) {
+    ForgetVictim(*a);
     if (a->Placed()) RemovePlaced(*a);
     out.push_back(Record(DecisionKind::kReleased, *a, "tenant evicted"));
     allocations_.erase(a->id());
@@ -479,8 +586,9 @@ Result<DecisionRecords> Scheduler::Release(std::string_view id, int64_t now_ms) 
   Advance(now_ms);
   DecisionRecords out;
   Allocation& a = it->second;
-  std::vector<std::string> freed_for;
+  IdList freed_for;
   if (a.state == AllocationState::kPreempting) freed_for.push_back(a.preempted_for);
+  ForgetVictim(a);
   if (a.Placed()) {
     RemovePlaced(a);
     out.push_back(Record(DecisionKind::kReleased, a, "released"));
@@ -594,7 +702,11 @@ std::vector<Allocation> Scheduler::Allocations() const {
 
 std::vector<std::string> Scheduler::Queue() const {
   std::vector<std::string> out;
-  for (Allocation* a : const_cast<Scheduler*>(this)->OrderedQueue()) out.push_back(a->id());
+  const Entitlement entitled = ComputeEntitlement();
+  for (Allocation* a :
+       const_cast<Scheduler*>(this)->OrderedQueue(entitled, ReservingReclaimers(entitled), {})) {
+    out.push_back(a->id());
+  }
   return out;
 }
 
@@ -639,7 +751,7 @@ Result<std::string> Scheduler::Explain(std::string_view id) const {
       if (q.verdict == QuotaVerdict::kWaits || q.verdict == QuotaVerdict::kNeverFits) {
         lines.push_back("room exists; only the quota holds it back");
       } else {
-        lines.push_back(KeepsReservations(*a, *p)
+        lines.push_back(KeepsReservations(*a, *p, ReservingReclaimers(ComputeEntitlement()))
                             ? "a placement exists now; it is taken at the next decision"
                             : "the room that fits is reserved for a reclaim in flight");
       }
@@ -703,6 +815,7 @@ Status Scheduler::Restore(const std::vector<Allocation>& allocations) {
     if (a.Placed()) ledger_.Add(a);
     next_seq_ = std::max(next_seq_, a.seq + 1);
     now_ms_ = std::max({now_ms_, a.submitted_ms, a.placed_ms});
+    if (a.state == AllocationState::kPreempting) reclaims_[a.preempted_for].insert(a.id());
     allocations_.emplace(a.id(), a);
   }
   for (int32_t i = 0; i < state_.node_count(); ++i) RefreshEngineNode(i);

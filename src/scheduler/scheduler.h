@@ -7,16 +7,25 @@
 // Every mutating call runs one scheduling pass at its time and returns the
 // decision records it made, in order. A pass:
 //  1. preempts victims whose grace period has ended;
-//  2. cancels reclaims that are no longer needed (the reclaimer is gone,
-//     suspended or no longer within its guarantee);
+//  2. cancels reclaims whose reclaimer is gone or suspended;
 //  3. rejects queued requests that can no longer ever fit (a quota lowered);
 //  4. walks the queue: reclaimers first (oldest first), then requests within
 //     their guarantee, then the rest by weighted dominant share (smallest
-//     first, recomputed after every placement), then priority class, then
+//     first, as of the start of the walk), then priority class, then
 //     submission order. Each request is placed if its quota allows it now,
 //     a placement exists, and placing it keeps every reclaim in flight
 //     feasible; a request within its guarantee that does not fit starts a
-//     reclaim (victims get `grace_ms`; with grace 0 they go at once).
+//     reclaim (victims get `grace_ms`; with grace 0 they go at once);
+//  5. reconciles reclaims with the guarantees as the walk left them: a
+//     reclaimer no longer within its guarantee lets its victims go, and
+//     every request within its guarantee that waits without a reclaim (it
+//     became entitled during the walk, or every borrower was marked for a
+//     reclaim the walk then ended) starts one now. So a request within its
+//     guarantee is placed within `grace_ms` of becoming entitled whenever
+//     borrowed capacity can make room. When step 5 let go of room the walk
+//     had kept free, steps 4 and 5 run once more.
+// Reclaim counts a reclaimer in flight as already placed: a tenant whose own
+// request displaces its borrowed work stays as far above its guarantee.
 // Suspended tenants' requests stay queued and are skipped; their running
 // allocations keep running (the API decides whether to release them).
 // Quota changes, cordons, drains and suspensions apply from the next pass;
@@ -131,32 +140,62 @@ class Scheduler {
   Scheduler(std::unique_ptr<capacity::Fleet> fleet, SchedulerOptions options,
             std::unique_ptr<Policy> policy);
 
-  // `freed_for`: reclaimers whose victims went away before this pass (an
-  // early release); they go first like those whose victims it preempts.
-  void Pass(int64_t now_ms, DecisionRecords& out, std::vector<std::string> freed_for = {});
-  void Advance(int64_t now_ms) { now_ms_ = std::max(now_ms_, now_ms); }
-  bool TryPlace(Allocation& a, bool respect_reservations, DecisionRecords& out);
-  void StartReclaim(Allocation& a, DecisionRecords& out);
-  // Returns the reclaimers whose victims it preempted.
-  std::vector<std::string> PreemptExpired(DecisionRecords& out);
-  void CancelReclaim(std::string_view reclaimer, DecisionRecords& out);
-  bool ApplyPlaced(Allocation& a);
-  void RemovePlaced(Allocation& a);
-  void RefreshEngine(const Allocation& a);
-  void RefreshEngineNode(int32_t node);
-  bool KeepsReservations(const Allocation& a, const Placement& p) const;
-  std::vector<std::string> Reclaimers() const;
-  std::vector<const Allocation*> VictimsOf(std::string_view reclaimer) const;
-  std::optional<PlacementContext> ContextFor(const Allocation& a, const ClusterState& state) const;
-  QuotaCheck QuotaFor(const Allocation& a) const;
   // Queued requests within their guarantee counting the tenant's older
   // queued requests that are: a tenant with three queued 1-GPU requests and
   // one GPU of guarantee left is entitled to one of them, the oldest. Only
   // these start reclaims and go ahead of borrowers.
-  std::set<std::string> EntitledRequests() const;
+  struct Entitlement {
+    // Entitled request → the charges of its tenant's older entitled requests
+    // of the same class (they are placed first, so a reclaim counts them).
+    std::map<std::string, int64_t, std::less<>> ahead;
+    bool contains(std::string_view id) const { return ahead.find(id) != ahead.end(); }
+  };
+  // Oldest first.
+  using IdList = std::vector<std::string>;
+
+  // `freed_for`: reclaimers whose victims went away before this pass (an
+  // early release); they go first like those whose victims it preempts.
+  void Pass(int64_t now_ms, DecisionRecords& out, IdList freed_for = {});
+  // One walk of the queue (step 4 of a pass). `reserving`: the reclaimers
+  // whose room the walk keeps free, updated as reclaims start and end.
+  void Walk(const Entitlement& entitled, const std::set<std::string, std::less<>>& freed,
+            IdList& reserving, std::map<std::string, uint64_t, std::less<>>& tried,
+            DecisionRecords& out);
+  // Step 5: cancels reclaims whose reclaimer is no longer entitled, and
+  // starts one for every entitled queued request without one. Returns
+  // whether a cancelled reclaim had been reserving room during the walk.
+  bool ReconcileReclaims(IdList& reserving, std::map<std::string, uint64_t, std::less<>>& tried,
+                         DecisionRecords& out);
+  void Advance(int64_t now_ms) { now_ms_ = std::max(now_ms_, now_ms); }
+  // `reserving`: reclaims whose room the placement must leave (nullptr: none).
+  bool TryPlace(Allocation& a, const IdList* reserving, DecisionRecords& out);
+  // `ahead`: the charges of the tenant's older entitled requests of the
+  // class. Returns whether it marked victims (or, with grace 0, placed).
+  bool StartReclaim(Allocation& a, int64_t ahead, DecisionRecords& out);
+  // Returns the reclaimers whose victims it preempted.
+  IdList PreemptExpired(DecisionRecords& out);
+  void CancelReclaim(std::string_view reclaimer, DecisionRecords& out);
+  // Removes a kPreempting allocation from reclaims_ (it is going away).
+  void ForgetVictim(const Allocation& victim);
+  bool ApplyPlaced(Allocation& a);
+  void RemovePlaced(Allocation& a);
+  void RefreshEngine(const Allocation& a);
+  void RefreshEngineNode(int32_t node);
+  bool KeepsReservations(const Allocation& a, const Placement& p, const IdList& reserving) const;
+  // Every reclaimer with victims, oldest first.
+  IdList Reclaimers() const;
+  // The reclaimers whose room the next walk keeps free: those still entitled.
+  IdList ReservingReclaimers(const Entitlement& entitled) const;
+  std::vector<const Allocation*> VictimsOf(std::string_view reclaimer) const;
+  std::optional<PlacementContext> ContextFor(const Allocation& a, const ClusterState& state) const;
+  QuotaCheck QuotaFor(const Allocation& a) const;
+  QuotaVerdict QuotaVerdictFor(const Allocation& a) const;
+  Entitlement ComputeEntitlement() const;
   double ShareOf(std::string_view tenant) const;
-  // `freed_for`: reclaimers whose victims this pass preempted; they go first.
-  std::vector<Allocation*> OrderedQueue(const std::vector<std::string>& freed_for = {});
+  // Reclaimers whose victims are gone (`freed`), then reserving reclaimers,
+  // then entitled requests, then the rest (see the file comment).
+  std::vector<Allocation*> OrderedQueue(const Entitlement& entitled, const IdList& reserving,
+                                        const std::set<std::string, std::less<>>& freed);
   Result<int32_t> NodeByName(std::string_view node) const;
   void RequestMoves(int32_t node, int gpu, std::string_view reason, DecisionRecords& out);
   DecisionRecord Record(DecisionKind kind, const Allocation& a, std::string reason = {}) const;
@@ -170,6 +209,12 @@ class Scheduler {
   TenantTable tenants_;
   std::map<std::string, Allocation, std::less<>> allocations_;
   std::map<std::string, int64_t> model_capacity_;  // model → milli-GPU in the fleet
+  // Reclaims in flight: reclaimer → its victims (the kPreempting
+  // allocations whose preempted_for names it). Derived from allocations_.
+  std::map<std::string, std::set<std::string>, std::less<>> reclaims_;
+  // Bumped whenever a placement is taken or given back or a victim is let
+  // go: a reclaim that failed at the same revision would fail again.
+  uint64_t revision_ = 0;
   uint64_t next_seq_ = 1;
   int64_t now_ms_ = 0;
 };

@@ -5,9 +5,11 @@
 //    most 1000 milli and their memory caps to at most the GPU's memory; MIG
 //    instances never overlap, use at most 7 compute slices, never mix with
 //    whole or shared use;
-//  - no tenant above its limit; non-preemptible use never above the
-//    guarantee (borrowed capacity is held only by preemptible work);
-//  - isolation tiers and rack power budgets hold;
+//    MIG instances start at a valid slot of their profile;
+//  - no tenant or project above its limit; non-preemptible use never above
+//    the guarantee (borrowed capacity is held only by preemptible work);
+//  - isolation tiers hold; rack and site power budgets hold, and the
+//    scheduler's own power figures equal the ones recomputed here;
 //  - a request within its tenant's guarantee is placed within the grace
 //    period (on a fleet whose guarantees add up to its capacity).
 #include <gtest/gtest.h>
@@ -15,6 +17,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "capacity/fleet_spec.h"
 #include "scheduler/scheduler.h"
@@ -23,11 +26,15 @@
 namespace atrium::sched {
 namespace {
 
-capacity::Fleet WithRackBudget(const capacity::Fleet& base, int64_t watts) {
+capacity::Fleet WithPowerBudgets(const capacity::Fleet& base, int64_t rack_watts,
+                                 int64_t site_watts) {
   capacity::Fleet f;
-  for (const auto& s : base.sites()) EXPECT_OK(f.AddSite(s));
+  for (auto s : base.sites()) {
+    s.power_budget_watts = site_watts;
+    EXPECT_OK(f.AddSite(s));
+  }
   for (auto r : base.racks()) {
-    r.power_budget_watts = watts;
+    r.power_budget_watts = rack_watts;
     EXPECT_OK(f.AddRack(r));
   }
   for (const auto& p : base.pools()) EXPECT_OK(f.AddPool(p));
@@ -50,14 +57,23 @@ void CheckInvariants(const Scheduler& s, const std::string& where) {
   std::map<std::pair<std::string, int>, GpuCheck> gpus;
   std::map<std::string, std::set<std::string>> node_tenants;
   std::map<std::pair<std::string, ResourceClass>, ClassUsage> usage;
+  std::map<std::tuple<std::string, std::string, ResourceClass>, ClassUsage> project_usage;
   std::map<std::string, int64_t> rack_watts;
   for (const auto& n : s.fleet().nodes()) rack_watts[n.rack] += n.idle_power_watts;
+  std::map<std::string, std::string> site_of_rack;
+  for (const auto& r : s.fleet().racks()) site_of_rack[r.name] = r.site;
   for (const Allocation& a : s.Allocations()) {
     if (!a.Placed()) continue;
     const capacity::GpuModel& model = *capacity::FindGpuModel(a.request.model);
     auto& u = usage[{a.request.tenant, ResourceClass{a.request.model, a.request.kind}}];
     u.used += a.charge_milli;
     if (a.request.priority != Priority::kPreemptible) u.non_preemptible += a.charge_milli;
+    if (!a.request.project.empty()) {
+      auto& pu = project_usage[{a.request.tenant, a.request.project,
+                                ResourceClass{a.request.model, a.request.kind}}];
+      pu.used += a.charge_milli;
+      if (a.request.priority != Priority::kPreemptible) pu.non_preemptible += a.charge_milli;
+    }
     for (const NodePlacement& p : a.placement) {
       node_tenants[p.node].insert(a.request.tenant);
       const std::string rack = s.fleet().FindNode(p.node)->rack;
@@ -79,6 +95,10 @@ void CheckInvariants(const Scheduler& s, const std::string& where) {
             break;
           case AllocationKind::kMig: {
             const capacity::MigProfile* prof = model.FindMigProfile(a.request.mig_profile);
+            ASSERT_NE(prof, nullptr) << where << ": " << a.id();
+            ASSERT_TRUE(std::count(prof->valid_start_slots.begin(), prof->valid_start_slots.end(),
+                                   a.mig_start) == 1)
+                << where << ": " << a.id() << " starts at invalid slot " << a.mig_start;
             ++c.mig;
             const uint32_t mask = ((1u << prof->memory_slices) - 1) << a.mig_start;
             ASSERT_EQ(c.slots & mask, 0u) << where << ": MIG overlap on " << p.node << "/" << g;
@@ -124,18 +144,28 @@ void CheckInvariants(const Scheduler& s, const std::string& where) {
     ASSERT_LE(u.non_preemptible, q->guarantee)
         << where << ": " << key.first << " " << key.second.ToString();
   }
-  for (const auto& r : s.fleet().racks()) {
-    if (r.power_budget_watts > 0) {
-      ASSERT_LE(rack_watts[r.name], r.power_budget_watts)
-          << where << " rack " << r.name << " scheduler draw "
-          << s.cluster().RackDraw(int32_t(&r - &s.fleet().racks()[0])) << [&] {
-               std::string d;
-               for (const Allocation& a : s.Allocations())
-                 if (a.Placed())
-                   d += "\n" + a.id() + " " + std::string(KindName(a.request.kind)) + " " +
-                        a.request.model + " " + DescribePlacement(a.placement);
-               return d;
-             }();
+  for (const auto& [key, u] : project_usage) {
+    const auto& [tenant, project, rc] = key;
+    const Quota* q = s.tenants().find(tenant)->second.ProjectQuotaFor(project, rc);
+    if (q == nullptr) continue;  // limited by the tenant's quota only
+    ASSERT_LE(u.used, q->limit) << where << ": project " << project << " " << rc.ToString();
+    ASSERT_LE(u.non_preemptible, q->guarantee)
+        << where << ": project " << project << " " << rc.ToString();
+  }
+  std::map<std::string, int64_t> site_watts;
+  for (size_t r = 0; r < s.fleet().racks().size(); ++r) {
+    const capacity::Rack& rack = s.fleet().racks()[r];
+    site_watts[rack.site] += rack_watts[rack.name];
+    ASSERT_EQ(s.cluster().RackDraw(int32_t(r)), rack_watts[rack.name]) << where << " " << rack.name;
+    if (rack.power_budget_watts > 0) {
+      ASSERT_LE(rack_watts[rack.name], rack.power_budget_watts) << where << " rack " << rack.name;
+    }
+  }
+  for (size_t i = 0; i < s.fleet().sites().size(); ++i) {
+    const capacity::Site& site = s.fleet().sites()[i];
+    ASSERT_EQ(s.cluster().SiteDraw(int32_t(i)), site_watts[site.name]) << where << " " << site.name;
+    if (site.power_budget_watts > 0) {
+      ASSERT_LE(site_watts[site.name], site.power_budget_watts) << where << " site " << site.name;
     }
   }
 }
@@ -143,10 +173,10 @@ void CheckInvariants(const Scheduler& s, const std::string& where) {
 TEST(SchedulerProperty, RandomStreamsNeverOvercommit) {
   auto base = capacity::ParseFleetSpec("3xH100-80GBx8,2xA100-80GBx8,2xL40Sx4");
   ASSERT_TRUE(base.has_value());
-  for (uint64_t seed : {1u, 2u, 3u}) {
+  for (uint64_t seed : {1u, 2u, 3u, 4u, 5u}) {
     SchedulerOptions options;
     options.grace_ms = 10'000;
-    auto created = Scheduler::Create(WithRackBudget(*base, 14'000), options);
+    auto created = Scheduler::Create(WithPowerBudgets(*base, 14'000, 20'000), options);
     ASSERT_TRUE(created.has_value()) << created.error().message;
     Scheduler& s = **created;
     const std::vector<std::string> models = {"H100-80GB", "A100-80GB", "L40S"};
@@ -163,6 +193,12 @@ TEST(SchedulerProperty, RandomStreamsNeverOvercommit) {
         for (AllocationKind k : {AllocationKind::kGpu, AllocationKind::kMig, AllocationKind::kShare,
                                  AllocationKind::kNode}) {
           p.quotas[{m, k}] = Quota{6000, 16000};
+          // Tenant t0 splits its quota between two projects; requests
+          // without a project are limited by the tenant's quota only.
+          if (t == 0) {
+            p.projects["p1"][{m, k}] = Quota{4000, 6000};
+            p.projects["p2"][{m, k}] = Quota{2000, 16000};
+          }
         }
       }
       ASSERT_OK(s.SetTenant(p, 0));
@@ -182,6 +218,7 @@ TEST(SchedulerProperty, RandomStreamsNeverOvercommit) {
         r.tenant = tenant_ids[pick(tenant_ids.size())];
         r.model = models[pick(models.size())];
         r.priority = static_cast<Priority>(pick(3));
+        if (r.tenant == "t0") r.project = std::vector<std::string>{"", "p1", "p2"}[pick(3)];
         const size_t kind = pick(10);
         const capacity::GpuModel& model = *capacity::FindGpuModel(r.model);
         if (kind < 3) {
@@ -241,17 +278,19 @@ TEST(SchedulerProperty, RandomStreamsNeverOvercommit) {
   }
 }
 
-// DISABLED: still fails on seed 11 (a request waits grace + a few seconds):
-// when a tenant's request becomes entitled in the middle of a pass, or the
-// borrowed allocations are all marked for other reclaims at that moment, its
-// reclaim starts at a later decision. Run with
-// --gtest_also_run_disabled_tests while fixing it.
-TEST(SchedulerProperty, DISABLED_GuaranteeHonouredWithinGrace) {
+// Regression: seeds 11 and 12 once failed. Entitlement was computed once at
+// the start of a pass, so a request that became entitled during it (its
+// tenant's older preemptible reclaimer placed) started its reclaim at the
+// next decision; and a tenant's own reclaimer displacing its own borrowed
+// work made the rest of that tenant's excess look taken, so another
+// tenant's entitled request found no victim until that reclaim ended.
+// Checked over 400 seeds while fixing; the seeds below keep it quick.
+TEST(SchedulerProperty, GuaranteeHonouredWithinGrace) {
   auto fleet = capacity::ParseFleetSpec("2xH100-80GBx8");
   ASSERT_TRUE(fleet.has_value());
   SchedulerOptions options;
   options.grace_ms = 30'000;
-  for (uint64_t seed : {11u, 12u, 13u, 14u}) {
+  for (uint64_t seed = 11; seed <= 30; ++seed) {
     auto created = Scheduler::Create(*fleet, options);
     ASSERT_TRUE(created.has_value());
     Scheduler& s = **created;

@@ -1,0 +1,285 @@
+// Unit tests for the pieces of the scheduler core whose rules are easier to
+// pin down alone than through scenarios: quota verdicts and charges, the
+// weighted dominant share, victim choice for reclaim, and admission.
+#include <gtest/gtest.h>
+
+#include "capacity/fleet_spec.h"
+#include "scheduler/admission.h"
+#include "scheduler/fair_share.h"
+#include "scheduler/quota.h"
+#include "scheduler/reclaim.h"
+#include "support/result_matchers.h"
+
+namespace atrium::sched {
+namespace {
+
+const ResourceClass kH100{"H100-80GB", AllocationKind::kGpu};
+
+AllocationRequest Gpus(std::string id, std::string tenant, int gpus, Priority p,
+                       std::string project = "") {
+  AllocationRequest r;
+  r.id = std::move(id);
+  r.tenant = std::move(tenant);
+  r.project = std::move(project);
+  r.model = "H100-80GB";
+  r.gpus = gpus;
+  r.priority = p;
+  return r;
+}
+
+Allocation Placed(AllocationRequest r, std::string node, std::vector<int> gpus, int64_t placed_ms,
+                  uint64_t seq) {
+  Allocation a;
+  a.request = std::move(r);
+  a.state = AllocationState::kRunning;
+  a.seq = seq;
+  a.placed_ms = placed_ms;
+  a.placement = {{std::move(node), std::move(gpus)}};
+  a.charge_milli = ChargeMilli(a.request, *capacity::FindGpuModel("H100-80GB"));
+  return a;
+}
+
+// ------------------------------------------------------------------ quota
+
+TEST(Quota, ChargesMilliGpuByKind) {
+  const capacity::GpuModel& h100 = *capacity::FindGpuModel("H100-80GB");
+  AllocationRequest r = Gpus("x", "t", 2, Priority::kBatch);
+  r.nodes = 3;
+  EXPECT_EQ(ChargeMilli(r, h100), 6000);
+  r.kind = AllocationKind::kShare;
+  r.milli = 250;
+  EXPECT_EQ(ChargeMilli(r, h100), 250);
+  r.kind = AllocationKind::kMig;
+  r.mig_profile = "3g.40gb";
+  EXPECT_EQ(ChargeMilli(r, h100), 429);
+  r.mig_profile = "7g.80gb";
+  EXPECT_EQ(ChargeMilli(r, h100), 1000);
+  r.kind = AllocationKind::kNode;
+  r.gpus = 8;
+  EXPECT_EQ(ChargeMilli(r, h100), 8000);
+}
+
+TEST(Quota, VerdictRulesInOrder) {
+  TenantPolicy t;
+  t.id = "t";
+  t.quotas[kH100] = Quota{2000, 4000};
+  QuotaLedger ledger;
+  auto verdict = [&](int gpus, Priority p) {
+    return CheckQuota(t, ledger, Gpus("x", "t", gpus, p), kH100, gpus * 1000);
+  };
+  EXPECT_EQ(verdict(5, Priority::kPreemptible).verdict, QuotaVerdict::kNeverFits);
+  EXPECT_NE(verdict(5, Priority::kPreemptible).reason.find("above the limit"), std::string::npos);
+  EXPECT_EQ(verdict(3, Priority::kBatch).verdict, QuotaVerdict::kNeverFits);
+  EXPECT_NE(verdict(3, Priority::kBatch).reason.find("batch work may not borrow"),
+            std::string::npos);
+  EXPECT_EQ(verdict(2, Priority::kInteractive).verdict, QuotaVerdict::kWithinGuarantee);
+  EXPECT_EQ(verdict(3, Priority::kPreemptible).verdict, QuotaVerdict::kBorrows);
+
+  ledger.Add(Placed(Gpus("p", "t", 3, Priority::kPreemptible), "n", {0, 1, 2}, 0, 1));
+  // Preemptible use does not count against the non-preemptible guarantee...
+  EXPECT_EQ(verdict(1, Priority::kBatch).verdict, QuotaVerdict::kWithinGuarantee);
+  // ...but does against the limit.
+  EXPECT_EQ(verdict(2, Priority::kBatch).verdict, QuotaVerdict::kWaits);
+  EXPECT_NE(verdict(2, Priority::kBatch).reason.find("limit reached"), std::string::npos);
+  EXPECT_EQ(verdict(1, Priority::kPreemptible).verdict, QuotaVerdict::kBorrows);
+
+  TenantPolicy none = t;
+  none.quotas.clear();
+  EXPECT_NE(CheckQuota(none, ledger, Gpus("x", "t", 1, Priority::kBatch), kH100, 1000)
+                .reason.find("no quota for H100-80GB/gpu"),
+            std::string::npos);
+}
+
+TEST(Quota, ProjectLevelNamedInReason) {
+  TenantPolicy t;
+  t.id = "t";
+  t.quotas[kH100] = Quota{4000, 8000};
+  t.projects["p"][kH100] = Quota{1000, 2000};
+  QuotaLedger ledger;
+  ledger.Add(Placed(Gpus("a", "t", 2, Priority::kPreemptible, "p"), "n", {0, 1}, 0, 1));
+  const QuotaCheck q =
+      CheckQuota(t, ledger, Gpus("x", "t", 1, Priority::kPreemptible, "p"), kH100, 1000);
+  EXPECT_EQ(q.verdict, QuotaVerdict::kWaits);
+  EXPECT_NE(q.reason.find("project p of tenant t: used 2000"), std::string::npos) << q.reason;
+  // Without the project only the tenant's quota applies.
+  EXPECT_EQ(CheckQuota(t, ledger, Gpus("x", "t", 1, Priority::kPreemptible), kH100, 1000).verdict,
+            QuotaVerdict::kWithinGuarantee);
+}
+
+TEST(Quota, VerdictAloneMatchesCheckQuota) {
+  TenantPolicy t;
+  t.id = "t";
+  t.quotas[kH100] = Quota{3000, 5000};
+  t.projects["p"][kH100] = Quota{2000, 4000};
+  for (int used = 0; used <= 5; ++used) {
+    for (int non_pre = 0; non_pre <= used; ++non_pre) {
+      QuotaLedger ledger;
+      uint64_t seq = 1;
+      for (int k = 0; k < used; ++k) {
+        ledger.Add(
+            Placed(Gpus("u" + std::to_string(k), "t", 1,
+                        k < non_pre ? Priority::kBatch : Priority::kPreemptible, k % 2 ? "p" : ""),
+                   "n", {k}, 0, seq++));
+      }
+      for (int gpus = 1; gpus <= 6; ++gpus) {
+        for (Priority p : {Priority::kInteractive, Priority::kBatch, Priority::kPreemptible}) {
+          for (std::string project : {"", "p"}) {
+            const AllocationRequest r = Gpus("x", "t", gpus, p, project);
+            EXPECT_EQ(CheckQuotaVerdict(t, ledger, r, kH100, gpus * 1000),
+                      CheckQuota(t, ledger, r, kH100, gpus * 1000).verdict);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Quota, LedgerRemoveUndoesAdd) {
+  QuotaLedger ledger;
+  const Allocation a = Placed(Gpus("a", "t", 2, Priority::kBatch, "p"), "n", {0, 1}, 0, 1);
+  const Allocation b = Placed(Gpus("b", "t", 1, Priority::kPreemptible), "n", {2}, 0, 2);
+  ledger.Add(a);
+  ledger.Add(b);
+  EXPECT_EQ(ledger.Tenant("t", kH100), (ClassUsage{3000, 2000}));
+  EXPECT_EQ(ledger.Project("t", "p", kH100), (ClassUsage{2000, 2000}));
+  EXPECT_EQ(ledger.ModelUsage("t"), (std::map<std::string, int64_t>{{"H100-80GB", 3000}}));
+  ledger.Remove(a);
+  ledger.Remove(b);
+  EXPECT_TRUE(ledger == QuotaLedger());
+}
+
+// ------------------------------------------------------------- fair share
+
+TEST(FairShare, DominantModelDividedByWeight) {
+  const std::map<std::string, int64_t> capacity = {{"H100-80GB", 16000}, {"L40S", 8000}};
+  EXPECT_DOUBLE_EQ(WeightedDominantShare({}, capacity, 1.0), 0.0);
+  // 4 of 16 H100 (0.25) and 4 of 8 L40S (0.5): L40S dominates.
+  EXPECT_DOUBLE_EQ(WeightedDominantShare({{"H100-80GB", 4000}, {"L40S", 4000}}, capacity, 1.0),
+                   0.5);
+  EXPECT_DOUBLE_EQ(WeightedDominantShare({{"H100-80GB", 4000}, {"L40S", 4000}}, capacity, 2.0),
+                   0.25);
+  // Models the fleet does not have are ignored.
+  EXPECT_DOUBLE_EQ(WeightedDominantShare({{"A100-80GB", 8000}}, capacity, 1.0), 0.0);
+}
+
+// ---------------------------------------------------------------- reclaim
+
+struct ReclaimFixture : testing::Test {
+  ReclaimFixture() : fleet(*capacity::ParseFleetSpec("1xH100-80GBx4")), state(fleet) {
+    for (const char* id : {"a", "b"}) {
+      TenantPolicy t;
+      t.id = id;
+      t.quotas[kH100] = Quota{2000, 4000};
+      tenants[id] = t;
+    }
+  }
+  void Run(const std::vector<Allocation>& running) {
+    held = running;
+    for (const Allocation& a : held) {
+      ASSERT_OK(state.Apply(a));
+      ledger.Add(a);
+    }
+  }
+  std::vector<std::string> Victims(const AllocationRequest& r,
+                                   std::map<TenantClassKey, int64_t> marked = {}) {
+    ReclaimInput in{
+        state, tenants, ledger, {}, std::move(marked), r, kH100, int64_t{r.gpus} * 1000, nullptr};
+    for (const Allocation& a : held) in.running.push_back(&a);
+    const capacity::GpuModel& model = *capacity::FindGpuModel("H100-80GB");
+    in.fits = [&](const ClusterState& s) {
+      const TenantPolicy& t = tenants.at(r.tenant);
+      return FindPlacement(PlacementContext{s, tenants, t, r, model}, nullptr).has_value();
+    };
+    std::vector<std::string> out;
+    for (const Allocation* v : ChooseVictims(in)) out.push_back(v->id());
+    return out;
+  }
+  capacity::Fleet fleet;
+  ClusterState state;
+  TenantTable tenants;
+  QuotaLedger ledger;
+  std::vector<Allocation> held;
+};
+
+TEST_F(ReclaimFixture, NewestBorrowedPreemptibleFirstAndOnlyWhatIsNeeded) {
+  const std::string n = "h100-80gb-0";
+  Run({Placed(Gpus("bi", "b", 1, Priority::kInteractive), n, {0}, 0, 1),
+       Placed(Gpus("b1", "b", 1, Priority::kPreemptible), n, {1}, 10, 2),
+       Placed(Gpus("b2", "b", 1, Priority::kPreemptible), n, {2}, 30, 3),
+       Placed(Gpus("b3", "b", 1, Priority::kPreemptible), n, {3}, 20, 4)});
+  // b is 2 GPUs above its guarantee: the newest placement goes first.
+  EXPECT_EQ(Victims(Gpus("x", "a", 1, Priority::kBatch)), std::vector<std::string>{"b2"});
+  EXPECT_EQ(Victims(Gpus("x", "a", 2, Priority::kBatch)), (std::vector<std::string>{"b2", "b3"}));
+  // Never below b's guarantee: b1 and the interactive bi stay.
+  EXPECT_TRUE(Victims(Gpus("x", "a", 3, Priority::kBatch)).empty());
+  // What is already marked for another reclaim no longer counts as borrowed.
+  EXPECT_EQ(Victims(Gpus("x", "a", 1, Priority::kBatch), {{{"b", kH100}, 1000}}),
+            std::vector<std::string>{"b2"});
+  EXPECT_TRUE(Victims(Gpus("x", "a", 1, Priority::kBatch), {{{"b", kH100}, 2000}}).empty());
+}
+
+TEST_F(ReclaimFixture, PlacementAwareSetDropsVictimsTheFitDoesNotNeed) {
+  const std::string n = "h100-80gb-0";
+  // b borrows 3 GPUs; a 2-GPU request needs two victims; b2 (newest) and b3
+  // are taken first, then b1 is not needed.
+  Run({Placed(Gpus("b1", "b", 1, Priority::kPreemptible), n, {0}, 10, 1),
+       Placed(Gpus("b2", "b", 2, Priority::kPreemptible), n, {1, 2}, 30, 2),
+       Placed(Gpus("b3", "b", 1, Priority::kPreemptible), n, {3}, 20, 3)});
+  EXPECT_EQ(Victims(Gpus("x", "a", 2, Priority::kBatch)), std::vector<std::string>{"b2"});
+}
+
+TEST_F(ReclaimFixture, OwnTenantCountsTheRequest) {
+  const std::string n = "h100-80gb-0";
+  Run({Placed(Gpus("a1", "a", 1, Priority::kPreemptible), n, {0}, 10, 1),
+       Placed(Gpus("a2", "a", 1, Priority::kPreemptible), n, {1}, 20, 2),
+       Placed(Gpus("b1", "b", 2, Priority::kBatch), n, {2, 3}, 5, 3)});
+  // a at its guarantee with preemptible work; its interactive request makes
+  // that work borrowed, newest first.
+  EXPECT_EQ(Victims(Gpus("x", "a", 1, Priority::kInteractive)), std::vector<std::string>{"a2"});
+}
+
+// -------------------------------------------------------------- admission
+
+TEST(Admission, NormalisesModelAndRefusesMalformedShapes) {
+  capacity::Fleet fleet = *capacity::ParseFleetSpec("1xH100-80GBx8");
+  ClusterState state(fleet);
+  TenantTable tenants;
+  TenantPolicy t;
+  t.id = "t";
+  t.quotas[kH100] = Quota{8000, 8000};
+  t.quotas[{"H100-80GB", AllocationKind::kShare}] = Quota{1000, 1000};
+  tenants["t"] = t;
+  QuotaLedger ledger;
+  auto refusal = [&](AllocationRequest r) {
+    return AdmissionRefusal(r, &tenants["t"], state, tenants, ledger);
+  };
+  AllocationRequest r = Gpus("x", "t", 1, Priority::kBatch);
+  r.model = "h100-80GB";
+  EXPECT_EQ(AdmissionRefusal(r, &tenants["t"], state, tenants, ledger), "");
+  EXPECT_EQ(r.model, "H100-80GB");
+  r.gpus = 0;
+  EXPECT_NE(refusal(r).find("asks for 0 GPUs per node"), std::string::npos);
+  r.gpus = 1;
+  r.nodes = 2;
+  EXPECT_NE(refusal(r).find("the gang needs 2 H100-80GB nodes"), std::string::npos);
+  r.nodes = 1;
+  r.model = "B200";
+  EXPECT_NE(refusal(r).find("unknown GPU model \"B200\""), std::string::npos);
+  r.model = "H100-80GB";
+  r.kind = AllocationKind::kShare;
+  r.milli = 1000;
+  r.mem_cap_mib = 1;
+  EXPECT_NE(refusal(r).find("a share is 1 to 999 milli-GPU"), std::string::npos);
+  r.milli = 500;
+  r.mem_cap_mib = 90 * 1024;
+  EXPECT_NE(refusal(r).find("memory cap must be 1 to"), std::string::npos);
+  r.mem_cap_mib = 1024;
+  EXPECT_EQ(refusal(r), "");
+  EXPECT_EQ(AdmissionRefusal(r, nullptr, state, tenants, ledger), "unknown tenant t");
+  // Transient state never rejects: a cordoned node still counts.
+  fleet.FindMutableNode("h100-80gb-0")->cordoned = true;
+  EXPECT_EQ(refusal(r), "");
+}
+
+}  // namespace
+}  // namespace atrium::sched
