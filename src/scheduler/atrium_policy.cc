@@ -6,36 +6,56 @@
 namespace atrium::sched {
 namespace {
 
-// Atrium's policy keeps what makes FGD work and changes where it measurably
-// loses capacity:
+// Atrium's policy keeps what makes FGD work and adds what it misses. A node's
+// score is, from most to least significant:
 //
-// 1. GPU requests are scored like FGD: the change in the node's GPU
-//    fragmentation against the target workload, put through a sigmoid and
-//    truncated to an integer, so near-equal placements tie and the engine's
-//    fixed node rank decides. That coarse score plus a fixed order behaves like
-//    first-fit among good placements and keeps untouched nodes whole for large
-//    requests; scoring the exact fragmentation instead loses about a point of
-//    allocation on the Alibaba trace (METHOD.md §7.1), and every tie-break we
-//    tried that spreads work (balance, most-free, largest node) loses several.
+// 1. FGD's score: the change in the node's GPU fragmentation against the
+//    target workload, through a sigmoid, truncated to an integer. Near-equal
+//    placements tie, which matters: the ties are broken by the engine's fixed
+//    node rank, which behaves like first-fit among good placements and keeps
+//    untouched nodes whole. Scoring the exact fragmentation instead loses about
+//    a point of allocation on the Alibaba trace (METHOD.md §7.1), and every
+//    spreading tie-break we tried (CPU/GPU balance, most free, largest node
+//    first) loses several.
 //
-// 2. Requests without GPUs go, among equally scored nodes, to the node with
-//    the least free GPU left: their CPU and memory are best taken from nodes
-//    whose GPUs are already spoken for, where nothing else can use them, and
-//    not from nodes whose free GPUs still need that CPU. (Sending them to
-//    other nodes than the GPU work instead — a second fill order — costs up to
-//    ten points.)
+// 2. Displaced work: how many pods of the target workload, in expectation,
+//    the node could host before the placement and no longer after, counting
+//    each class's pods as they would really pack — several per GPU for small
+//    shares, bounded by the node's free CPU — and truncated to whole pods.
+//    FGD asks only whether one pod of a class still fits, so it cannot see a
+//    placement that takes the CPU the node's remaining GPUs need, or a share
+//    that leaves room for one pod where there was room for two. On the openb
+//    traces this halves the GPUs stranded for lack of CPU.
 //
-// 3. Without a target workload (a fleet with no request history), the
-//    fragmentation score is flat, so GPU requests fall back to packing: the
-//    node left with the least free GPU wins.
+// 3. For work without GPUs, the node left with the least free GPU: such
+//    work's CPU is best taken where the GPUs are already spoken for.
 //
-// On the three openb traces (30 seeds) this leaves 4.70 / 5.97 / 4.29 % of
-// GPUs unallocated at 100 % arrived against FGD's 4.72 / 6.02 / 4.43 %
-// (BENCHMARKS.md).
-constexpr int64_t kSecondaryRange = 1000;
+// Without a target workload (no request history yet) 1 and 2 are flat, and
+// GPU work falls back to packing: the node left with the least free GPU.
+//
+// BENCHMARKS.md §4 has the numbers against FGD and the other baselines.
+constexpr int64_t kTertiary = 1000;  // range of (3)
+constexpr int64_t kMaxDisplaced = 999;
 
 int64_t FragmentScore(double before, double after) {
   return static_cast<int64_t>(100 / (1 + std::exp(-((before - after) / 1000))));
+}
+
+// Pods of a class that fit on the node if nothing else were placed there.
+int64_t PodsThatFit(const NodeState& node, const TypicalPod& pod) {
+  if (pod.milli == 0) return pod.cpu > 0 ? node.cpu_left / pod.cpu : 0;
+  if (pod.model_mask != 0 && !Request{0, 0, 1, 1, pod.model_mask}.AllowsModel(node.model)) {
+    return 0;
+  }
+  int64_t by_gpu = 0;
+  if (pod.num_gpu == 1) {
+    for (int i = 0; i < node.gpu_count; ++i) by_gpu += node.gpu_free[i] / pod.milli;
+  } else {
+    int whole = 0;
+    for (int i = 0; i < node.gpu_count; ++i) whole += node.gpu_free[i] >= pod.milli;
+    by_gpu = whole / pod.num_gpu;
+  }
+  return pod.cpu > 0 ? std::min(by_gpu, node.cpu_left / pod.cpu) : by_gpu;
 }
 
 class AtriumPolicy final : public Policy {
@@ -45,33 +65,30 @@ class AtriumPolicy final : public Policy {
   std::string_view name() const override { return "atrium"; }
 
   int64_t Score(int32_t, const NodeState& node, const Request& request) override {
-    const double before = FragmentOf(node, workload_);
     if (!request.IsShare()) {
-      return Combined(before, Subtract(node, request, TightestGpus(node, request)), request);
+      return Combined(node, Subtract(node, request, TightestGpus(node, request)), request);
     }
     int64_t best = -1;
     for (int i = 0; i < node.gpu_count; ++i) {
       if (node.gpu_free[i] < request.milli) continue;
       GpuPick one;
       one.Add(i);
-      best = std::max(best, Combined(before, Subtract(node, request, one), request));
+      best = std::max(best, Combined(node, Subtract(node, request, one), request));
     }
     return best;
   }
 
-  // Whole GPUs: the first free ones by index (connectivity is the
-  // scheduler's concern). A share: the GPU whose use scores best, lowest
-  // index on ties.
+  // Whole GPUs: the first free ones by index. A share: the GPU whose use
+  // scores best, the lowest index on ties.
   GpuPick PickGpus(int32_t, const NodeState& node, const Request& request, Rng&) override {
     if (!request.IsShare()) return FirstFreeGpus(node, request);
-    const double before = FragmentOf(node, workload_);
     int best = -1;
     int64_t best_score = 0;
     for (int i = 0; i < node.gpu_count; ++i) {
       if (node.gpu_free[i] < request.milli) continue;
       GpuPick one;
       one.Add(i);
-      const int64_t score = Combined(before, Subtract(node, request, one), request);
+      const int64_t score = Combined(node, Subtract(node, request, one), request);
       if (best < 0 || score > best_score) {
         best = i;
         best_score = score;
@@ -83,14 +100,22 @@ class AtriumPolicy final : public Policy {
   }
 
  private:
-  int64_t Combined(double before, const NodeState& after, const Request& request) const {
-    const int64_t primary = FragmentScore(before, FragmentOf(after, workload_));
-    int64_t secondary = 0;
+  int64_t Combined(const NodeState& before, const NodeState& after, const Request& request) const {
+    const int64_t fragment =
+        FragmentScore(FragmentOf(before, workload_), FragmentOf(after, workload_));
+    double displaced = 0;
+    for (const auto& pod : workload_) {
+      displaced +=
+          pod.popularity * static_cast<double>(PodsThatFit(before, pod) - PodsThatFit(after, pod));
+    }
+    const int64_t kept =
+        kMaxDisplaced - std::clamp<int64_t>(static_cast<int64_t>(displaced), 0, kMaxDisplaced);
+    int64_t tertiary = 0;
     if (!request.NeedsGpu() || workload_.empty()) {
       const int64_t most = int64_t{kMaxGpusPerNode} * kMilliPerGpu;
-      secondary = (kSecondaryRange - 1) * (most - after.FreeMilli()) / most;
+      tertiary = (kTertiary - 1) * (most - after.FreeMilli()) / most;
     }
-    return primary * kSecondaryRange + secondary;
+    return (fragment * (kMaxDisplaced + 1) + kept) * kTertiary + tertiary;
   }
 
   std::vector<TypicalPod> workload_;

@@ -33,7 +33,6 @@ Engine::Engine(std::vector<NodeState> nodes, std::vector<int32_t> tie_rank, Poli
   }
   assert(tie_rank_.size() == nodes_.size());
   feasible_.reserve(nodes_.size());
-  policy_.Attach(nodes_);
 }
 
 int32_t Engine::ClassOf(const Request& request) {
@@ -79,39 +78,18 @@ std::optional<Decision> Engine::Decide(const Request& request, const NodeFilter*
   } else {
     policy_.BeginRequest(request, feasible_, rng_);
     const int32_t cls = policy_.cacheable() ? ClassOf(request) : -1;
-    const bool refines = policy_.refines();
     int64_t best_score = 0;
     int32_t best_rank = 0;
-    tied_.clear();
     for (int32_t i : feasible_) {
       const int64_t score = ScoreOf(cls, i, request);
       const int32_t rank = tie_rank_[static_cast<size_t>(i)];
-      if (decision.node < 0 || score > best_score) {
+      if (decision.node < 0 || score > best_score || (score == best_score && rank < best_rank)) {
         decision.node = i;
         best_score = score;
         best_rank = rank;
-        tied_.clear();
-      } else if (score == best_score && rank < best_rank) {
-        decision.node = i;
-        best_rank = rank;
       }
-      if (refines && score == best_score) tied_.push_back(i);
     }
     decision.score = best_score;
-    if (refines && tied_.size() > 1) {
-      int64_t best_refined = 0;
-      decision.node = -1;
-      for (int32_t i : tied_) {
-        const int64_t refined = policy_.Refine(i, nodes_[static_cast<size_t>(i)], request);
-        const int32_t rank = tie_rank_[static_cast<size_t>(i)];
-        if (decision.node < 0 || refined > best_refined ||
-            (refined == best_refined && rank < best_rank)) {
-          decision.node = i;
-          best_refined = refined;
-          best_rank = rank;
-        }
-      }
-    }
   }
   if (request.NeedsGpu()) {
     decision.gpus =
@@ -139,7 +117,6 @@ void Engine::Release(int32_t node, const Request& request, const GpuPick& gpus) 
 void Engine::SetNode(int32_t node, const NodeState& state) {
   nodes_[static_cast<size_t>(node)] = state;
   Touch(node);
-  policy_.Replaced(node, state);
 }
 
 void Engine::Touch(int32_t node) {

@@ -76,7 +76,6 @@ class Engine {
   std::unordered_map<Request, int32_t, RequestHash> classes_;
   std::vector<CachedScore> cache_;  // class-major: cache_[cls * n + node]
   std::vector<int32_t> feasible_;
-  std::vector<int32_t> tied_;
 };
 
 }  // namespace atrium::sched

@@ -26,16 +26,6 @@ class Policy {
   // changes. Policies that draw random numbers per request return false.
   virtual bool cacheable() const { return true; }
 
-  // Called once by the engine with its initial snapshot, before any other
-  // call; policies that keep cluster-wide state build it here.
-  virtual void Attach(std::span<const NodeState> nodes) {}
-
-  // Policies that refine: among the nodes tied on the highest Score, the
-  // engine asks Refine (never cached, may read cluster-wide state) and takes
-  // the highest; ties then go to the smallest tie rank.
-  virtual bool refines() const { return false; }
-  virtual int64_t Refine(int32_t node, const NodeState& state, const Request& request) { return 0; }
-
   // Called once per request with the feasible nodes (at least two), before
   // any Score call for it.
   virtual void BeginRequest(const Request& request, std::span<const int32_t> feasible, Rng& rng) {}
@@ -52,8 +42,6 @@ class Policy {
   virtual void Placed(int32_t node, const NodeState& state, const Request& request) {}
   // The request was removed from node (state is the node after removing it).
   virtual void Removed(int32_t node, const NodeState& state, const Request& request) {}
-  // The node's state was replaced (inventory change).
-  virtual void Replaced(int32_t node, const NodeState& state) {}
 };
 
 }  // namespace atrium::sched
