@@ -65,48 +65,59 @@ class AtriumPolicy final : public Policy {
   std::string_view name() const override { return "atrium"; }
 
   int64_t Score(int32_t, const NodeState& node, const Request& request) override {
-    if (!request.IsShare()) {
-      return Combined(node, Subtract(node, request, TightestGpus(node, request)), request);
-    }
-    int64_t best = -1;
-    for (int i = 0; i < node.gpu_count; ++i) {
-      if (node.gpu_free[i] < request.milli) continue;
-      GpuPick one;
-      one.Add(i);
-      best = std::max(best, Combined(node, Subtract(node, request, one), request));
-    }
-    return best;
+    return Best(node, request).score;
   }
 
   // Whole GPUs: the first free ones by index. A share: the GPU whose use
   // scores best, the lowest index on ties.
   GpuPick PickGpus(int32_t, const NodeState& node, const Request& request, Rng&) override {
     if (!request.IsShare()) return FirstFreeGpus(node, request);
-    int best = -1;
-    int64_t best_score = 0;
-    for (int i = 0; i < node.gpu_count; ++i) {
-      if (node.gpu_free[i] < request.milli) continue;
-      GpuPick one;
-      one.Add(i);
-      const int64_t score = Combined(node, Subtract(node, request, one), request);
-      if (best < 0 || score > best_score) {
-        best = i;
-        best_score = score;
-      }
-    }
     GpuPick pick;
-    if (best >= 0) pick.Add(best);
+    pick.Add(Best(node, request).gpu);
     return pick;
   }
 
  private:
-  int64_t Combined(const NodeState& before, const NodeState& after, const Request& request) const {
-    const int64_t fragment =
-        FragmentScore(FragmentOf(before, workload_), FragmentOf(after, workload_));
+  struct Choice {
+    int64_t score = -1;
+    int gpu = -1;  // for a share: the GPU that scores best
+  };
+
+  // What the node offers before the placement, computed once per node.
+  struct Before {
+    double fragment = 0;
+    std::vector<int64_t> pods;  // per workload class
+  };
+
+  Choice Best(const NodeState& node, const Request& request) const {
+    Before before{FragmentOf(node, workload_), {}};
+    before.pods.reserve(workload_.size());
+    for (const auto& pod : workload_) before.pods.push_back(PodsThatFit(node, pod));
+    if (!request.IsShare()) {
+      return {Combined(before, Subtract(node, request, TightestGpus(node, request)), request), -1};
+    }
+    // GPUs with equal free milli lead to the same node state: score each
+    // distinct value once, keeping the lowest index that has it.
+    Choice best;
+    for (int i = 0; i < node.gpu_count; ++i) {
+      if (node.gpu_free[i] < request.milli) continue;
+      bool seen = false;
+      for (int j = 0; j < i && !seen; ++j) seen = node.gpu_free[j] == node.gpu_free[i];
+      if (seen) continue;
+      GpuPick one;
+      one.Add(i);
+      const int64_t score = Combined(before, Subtract(node, request, one), request);
+      if (score > best.score) best = {score, i};
+    }
+    return best;
+  }
+
+  int64_t Combined(const Before& before, const NodeState& after, const Request& request) const {
+    const int64_t fragment = FragmentScore(before.fragment, FragmentOf(after, workload_));
     double displaced = 0;
-    for (const auto& pod : workload_) {
-      displaced +=
-          pod.popularity * static_cast<double>(PodsThatFit(before, pod) - PodsThatFit(after, pod));
+    for (size_t k = 0; k < workload_.size(); ++k) {
+      displaced += workload_[k].popularity *
+                   static_cast<double>(before.pods[k] - PodsThatFit(after, workload_[k]));
     }
     const int64_t kept =
         kMaxDisplaced - std::clamp<int64_t>(static_cast<int64_t>(displaced), 0, kMaxDisplaced);

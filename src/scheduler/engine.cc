@@ -35,7 +35,11 @@ Engine::Engine(std::vector<NodeState> nodes, std::vector<int32_t> tie_rank, Poli
   feasible_.reserve(nodes_.size());
 }
 
-int32_t Engine::ClassOf(const Request& request) {
+int32_t Engine::ClassOf(const Request& full_request) {
+  // Scores never read memory (Fits checks it), so requests that differ only
+  // in memory share their cached scores.
+  Request request = full_request;
+  request.mem = 0;
   auto it = classes_.find(request);
   if (it != classes_.end()) return it->second;
   const size_t n = nodes_.size();

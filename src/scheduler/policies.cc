@@ -142,6 +142,16 @@ class GpuClusteringPolicy final : public Policy {
 
 double Sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
 
+// True when a lower-index GPU has the same free milli: placing a share on
+// either leads to the same node state, so only the first needs scoring (and
+// the first is the one a tie picks anyway).
+bool SameFreeEarlier(const NodeState& node, int i) {
+  for (int j = 0; j < i; ++j) {
+    if (node.gpu_free[j] == node.gpu_free[i]) return true;
+  }
+  return false;
+}
+
 int64_t FragDeltaScore(double before, double after) {
   return static_cast<int64_t>(100 * Sigmoid((before - after) / 1000));
 }
@@ -159,7 +169,7 @@ class FgdPolicy final : public Policy {
     int best = -1;
     int64_t best_score = 0;
     for (int i = 0; i < node.gpu_count; ++i) {
-      if (node.gpu_free[i] < request.milli) continue;
+      if (node.gpu_free[i] < request.milli || SameFreeEarlier(node, i)) continue;
       GpuPick one;
       one.Add(i);
       const int64_t s = FragDeltaScore(before, FragmentOf(Subtract(node, request, one), workload_));
@@ -185,7 +195,7 @@ int64_t FgdScore(const NodeState& node, const Request& request,
   if (request.IsShare()) {
     int64_t best = 0;
     for (int i = 0; i < node.gpu_count; ++i) {
-      if (node.gpu_free[i] < request.milli) continue;
+      if (node.gpu_free[i] < request.milli || SameFreeEarlier(node, i)) continue;
       GpuPick one;
       one.Add(i);
       best = std::max(best,

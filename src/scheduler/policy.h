@@ -30,7 +30,9 @@ class Policy {
   // any Score call for it.
   virtual void BeginRequest(const Request& request, std::span<const int32_t> feasible, Rng& rng) {}
 
-  // Higher is better. Must not depend on other nodes when cacheable().
+  // Higher is better. Must not depend on other nodes when cacheable(), nor
+  // on request.mem (the engine checks memory in Fits and caches scores
+  // across requests that differ only in memory).
   virtual int64_t Score(int32_t node, const NodeState& state, const Request& request) = 0;
 
   // The GPUs of the chosen node that the request takes (empty for CPU-only
