@@ -156,6 +156,27 @@ int64_t FragDeltaScore(double before, double after) {
   return static_cast<int64_t>(100 * Sigmoid((before - after) / 1000));
 }
 
+// FGD for a share: the best integer score over the GPUs it fits, and the
+// first GPU reaching it (gpu = -1 when none fits).
+struct ShareChoice {
+  int64_t score = 0;
+  int gpu = -1;
+};
+
+ShareChoice FgdShareChoice(const NodeState& node, const Request& request,
+                           const std::vector<TypicalPod>& workload) {
+  const double before = FragmentOf(node, workload);
+  ShareChoice best;
+  for (int i = 0; i < node.gpu_count; ++i) {
+    if (node.gpu_free[i] < request.milli || SameFreeEarlier(node, i)) continue;
+    GpuPick one;
+    one.Add(i);
+    const int64_t s = FragDeltaScore(before, FragmentOf(Subtract(node, request, one), workload));
+    if (best.gpu < 0 || s > best.score) best = {s, i};
+  }
+  return best;
+}
+
 class FgdPolicy final : public Policy {
  public:
   explicit FgdPolicy(std::vector<TypicalPod> workload) : workload_(std::move(workload)) {}
@@ -165,21 +186,8 @@ class FgdPolicy final : public Policy {
   }
   GpuPick PickGpus(int32_t, const NodeState& node, const Request& request, Rng&) override {
     if (!request.IsShare()) return FirstFreeGpus(node, request);
-    const double before = FragmentOf(node, workload_);
-    int best = -1;
-    int64_t best_score = 0;
-    for (int i = 0; i < node.gpu_count; ++i) {
-      if (node.gpu_free[i] < request.milli || SameFreeEarlier(node, i)) continue;
-      GpuPick one;
-      one.Add(i);
-      const int64_t s = FragDeltaScore(before, FragmentOf(Subtract(node, request, one), workload_));
-      if (best < 0 || s > best_score) {
-        best = i;
-        best_score = s;
-      }
-    }
     GpuPick pick;
-    if (best >= 0) pick.Add(best);
+    if (const int gpu = FgdShareChoice(node, request, workload_).gpu; gpu >= 0) pick.Add(gpu);
     return pick;
   }
 
@@ -191,20 +199,9 @@ class FgdPolicy final : public Policy {
 
 int64_t FgdScore(const NodeState& node, const Request& request,
                  const std::vector<TypicalPod>& workload) {
-  const double before = FragmentOf(node, workload);
-  if (request.IsShare()) {
-    int64_t best = 0;
-    for (int i = 0; i < node.gpu_count; ++i) {
-      if (node.gpu_free[i] < request.milli || SameFreeEarlier(node, i)) continue;
-      GpuPick one;
-      one.Add(i);
-      best = std::max(best,
-                      FragDeltaScore(before, FragmentOf(Subtract(node, request, one), workload)));
-    }
-    return best;
-  }
+  if (request.IsShare()) return FgdShareChoice(node, request, workload).score;
   const NodeState after = Subtract(node, request, TightestGpus(node, request));
-  return FragDeltaScore(before, FragmentOf(after, workload));
+  return FragDeltaScore(FragmentOf(node, workload), FragmentOf(after, workload));
 }
 
 const std::vector<std::string>& PolicyNames() {

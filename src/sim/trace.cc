@@ -1,6 +1,7 @@
 #include "sim/trace.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <fstream>
 #include <map>
@@ -43,6 +44,18 @@ class CsvTable {
     }
     if (table.header_.empty()) return MakeUnexpected(Error::InvalidArgument("empty CSV file"));
     return table;
+  }
+
+  // Indexes of the named columns, in order, or an error naming a missing one.
+  template <size_t N>
+  Result<std::array<size_t, N>> Columns(const std::array<const char*, N>& names) const {
+    std::array<size_t, N> out{};
+    for (size_t i = 0; i < N; ++i) {
+      auto c = Column(names[i]);
+      if (!c.has_value()) return MakeUnexpected(c.error());
+      out[i] = *c;
+    }
+    return out;
   }
 
   // Index of a column, or an error naming it.
@@ -101,13 +114,9 @@ Result<std::string> ReadFile(const std::string& path) {
 Result<std::vector<TraceNode>> ParseNodeCsv(std::string_view text) {
   auto table = CsvTable::Parse(text);
   if (!table.has_value()) return MakeUnexpected(table.error());
-  size_t col[5];
-  const char* names[5] = {"sn", "cpu_milli", "memory_mib", "gpu", "model"};
-  for (int i = 0; i < 5; ++i) {
-    auto c = table->Column(names[i]);
-    if (!c.has_value()) return MakeUnexpected(c.error());
-    col[i] = *c;
-  }
+  auto columns = table->Columns<5>({"sn", "cpu_milli", "memory_mib", "gpu", "model"});
+  if (!columns.has_value()) return MakeUnexpected(columns.error());
+  const auto& col = *columns;
   std::vector<TraceNode> nodes;
   for (size_t r = 0; r < table->rows(); ++r) {
     TraceNode node;
@@ -135,13 +144,9 @@ Result<std::vector<TraceNode>> ParseNodeCsv(std::string_view text) {
 Result<std::vector<TracePod>> ParsePodCsv(std::string_view text) {
   auto table = CsvTable::Parse(text);
   if (!table.has_value()) return MakeUnexpected(table.error());
-  size_t col[5];
-  const char* names[5] = {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"};
-  for (int i = 0; i < 5; ++i) {
-    auto c = table->Column(names[i]);
-    if (!c.has_value()) return MakeUnexpected(c.error());
-    col[i] = *c;
-  }
+  auto columns = table->Columns<5>({"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"});
+  if (!columns.has_value()) return MakeUnexpected(columns.error());
+  const auto& col = *columns;
   const size_t spec_col = *table->Column("gpu_spec", /*required=*/false);
   std::vector<TracePod> pods;
   for (size_t r = 0; r < table->rows(); ++r) {
