@@ -1,6 +1,9 @@
 #include "sim/simulator.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
+#include <set>
 
 #include "scheduler/engine.h"
 #include "scheduler/policies.h"
@@ -55,6 +58,33 @@ std::vector<TracePod> ArrivalSequence(const Trace& trace, double tune_ratio, uin
     }
   }
   return pods;
+}
+
+double OfflineSharePackingWastePct(const Trace& trace, double tune_ratio, uint64_t seed) {
+  const std::vector<TracePod> pods = ArrivalSequence(trace, tune_ratio, seed, nullptr);
+  const int64_t capacity = trace.GpuCapacityMilli();
+  std::vector<int32_t> shares;
+  int64_t arrived = 0;
+  for (const auto& p : pods) {
+    arrived += int64_t{p.num_gpu} * p.milli;
+    if (arrived > capacity) break;
+    if (p.num_gpu == 1 && p.milli < sched::kMilliPerGpu) shares.push_back(p.milli);
+  }
+  std::sort(shares.begin(), shares.end(), std::greater<>());
+  std::multiset<int32_t> room;  // free milli of each GPU opened so far
+  for (int32_t share : shares) {
+    auto it = room.lower_bound(share);
+    if (it == room.end()) {
+      room.insert(sched::kMilliPerGpu - share);
+    } else {
+      const int32_t left = *it - share;
+      room.erase(it);
+      room.insert(left);
+    }
+  }
+  int64_t waste = 0;
+  for (int32_t r : room) waste += r;
+  return 100.0 * static_cast<double>(waste) / static_cast<double>(capacity);
 }
 
 std::vector<std::optional<double>> Discretize(const std::vector<int64_t>& arrived_milli,
