@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "capacity/fleet_spec.h"
 #include "cli/cli.h"
 #include "runtime/config.h"
 #include "runtime/platform.h"
@@ -76,6 +77,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   dev->add_option("--api-listen", api_listen, "API listen address HOST:PORT (port 0: any free)")
       ->capture_default_str();
+  std::string fleet_spec;
+  dev->add_option("--fleet", fleet_spec,
+                  "Simulated GPU fleet as COUNTxMODELxGPUS items, e.g. "
+                  "2xH100-80GBx8,1xA100-80GBx8,2xL40Sx4 (the default on a new data dir). "
+                  "Without it a restart keeps the stored fleet; a different spec replaces the "
+                  "stored fleet only if every held allocation keeps its place on it");
 
   std::string config_path;
   auto* server = app.add_subcommand("server", "Run the control plane from a configuration file");
@@ -129,6 +136,12 @@ int main(int argc, char** argv) {
     Config config;
     config.store_url = "sqlite://" + (dir / "atrium.db").string();
     config.api_listen = api_listen;
+    config.scheduler_fleet = fleet_spec;
+    if (auto fleet = atrium::capacity::ParseFleetSpec(fleet_spec);
+        !fleet_spec.empty() && !fleet.has_value()) {
+      std::cerr << "atrium: --fleet: " << fleet.error().message << "\n";
+      return 2;
+    }
     if (auto listen = atrium::ParseListenAddress(api_listen); !listen.has_value()) {
       std::cerr << "atrium: " << listen.error().message << "\n";
       return 2;

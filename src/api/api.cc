@@ -40,6 +40,10 @@ std::string TargetOf(TargetKind kind, const http::Request& req) {
       return "platform";
     case TargetKind::kSelf:
       return "self";
+    case TargetKind::kCaller:
+      return "caller";
+    case TargetKind::kAllocation:
+      return "allocation/" + req.PathParam("allocation_id");
     case TargetKind::kPublic:
       return "";
   }
@@ -87,7 +91,7 @@ http::Response ControlPlaneApi::Handle(http::Request& request) {
               std::nullopt, TenantScope::Platform(),
               false,        TargetOf(spec.target, request),
               "",           std::nullopt,
-              std::nullopt};
+              std::nullopt, std::nullopt};
   auto result = Dispatch(ctx, spec);
   http::Response response = result.has_value() ? std::move(result).value()
                                                : ErrorResponse(result.error(), request.request_id);
@@ -161,6 +165,25 @@ Status ControlPlaneApi::ResolveAndAuthorize(Context& ctx, const RouteSpec& spec)
       target.tenant_id = "";
       if (!p.is_platform()) return Error::NotFound("not found");
       break;
+    case TargetKind::kCaller:
+      ctx.scope = TenantScope::Of(p.tenant_id);
+      target.tenant_id = p.tenant_id;
+      break;
+    case TargetKind::kAllocation: {
+      const std::string& id = ctx.request.PathParam("allocation_id");
+      // Platform staff may reach any tenant's allocation; a tenant caller
+      // looks only in its own tenant, so another's id is simply not found.
+      auto allocation = p.is_platform()
+                            ? services_.store->GetAllocationForPlatform(id)
+                            : services_.store->GetAllocation(TenantScope::Of(p.tenant_id), id);
+      if (!allocation.has_value()) return allocation.error();
+      ctx.scope = TenantScope::Of(allocation->tenant_id);
+      target.tenant_id = allocation->tenant_id;
+      target.owner_user_id = allocation->created_by;
+      ctx.audit_target = "tenant/" + allocation->tenant_id + "/allocation/" + id;
+      ctx.allocation = std::move(allocation).value();
+      break;
+    }
     case TargetKind::kTenant:
     case TargetKind::kTenantUser:
     case TargetKind::kTenantKey: {

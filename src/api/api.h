@@ -14,6 +14,7 @@
 #include "http/router.h"
 #include "identity/identity_service.h"
 #include "identity/roles.h"
+#include "scheduling/scheduling_service.h"
 #include "store/store.h"
 #include "tenancy/tenant_service.h"
 
@@ -24,6 +25,7 @@ struct Services {
   IdentityService* identity = nullptr;
   TenantService* tenants = nullptr;
   const Clock* clock = nullptr;
+  scheduling::SchedulingService* scheduling = nullptr;
 };
 
 // How a route finds the object it acts on, for the authorization decision.
@@ -37,6 +39,13 @@ enum class TargetKind {
   kPlatform,      // the platform's own users and keys (tenant "")
   kPlatformUser,  // {user_id} among platform users
   kPlatformKey,   // {key_id} among platform keys
+  // No tenant in the path: a tenant caller acts in its own tenant, platform
+  // staff across every tenant (allocations, nodes, capacity).
+  kCaller,
+  // {allocation_id}: the allocation's tenant, owned by who requested it. A
+  // tenant caller finds only its own tenant's; another's answers like a
+  // missing id.
+  kAllocation,
 };
 
 struct Context {
@@ -53,6 +62,8 @@ struct Context {
   // The tenant in the path, when resolving it already read it (platform
   // callers), so handlers need not read it again.
   std::optional<Tenant> tenant;
+  // The allocation a kAllocation route resolved.
+  std::optional<AllocationRecord> allocation;
 };
 
 using HandlerFn = std::function<Result<http::Response>(Context&)>;

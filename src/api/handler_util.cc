@@ -26,4 +26,22 @@ Result<ListOptions> ListOptionsOf(const http::Request& req) {
   return opts;
 }
 
+RequestOrigin OriginOf(const Context& ctx) {
+  RequestOrigin o;
+  if (ctx.principal) {
+    o.actor = ctx.principal->actor();
+    o.actor_role = std::string(RoleName(ctx.principal->role));
+  }
+  o.request_id = ctx.request.request_id;
+  o.source = ctx.request.remote_address;
+  return o;
+}
+
+Result<scheduling::SchedulingService*> SchedulingOf(const Context& ctx) {
+  if (ctx.services.scheduling == nullptr) {
+    return Error::Unavailable("this server runs without a scheduler");
+  }
+  return ctx.services.scheduling;
+}
+
 }  // namespace atrium::api

@@ -9,5 +9,9 @@ namespace atrium::api {
 Result<Json> BodyJson(const Context& ctx);
 // limit (1..1000, default 100) and cursor from the query string.
 Result<ListOptions> ListOptionsOf(const http::Request& req);
+// Who made the request, for records a service audits itself.
+RequestOrigin OriginOf(const Context& ctx);
+// The scheduling service, or Unavailable when this server runs without one.
+Result<scheduling::SchedulingService*> SchedulingOf(const Context& ctx);
 
 }  // namespace atrium::api

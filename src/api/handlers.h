@@ -36,4 +36,26 @@ Result<http::Response> RevokeKey(Context& ctx);
 Result<http::Response> ListAllAudit(Context& ctx);
 Result<http::Response> ListTenantAudit(Context& ctx);
 
+Result<http::Response> ListNodes(Context& ctx);
+Result<http::Response> GetNode(Context& ctx);
+Result<http::Response> CordonNode(Context& ctx);
+Result<http::Response> DrainNode(Context& ctx);
+Result<http::Response> UncordonNode(Context& ctx);
+Result<http::Response> ListGpus(Context& ctx);
+Result<http::Response> GetCapacity(Context& ctx);
+
+Result<http::Response> GetQuotas(Context& ctx);
+Result<http::Response> SetQuota(Context& ctx);
+Result<http::Response> ListProjects(Context& ctx);
+Result<http::Response> CreateProject(Context& ctx);
+Result<http::Response> GetProject(Context& ctx);
+Result<http::Response> SetProjectQuota(Context& ctx);
+Result<http::Response> DeleteProject(Context& ctx);
+
+Result<http::Response> CreateAllocation(Context& ctx);
+Result<http::Response> ListAllocations(Context& ctx);
+Result<http::Response> GetAllocation(Context& ctx);
+Result<http::Response> ReleaseAllocation(Context& ctx);
+Result<http::Response> ExplainAllocation(Context& ctx);
+
 }  // namespace atrium::api

@@ -83,6 +83,57 @@ ApiRouter BuildRoutes() {
       "The tenant's audit trail (its own hash chain)", {.query = kPaging});
   add("GET", "/api/v1/audit", P::kAuditRead, T::kPlatformWide, "", ListAllAudit,
       "The whole audit trail (operators)", {.query = kPaging});
+
+  // The fleet: everyone reads it (tenants see only their own allocations on
+  // it); operators cordon and drain.
+  const std::vector<std::string> kNodeFilters = {"limit", "cursor", "pool", "model"};
+  add("GET", "/api/v1/nodes", P::kNodeRead, T::kCaller, "", ListNodes,
+      "List GPU nodes with their state and free GPUs", {.query = kNodeFilters});
+  add("GET", "/api/v1/nodes/{node}", P::kNodeRead, T::kCaller, "", GetNode,
+      "Get a node with its GPUs and what is allocated on them");
+  add("POST", "/api/v1/nodes/{node}/cordon", P::kNodeManage, T::kPlatformWide, "node.cordon",
+      CordonNode, "Cordon a node: no new work; running work stays");
+  add("POST", "/api/v1/nodes/{node}/drain", P::kNodeManage, T::kPlatformWide, "node.drain",
+      DrainNode, "Drain a node: no new work, and its allocations are asked to move");
+  add("POST", "/api/v1/nodes/{node}/uncordon", P::kNodeManage, T::kPlatformWide, "node.uncordon",
+      UncordonNode, "Uncordon a node: it takes new work again");
+  add("GET", "/api/v1/gpus", P::kNodeRead, T::kCaller, "", ListGpus,
+      "List GPUs with their health, MIG mode and use",
+      {.query = {"limit", "cursor", "pool", "model", "node"}});
+  add("GET", "/api/v1/capacity", P::kNodeRead, T::kCaller, "", GetCapacity,
+      "Free capacity per pool, GPU model and MIG profile", {.query = {"pool", "model"}});
+
+  // Quotas per tenant and resource class; projects split them.
+  add("GET", "/api/v1/tenants/{tenant_id}/quotas", P::kQuotaRead, T::kTenant, "", GetQuotas,
+      "The tenant's quotas per GPU model and kind, with usage");
+  add("PUT", "/api/v1/tenants/{tenant_id}/quotas", P::kQuotaSet, T::kTenant, "quota.set", SetQuota,
+      "Set the tenant's guarantee and limit for one GPU model and kind", {.body = true});
+  add("GET", "/api/v1/tenants/{tenant_id}/projects", P::kProjectRead, T::kTenant, "", ListProjects,
+      "List the tenant's projects with their quota split");
+  add("POST", "/api/v1/tenants/{tenant_id}/projects", P::kProjectManage, T::kTenant,
+      "project.create", CreateProject, "Create a project", {.body = true});
+  add("GET", "/api/v1/tenants/{tenant_id}/projects/{project}", P::kProjectRead, T::kTenant, "",
+      GetProject, "Get a project with its quota split");
+  add("PUT", "/api/v1/tenants/{tenant_id}/projects/{project}/quotas", P::kProjectManage, T::kTenant,
+      "project.quota.set", SetProjectQuota,
+      "Set a project's share of the tenant's quota for one GPU model and kind", {.body = true});
+  add("DELETE", "/api/v1/tenants/{tenant_id}/projects/{project}", P::kProjectManage, T::kTenant,
+      "project.delete", DeleteProject, "Delete a project that holds no allocations");
+
+  // Allocations of the caller's tenant.
+  add("POST", "/api/v1/allocations", P::kAllocationCreate, T::kCaller, "allocation.create",
+      CreateAllocation, "Request GPUs: whole GPUs, a gang, a MIG slice, a share or a node",
+      {.body = true});
+  add("GET", "/api/v1/allocations", P::kAllocationRead, T::kCaller, "", ListAllocations,
+      "List allocations (the caller's tenant; platform staff may filter by tenant)",
+      {.query = {"limit", "cursor", "state", "tenant_id"}});
+  add("GET", "/api/v1/allocations/{allocation_id}", P::kAllocationRead, T::kAllocation, "",
+      GetAllocation, "Get an allocation");
+  add("DELETE", "/api/v1/allocations/{allocation_id}", P::kAllocationRelease, T::kAllocation,
+      "allocation.release", ReleaseAllocation,
+      "Release an allocation (or cancel it while it waits)");
+  add("GET", "/api/v1/allocations/{allocation_id}/why", P::kAllocationRead, T::kAllocation, "",
+      ExplainAllocation, "Why an allocation waits, or where it runs, in words");
   return r;
 }
 

@@ -1,7 +1,10 @@
 #include "api/views.h"
 
+#include <set>
+
 #include "audit/chain.h"
 #include "common/clock.h"
+#include "scheduling/codec.h"
 
 namespace atrium::api {
 
@@ -55,6 +58,140 @@ Json AuditView(const AuditRecord& a) {
   Json j = audit::ToJson(a);
   j["time_text"] = FormatTimestamp(a.time);
   return j;
+}
+
+namespace {
+Json OrNull(const std::string& s) { return s.empty() ? Json(nullptr) : Json(s); }
+Json TimeOrNull(int64_t ms) { return ms < 0 ? Json(nullptr) : Json(FormatTimestamp(ms)); }
+}  // namespace
+
+Json AllocationView(const AllocationRecord& a) {
+  Json placement = Json::array();
+  for (const auto& p : a.placement) placement.push_back({{"node", p.node}, {"gpus", p.gpus}});
+  const std::string kind = scheduling::ApiKindOf(a);
+  const bool gpus = a.kind == "gpu";
+  return {{"id", a.id},
+          {"tenant_id", a.tenant_id},
+          {"project", OrNull(a.project)},
+          {"kind", kind},
+          {"priority", a.priority},
+          {"model", a.model},
+          {"gpus", gpus ? Json(a.gpus) : Json(nullptr)},
+          {"nodes", gpus ? Json(a.nodes) : Json(nullptr)},
+          {"mig_profile", OrNull(a.mig_profile)},
+          {"milli", a.kind == "share" ? Json(a.milli) : Json(nullptr)},
+          {"gpu_memory_mib", a.kind == "share" ? Json(a.gpu_memory_mib) : Json(nullptr)},
+          {"cpu_milli", a.cpu_milli},
+          {"memory_mib", a.memory_mib},
+          {"pool", OrNull(a.pool)},
+          {"region", OrNull(a.region)},
+          {"state", a.state},
+          {"placement", placement},
+          {"mig_start", a.mig_start < 0 ? Json(nullptr) : Json(a.mig_start)},
+          {"charge_milli", a.charge_milli},
+          {"submitted_at", FormatTimestamp(a.submitted_ms)},
+          {"placed_at", TimeOrNull(a.placed_ms)},
+          {"preempt_at", TimeOrNull(a.preempt_at_ms)},
+          {"preempted_for", OrNull(a.preempted_for)},
+          {"ended_at", TimeOrNull(a.ended_ms)},
+          {"reason", a.reason},
+          {"created_by", OrNull(a.created_by)}};
+}
+
+Json QuotaView(const QuotaRecord& q, int64_t used_milli) {
+  return {{"model", q.model},
+          {"kind", q.kind},
+          {"resource_class", q.model + "/" + q.kind},
+          {"guarantee_milli", q.guarantee_milli},
+          {"limit_milli", q.limit_milli},
+          {"used_milli", used_milli},
+          {"updated_at", FormatTimestamp(q.updated_at)}};
+}
+
+Json ProjectView(const ProjectRecord& p, const std::vector<QuotaRecord>& quotas,
+                 const std::vector<int64_t>& used) {
+  Json items = Json::array();
+  for (size_t i = 0; i < quotas.size(); ++i) {
+    if (quotas[i].project != p.name) continue;
+    items.push_back(QuotaView(quotas[i], i < used.size() ? used[i] : 0));
+  }
+  return {{"tenant_id", p.tenant_id},
+          {"name", p.name},
+          {"quotas", items},
+          {"created_at", FormatTimestamp(p.created_at)}};
+}
+
+Json GpuView(const scheduling::GpuInfo& g) {
+  Json uses = Json::array();
+  for (const auto& u : g.uses) {
+    uses.push_back({{"id", u.allocation_id},
+                    {"tenant_id", u.tenant_id},
+                    {"kind", u.kind},
+                    {"milli", u.milli},
+                    {"memory_mib", u.memory_mib},
+                    {"mig_profile", OrNull(u.mig_profile)},
+                    {"mig_start", u.mig_start < 0 ? Json(nullptr) : Json(u.mig_start)}});
+  }
+  return {{"node", g.node},
+          {"index", g.index},
+          {"model", g.model},
+          {"memory_mib", g.memory_mib},
+          {"healthy", g.healthy},
+          {"cordoned", g.cordoned},
+          {"mig_mode", g.mig_mode},
+          {"used_milli", g.used_milli},
+          {"used_memory_mib", g.used_memory_mib},
+          {"free", g.free},
+          {"allocations", uses}};
+}
+
+Json NodeView(const scheduling::NodeInfo& n, bool with_gpus) {
+  std::string state = n.draining ? "draining" : n.cordoned ? "cordoned" : "ready";
+  Json j = {{"name", n.name},
+            {"pool", n.pool},
+            {"rack", n.rack},
+            {"site", n.site},
+            {"region", n.region},
+            {"gpu_model", OrNull(n.gpu_model)},
+            {"gpu_count", n.gpus.size()},
+            {"gpus_free", n.gpus_free},
+            {"cpu_milli", n.cpu_milli},
+            {"memory_mib", n.memory_mib},
+            {"cpu_used_milli", n.cpu_used_milli},
+            {"memory_used_mib", n.memory_used_mib},
+            {"nvlink_groups", n.nvlink_groups},
+            {"state", state},
+            {"cordoned", n.cordoned},
+            {"draining", n.draining}};
+  if (with_gpus) {
+    Json gpus = Json::array();
+    for (const auto& g : n.gpus) gpus.push_back(GpuView(g));
+    j["gpus"] = gpus;
+  } else {
+    std::set<std::string> ids;
+    for (const auto& g : n.gpus) {
+      for (const auto& u : g.uses) ids.insert(u.allocation_id);
+    }
+    j["allocations"] = ids;
+  }
+  return j;
+}
+
+Json CapacityView(const scheduling::CapacityRow& c) {
+  Json mig = Json::array();
+  for (const auto& m : c.mig) {
+    mig.push_back({{"profile", m.profile}, {"free_instances", m.free_instances}});
+  }
+  return {{"pool", c.pool},
+          {"region", c.region},
+          {"model", c.model},
+          {"nodes", c.nodes},
+          {"nodes_schedulable", c.nodes_schedulable},
+          {"gpus", c.gpus},
+          {"gpus_usable", c.gpus_usable},
+          {"gpus_free", c.gpus_free},
+          {"free_share_milli", c.free_share_milli},
+          {"mig", mig}};
 }
 
 }  // namespace atrium::api

@@ -46,6 +46,9 @@ class ApiSession {
   Result<Json> Patch(const std::string& target, const Json& body) {
     return Call("PATCH", target, body);
   }
+  Result<Json> Put(const std::string& target, const Json& body) {
+    return Call("PUT", target, body);
+  }
   Result<Json> Delete(const std::string& target) { return Call("DELETE", target); }
 
   // GETs a list route page after page (each of `page_limit` items, 0 = the

@@ -1,6 +1,7 @@
 #include "cli/args.h"
 
 #include <limits>
+#include <string>
 
 namespace atrium::cli {
 
@@ -100,6 +101,48 @@ std::string WithQuery(std::string path,
     sep = '&';
   }
   return path;
+}
+
+Result<int64_t> ParseMilliGpus(std::string_view text) {
+  const std::string quoted = "'" + std::string(text) + "'";
+  constexpr int64_t kMax = int64_t{1'000'000} * 1000;
+  if (text.empty()) return Error::InvalidArgument("empty GPU amount");
+  if (text.back() == 'm') {
+    std::string_view digits = text.substr(0, text.size() - 1);
+    if (digits.empty() || digits.size() > 10 ||
+        digits.find_first_not_of("0123456789") != std::string_view::npos) {
+      return Error::InvalidArgument("bad GPU amount " + quoted + "; use e.g. 4, 0.5 or 250m");
+    }
+    int64_t v = std::stoll(std::string(digits));
+    if (v > kMax) return Error::InvalidArgument("GPU amount " + quoted + " is too large");
+    return v;
+  }
+  size_t dot = text.find('.');
+  std::string_view whole = text.substr(0, dot);
+  std::string_view frac = dot == std::string_view::npos ? std::string_view() : text.substr(dot + 1);
+  if (whole.empty() || whole.size() > 7 || frac.size() > 3 ||
+      whole.find_first_not_of("0123456789") != std::string_view::npos ||
+      frac.find_first_not_of("0123456789") != std::string_view::npos ||
+      (dot != std::string_view::npos && frac.empty())) {
+    return Error::InvalidArgument("bad GPU amount " + quoted +
+                                  "; use e.g. 4, 0.5 or 250m (at most three decimals)");
+  }
+  int64_t v = std::stoll(std::string(whole)) * 1000;
+  std::string f(frac);
+  while (f.size() < 3) f += '0';
+  v += std::stoll(f);
+  if (v > kMax) return Error::InvalidArgument("GPU amount " + quoted + " is too large");
+  return v;
+}
+
+std::string FormatMilliGpus(int64_t milli) {
+  std::string out = std::to_string(milli / 1000);
+  int64_t frac = milli % 1000;
+  if (frac == 0) return out;
+  std::string f = std::to_string(frac);
+  while (f.size() < 3) f = "0" + f;
+  while (!f.empty() && f.back() == '0') f.pop_back();
+  return out + "." + f;
 }
 
 }  // namespace atrium::cli

@@ -24,6 +24,13 @@ Result<std::pair<std::string, std::string>> ParseLabel(std::string_view text);
 // Several labels; a later duplicate key replaces an earlier one.
 Result<std::map<std::string, std::string>> ParseLabels(const std::vector<std::string>& texts);
 
+// A GPU amount as milli-GPU: "4" (GPUs), "0.5", "1.125" (at most three
+// decimals), or "250m" (milli). Errors: kInvalidArgument naming the text
+// for anything else, a negative amount or one above a million GPUs.
+Result<int64_t> ParseMilliGpus(std::string_view text);
+// milli-GPU back as GPUs: 4000 → "4", 500 → "0.5", 1125 → "1.125".
+std::string FormatMilliGpus(int64_t milli);
+
 // Percent-encodes everything but RFC 3986's unreserved characters.
 std::string UrlEncode(std::string_view text);
 // path + "?k=v&..." over the pairs whose value is not empty, values encoded.

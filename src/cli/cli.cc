@@ -60,6 +60,10 @@ void RegisterCommands(CLI::App& app, CliOptions& options) {
   AddUserCommands(app, verbs);
   AddKeyCommands(app, verbs);
   AddAuditCommands(app, verbs);
+  AddCapacityCommands(app, verbs);
+  AddQuotaCommands(app, verbs);
+  AddProjectCommands(app, verbs);
+  AddAllocCommands(app, verbs);
 }
 
 int RunSelected(CLI::App& app, const CliOptions& options) {

@@ -115,6 +115,14 @@ Result<std::string> Context::CollectionBase(const std::string& tenant_arg) {
   return "/api/v1/tenants/" + UrlEncode(tenant_id);
 }
 
+Result<std::string> Context::TenantBase(const std::string& tenant_arg) {
+  ATRIUM_ASSIGN_OR_RETURN(std::string base, CollectionBase(tenant_arg));
+  if (base == "/api/v1/platform") {
+    return Error::InvalidArgument("platform staff: name the tenant with --tenant");
+  }
+  return base;
+}
+
 int RunList(Context& ctx, ApiSession& api, const std::string& target, const ListArgs& args,
             const std::vector<Column>& columns) {
   if (args.limit < 0) return ctx.Usage("--limit must be positive");

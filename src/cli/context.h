@@ -55,6 +55,9 @@ class Context {
   // for --tenant, else the caller's own (its tenant, or /api/v1/platform for
   // platform staff).
   Result<std::string> CollectionBase(const std::string& tenant_arg);
+  // /api/v1/tenants/{id} for --tenant, else the caller's own tenant.
+  // Platform staff must name one: kInvalidArgument otherwise.
+  Result<std::string> TenantBase(const std::string& tenant_arg);
 
  private:
   // Loads the credentials file once; prints and returns false on a bad file.

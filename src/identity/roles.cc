@@ -46,6 +46,17 @@ constexpr Grant kGrants[] = {
     {Permission::kKeyRevoke,         {{P, N, T, S, N}}},
     {Permission::kAuditRead,         {{P, P, T, N, N}}},
     {Permission::kSigningKeyRotate,  {{P, N, N, N, N}}},
+    {Permission::kNodeRead,          {{P, P, T, T, T}}},
+    {Permission::kNodeManage,        {{P, P, N, N, N}}},
+    {Permission::kQuotaRead,         {{P, P, T, T, T}}},
+    {Permission::kQuotaSet,          {{P, P, N, N, N}}},
+    {Permission::kProjectRead,       {{P, P, T, T, T}}},
+    {Permission::kProjectManage,     {{P, N, T, N, N}}},
+    // The platform admin requests for a tenant it names; the operator
+    // only reads and (like the admin) may not change tenants' work.
+    {Permission::kAllocationCreate,  {{P, N, T, T, N}}},
+    {Permission::kAllocationRead,    {{P, P, T, T, T}}},
+    {Permission::kAllocationRelease, {{P, N, T, S, N}}},
 };
 // clang-format on
 
@@ -123,6 +134,24 @@ std::string_view PermissionName(Permission p) {
       return "audit.read";
     case Permission::kSigningKeyRotate:
       return "signing_key.rotate";
+    case Permission::kNodeRead:
+      return "node.read";
+    case Permission::kNodeManage:
+      return "node.manage";
+    case Permission::kQuotaRead:
+      return "quota.read";
+    case Permission::kQuotaSet:
+      return "quota.set";
+    case Permission::kProjectRead:
+      return "project.read";
+    case Permission::kProjectManage:
+      return "project.manage";
+    case Permission::kAllocationCreate:
+      return "allocation.create";
+    case Permission::kAllocationRead:
+      return "allocation.read";
+    case Permission::kAllocationRelease:
+      return "allocation.release";
   }
   return "unknown";
 }

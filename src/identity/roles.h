@@ -49,6 +49,15 @@ enum class Permission {
   kKeyRevoke,
   kAuditRead,
   kSigningKeyRotate,
+  kNodeRead,    // nodes, GPUs, free capacity (tenants see only their own allocations)
+  kNodeManage,  // cordon, drain, uncordon
+  kQuotaRead,
+  kQuotaSet,  // a tenant's quota
+  kProjectRead,
+  kProjectManage,  // projects and their quota split
+  kAllocationCreate,
+  kAllocationRead,     // allocations and why they wait
+  kAllocationRelease,  // kSelf: allocations the caller requested
 };
 
 std::string_view PermissionName(Permission p);

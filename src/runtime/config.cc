@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "capacity/fleet_spec.h"
 #include "common/strings.h"
 
 namespace atrium {
@@ -96,7 +97,7 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
     return Error::InvalidArgument(msg.str());
   }
   Config c;
-  static const std::set<std::string> kTables = {"store", "api", "auth", "log"};
+  static const std::set<std::string> kTables = {"store", "api", "auth", "log", "scheduler"};
   for (const auto& [k, v] : root) {
     std::string key(k.str());
     if (!kTables.contains(key)) {
@@ -122,6 +123,12 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
   TableReader log(root["log"].as_table(), "log");
   log.String("level", c.log_level);
   ATRIUM_RETURN_IF_ERROR(log.Finish());
+  TableReader scheduler(root["scheduler"].as_table(), "scheduler");
+  scheduler.String("fleet", c.scheduler_fleet);
+  scheduler.Int("grace_seconds", c.scheduler_grace_s, 0, 86'400);
+  scheduler.String("policy", c.scheduler_policy);
+  scheduler.Int("tick_ms", c.scheduler_tick_ms, 10, 60'000);
+  ATRIUM_RETURN_IF_ERROR(scheduler.Finish());
 
   if (c.store_url.empty()) return Error::InvalidArgument("'store.url' is required");
   if (!StartsWith(c.store_url, "sqlite:///") && !StartsWith(c.store_url, "postgresql://") &&
@@ -129,6 +136,11 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
     return Error::InvalidArgument("'store.url' must start with sqlite:/// or postgresql://");
   }
   ATRIUM_RETURN_IF_ERROR(ParseListenAddress(c.api_listen));
+  if (!c.scheduler_fleet.empty()) {
+    if (auto fleet = capacity::ParseFleetSpec(c.scheduler_fleet); !fleet.has_value()) {
+      return Error::InvalidArgument("'scheduler.fleet': " + fleet.error().message);
+    }
+  }
   static const std::set<std::string> kLevels = {"trace", "debug", "info", "warn", "error", "off"};
   if (!kLevels.contains(c.log_level)) {
     return Error::InvalidArgument(

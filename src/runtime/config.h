@@ -24,6 +24,14 @@ struct Config {
   int64_t access_token_ttl_s = 3600;
   // [log]
   std::string log_level = "info";
+  // [scheduler]
+  // The simulated fleet spec, e.g. "2xH100-80GBx8,1xA100-80GBx8". "" = the
+  // stored fleet, or the default simulated fleet on an empty store (see
+  // scheduling/scheduling_service.h for a stored fleet that differs).
+  std::string scheduler_fleet;
+  int64_t scheduler_grace_s = 30;  // reclaim victims' grace period
+  std::string scheduler_policy = "atrium";
+  int64_t scheduler_tick_ms = 1000;  // how often queued work is retried
 };
 
 Result<Config> LoadConfigFile(const std::string& path);

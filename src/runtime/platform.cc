@@ -20,8 +20,17 @@ Result<std::string> Platform::Start() {
   identity_ = std::make_unique<IdentityService>(*store_, SystemClock::Instance(), id_opts);
   ATRIUM_RETURN_IF_ERROR(identity_->Init());
   tenants_ = std::make_unique<TenantService>(*store_, *identity_, SystemClock::Instance());
-  api_ = std::make_unique<api::ControlPlaneApi>(
-      api::Services{store_.get(), identity_.get(), tenants_.get(), &SystemClock::Instance()});
+  scheduling::SchedulingOptions sched_opts;
+  sched_opts.fleet_spec = config_.scheduler_fleet;
+  sched_opts.grace_ms = config_.scheduler_grace_s * 1000;
+  sched_opts.policy = config_.scheduler_policy;
+  sched_opts.tick_ms = config_.scheduler_tick_ms;
+  scheduling_ =
+      std::make_unique<scheduling::SchedulingService>(*store_, SystemClock::Instance(), sched_opts);
+  ATRIUM_RETURN_IF_ERROR(scheduling_->Start());
+  tenants_->SetObserver(scheduling_.get());
+  api_ = std::make_unique<api::ControlPlaneApi>(api::Services{
+      store_.get(), identity_.get(), tenants_.get(), &SystemClock::Instance(), scheduling_.get()});
 
   ATRIUM_ASSIGN_OR_RETURN(auto listen, ParseListenAddress(config_.api_listen));
   http::ServerOptions opts;
@@ -46,6 +55,10 @@ void Platform::Stop() {
     server_.reset();
   }
   api_.reset();
+  // The scheduler's timer writes to the store: stop it before the store closes.
+  if (scheduling_) scheduling_->Stop();
+  if (tenants_) tenants_->SetObserver(nullptr);
+  scheduling_.reset();
   tenants_.reset();
   identity_.reset();
   store_.reset();  // closes every pooled connection

@@ -11,6 +11,7 @@
 #include "http/server.h"
 #include "identity/identity_service.h"
 #include "runtime/config.h"
+#include "scheduling/scheduling_service.h"
 #include "store/store.h"
 #include "tenancy/tenant_service.h"
 
@@ -34,6 +35,7 @@ class Platform {
   std::unique_ptr<Store> store_;
   std::unique_ptr<IdentityService> identity_;
   std::unique_ptr<TenantService> tenants_;
+  std::unique_ptr<scheduling::SchedulingService> scheduling_;
   std::unique_ptr<api::ControlPlaneApi> api_;
   std::unique_ptr<http::Server> server_;
 };

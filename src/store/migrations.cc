@@ -110,6 +110,107 @@ CREATE TABLE audit_counter (
 );
 INSERT INTO audit_counter (id, last_seq) VALUES (1, 0);
 )sql"},
+    {2, "GPU fleet, quotas, projects, allocations",
+     R"sql(
+CREATE TABLE fleet (
+  id BIGINT PRIMARY KEY,
+  spec TEXT NOT NULL,
+  updated_at BIGINT NOT NULL
+);
+CREATE TABLE fleet_sites (
+  name TEXT PRIMARY KEY,
+  ord BIGINT NOT NULL,
+  region TEXT NOT NULL,
+  power_budget_watts BIGINT NOT NULL
+);
+CREATE TABLE fleet_racks (
+  name TEXT PRIMARY KEY,
+  ord BIGINT NOT NULL,
+  site TEXT NOT NULL,
+  power_budget_watts BIGINT NOT NULL
+);
+CREATE TABLE fleet_pools (
+  name TEXT PRIMARY KEY,
+  ord BIGINT NOT NULL,
+  region TEXT NOT NULL,
+  site TEXT NOT NULL,
+  labels TEXT NOT NULL,
+  dedicated_tenant TEXT NOT NULL,
+  allowed_tenants TEXT NOT NULL
+);
+CREATE TABLE fleet_nodes (
+  name TEXT PRIMARY KEY,
+  ord BIGINT NOT NULL,
+  pool TEXT NOT NULL,
+  rack TEXT NOT NULL,
+  cpu_milli BIGINT NOT NULL,
+  memory_mib BIGINT NOT NULL,
+  gpu_model TEXT NOT NULL,
+  gpu_count BIGINT NOT NULL,
+  nvlink_groups TEXT NOT NULL,
+  idle_power_watts BIGINT NOT NULL,
+  cordoned BIGINT NOT NULL,
+  draining BIGINT NOT NULL
+);
+CREATE TABLE fleet_gpus (
+  node TEXT NOT NULL,
+  idx BIGINT NOT NULL,
+  model TEXT NOT NULL,
+  memory_mib BIGINT NOT NULL,
+  mig_enabled BIGINT NOT NULL,
+  healthy BIGINT NOT NULL,
+  cordoned BIGINT NOT NULL,
+  PRIMARY KEY (node, idx)
+);
+CREATE TABLE quotas (
+  tenant_id TEXT NOT NULL,
+  project TEXT NOT NULL,
+  model TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  guarantee_milli BIGINT NOT NULL,
+  limit_milli BIGINT NOT NULL,
+  updated_at BIGINT NOT NULL,
+  PRIMARY KEY (tenant_id, project, model, kind)
+);
+CREATE TABLE projects (
+  tenant_id TEXT NOT NULL,
+  name TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  PRIMARY KEY (tenant_id, name)
+);
+CREATE TABLE allocations (
+  id TEXT PRIMARY KEY,
+  tenant_id TEXT NOT NULL,
+  project TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  priority TEXT NOT NULL,
+  model TEXT NOT NULL,
+  gpus BIGINT NOT NULL,
+  nodes BIGINT NOT NULL,
+  mig_profile TEXT NOT NULL,
+  milli BIGINT NOT NULL,
+  gpu_memory_mib BIGINT NOT NULL,
+  cpu_milli BIGINT NOT NULL,
+  memory_mib BIGINT NOT NULL,
+  pool TEXT NOT NULL,
+  region TEXT NOT NULL,
+  state TEXT NOT NULL,
+  seq BIGINT NOT NULL,
+  submitted_ms BIGINT NOT NULL,
+  placed_ms BIGINT NOT NULL,
+  placement TEXT NOT NULL,
+  mig_start BIGINT NOT NULL,
+  charge_milli BIGINT NOT NULL,
+  preempt_at_ms BIGINT NOT NULL,
+  preempted_for TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  ended_ms BIGINT NOT NULL,
+  created_by TEXT NOT NULL,
+  updated_at BIGINT NOT NULL
+);
+CREATE INDEX allocations_tenant ON allocations (tenant_id, id);
+CREATE INDEX allocations_state ON allocations (state, seq);
+)sql"},
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace atrium {
@@ -90,6 +91,174 @@ struct AuditRecord {
   std::string source;     // client address
   std::string prev_hash;  // hex; 64 zeros for a chain's first record
   std::string hash;       // hex SHA-256 over prev_hash and the fields above
+};
+
+// Who asked for a change that a service audits itself (the scheduler's
+// decisions): copied from the API request into each audit record it causes.
+struct RequestOrigin {
+  std::string actor = "system";  // "user:<id>", "key:<id>", "system:scheduler"
+  std::string actor_role;
+  std::string request_id;
+  std::string source;
+};
+
+// --- The GPU fleet (platform-owned). Plain rows; capacity::Fleet is built
+// from them by src/scheduling. Lists keep the fleet's insertion order, which
+// the scheduler's determinism relies on.
+struct FleetSiteRecord {
+  std::string name;
+  std::string region;
+  int64_t power_budget_watts = 0;
+
+  bool operator==(const FleetSiteRecord&) const = default;
+};
+
+struct FleetRackRecord {
+  std::string name;
+  std::string site;
+  int64_t power_budget_watts = 0;
+
+  bool operator==(const FleetRackRecord&) const = default;
+};
+
+struct FleetPoolRecord {
+  std::string name;
+  std::string region;
+  std::string site;
+  std::vector<std::string> labels;
+  std::string dedicated_tenant;  // "" = none
+  std::vector<std::string> allowed_tenants;
+
+  bool operator==(const FleetPoolRecord&) const = default;
+};
+
+struct FleetGpuRecord {
+  int64_t index = 0;
+  std::string model;
+  int64_t memory_mib = 0;
+  bool mig_enabled = false;
+  bool healthy = true;
+  bool cordoned = false;
+
+  bool operator==(const FleetGpuRecord&) const = default;
+};
+
+struct FleetNodeRecord {
+  std::string name;
+  std::string pool;
+  std::string rack;
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  std::string gpu_model;
+  std::vector<FleetGpuRecord> gpus;
+  std::vector<std::vector<int>> nvlink_groups;
+  int64_t idle_power_watts = 0;
+  bool cordoned = false;
+  bool draining = false;
+
+  bool operator==(const FleetNodeRecord&) const = default;
+};
+
+struct FleetRecord {
+  std::string spec;  // the fleet spec it was built from ("" = not from a spec)
+  std::vector<FleetSiteRecord> sites;
+  std::vector<FleetRackRecord> racks;
+  std::vector<FleetPoolRecord> pools;
+  std::vector<FleetNodeRecord> nodes;
+  int64_t updated_at = 0;
+
+  bool operator==(const FleetRecord&) const = default;
+};
+
+// One quota row, tenant-owned: a tenant's (project "") or one project's
+// guarantee and limit for a resource class, in milli-GPU of the model.
+struct QuotaRecord {
+  std::string tenant_id;
+  std::string project;  // "" = the tenant's own quota
+  std::string model;    // catalog name, e.g. "H100-80GB"
+  std::string kind;     // gpu | mig | share | node
+  int64_t guarantee_milli = 0;
+  int64_t limit_milli = 0;
+  int64_t updated_at = 0;
+
+  bool operator==(const QuotaRecord&) const = default;
+};
+
+// A tenant's project: a name its allocations are charged to, with an
+// optional split of the tenant's quota (QuotaRecord rows with project set).
+struct ProjectRecord {
+  std::string tenant_id;
+  std::string name;  // a slug, unique within the tenant
+  int64_t created_at = 0;
+
+  bool operator==(const ProjectRecord&) const = default;
+};
+
+struct AllocationPlacementRecord {
+  std::string node;
+  std::vector<int> gpus;
+
+  bool operator==(const AllocationPlacementRecord&) const = default;
+};
+
+// An allocation, tenant-owned: everything sched::Allocation carries (so a
+// restart rebuilds the same placements) plus who asked and when it ended.
+struct AllocationRecord {
+  std::string id;
+  std::string tenant_id;
+  std::string project;
+  std::string kind;      // gpu | mig | share | node (a gang is kind gpu with nodes > 1)
+  std::string priority;  // interactive | batch | preemptible
+  std::string model;
+  int64_t gpus = 1;
+  int64_t nodes = 1;
+  std::string mig_profile;
+  int64_t milli = 0;
+  int64_t gpu_memory_mib = 0;  // share: GPU-memory cap
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  std::string pool;
+  std::string region;
+  // pending | running | preempting (held by the scheduler), or
+  // released | preempted | rejected (ended; kept as history).
+  std::string state;
+  int64_t seq = 0;
+  int64_t submitted_ms = 0;
+  int64_t placed_ms = -1;
+  std::vector<AllocationPlacementRecord> placement;
+  int64_t mig_start = -1;
+  int64_t charge_milli = 0;
+  int64_t preempt_at_ms = -1;
+  std::string preempted_for;
+  std::string reason;      // the words of the latest decision about it
+  int64_t ended_ms = -1;   // when it was released, preempted or rejected
+  std::string created_by;  // user id of the requester
+  int64_t updated_at = 0;
+
+  bool Held() const { return state == "pending" || state == "running" || state == "preempting"; }
+
+  bool operator==(const AllocationRecord&) const = default;
+};
+
+struct AllocationFilter {
+  std::string tenant_id;  // platform listings only: "" = every tenant
+  std::string state;      // "" = any
+};
+
+// Everything one scheduling call changes, written in one transaction.
+struct SchedulingCommit {
+  // Upserted by id: an existing row (same tenant) is updated in its
+  // scheduler fields; a new one is inserted whole.
+  std::vector<AllocationRecord> allocations;
+  // Upserted by (tenant, project, model, kind); guarantee = limit = 0 deletes.
+  std::vector<QuotaRecord> quotas;
+  std::vector<ProjectRecord> new_projects;
+  // (tenant id, project name): removed with their quota rows.
+  std::vector<std::pair<std::string, std::string>> deleted_projects;
+  // Node and GPU flags (cordoned, draining, GPU health/cordon/MIG) by name.
+  std::vector<FleetNodeRecord> node_flags;
+  // Appended after everything above, in order, in the same transaction.
+  std::vector<AuditRecord> audit;
 };
 
 template <typename T>

@@ -33,6 +33,7 @@ struct EvictionSummary {
   int64_t users = 0;
   int64_t api_keys = 0;
   int64_t sessions = 0;
+  int64_t allocations = 0;  // rows, held or ended
 };
 
 class Store {
@@ -84,6 +85,42 @@ class Store {
   Status AddSigningKey(const SigningKey& k);
   Result<std::vector<SigningKey>> ListSigningKeys();  // newest first
   Status DeleteSigningKey(const std::string& id);
+
+  // --- GPU fleet (platform) ---
+  // The stored fleet, or nullopt when none was stored yet.
+  Result<std::optional<FleetRecord>> LoadFleet();
+  // Replaces the whole stored fleet (sites, racks, pools, nodes, GPUs) in one
+  // transaction.
+  Status ReplaceFleet(const FleetRecord& fleet);
+
+  // --- Quotas and projects (tenant-owned) ---
+  // The tenant's quota rows, its own and its projects', ordered by project,
+  // model, kind.
+  Result<std::vector<QuotaRecord>> ListQuotas(const TenantScope& scope);
+  Result<std::vector<ProjectRecord>> ListProjects(const TenantScope& scope);
+  Result<ProjectRecord> GetProject(const TenantScope& scope, const std::string& name);
+  // Every tenant's rows, for the scheduler's start-up (platform only).
+  Result<std::vector<QuotaRecord>> ListAllQuotasForScheduler();
+  Result<std::vector<ProjectRecord>> ListAllProjectsForScheduler();
+
+  // --- Allocations (tenant-owned) ---
+  Result<AllocationRecord> GetAllocation(const TenantScope& scope, const std::string& id);
+  // Platform callers, who may act on any tenant's allocation: finds it by
+  // its globally unique id. Never used with a tenant principal.
+  Result<AllocationRecord> GetAllocationForPlatform(const std::string& id);
+  // filter.tenant_id is ignored: the scope decides. Keyset-paginated by id.
+  Result<Page<AllocationRecord>> ListAllocations(const TenantScope& scope,
+                                                 const AllocationFilter& filter,
+                                                 const ListOptions& opts);
+  // Platform listing across tenants (filter.tenant_id "" = every tenant).
+  Result<Page<AllocationRecord>> ListAllocationsForPlatform(const AllocationFilter& filter,
+                                                            const ListOptions& opts);
+  // Every held allocation (pending, running, preempting) in submission
+  // order, for the scheduler's Restore at start-up.
+  Result<std::vector<AllocationRecord>> ListHeldAllocationsForScheduler();
+
+  // Applies one scheduling call's changes and audit records atomically.
+  Status CommitScheduling(const SchedulingCommit& commit);
 
   // --- Audit ---
   // Assigns seq, chain_seq, prev_hash and hash atomically and appends.

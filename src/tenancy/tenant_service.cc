@@ -69,6 +69,7 @@ Result<Tenant> TenantService::Create(const NewTenant& req) {
   t.state = "active";
   t.created_at = t.updated_at = clock_.NowMillis();
   ATRIUM_RETURN_IF_ERROR(store_.CreateTenant(t));
+  if (observer_) observer_->TenantChanged(t);
   return t;
 }
 
@@ -106,6 +107,7 @@ Result<Tenant> TenantService::Update(const std::string& id, const TenantChanges&
   }
   t.updated_at = clock_.NowMillis();
   ATRIUM_RETURN_IF_ERROR(store_.UpdateTenant(t));
+  if (observer_) observer_->TenantChanged(t);
   return t;
 }
 
@@ -120,6 +122,7 @@ Result<Tenant> TenantService::SetState(const std::string& id, const std::string&
   t.updated_at = clock_.NowMillis();
   ATRIUM_RETURN_IF_ERROR(store_.UpdateTenant(t));
   identity_.ForgetTenant(id);
+  if (observer_) observer_->TenantChanged(t);
   return t;
 }
 
@@ -131,7 +134,7 @@ Result<Tenant> TenantService::Resume(const std::string& id) {
   return SetState(id, "suspended", "active");
 }
 
-Result<EvictionSummary> TenantService::Evict(const std::string& id) {
+Result<EvictionSummary> TenantService::Evict(const std::string& id, const RequestOrigin& by) {
   ATRIUM_ASSIGN_OR_RETURN(Tenant t, store_.GetTenant(id));
   // First make every credential fail (durably, so a crash mid-way leaves the
   // tenant locked out), then remove the data in one transaction.
@@ -141,6 +144,9 @@ Result<EvictionSummary> TenantService::Evict(const std::string& id) {
     ATRIUM_RETURN_IF_ERROR(store_.UpdateTenant(t));
   }
   identity_.ForgetTenant(id);
+  // Then release what it holds (the scheduler records and audits each
+  // release), and only then delete its rows.
+  if (observer_) ATRIUM_RETURN_IF_ERROR(observer_->TenantEvicting(id, by));
   auto summary = store_.DeleteTenantAndData(id);
   identity_.ForgetTenant(id);
   return summary;

@@ -42,9 +42,29 @@ struct TenantChanges {
   std::optional<std::map<std::string, std::string>> labels;
 };
 
+// Told about tenant lifecycle changes, so other services (the scheduler)
+// act on them at once. Called on the thread that made the change, after the
+// tenant row is written, except TenantEvicting.
+class TenantObserver {
+ public:
+  virtual ~TenantObserver() = default;
+  // After a create, update, suspension or resumption.
+  virtual void TenantChanged(const Tenant& tenant) = 0;
+  // During eviction, after every credential of the tenant stopped working
+  // and before its rows are deleted: release what the tenant holds. An
+  // error stops the eviction (the tenant stays "evicting"; evicting again
+  // retries). `by` is who evicts, for the audit records this causes.
+  virtual Status TenantEvicting(const std::string& tenant_id, const RequestOrigin& by) = 0;
+};
+
 class TenantService {
  public:
   TenantService(Store& store, IdentityService& identity, const Clock& clock);
+
+  // At most one observer; nullptr removes it. Not thread-safe: set it
+  // before serving requests. The observer must outlive this service or be
+  // removed first.
+  void SetObserver(TenantObserver* observer) { observer_ = observer; }
 
   Result<Tenant> Create(const NewTenant& req);
   Result<Tenant> Get(const std::string& id);
@@ -52,7 +72,7 @@ class TenantService {
   Result<Tenant> Update(const std::string& id, const TenantChanges& changes);
   Result<Tenant> Suspend(const std::string& id);
   Result<Tenant> Resume(const std::string& id);
-  Result<EvictionSummary> Evict(const std::string& id);
+  Result<EvictionSummary> Evict(const std::string& id, const RequestOrigin& by = {});
 
  private:
   Result<Tenant> SetState(const std::string& id, const std::string& from, const std::string& to);
@@ -60,6 +80,7 @@ class TenantService {
   Store& store_;
   IdentityService& identity_;
   const Clock& clock_;
+  TenantObserver* observer_ = nullptr;
 };
 
 }  // namespace atrium

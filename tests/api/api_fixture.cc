@@ -38,6 +38,10 @@ void ParseTarget(const std::string& target, http::Request& req) {
 
 }  // namespace
 
+Json SmallShareBody() {
+  return {{"kind", "share"}, {"model", "L40S"}, {"milli", 1}, {"gpu_memory_mib", 16}};
+}
+
 Json BodyOf(const http::Response& response) {
   Json j = Json::parse(response.body, nullptr, /*allow_exceptions=*/false);
   return j.is_discarded() ? Json(nullptr) : j;
@@ -61,8 +65,16 @@ ApiHarness::ApiHarness(IdentityOptions identity_options) {
     throw std::runtime_error("IdentityService::Init: " + s.error().message);
   }
   tenants_ = std::make_unique<TenantService>(*store_, *identity_, clock_);
+  scheduling::SchedulingOptions sched_opts;
+  sched_opts.fleet_spec = kTestFleet;
+  sched_opts.tick_ms = 0;  // tests move time and call Tick themselves
+  scheduling_ = std::make_unique<scheduling::SchedulingService>(*store_, clock_, sched_opts);
+  if (auto s = scheduling_->Start(); !s.has_value()) {
+    throw std::runtime_error("SchedulingService::Start: " + s.error().message);
+  }
+  tenants_->SetObserver(scheduling_.get());
   api_ = std::make_unique<ControlPlaneApi>(
-      Services{store_.get(), identity_.get(), tenants_.get(), &clock_});
+      Services{store_.get(), identity_.get(), tenants_.get(), &clock_, scheduling_.get()});
   auto root = identity_->BootstrapAdminKey("root");
   if (!root.has_value()) throw std::runtime_error("BootstrapAdminKey: " + root.error().message);
   root_key_ = *root;
@@ -70,6 +82,8 @@ ApiHarness::ApiHarness(IdentityOptions identity_options) {
 
 ApiHarness::~ApiHarness() {
   api_.reset();
+  if (tenants_) tenants_->SetObserver(nullptr);
+  scheduling_.reset();
   tenants_.reset();
   identity_.reset();
   store_.reset();
@@ -185,6 +199,15 @@ void ApiHarness::SuspendTenant(const std::string& tenant_id) {
   MustCall("POST", "/api/v1/tenants/" + tenant_id + "/suspend", nullptr, 200);
 }
 
+std::string ApiHarness::CreateAllocation(const Actor& actor) {
+  http::Response r = CallJson("POST", "/api/v1/allocations", actor.key, SmallShareBody());
+  if (r.status != 201) {
+    throw std::runtime_error("allocation of " + actor.username + " answered " +
+                             std::to_string(r.status) + ": " + r.body);
+  }
+  return BodyOf(r)["id"].get<std::string>();
+}
+
 std::string ApiHarness::Login(const Actor& actor) {
   Json body = {{"username", actor.username}, {"password", actor.password}};
   if (!actor.tenant_name.empty()) body["tenant"] = actor.tenant_name;
@@ -207,6 +230,24 @@ World ApiHarness::BuildWorld(const WorldOptions& options) {
       }
     }
     t.object = CreateActor(t.id, t.name, Role::kTenantMember, /*human=*/false);
+    MustCall("PUT", "/api/v1/tenants/" + t.id + "/quotas",
+             {{"model", "L40S"},
+              {"kind", "share"},
+              {"guarantee_milli", 100'000},
+              {"limit_milli", 100'000}},
+             200);
+    t.project = "research";
+    MustCall("POST", "/api/v1/tenants/" + t.id + "/projects", {{"name", t.project}}, 201);
+    MustCall(
+        "PUT", "/api/v1/tenants/" + t.id + "/projects/" + t.project + "/quotas",
+        {{"model", "L40S"}, {"kind", "share"}, {"guarantee_milli", 1000}, {"limit_milli", 2000}},
+        200);
+    t.allocation_id = CreateAllocation(t.object);
+    for (auto& [role, actor] : t.members) {
+      if (role == Role::kTenantAdmin || role == Role::kTenantMember) {
+        actor.allocation_id = CreateAllocation(actor);
+      }
+    }
     return t;
   };
   w.own = seed_tenant("tenant-a", true);

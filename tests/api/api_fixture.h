@@ -21,6 +21,7 @@
 #include "common/json_reader.h"
 #include "identity/identity_service.h"
 #include "identity/roles.h"
+#include "scheduling/scheduling_service.h"
 #include "store/store.h"
 #include "tenancy/tenant_service.h"
 
@@ -30,6 +31,12 @@ namespace atrium::api::fixture {
 inline constexpr char kTestPassword[] = "correct-horse-battery-staple";
 // The peer address every request claims to come from unless told otherwise.
 inline constexpr char kTestSource[] = "203.0.113.7";
+// The simulated fleet of every harness: room for thousands of small shares.
+inline constexpr char kTestFleet[] = "1xH100-80GBx8,1xA100-80GBx8,8xL40Sx4";
+// The node the matrix cordons and drains, and a small share every seeded
+// allocation asks for (one thousandth of an L40S).
+inline constexpr char kTestNode[] = "l40s-7";
+Json SmallShareBody();
 
 // A user with one active API key. Platform staff have tenant_id "".
 struct Actor {
@@ -41,6 +48,9 @@ struct Actor {
   std::string password;  // "" for service accounts
   std::string key_id;
   std::string key;  // the key text, "atr_..."
+  // A running allocation this actor requested (tenant admins and members
+  // of seeded tenants; "" otherwise).
+  std::string allocation_id;
 };
 
 // A tenant with one user (and key) per requested tenant role, plus an extra
@@ -50,6 +60,10 @@ struct TenantSeed {
   std::string name;
   std::map<Role, Actor> members;
   Actor object;
+  // The object user's running allocation, and a project (with a quota
+  // split) of the tenant. The tenant has an L40S share quota.
+  std::string allocation_id;
+  std::string project;
 };
 
 // Everything one isolation case needs: an own tenant, another tenant, the
@@ -122,6 +136,8 @@ class ApiHarness {
                                                 std::optional<int64_t> expires_in_s = {});
   void RevokeKey(const std::string& tenant_id, const std::string& key_id);
   void SuspendTenant(const std::string& tenant_id);
+  // Requests SmallShareBody() as `actor`; returns the allocation id.
+  std::string CreateAllocation(const Actor& actor);
   // Logs `actor` in with kTestPassword; returns the access token.
   std::string Login(const Actor& actor);
   World BuildWorld(const WorldOptions& options = {});
@@ -133,6 +149,7 @@ class ApiHarness {
   Store& store() { return *store_; }
   IdentityService& identity() { return *identity_; }
   TenantService& tenants() { return *tenants_; }
+  scheduling::SchedulingService& scheduling() { return *scheduling_; }
   ControlPlaneApi& api() { return *api_; }
   const std::string& root_key() const { return root_key_; }
 
@@ -147,6 +164,7 @@ class ApiHarness {
   std::unique_ptr<Store> store_;
   std::unique_ptr<IdentityService> identity_;
   std::unique_ptr<TenantService> tenants_;
+  std::unique_ptr<scheduling::SchedulingService> scheduling_;
   std::unique_ptr<ControlPlaneApi> api_;
   std::string root_key_;
   int64_t next_request_ = 0;

@@ -96,10 +96,13 @@ struct Case {
   Role role = Role::kTenantViewer;
   Scenario scenario = Scenario::kOwn;
   const World* world = nullptr;
-  std::string tenant_id;          // for {tenant_id}
-  std::string user_id;            // for {user_id}; also the object a body names
-  std::string key_id;             // for {key_id}
-  const Actor* caller = nullptr;  // whose identity the request uses (login body, self)
+  std::string tenant_id;                  // for {tenant_id}
+  std::string user_id;                    // for {user_id}; also the object a body names
+  std::string key_id;                     // for {key_id}
+  std::string allocation_id;              // for {allocation_id}
+  std::string project;                    // for {project}
+  std::string node = fixture::kTestNode;  // for {node}
+  const Actor* caller = nullptr;          // whose identity the request uses (login body, self)
   std::string bearer;
 };
 
@@ -161,6 +164,41 @@ void SuspendFirstForPlatformStaff(ApiHarness& h, const Case& c) {
   if (IsPlatformRole(c.role) && (c.scenario == Scenario::kOwn || c.scenario == Scenario::kOther)) {
     h.SuspendTenant(c.tenant_id);
   }
+}
+
+// Each quota or project-split body sets different figures, so every allowed
+// request changes the store.
+int64_t NextFigure() {
+  static int64_t n = 0;
+  return ++n;
+}
+
+Json TenantQuotaBody(ApiHarness&, const Case&) {
+  int64_t milli = 100'000 + NextFigure();
+  return {{"model", "L40S"}, {"kind", "share"}, {"guarantee_milli", milli}, {"limit_milli", milli}};
+}
+
+Json ProjectQuotaBody(ApiHarness&, const Case&) {
+  int64_t milli = NextFigure() % 50'000;
+  return {
+      {"model", "L40S"}, {"kind", "share"}, {"guarantee_milli", milli}, {"limit_milli", milli + 1}};
+}
+
+Json NewProjectBody(ApiHarness& h, const Case&) { return {{"name", h.UniqueName("project")}}; }
+
+// Platform staff name the tenant they request for; tenant callers need not.
+Json NewAllocationBody(ApiHarness&, const Case& c) {
+  Json b = fixture::SmallShareBody();
+  if (IsPlatformRole(c.role)) b["tenant_id"] = c.tenant_id;
+  return b;
+}
+
+// Cordon, drain and uncordon change something only from the other state.
+void UncordonFirst(ApiHarness& h, const Case& c) {
+  (void)h.scheduling().Uncordon(RequestOrigin{}, c.node);
+}
+void CordonFirst(ApiHarness& h, const Case& c) {
+  (void)h.scheduling().Cordon(RequestOrigin{}, c.node);
 }
 
 // THE TABLE. A new route needs a row here: what each role may do.
@@ -259,6 +297,51 @@ const std::map<std::string, Row>& Expectations() {
       {"GET /api/v1/tenants/{tenant_id}/audit",
        {.own = "200 200 200 403 403", .other = "200 200 m m m"}},
       {"GET /api/v1/audit", {.own = "200 200 403 403 403"}},
+
+      // The fleet: everyone reads it (tenants see only their own
+      // allocations on it); operators cordon and drain.
+      {"GET /api/v1/nodes", {.own = "200 200 200 200 200"}},
+      {"GET /api/v1/nodes/{node}", {.own = "200 200 200 200 200"}},
+      {"POST /api/v1/nodes/{node}/cordon",
+       {.own = "200 200 403 403 403", .prepare = UncordonFirst}},
+      {"POST /api/v1/nodes/{node}/drain", {.own = "200 200 403 403 403", .prepare = UncordonFirst}},
+      {"POST /api/v1/nodes/{node}/uncordon",
+       {.own = "200 200 403 403 403", .prepare = CordonFirst}},
+      {"GET /api/v1/gpus", {.own = "200 200 200 200 200"}},
+      {"GET /api/v1/capacity", {.own = "200 200 200 200 200"}},
+
+      // Quotas: operators set them, the tenant reads them; tenant admins
+      // split them among projects.
+      {"GET /api/v1/tenants/{tenant_id}/quotas",
+       {.own = "200 200 200 200 200", .other = "200 200 m m m"}},
+      {"PUT /api/v1/tenants/{tenant_id}/quotas",
+       {.own = "200 200 403 403 403", .other = "200 200 m m m", .body = TenantQuotaBody}},
+      {"GET /api/v1/tenants/{tenant_id}/projects",
+       {.own = "200 200 200 200 200", .other = "200 200 m m m"}},
+      {"POST /api/v1/tenants/{tenant_id}/projects",
+       {.own = "201 403 201 403 403", .other = "201 403 m m m", .body = NewProjectBody}},
+      {"GET /api/v1/tenants/{tenant_id}/projects/{project}",
+       {.own = "200 200 200 200 200", .other = "200 200 m m m"}},
+      {"PUT /api/v1/tenants/{tenant_id}/projects/{project}/quotas",
+       {.own = "200 403 200 403 403", .other = "200 403 m m m", .body = ProjectQuotaBody}},
+      {"DELETE /api/v1/tenants/{tenant_id}/projects/{project}",
+       {.own = "204 403 204 403 403", .other = "204 403 m m m", .fresh_world = true}},
+
+      // Allocations run as the caller's tenant: members request them and
+      // release their own, admins release any of the tenant's; platform
+      // staff read all, and the platform admin requests (naming the
+      // tenant) and releases any.
+      {"POST /api/v1/allocations", {.own = "201 403 201 201 403", .body = NewAllocationBody}},
+      {"GET /api/v1/allocations", {.own = "200 200 200 200 200"}},
+      {"GET /api/v1/allocations/{allocation_id}",
+       {.own = "200 200 200 200 200", .self = "- - 200 200 -", .other = "200 200 m m m"}},
+      {"DELETE /api/v1/allocations/{allocation_id}",
+       {.own = "200 403 200 403 403",
+        .self = "- - 200 200 -",
+        .other = "200 403 m m m",
+        .fresh_world = true}},
+      {"GET /api/v1/allocations/{allocation_id}/why",
+       {.own = "200 200 200 200 200", .self = "- - 200 200 -", .other = "200 200 m m m"}},
   };
   return *table;
 }
@@ -282,7 +365,8 @@ Shape ShapeOf(const std::string& method, const std::string& pattern) {
   Shape s;
   s.has_tenant = pattern.find("{tenant_id}") != std::string::npos;
   s.has_object = pattern.find("{user_id}") != std::string::npos ||
-                 pattern.find("{key_id}") != std::string::npos;
+                 pattern.find("{key_id}") != std::string::npos ||
+                 pattern.find("{allocation_id}") != std::string::npos;
   s.platform = StartsWith(pattern, "/api/v1/platform/");
   auto ends_with = [&](std::string_view suffix) {
     return pattern.size() >= suffix.size() &&
@@ -334,6 +418,9 @@ std::string Expand(const std::string& pattern, const Case& c) {
   sub("{tenant_id}", c.tenant_id);
   sub("{user_id}", c.user_id);
   sub("{key_id}", c.key_id);
+  sub("{allocation_id}", c.allocation_id);
+  sub("{project}", c.project);
+  sub("{node}", c.node);
   return out;
 }
 
@@ -359,6 +446,8 @@ Case MakeCase(ApiHarness& h, const Row& row, const Shape& shape, Role role, Scen
   const Actor& object = shape.platform ? w.platform_object : w.own.object;
   c.user_id = object.user_id;
   c.key_id = object.key_id;
+  c.allocation_id = w.own.allocation_id;
+  c.project = w.own.project;
   switch (sc) {
     case Scenario::kOwn:
       if (row.session_caller) c.bearer = h.Login(*c.caller);
@@ -369,15 +458,19 @@ Case MakeCase(ApiHarness& h, const Row& row, const Shape& shape, Role role, Scen
     case Scenario::kSelf:
       c.user_id = c.caller->user_id;
       c.key_id = c.caller->key_id;
+      c.allocation_id = c.caller->allocation_id;
       break;
     case Scenario::kOther:
       if (shape.has_tenant) c.tenant_id = w.other.id;
       c.user_id = w.other.object.user_id;
       c.key_id = w.other.object.key_id;
+      c.allocation_id = w.other.allocation_id;
+      c.project = w.other.project;
       break;
     case Scenario::kCross:
       c.user_id = w.other.object.user_id;
       c.key_id = w.other.object.key_id;
+      c.allocation_id = w.other.allocation_id;
       break;
     case Scenario::kNone:
       c.bearer = "";
@@ -400,6 +493,8 @@ Case MakeCase(ApiHarness& h, const Row& row, const Shape& shape, Role role, Scen
       if (!shape.platform) {
         c.user_id = w.suspended.object.user_id;
         c.key_id = w.suspended.object.key_id;
+        c.allocation_id = w.suspended.allocation_id;
+        c.project = w.suspended.project;
       }
       break;
     }
@@ -414,6 +509,9 @@ Case MissingVariant(ApiHarness& h, const Case& c, const Shape& shape) {
   if (shape.has_tenant && c.scenario != Scenario::kCross) m.tenant_id = NewId("tn", h.clock());
   m.user_id = NewId("usr", h.clock());
   m.key_id = crypto::RandomBase62(12);
+  m.allocation_id = NewId("alloc", h.clock());
+  m.project = h.UniqueName("no-such-project");
+  m.node = h.UniqueName("no-such-node");
   return m;
 }
 
@@ -447,15 +545,21 @@ std::string Snapshot(Store& store, const std::vector<std::string>& tenant_ids,
   dump(
       "SELECT (SELECT COUNT(*) FROM tenants), (SELECT COUNT(*) FROM tenant_labels), "
       "(SELECT COUNT(*) FROM users), (SELECT COUNT(*) FROM api_keys), "
-      "(SELECT COUNT(*) FROM sessions), (SELECT COUNT(*) FROM signing_keys)",
+      "(SELECT COUNT(*) FROM sessions), (SELECT COUNT(*) FROM signing_keys), "
+      "(SELECT COUNT(*) FROM allocations), (SELECT COUNT(*) FROM quotas), "
+      "(SELECT COUNT(*) FROM projects)",
       {});
   std::vector<sql::Value> tenants(tenant_ids.begin(), tenant_ids.end());
   std::string in = Placeholders(tenants.size());
   dump("SELECT * FROM tenants WHERE id IN (" + in + ") ORDER BY id", tenants);
-  for (const char* table : {"users", "api_keys", "sessions"}) {
+  for (const char* table : {"users", "api_keys", "sessions", "allocations"}) {
     dump(std::string("SELECT * FROM ") + table + " WHERE tenant_id IN (" + in + ") ORDER BY id",
          tenants);
   }
+  dump("SELECT * FROM quotas WHERE tenant_id IN (" + in + ") ORDER BY tenant_id, project, model",
+       tenants);
+  dump("SELECT * FROM projects WHERE tenant_id IN (" + in + ") ORDER BY tenant_id, name", tenants);
+  dump("SELECT name, cordoned, draining FROM fleet_nodes ORDER BY name", {});
   std::vector<sql::Value> platform(platform_user_ids.begin(), platform_user_ids.end());
   std::string pin = Placeholders(platform.size());
   dump("SELECT * FROM users WHERE tenant_id = '' AND id IN (" + pin + ") ORDER BY id", platform);
@@ -474,10 +578,13 @@ struct AuditRow {
   std::string request_id, action, outcome, tenant_id;
 };
 
+// The API's own records: the scheduler's decision records ("scheduler.*")
+// that a request may cause come on top and are checked by the API tests.
 std::vector<AuditRow> AuditAfter(Store& store, int64_t seq) {
   std::vector<AuditRow> out;
   auto rows = store.database().Exec(
-      "SELECT request_id, action, outcome, tenant_id FROM audit_log WHERE seq > $1 ORDER BY seq",
+      "SELECT request_id, action, outcome, tenant_id FROM audit_log WHERE seq > $1 AND action NOT "
+      "LIKE 'scheduler.%' ORDER BY seq",
       {seq});
   if (!rows.has_value()) return out;
   for (const auto& r : rows->rows) out.push_back({r.Text(0), r.Text(1), r.Text(2), r.Text(3)});

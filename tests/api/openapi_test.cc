@@ -191,9 +191,18 @@ class OpenApiTest : public ::testing::Test {
     sub("{tenant_id}", world_->own.id);
     sub("{user_id}", object.user_id);
     sub("{key_id}", object.key_id);
+    sub("{allocation_id}", world_->own.allocation_id);
+    sub("{project}", world_->own.project);
+    sub("{node}", fixture::kTestNode);
     return out;
   }
   std::string AdminKey() { return world_->platform.at(Role::kPlatformAdmin).key; }
+  std::string TenantAdminKey() { return world_->own.members.at(Role::kTenantAdmin).key; }
+  // Who may call the route: platform-admin, except where only a tenant's
+  // own users may (requesting allocations).
+  std::string CallerKeyFor(const std::string& method, const std::string& pattern) {
+    return method == "POST" && pattern == "/api/v1/allocations" ? TenantAdminKey() : AdminKey();
+  }
 
   static ApiHarness* harness_;
   static World* world_;
@@ -351,7 +360,9 @@ TEST_F(OpenApiTest, ErrorAnswersUseTheErrorSchema) {
                 Json::parse(R"({"$ref": "#/components/schemas/Error"})"))
           << key << " " << it.key();
     }
-    EXPECT_EQ(successes, 1) << key << " documents " << successes << " success answers";
+    // Only a request that may wait has two: placed at once (201) or queued (202).
+    const int want = key == "POST /api/v1/allocations" ? 2 : 1;
+    EXPECT_EQ(successes, want) << key << " documents " << successes << " success answers";
     if (op->contains("requestBody")) {
       for (const char* code : {"400", "413", "415"}) {
         EXPECT_TRUE((*op)["responses"].contains(code)) << key << " lacks a " << code << " answer";
@@ -387,8 +398,9 @@ TEST_F(OpenApiTest, RequestSchemasMatchTheHandlers) {
     EXPECT_EQ(example.size(), props.size()) << key << ": the example should show every field";
 
     std::string target = Concrete(route.pattern);
+    const std::string caller = CallerKeyFor(route.method, route.pattern);
     auto send = [&](const Json& body) {
-      http::Response r = harness_->CallJson(route.method, target, AdminKey(), body);
+      http::Response r = harness_->CallJson(route.method, target, caller, body);
       Json j = BodyOf(r);
       std::string message =
           j.is_object() && j.contains("error") ? j["error"].value("message", "") : "";
@@ -447,7 +459,12 @@ TEST_F(OpenApiTest, ListQueryParametersMatchTheHandlers) {
                                                {"label", "plan=pro"},
                                                {"name", "no-such-tenant"},
                                                {"username", "no-such-user"},
-                                               {"owner_user_id", world_->own.object.user_id}};
+                                               {"owner_user_id", world_->own.object.user_id},
+                                               {"pool", "default"},
+                                               {"model", "h100-80gb"},
+                                               {"node", fixture::kTestNode},
+                                               {"tenant_id", world_->own.id}};
+    if (route.pattern == "/api/v1/allocations") good["state"] = "running";
     for (const auto& name : query) {
       ASSERT_TRUE(good.count(name)) << key << ": the test knows no value for " << name;
       http::Response r =
@@ -528,6 +545,38 @@ TEST_F(OpenApiTest, ResponsesMatchTheirSchemas) {
   call("POST", "/api/v1/tenants/{tenant_id}/resume", t + "/resume", nullptr);
   call("DELETE", "/api/v1/tenants/{tenant_id}/users/{user_id}", u, nullptr);
   call("POST", "/api/v1/tenants/{tenant_id}/evict", t + "/evict", nullptr);
+  // The fleet, quotas, projects and allocations.
+  const std::string a = "/api/v1/tenants/" + world_->own.id;
+  // Earlier tests moved tenant A to another region; bring it back to the
+  // simulated fleet's (this also checks a tenant update reaches the scheduler).
+  call("PATCH", "/api/v1/tenants/{tenant_id}", a, {{"regions", {"local"}}});
+  call("PUT", "/api/v1/tenants/{tenant_id}/quotas", a + "/quotas",
+       {{"model", "H100-80GB"}, {"kind", "gpu"}, {"guarantee_milli", 2000}, {"limit_milli", 2000}});
+  call("POST", "/api/v1/tenants/{tenant_id}/projects", a + "/projects", {{"name", "schema"}});
+  call("PUT", "/api/v1/tenants/{tenant_id}/projects/{project}/quotas",
+       a + "/projects/schema/quotas",
+       {{"model", "H100-80GB"}, {"kind", "gpu"}, {"guarantee_milli", 1000}, {"limit_milli", 2000}});
+  const std::string tenant_admin = TenantAdminKey();
+  Json placed = call("POST", "/api/v1/allocations", "/api/v1/allocations",
+                     {{"kind", "gpu"}, {"model", "H100-80GB"}, {"gpus", 1}, {"project", "schema"}},
+                     tenant_admin);
+  EXPECT_EQ(placed.value("state", ""), "running") << placed.dump();
+  Json queued = call("POST", "/api/v1/allocations", "/api/v1/allocations",
+                     {{"kind", "gpu"}, {"model", "H100-80GB"}, {"gpus", 2}}, tenant_admin);
+  EXPECT_EQ(queued.value("state", ""), "pending") << queued.dump();
+  call("POST", "/api/v1/allocations", "/api/v1/allocations",
+       {{"kind", "gpu"}, {"model", "H100-80GB"}, {"gpus", 8}}, tenant_admin);  // 409: never fits
+  const std::string q = "/api/v1/allocations/" + queued.value("id", "");
+  call("GET", "/api/v1/allocations/{allocation_id}/why", q + "/why", nullptr, tenant_admin);
+  call("DELETE", "/api/v1/allocations/{allocation_id}", q, nullptr, tenant_admin);
+  call("DELETE", "/api/v1/allocations/{allocation_id}", q, nullptr, tenant_admin);  // 409
+  call("DELETE", "/api/v1/allocations/{allocation_id}",
+       "/api/v1/allocations/" + placed.value("id", ""), nullptr, tenant_admin);
+  call("DELETE", "/api/v1/tenants/{tenant_id}/projects/{project}", a + "/projects/schema", nullptr);
+  for (const char* action : {"cordon", "drain", "uncordon"}) {
+    call("POST", std::string("/api/v1/nodes/{node}/") + action,
+         std::string("/api/v1/nodes/h100-80gb-0/") + action, nullptr);
+  }
   // Errors: the common shape, documented per operation.
   call("GET", "/api/v1/tenants/{tenant_id}", t, nullptr);               // 404 now
   call("POST", "/api/v1/tenants", "/api/v1/tenants", {{"name", 5}});    // 400

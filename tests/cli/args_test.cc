@@ -51,6 +51,23 @@ TEST(CliParseLabelsTest, LaterDuplicateWinsAndErrorsNameTheLabel) {
   EXPECT_NE(bad.error().message.find("'oops'"), std::string::npos);
 }
 
+TEST(CliParseMilliGpusTest, GpusDecimalsAndMilli) {
+  EXPECT_EQ(*ParseMilliGpus("4"), 4000);
+  EXPECT_EQ(*ParseMilliGpus("0.5"), 500);
+  EXPECT_EQ(*ParseMilliGpus("1.125"), 1125);
+  EXPECT_EQ(*ParseMilliGpus("250m"), 250);
+  EXPECT_EQ(*ParseMilliGpus("0"), 0);
+  for (const char* bad : {"", "-1", "1.2345", "1.", ".5", "abc", "m", "1e3", "99999999"}) {
+    auto r = ParseMilliGpus(bad);
+    ASSERT_FALSE(r.has_value()) << bad;
+    EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
+  }
+  EXPECT_EQ(FormatMilliGpus(4000), "4");
+  EXPECT_EQ(FormatMilliGpus(500), "0.5");
+  EXPECT_EQ(FormatMilliGpus(1125), "1.125");
+  EXPECT_EQ(FormatMilliGpus(143), "0.143");
+}
+
 TEST(CliQueryTest, EncodesValuesAndSkipsEmptyOnes) {
   EXPECT_EQ(UrlEncode("a-z_0.9~"), "a-z_0.9~");
   EXPECT_EQ(UrlEncode("k=v&x y/é"), "k%3Dv%26x%20y%2F%C3%A9");

@@ -12,7 +12,7 @@ namespace {
 std::vector<Permission> AllPermissions() {
   std::vector<Permission> all;
   for (int p = static_cast<int>(Permission::kNone);
-       p <= static_cast<int>(Permission::kSigningKeyRotate); ++p) {
+       p <= static_cast<int>(Permission::kAllocationRelease); ++p) {
     all.push_back(static_cast<Permission>(p));
   }
   return all;
@@ -80,6 +80,26 @@ TEST(RolesTest, TenantRolesNeverReachPastTheirTenant) {
       EXPECT_EQ(ReachOf(r, p), Reach::kNone) << RoleName(r) << " " << PermissionName(p);
     }
   }
+}
+
+TEST(RolesTest, CapacityPermissions) {
+  // Operators run the fleet and set quotas; tenant admins split them.
+  for (Role r : {Role::kPlatformAdmin, Role::kPlatformOperator}) {
+    EXPECT_EQ(ReachOf(r, Permission::kNodeManage), Reach::kPlatform);
+    EXPECT_EQ(ReachOf(r, Permission::kQuotaSet), Reach::kPlatform);
+  }
+  EXPECT_EQ(ReachOf(Role::kPlatformOperator, Permission::kAllocationCreate), Reach::kNone);
+  for (Role r : kTenantRoles) {
+    EXPECT_EQ(ReachOf(r, Permission::kNodeManage), Reach::kNone);
+    EXPECT_EQ(ReachOf(r, Permission::kQuotaSet), Reach::kNone);
+    EXPECT_EQ(ReachOf(r, Permission::kAllocationRead), Reach::kTenant);
+  }
+  EXPECT_EQ(ReachOf(Role::kTenantAdmin, Permission::kProjectManage), Reach::kTenant);
+  EXPECT_EQ(ReachOf(Role::kTenantMember, Permission::kProjectManage), Reach::kNone);
+  EXPECT_EQ(ReachOf(Role::kTenantMember, Permission::kAllocationCreate), Reach::kTenant);
+  EXPECT_EQ(ReachOf(Role::kTenantMember, Permission::kAllocationRelease), Reach::kSelf);
+  EXPECT_EQ(ReachOf(Role::kTenantViewer, Permission::kAllocationCreate), Reach::kNone);
+  EXPECT_EQ(ReachOf(Role::kPlatformOperator, Permission::kAllocationRelease), Reach::kNone);
 }
 
 TEST(RolesTest, PlatformOperatorChangesNothing) {

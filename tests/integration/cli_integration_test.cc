@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -87,10 +88,10 @@ class CliIntegrationTest : public ::testing::Test {
   void StartServer() {
     server_ = std::make_unique<BackgroundProcess>();
     std::string error;
-    ASSERT_TRUE(
-        server_->Start({ATRIUM_BINARY, "dev", "--data", data_dir_, "--api-listen", "127.0.0.1:0"},
-                       {"HOME=" + root_, "PATH=/usr/bin:/bin"}, &error))
-        << error;
+    std::vector<std::string> argv = {ATRIUM_BINARY, "dev",          "--data",
+                                     data_dir_,     "--api-listen", "127.0.0.1:0"};
+    argv.insert(argv.end(), server_args_.begin(), server_args_.end());
+    ASSERT_TRUE(server_->Start(argv, {"HOME=" + root_, "PATH=/usr/bin:/bin"}, &error)) << error;
     url_ = server_->WaitForLine("API: ", kServerTimeout);
     ASSERT_FALSE(url_.empty()) << "no API line from the server:\n" << server_->Output();
     ASSERT_EQ(url_.rfind("http://127.0.0.1:", 0), 0u) << url_;
@@ -148,6 +149,7 @@ class CliIntegrationTest : public ::testing::Test {
   std::string admin_home_;
   std::string url_;
   std::string admin_token_;
+  std::vector<std::string> server_args_;  // after the default `dev` arguments
   std::unique_ptr<BackgroundProcess> server_;
 };
 
@@ -542,6 +544,139 @@ TEST_F(CliIntegrationTest, TenantAdminExportVerifiesOnItsOwn) {
   ASSERT_EQ(everything.exit_code, 0) << Describe(everything);
   ProcessResult all_ok = Admin({"audit", "verify", "--file", root_ + "/all.jsonl"});
   EXPECT_EQ(all_ok.exit_code, 0) << Describe(all_ok);
+}
+
+// GPU capacity end to end: a simulated fleet from --fleet, quotas, a
+// project, allocations of every kind, a queued one explained, release, the
+// fleet views, and a restart that brings the same placements back.
+TEST_F(CliIntegrationTest, FleetQuotasAllocationsAndRestart) {
+  constexpr char kFleet[] = "2xH100-80GBx8,1xA100-80GBx8,2xL40Sx4";
+  ASSERT_EQ(StopServer(), 0) << server_->Output();
+  data_dir_ = root_ + "/fleet-data";
+  server_args_ = {"--fleet", kFleet};
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+
+  AdminJson({"tenant", "create", "acme", "-o", "json"});
+  for (std::vector<std::string> quota :
+       {std::vector<std::string>{"--model", "H100-80GB", "--kind", "gpu", "--guarantee", "8"},
+        {"--model", "a100-80gb", "--kind", "mig", "--guarantee", "1"},
+        {"--model", "L40S", "--kind", "share", "--guarantee", "0.5", "--limit", "1"},
+        {"--model", "L40S", "--kind", "node", "--guarantee", "4"}}) {
+    quota.insert(quota.begin(), {"quota", "set", "acme"});
+    ProcessResult set = Admin(quota);
+    EXPECT_EQ(set.exit_code, 0) << Describe(set);
+  }
+  Json quotas = AdminJson({"quota", "get", "acme", "-o", "json"});
+  EXPECT_EQ(quotas["items"].size(), 4u) << quotas.dump();
+
+  const std::string home = LoginAsNewTenantAdmin("acme", "alice");
+  As alice{"", home, true};
+  auto alice_json = [&](std::vector<std::string> args) {
+    args.push_back("-o");
+    args.push_back("json");
+    ProcessResult r = Run(alice, args);
+    EXPECT_EQ(r.exit_code, 0) << Describe(r);
+    return ParsedJson(r);
+  };
+  Json project = alice_json({"project", "create", "research"});
+  EXPECT_EQ(project["name"], "research");
+  alice_json({"project", "quota", "research", "--model", "H100-80GB", "--guarantee", "4"});
+  ProcessResult projects = Run(alice, {"project", "list"});
+  EXPECT_EQ(projects.exit_code, 0) << Describe(projects);
+  EXPECT_NE(projects.out.find("H100-80GB/gpu=4/4"), std::string::npos) << projects.out;
+
+  std::vector<std::string> ids;
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"--model", "H100-80GB", "--gpus", "2", "--project", "research"},
+           {"--kind", "gang", "--model", "H100-80GB", "--gpus", "2", "--nodes", "2"},
+           {"--kind", "mig", "--model", "A100-80GB", "--mig-profile", "3g.40gb"},
+           {"--kind", "share", "--model", "L40S", "--share", "0.25", "--gpu-memory-mib", "8192"},
+           {"--kind", "node", "--model", "L40S"}}) {
+    std::vector<std::string> argv = {"alloc", "create"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    Json a = alice_json(argv);
+    EXPECT_EQ(a["state"], "running") << a.dump();
+    ids.push_back(a.value("id", ""));
+  }
+  // Over the quota (2 + 4 of 8 used): it waits, and `why` says for what.
+  Json queued = alice_json({"alloc", "create", "--model", "H100-80GB", "--gpus", "4"});
+  EXPECT_EQ(queued["state"], "pending") << queued.dump();
+  ProcessResult why = Run(alice, {"why", queued.value("id", "")});
+  EXPECT_EQ(why.exit_code, 0) << Describe(why);
+  EXPECT_NE(why.out.find("quota"), std::string::npos) << why.out;
+
+  // Never fits: refused with the reason, nothing stored.
+  ProcessResult never = Run(alice, {"alloc", "create", "--model", "H200-141GB"});
+  EXPECT_EQ(never.exit_code, 1) << Describe(never);
+  EXPECT_NE(never.err.find("never fit"), std::string::npos) << never.err;
+  // Usage errors exit 2 before anything is sent.
+  EXPECT_EQ(Run(alice, {"alloc", "create", "--kind", "gang", "--model", "H100-80GB"}).exit_code, 2);
+  EXPECT_EQ(Admin({"quota", "set", "acme", "--model", "L4", "--guarantee", "lots"}).exit_code, 2);
+  EXPECT_EQ(Run(alice, {"alloc", "create", "--model", "H100-80GB", "--gpus", "9"}).exit_code, 2);
+
+  Json list = alice_json({"alloc", "list", "--all"});
+  ASSERT_EQ(list.size(), 6u) << list.dump();
+  ProcessResult table = Run(alice, {"alloc", "list"});
+  EXPECT_NE(table.out.find("gang"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("3g.40gb"), std::string::npos) << table.out;
+
+  // The fleet as an operator sees it, and as the tenant does.
+  ProcessResult nodes = Admin({"node", "list"});
+  EXPECT_EQ(nodes.exit_code, 0) << Describe(nodes);
+  EXPECT_NE(nodes.out.find("h100-80gb-1"), std::string::npos) << nodes.out;
+  ProcessResult capacity = Admin({"capacity"});
+  EXPECT_EQ(capacity.exit_code, 0) << Describe(capacity);
+  EXPECT_NE(capacity.out.find("A100-80GB"), std::string::npos) << capacity.out;
+  EXPECT_NE(capacity.out.find("3g.40gb="), std::string::npos) << capacity.out;
+  Json gpus = AdminJson({"gpu", "list", "--node", "a100-80gb-0", "-o", "json"});
+  EXPECT_EQ(gpus.size(), 8u);
+  Json node = alice_json({"node", "get", "h100-80gb-0"});
+  EXPECT_EQ(node["gpus"].size(), 8u);
+  ProcessResult cordon = Admin({"node", "cordon", "l40s-1"});
+  EXPECT_EQ(cordon.exit_code, 0) << Describe(cordon);
+  EXPECT_NE(cordon.out.find("cordoned"), std::string::npos) << cordon.out;
+  EXPECT_EQ(Run(alice, {"node", "drain", "l40s-0"}).exit_code, 1);  // 403
+
+  // Release one; the queued request fits in its place (within the quota).
+  Json released = alice_json({"alloc", "release", ids[0]});
+  EXPECT_EQ(released["state"], "released");
+
+  // Restart on the same data: the same placements and states come back.
+  auto placements = [&]() {
+    std::map<std::string, std::string> out;
+    for (const auto& a : alice_json({"alloc", "list", "--all"})) {
+      out[a.value("id", "")] =
+          a.value("state", "") + " " + a["placement"].dump() + " " + a["mig_start"].dump();
+    }
+    return out;
+  };
+  const auto before = placements();
+  EXPECT_EQ(before.size(), 6u);
+  ASSERT_EQ(StopServer(), 0) << server_->Output();
+  server_args_.clear();  // no --fleet: the stored fleet, cordon included
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  // The new port is another server to the credentials file: log in again.
+  ProcessResult login = Run(
+      {"", home, false},
+      {"login", "--server", url_, "--tenant", "acme", "--username", "alice", "--password-stdin"},
+      std::string(kPassword) + "\n");
+  ASSERT_EQ(login.exit_code, 0) << Describe(login);
+  EXPECT_EQ(placements(), before);
+  Json cordoned = AdminJson({"node", "get", "l40s-1", "-o", "json"});
+  EXPECT_EQ(cordoned["state"], "cordoned");
+
+  // A fleet that cannot hold what is running is refused at start.
+  ASSERT_EQ(StopServer(), 0) << server_->Output();
+  ProcessResult refused =
+      testing::RunProcess({ATRIUM_BINARY, "dev", "--data", data_dir_, "--api-listen", "127.0.0.1:0",
+                           "--fleet", "1xL40Sx4"},
+                          {"HOME=" + root_, "PATH=/usr/bin:/bin"}, "", kServerTimeout);
+  EXPECT_EQ(refused.exit_code, 1) << Describe(refused);
+  EXPECT_NE(refused.err.find("cannot hold"), std::string::npos) << Describe(refused);
+  ProcessResult bad_spec =
+      testing::RunProcess({ATRIUM_BINARY, "dev", "--data", data_dir_, "--fleet", "2xB300x8"},
+                          {"HOME=" + root_, "PATH=/usr/bin:/bin"}, "", kServerTimeout);
+  EXPECT_EQ(bad_spec.exit_code, 2) << Describe(bad_spec);
 }
 
 }  // namespace

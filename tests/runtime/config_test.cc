@@ -13,6 +13,29 @@ TEST(ConfigTest, ExampleConfigInTheRepoLoads) {
   EXPECT_EQ(c->access_token_ttl_s, 3600);
 }
 
+TEST(ConfigTest, SchedulerSection) {
+  auto defaults = LoadConfigFile(ATRIUM_EXAMPLE_CONFIG);
+  ASSERT_TRUE(defaults.has_value());
+  EXPECT_EQ(defaults->scheduler_fleet, "");
+  EXPECT_EQ(defaults->scheduler_grace_s, 30);
+  EXPECT_EQ(defaults->scheduler_tick_ms, 1000);
+  auto c = ParseConfig(
+      "[store]\nurl = \"sqlite:///x.db\"\n[scheduler]\nfleet = \"1xH100-80GBx8\"\n"
+      "grace_seconds = 5\ntick_ms = 250\n",
+      "t.toml");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  EXPECT_EQ(c->scheduler_fleet, "1xH100-80GBx8");
+  EXPECT_EQ(c->scheduler_grace_s, 5);
+  EXPECT_EQ(c->scheduler_tick_ms, 250);
+  auto bad = ParseConfig("[store]\nurl = \"sqlite:///x.db\"\n[scheduler]\nfleet = \"2xB300x8\"\n",
+                         "t.toml");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().message.find("'scheduler.fleet'"), std::string::npos);
+  auto typo = ParseConfig("[store]\nurl = \"sqlite:///x.db\"\n[scheduler]\ngrace = 5\n", "t");
+  ASSERT_FALSE(typo.has_value());
+  EXPECT_NE(typo.error().message.find("'scheduler.grace'"), std::string::npos);
+}
+
 TEST(ConfigTest, UnknownKeyIsRejectedByName) {
   auto c = ParseConfig("[store]\nurl = \"sqlite:///x.db\"\npool_sise = 3\n", "t.toml");
   ASSERT_FALSE(c.has_value());

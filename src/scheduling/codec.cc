@@ -1,0 +1,174 @@
+#include "scheduling/codec.h"
+
+namespace atrium::scheduling {
+
+FleetNodeRecord NodeFlagsOf(const capacity::Node& n) {
+  FleetNodeRecord r;
+  r.name = n.name;
+  r.pool = n.pool;
+  r.rack = n.rack;
+  r.cpu_milli = n.cpu_milli;
+  r.memory_mib = n.memory_mib;
+  r.gpu_model = n.gpu_model;
+  for (const capacity::Gpu& g : n.gpus) {
+    r.gpus.push_back({g.index, g.model, g.memory_mib, g.mig_enabled, g.healthy, g.cordoned});
+  }
+  r.nvlink_groups = n.nvlink_groups;
+  r.idle_power_watts = n.idle_power_watts;
+  r.cordoned = n.cordoned;
+  r.draining = n.draining;
+  return r;
+}
+
+FleetRecord FleetToRecord(const capacity::Fleet& fleet, const std::string& spec) {
+  FleetRecord r;
+  r.spec = spec;
+  for (const auto& s : fleet.sites()) r.sites.push_back({s.name, s.region, s.power_budget_watts});
+  for (const auto& k : fleet.racks()) r.racks.push_back({k.name, k.site, k.power_budget_watts});
+  for (const auto& p : fleet.pools()) {
+    r.pools.push_back({p.name, p.region, p.site,
+                       std::vector<std::string>(p.labels.begin(), p.labels.end()),
+                       p.dedicated_tenant.value_or(""), p.allowed_tenants});
+  }
+  for (const auto& n : fleet.nodes()) r.nodes.push_back(NodeFlagsOf(n));
+  return r;
+}
+
+Result<capacity::Fleet> FleetFromRecord(const FleetRecord& record) {
+  capacity::Fleet fleet;
+  for (const auto& s : record.sites) {
+    ATRIUM_RETURN_IF_ERROR(fleet.AddSite(
+        {.name = s.name, .region = s.region, .power_budget_watts = s.power_budget_watts}));
+  }
+  for (const auto& k : record.racks) {
+    ATRIUM_RETURN_IF_ERROR(fleet.AddRack(
+        {.name = k.name, .site = k.site, .power_budget_watts = k.power_budget_watts}));
+  }
+  for (const auto& p : record.pools) {
+    capacity::NodePool pool{.name = p.name, .region = p.region, .site = p.site};
+    pool.labels.insert(p.labels.begin(), p.labels.end());
+    if (!p.dedicated_tenant.empty()) pool.dedicated_tenant = p.dedicated_tenant;
+    pool.allowed_tenants = p.allowed_tenants;
+    ATRIUM_RETURN_IF_ERROR(fleet.AddPool(std::move(pool)));
+  }
+  for (const auto& n : record.nodes) {
+    capacity::Node node{.name = n.name,
+                        .pool = n.pool,
+                        .rack = n.rack,
+                        .cpu_milli = n.cpu_milli,
+                        .memory_mib = n.memory_mib,
+                        .gpu_model = n.gpu_model,
+                        .nvlink_groups = n.nvlink_groups,
+                        .idle_power_watts = n.idle_power_watts,
+                        .cordoned = n.cordoned,
+                        .draining = n.draining};
+    for (const auto& g : n.gpus) {
+      node.gpus.push_back({.index = static_cast<int>(g.index),
+                           .model = g.model,
+                           .memory_mib = g.memory_mib,
+                           .mig_enabled = g.mig_enabled,
+                           .healthy = g.healthy,
+                           .cordoned = g.cordoned});
+    }
+    ATRIUM_RETURN_IF_ERROR(fleet.AddNode(std::move(node)));
+  }
+  if (auto valid = capacity::ValidateFleet(fleet); !valid) {
+    return Error::InvalidArgument("the stored fleet is invalid: " + valid.error().message);
+  }
+  return fleet;
+}
+
+AllocationRecord AllocationToRecord(const sched::Allocation& a, const std::string& created_by,
+                                    int64_t now_ms) {
+  const sched::AllocationRequest& q = a.request;
+  AllocationRecord r;
+  r.id = q.id;
+  r.tenant_id = q.tenant;
+  r.project = q.project;
+  r.kind = std::string(sched::KindName(q.kind));
+  r.priority = std::string(sched::PriorityName(q.priority));
+  r.model = q.model;
+  r.gpus = q.gpus;
+  r.nodes = q.nodes;
+  r.mig_profile = q.mig_profile;
+  r.milli = q.milli;
+  r.gpu_memory_mib = q.mem_cap_mib;
+  r.cpu_milli = q.cpu_milli;
+  r.memory_mib = q.memory_mib;
+  r.pool = q.pool;
+  r.region = q.region;
+  r.state = std::string(sched::StateName(a.state));
+  r.seq = static_cast<int64_t>(a.seq);
+  r.submitted_ms = a.submitted_ms;
+  r.placed_ms = a.placed_ms;
+  for (const auto& p : a.placement) r.placement.push_back({p.node, p.gpus});
+  r.mig_start = a.mig_start;
+  r.charge_milli = a.charge_milli;
+  r.preempt_at_ms = a.preempt_at_ms;
+  r.preempted_for = a.preempted_for;
+  r.created_by = created_by;
+  r.updated_at = now_ms;
+  return r;
+}
+
+Result<sched::Allocation> AllocationFromRecord(const AllocationRecord& r) {
+  sched::Allocation a;
+  sched::AllocationRequest& q = a.request;
+  q.id = r.id;
+  q.tenant = r.tenant_id;
+  q.project = r.project;
+  ATRIUM_ASSIGN_OR_RETURN(q.kind, sched::ParseKind(r.kind));
+  ATRIUM_ASSIGN_OR_RETURN(q.priority, sched::ParsePriority(r.priority));
+  q.model = r.model;
+  q.gpus = static_cast<int32_t>(r.gpus);
+  q.nodes = static_cast<int32_t>(r.nodes);
+  q.mig_profile = r.mig_profile;
+  q.milli = static_cast<int32_t>(r.milli);
+  q.mem_cap_mib = r.gpu_memory_mib;
+  q.cpu_milli = r.cpu_milli;
+  q.memory_mib = r.memory_mib;
+  q.pool = r.pool;
+  q.region = r.region;
+  ATRIUM_ASSIGN_OR_RETURN(a.state, sched::ParseState(r.state));
+  a.seq = static_cast<uint64_t>(r.seq);
+  a.submitted_ms = r.submitted_ms;
+  a.placed_ms = r.placed_ms;
+  for (const auto& p : r.placement) a.placement.push_back({p.node, p.gpus});
+  a.mig_start = static_cast<int>(r.mig_start);
+  a.charge_milli = r.charge_milli;
+  a.preempt_at_ms = r.preempt_at_ms;
+  a.preempted_for = r.preempted_for;
+  return a;
+}
+
+std::string ApiKindOf(const AllocationRecord& r) {
+  return r.kind == "gpu" && r.nodes > 1 ? "gang" : r.kind;
+}
+
+Result<sched::TenantPolicy> PolicyFromRecords(const Tenant& tenant,
+                                              const std::vector<QuotaRecord>& quotas,
+                                              const std::vector<ProjectRecord>& projects) {
+  sched::TenantPolicy p;
+  p.id = tenant.id;
+  ATRIUM_ASSIGN_OR_RETURN(p.tier, sched::ParseTier(tenant.tier));
+  p.weight = static_cast<double>(tenant.weight);
+  p.regions = tenant.regions;
+  p.suspended = tenant.state != "active";
+  for (const auto& project : projects) {
+    if (project.tenant_id == tenant.id) p.projects[project.name];
+  }
+  for (const auto& q : quotas) {
+    if (q.tenant_id != tenant.id) continue;
+    ATRIUM_ASSIGN_OR_RETURN(sched::ResourceClass rc,
+                            sched::ResourceClass::Parse(q.model + "/" + q.kind));
+    sched::Quota quota{q.guarantee_milli, q.limit_milli};
+    if (q.project.empty()) {
+      p.quotas[rc] = quota;
+    } else {
+      p.projects[q.project][rc] = quota;
+    }
+  }
+  return p;
+}
+
+}  // namespace atrium::scheduling

@@ -1,0 +1,45 @@
+// Conversions between the store's plain rows (store/records.h) and the pure
+// scheduler's values (capacity::Fleet, sched::Allocation, sched::TenantPolicy).
+// Pure functions; every one round-trips: To(From(x)) == x for what the store
+// keeps.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "capacity/inventory.h"
+#include "common/result.h"
+#include "scheduler/allocation.h"
+#include "scheduler/tenant_policy.h"
+#include "store/records.h"
+
+namespace atrium::scheduling {
+
+FleetRecord FleetToRecord(const capacity::Fleet& fleet, const std::string& spec);
+// InvalidArgument when the rows do not make a valid fleet (ValidateFleet).
+Result<capacity::Fleet> FleetFromRecord(const FleetRecord& record);
+// The flags (node cordon/drain, GPU health/cordon/MIG) of one node.
+FleetNodeRecord NodeFlagsOf(const capacity::Node& node);
+
+// The record of a held allocation, with who asked (created_by) and the last
+// decision's words (reason); state is the scheduler's.
+AllocationRecord AllocationToRecord(const sched::Allocation& a, const std::string& created_by,
+                                    int64_t now_ms);
+// InvalidArgument for a kind, priority or state the scheduler does not know
+// (an ended allocation is not something Restore takes).
+Result<sched::Allocation> AllocationFromRecord(const AllocationRecord& record);
+
+// The kind as the API names it: "gang" for kind gpu over more than one node.
+std::string ApiKindOf(const AllocationRecord& record);
+
+// A tenant's scheduling policy from its row and its quota and project rows
+// (rows of other tenants are ignored). Suspended unless the tenant is
+// active. InvalidArgument for an unknown tier or a quota row naming an
+// unknown model or kind.
+Result<sched::TenantPolicy> PolicyFromRecords(const Tenant& tenant,
+                                              const std::vector<QuotaRecord>& quotas,
+                                              const std::vector<ProjectRecord>& projects);
+
+}  // namespace atrium::scheduling

@@ -1,0 +1,532 @@
+#include "scheduling/scheduling_service.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "capacity/fleet_spec.h"
+#include "crypto/ids.h"
+#include "scheduling/codec.h"
+
+namespace atrium::scheduling {
+namespace {
+
+bool Ends(sched::DecisionKind kind) {
+  return kind == sched::DecisionKind::kReleased || kind == sched::DecisionKind::kPreempted ||
+         kind == sched::DecisionKind::kRejected;
+}
+
+std::string EndedState(sched::DecisionKind kind) {
+  switch (kind) {
+    case sched::DecisionKind::kReleased:
+      return "released";
+    case sched::DecisionKind::kPreempted:
+      return "preempted";
+    default:
+      return "rejected";
+  }
+}
+
+std::string AllocationTarget(const std::string& tenant, const std::string& id) {
+  return "tenant/" + tenant + "/allocation/" + id;
+}
+
+}  // namespace
+
+SchedulingService::SchedulingService(Store& store, const Clock& clock, SchedulingOptions options)
+    : store_(store), clock_(clock), options_(std::move(options)) {}
+
+SchedulingService::~SchedulingService() { Stop(); }
+
+Status SchedulingService::Start() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ATRIUM_RETURN_IF_ERROR(LoadLocked());
+    started_ = true;
+  }
+  if (options_.tick_ms > 0) {
+    {
+      std::lock_guard<std::mutex> lock(timer_mu_);
+      stopping_ = false;
+    }
+    timer_ = std::thread([this] { TimerLoop(); });
+  }
+  return OkStatus();
+}
+
+void SchedulingService::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(timer_mu_);
+    stopping_ = true;
+  }
+  timer_cv_.notify_all();
+  if (timer_.joinable()) timer_.join();
+}
+
+void SchedulingService::TimerLoop() {
+  std::unique_lock<std::mutex> lock(timer_mu_);
+  while (!stopping_) {
+    timer_cv_.wait_for(lock, std::chrono::milliseconds(options_.tick_ms),
+                       [this] { return stopping_; });
+    if (stopping_) break;
+    lock.unlock();
+    if (auto ticked = Tick(); !ticked) {
+      spdlog::warn("scheduler tick failed: {}", ticked.error().message);
+    }
+    lock.lock();
+  }
+}
+
+Status SchedulingService::LoadLocked() {
+  ATRIUM_ASSIGN_OR_RETURN(std::optional<FleetRecord> stored, store_.LoadFleet());
+  std::string spec;
+  std::optional<capacity::Fleet> fleet;
+  bool replace = false;
+  if (stored && (options_.fleet_spec.empty() || options_.fleet_spec == stored->spec)) {
+    ATRIUM_ASSIGN_OR_RETURN(fleet, FleetFromRecord(*stored));
+    spec = stored->spec;
+  } else {
+    spec = options_.fleet_spec.empty() ? std::string(capacity::kDefaultDevFleetSpec)
+                                       : options_.fleet_spec;
+    ATRIUM_ASSIGN_OR_RETURN(fleet, capacity::ParseFleetSpec(spec));
+    replace = true;
+  }
+  FleetRecord fleet_record = FleetToRecord(*fleet, spec);
+
+  sched::SchedulerOptions opts;
+  opts.grace_ms = options_.grace_ms;
+  opts.policy = options_.policy;
+  ATRIUM_ASSIGN_OR_RETURN(auto scheduler, sched::Scheduler::Create(std::move(*fleet), opts));
+
+  ATRIUM_ASSIGN_OR_RETURN(auto quotas, store_.ListAllQuotasForScheduler());
+  ATRIUM_ASSIGN_OR_RETURN(auto projects, store_.ListAllProjectsForScheduler());
+  const int64_t now = clock_.NowMillis();
+  std::set<std::string> tenants;
+  ListOptions page{.after = "", .limit = 1000};
+  while (true) {
+    ATRIUM_ASSIGN_OR_RETURN(auto tenant_page, store_.ListTenants({}, page));
+    for (const Tenant& t : tenant_page.items) {
+      ATRIUM_ASSIGN_OR_RETURN(sched::TenantPolicy policy, PolicyFromRecords(t, quotas, projects));
+      ATRIUM_RETURN_IF_ERROR(scheduler->SetTenant(std::move(policy), now));
+      tenants.insert(t.id);
+    }
+    if (tenant_page.next_cursor.empty()) break;
+    page.after = tenant_page.next_cursor;
+  }
+
+  ATRIUM_ASSIGN_OR_RETURN(auto held, store_.ListHeldAllocationsForScheduler());
+  std::vector<sched::Allocation> restore;
+  std::map<std::string, std::string> creators;
+  for (const AllocationRecord& r : held) {
+    if (!tenants.contains(r.tenant_id)) {
+      spdlog::warn("allocation {} belongs to no stored tenant ({}); not restored", r.id,
+                   r.tenant_id);
+      continue;
+    }
+    ATRIUM_ASSIGN_OR_RETURN(sched::Allocation a, AllocationFromRecord(r));
+    restore.push_back(std::move(a));
+    creators[r.id] = r.created_by;
+  }
+  if (auto restored = scheduler->Restore(restore); !restored) {
+    Error e = std::move(restored).error();
+    if (stored && replace) {
+      e.code = ErrorCode::kFailedPrecondition;
+      e.message = "the stored fleet was built from '" + stored->spec + "' and the fleet '" + spec +
+                  "' cannot hold its allocations (" + e.message + "); start with the stored " +
+                  "fleet spec, or release those allocations first";
+    }
+    return e;
+  }
+  if (replace) {
+    if (stored) {
+      spdlog::warn("fleet '{}' replaces the stored fleet '{}'; node flags start clear", spec,
+                   stored->spec);
+    }
+    fleet_record.updated_at = now;
+    ATRIUM_RETURN_IF_ERROR(store_.ReplaceFleet(fleet_record));
+  }
+  scheduler_ = std::move(scheduler);
+  fleet_spec_ = spec;
+  creators_ = std::move(creators);
+  spdlog::info("scheduler: fleet '{}' ({} nodes, {} GPUs), {} tenants, {} allocations restored",
+               spec, scheduler_->fleet().nodes().size(), scheduler_->fleet().TotalGpus(),
+               tenants.size(), restore.size());
+  return OkStatus();
+}
+
+Status SchedulingService::CommitLocked(const RequestOrigin& by,
+                                       const sched::DecisionRecords& decisions,
+                                       SchedulingCommit commit, const Subject& caused_by_caller,
+                                       const std::string& new_allocation_id,
+                                       const std::string& new_allocation_creator) {
+  const int64_t now = clock_.NowMillis();
+  // The last decision per allocation decides what its row says.
+  std::vector<std::string> order;
+  std::map<std::string, const sched::DecisionRecord*> last;
+  for (const sched::DecisionRecord& d : decisions) {
+    if (!last.contains(d.allocation_id)) order.push_back(d.allocation_id);
+    last[d.allocation_id] = &d;
+  }
+  std::vector<std::string> ended;
+  for (const std::string& id : order) {
+    const sched::DecisionRecord& d = *last[id];
+    if (const sched::Allocation* a = scheduler_->Find(id)) {
+      std::string creator = id == new_allocation_id ? new_allocation_creator
+                            : creators_.count(id)   ? creators_[id]
+                                                    : "";
+      AllocationRecord r = AllocationToRecord(*a, creator, now);
+      r.reason = d.ToString();
+      commit.allocations.push_back(std::move(r));
+      continue;
+    }
+    if (id == new_allocation_id) continue;  // rejected on arrival: never stored
+    auto existing = store_.GetAllocation(TenantScope::Of(d.tenant), id);
+    if (!existing.has_value()) {
+      if (existing.error().code == ErrorCode::kNotFound) continue;
+      return existing.error();
+    }
+    AllocationRecord r = std::move(existing).value();
+    r.state = Ends(d.kind) ? EndedState(d.kind) : "released";
+    r.ended_ms = d.at_ms;
+    r.reason = d.ToString();
+    r.preempt_at_ms = -1;
+    r.updated_at = now;
+    commit.allocations.push_back(std::move(r));
+    ended.push_back(id);
+  }
+  for (const sched::DecisionRecord& d : decisions) {
+    if (d.kind == sched::DecisionKind::kRejected && d.allocation_id == new_allocation_id) continue;
+    AuditRecord a;
+    a.time = now;
+    if (caused_by_caller && caused_by_caller(d)) {
+      a.actor = by.actor;
+      a.actor_role = by.actor_role;
+    } else {
+      a.actor = kSchedulerActor;
+    }
+    a.tenant_id = d.tenant;
+    a.action = "scheduler." + std::string(sched::DecisionKindName(d.kind));
+    a.target = AllocationTarget(d.tenant, d.allocation_id);
+    a.outcome = "allowed";
+    a.request_id = by.request_id;
+    a.source = by.source;
+    commit.audit.push_back(std::move(a));
+  }
+  if (auto committed = store_.CommitScheduling(commit); !committed) {
+    Error e = std::move(committed).error();
+    spdlog::error("scheduler: persisting {} decisions failed ({}); reloading from the store",
+                  decisions.size(), e.message);
+    if (auto reloaded = LoadLocked(); !reloaded) {
+      spdlog::error("scheduler: reload failed: {}", reloaded.error().message);
+    }
+    return e;
+  }
+  if (!new_allocation_id.empty() && scheduler_->Find(new_allocation_id)) {
+    creators_[new_allocation_id] = new_allocation_creator;
+  }
+  for (const std::string& id : ended) creators_.erase(id);
+  for (const std::string& id : order) {
+    if (!scheduler_->Find(id)) creators_.erase(id);
+  }
+  return OkStatus();
+}
+
+Status SchedulingService::Tick() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!scheduler_) return Error::FailedPrecondition("the scheduler is not started");
+  sched::DecisionRecords decisions = scheduler_->AdvanceTime(clock_.NowMillis());
+  if (decisions.empty()) return OkStatus();
+  return CommitLocked(RequestOrigin{.actor = kSchedulerActor}, decisions, {}, nullptr);
+}
+
+// ------------------------------------------------------------ allocations
+
+Result<AllocationRecord> SchedulingService::Submit(const RequestOrigin& by,
+                                                   const std::string& tenant_id,
+                                                   const std::string& user_id,
+                                                   sched::AllocationRequest request) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!scheduler_) return Error::Unavailable("the scheduler is not started");
+  ATRIUM_ASSIGN_OR_RETURN(sched::TenantPolicy policy, PolicyLocked(tenant_id));
+  if (!request.project.empty() && !policy.projects.contains(request.project)) {
+    return Error::InvalidArgument("project '" + request.project + "' does not exist");
+  }
+  if (request.kind == sched::AllocationKind::kNode && request.gpus == 0) {
+    // A lease names the node's GPU count; by default the size of the
+    // model's first node in the fleet.
+    request.gpus = 1;
+    for (const capacity::Node& n : scheduler_->fleet().nodes()) {
+      if (n.gpu_model == request.model) {
+        request.gpus = static_cast<int32_t>(n.gpus.size());
+        break;
+      }
+    }
+  }
+  request.id = NewId("alloc", clock_);
+  request.tenant = tenant_id;
+  const std::string id = request.id;
+  ATRIUM_ASSIGN_OR_RETURN(sched::DecisionRecords decisions,
+                          scheduler_->Submit(std::move(request), clock_.NowMillis()));
+  std::optional<std::string> rejected;
+  for (const auto& d : decisions) {
+    if (d.allocation_id == id && d.kind == sched::DecisionKind::kRejected) rejected = d.reason;
+  }
+  ATRIUM_RETURN_IF_ERROR(CommitLocked(
+      by, decisions, {}, [&](const sched::DecisionRecord& d) { return d.allocation_id == id; }, id,
+      user_id));
+  if (rejected) return Error::FailedPrecondition("the request can never fit: " + *rejected);
+  return store_.GetAllocation(TenantScope::Of(tenant_id), id);
+}
+
+Result<AllocationRecord> SchedulingService::Release(const RequestOrigin& by,
+                                                    const std::string& tenant_id,
+                                                    const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!scheduler_) return Error::Unavailable("the scheduler is not started");
+  const sched::Allocation* a = scheduler_->Find(id);
+  if (a == nullptr || a->request.tenant != tenant_id) {
+    ATRIUM_ASSIGN_OR_RETURN(AllocationRecord r,
+                            store_.GetAllocation(TenantScope::Of(tenant_id), id));
+    return Error::FailedPrecondition("allocation " + id + " is already " + r.state);
+  }
+  ATRIUM_ASSIGN_OR_RETURN(sched::DecisionRecords decisions,
+                          scheduler_->Release(id, clock_.NowMillis()));
+  ATRIUM_RETURN_IF_ERROR(CommitLocked(
+      by, decisions, {}, [&](const sched::DecisionRecord& d) { return d.allocation_id == id; }));
+  return store_.GetAllocation(TenantScope::Of(tenant_id), id);
+}
+
+Result<std::string> SchedulingService::Explain(const std::string& tenant_id,
+                                               const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!scheduler_) return Error::Unavailable("the scheduler is not started");
+  const sched::Allocation* a = scheduler_->Find(id);
+  if (a != nullptr && a->request.tenant == tenant_id) return scheduler_->Explain(id);
+  ATRIUM_ASSIGN_OR_RETURN(AllocationRecord r, store_.GetAllocation(TenantScope::Of(tenant_id), id));
+  return r.state + " at " + std::to_string(r.ended_ms) + " ms: " + r.reason;
+}
+
+// ---------------------------------------------------------- quotas, projects
+
+Result<sched::TenantPolicy> SchedulingService::PolicyLocked(const std::string& tenant_id) {
+  auto it = scheduler_->tenants().find(tenant_id);
+  if (it != scheduler_->tenants().end()) return it->second;
+  // A tenant another process created: read it once and keep it.
+  ATRIUM_ASSIGN_OR_RETURN(Tenant t, store_.GetTenant(tenant_id));
+  ATRIUM_ASSIGN_OR_RETURN(auto quotas, store_.ListQuotas(TenantScope::Of(tenant_id)));
+  ATRIUM_ASSIGN_OR_RETURN(auto projects, store_.ListProjects(TenantScope::Of(tenant_id)));
+  ATRIUM_ASSIGN_OR_RETURN(sched::TenantPolicy policy, PolicyFromRecords(t, quotas, projects));
+  ATRIUM_ASSIGN_OR_RETURN(auto decisions, scheduler_->SetTenant(policy, clock_.NowMillis()));
+  ATRIUM_RETURN_IF_ERROR(
+      CommitLocked(RequestOrigin{.actor = kSchedulerActor}, decisions, {}, nullptr));
+  return policy;
+}
+
+Result<std::vector<QuotaRecord>> SchedulingService::SetQuota(const RequestOrigin& by,
+                                                             const std::string& tenant_id,
+                                                             const std::string& project,
+                                                             const QuotaChange& change) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!scheduler_) return Error::Unavailable("the scheduler is not started");
+    ATRIUM_ASSIGN_OR_RETURN(sched::TenantPolicy policy, PolicyLocked(tenant_id));
+    auto rc = sched::ResourceClass::Parse(change.model + "/" + change.kind);
+    if (!rc.has_value()) return rc.error();
+    if (change.guarantee_milli < 0 || change.limit_milli < change.guarantee_milli) {
+      return Error::InvalidArgument("a quota needs 0 <= guarantee_milli <= limit_milli");
+    }
+    sched::QuotaTable* table = &policy.quotas;
+    if (!project.empty()) {
+      auto p = policy.projects.find(project);
+      if (p == policy.projects.end()) return Error::NotFound("project not found");
+      table = &p->second;
+    }
+    if (change.guarantee_milli == 0 && change.limit_milli == 0) {
+      table->erase(*rc);
+    } else {
+      (*table)[*rc] = {change.guarantee_milli, change.limit_milli};
+    }
+    ATRIUM_RETURN_IF_ERROR(sched::ValidateTenantPolicy(policy));
+    ATRIUM_ASSIGN_OR_RETURN(auto decisions, scheduler_->SetTenant(policy, clock_.NowMillis()));
+    SchedulingCommit commit;
+    commit.quotas.push_back({tenant_id, project, rc->model, std::string(sched::KindName(rc->kind)),
+                             change.guarantee_milli, change.limit_milli, clock_.NowMillis()});
+    ATRIUM_RETURN_IF_ERROR(CommitLocked(by, decisions, std::move(commit), nullptr));
+  }
+  return store_.ListQuotas(TenantScope::Of(tenant_id));
+}
+
+Result<ProjectRecord> SchedulingService::CreateProject(const RequestOrigin& by,
+                                                       const std::string& tenant_id,
+                                                       const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!scheduler_) return Error::Unavailable("the scheduler is not started");
+  ATRIUM_ASSIGN_OR_RETURN(sched::TenantPolicy policy, PolicyLocked(tenant_id));
+  if (policy.projects.contains(name)) {
+    return Error::AlreadyExists("a project named '" + name + "' exists");
+  }
+  policy.projects[name];
+  ATRIUM_RETURN_IF_ERROR(sched::ValidateTenantPolicy(policy));
+  ATRIUM_ASSIGN_OR_RETURN(auto decisions, scheduler_->SetTenant(policy, clock_.NowMillis()));
+  SchedulingCommit commit;
+  ProjectRecord project{tenant_id, name, clock_.NowMillis()};
+  commit.new_projects.push_back(project);
+  ATRIUM_RETURN_IF_ERROR(CommitLocked(by, decisions, std::move(commit), nullptr));
+  return project;
+}
+
+Status SchedulingService::DeleteProject(const RequestOrigin& by, const std::string& tenant_id,
+                                        const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!scheduler_) return Error::Unavailable("the scheduler is not started");
+  ATRIUM_ASSIGN_OR_RETURN(sched::TenantPolicy policy, PolicyLocked(tenant_id));
+  if (!policy.projects.contains(name)) return Error::NotFound("project not found");
+  for (const sched::Allocation& a : scheduler_->Allocations()) {
+    if (a.request.tenant == tenant_id && a.request.project == name) {
+      return Error::FailedPrecondition("project '" + name + "' still holds allocation " + a.id() +
+                                       "; release its allocations first");
+    }
+  }
+  policy.projects.erase(name);
+  ATRIUM_ASSIGN_OR_RETURN(auto decisions, scheduler_->SetTenant(policy, clock_.NowMillis()));
+  SchedulingCommit commit;
+  commit.deleted_projects.emplace_back(tenant_id, name);
+  return CommitLocked(by, decisions, std::move(commit), nullptr);
+}
+
+// ---------------------------------------------------------------- inventory
+
+Status SchedulingService::NodeOp(const RequestOrigin& by, const std::string& node,
+                                 const char* what) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!scheduler_) return Error::Unavailable("the scheduler is not started");
+  const int64_t now = clock_.NowMillis();
+  const std::string op = what;
+  Result<sched::DecisionRecords> decisions = op == "cordon"  ? scheduler_->Cordon(node, now)
+                                             : op == "drain" ? scheduler_->Drain(node, now)
+                                                             : scheduler_->Uncordon(node, now);
+  if (!decisions.has_value()) return std::move(decisions).error();
+  SchedulingCommit commit;
+  commit.node_flags.push_back(NodeFlagsOf(*scheduler_->fleet().FindNode(node)));
+  // Move requests are the operator's doing; placements the pass made are
+  // the scheduler's.
+  return CommitLocked(by, *decisions, std::move(commit), [](const sched::DecisionRecord& d) {
+    return d.kind == sched::DecisionKind::kMoveRequested;
+  });
+}
+
+Status SchedulingService::Cordon(const RequestOrigin& by, const std::string& node) {
+  return NodeOp(by, node, "cordon");
+}
+Status SchedulingService::Drain(const RequestOrigin& by, const std::string& node) {
+  return NodeOp(by, node, "drain");
+}
+Status SchedulingService::Uncordon(const RequestOrigin& by, const std::string& node) {
+  return NodeOp(by, node, "uncordon");
+}
+
+Status SchedulingService::SetGpuHealth(const RequestOrigin& by, const std::string& node, int gpu,
+                                       bool healthy) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!scheduler_) return Error::Unavailable("the scheduler is not started");
+  ATRIUM_ASSIGN_OR_RETURN(auto decisions,
+                          scheduler_->SetGpuHealth(node, gpu, healthy, clock_.NowMillis()));
+  SchedulingCommit commit;
+  commit.node_flags.push_back(NodeFlagsOf(*scheduler_->fleet().FindNode(node)));
+  return CommitLocked(by, decisions, std::move(commit), [](const sched::DecisionRecord& d) {
+    return d.kind == sched::DecisionKind::kMoveRequested;
+  });
+}
+
+SchedulingService::NodePage SchedulingService::Nodes(std::string_view viewer_tenant,
+                                                     const NodeQuery& query) {
+  std::lock_guard<std::mutex> lock(mu_);
+  NodePage page;
+  if (!scheduler_) return page;
+  const sched::ClusterState& state = scheduler_->cluster();
+  const auto count = static_cast<size_t>(state.node_count());
+  for (size_t i = query.offset; i < count; ++i) {
+    const capacity::Node& n = state.node(static_cast<int32_t>(i));
+    if (!query.pool.empty() && n.pool != query.pool) continue;
+    if (!query.model.empty() && n.gpu_model != query.model) continue;
+    if (page.items.size() == query.limit) {
+      page.next_offset = i;
+      break;
+    }
+    page.items.push_back(DescribeNode(*scheduler_, static_cast<int32_t>(i), viewer_tenant));
+  }
+  return page;
+}
+
+Result<NodeInfo> SchedulingService::Node(std::string_view viewer_tenant, const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!scheduler_) return Error::Unavailable("the scheduler is not started");
+  auto i = scheduler_->cluster().NodeIndex(name);
+  if (!i) return Error::NotFound("node not found");
+  return DescribeNode(*scheduler_, *i, viewer_tenant);
+}
+
+std::vector<CapacityRow> SchedulingService::Capacity() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!scheduler_) return {};
+  return DescribeCapacity(*scheduler_);
+}
+
+std::vector<int64_t> SchedulingService::UsedMilli(const std::vector<QuotaRecord>& rows) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<int64_t> out;
+  for (const QuotaRecord& q : rows) {
+    int64_t used = 0;
+    auto rc = sched::ResourceClass::Parse(q.model + "/" + q.kind);
+    if (scheduler_ && rc.has_value()) {
+      used = q.project.empty() ? scheduler_->ledger().Tenant(q.tenant_id, *rc).used
+                               : scheduler_->ledger().Project(q.tenant_id, q.project, *rc).used;
+    }
+    out.push_back(used);
+  }
+  return out;
+}
+
+std::string SchedulingService::fleet_spec() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return fleet_spec_;
+}
+
+// ------------------------------------------------------------ tenant hooks
+
+void SchedulingService::TenantChanged(const Tenant& tenant) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!scheduler_) return;
+  sched::TenantPolicy policy;
+  auto it = scheduler_->tenants().find(tenant.id);
+  if (it != scheduler_->tenants().end()) policy = it->second;
+  auto fresh = PolicyFromRecords(tenant, {}, {});
+  if (!fresh.has_value()) {
+    spdlog::error("scheduler: tenant {}: {}", tenant.id, fresh.error().message);
+    return;
+  }
+  // Tier, weight, regions and state come from the tenant row; quotas and
+  // projects stay as the scheduler holds them.
+  fresh->quotas = std::move(policy.quotas);
+  fresh->projects = std::move(policy.projects);
+  fresh->pools = std::move(policy.pools);
+  auto decisions = scheduler_->SetTenant(std::move(*fresh), clock_.NowMillis());
+  if (!decisions.has_value()) {
+    spdlog::error("scheduler: tenant {}: {}", tenant.id, decisions.error().message);
+    return;
+  }
+  if (auto s = CommitLocked(RequestOrigin{.actor = kSchedulerActor}, *decisions, {}, nullptr); !s) {
+    spdlog::error("scheduler: tenant {}: {}", tenant.id, s.error().message);
+  }
+}
+
+Status SchedulingService::TenantEvicting(const std::string& tenant_id, const RequestOrigin& by) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!scheduler_) return OkStatus();
+  if (!scheduler_->tenants().contains(tenant_id)) return OkStatus();  // nothing held
+  ATRIUM_ASSIGN_OR_RETURN(auto decisions, scheduler_->Evict(tenant_id, clock_.NowMillis()));
+  return CommitLocked(by, decisions, {},
+                      [&](const sched::DecisionRecord& d) { return d.tenant == tenant_id; });
+}
+
+}  // namespace atrium::scheduling

@@ -1,0 +1,195 @@
+// The shell around the pure scheduler: it owns one sched::Scheduler under a
+// mutex, feeds it every event at the injected Clock's time, and persists
+// what each call decided — allocation rows, quota and project rows, node
+// flags and one audit record per decision that changes an allocation — in
+// one store transaction per call.
+//
+// Start-up loads the fleet, the tenants (tier, weight, regions, state),
+// quotas, projects and held allocations from the store and calls
+// Scheduler::Restore, so a restart comes back with the same placements.
+// A timer thread runs AdvanceTime every `tick_ms`, so queued requests are
+// placed and grace periods end without a client call.
+//
+// Fleet at start (SchedulingOptions::fleet_spec):
+//  - no fleet stored: the spec's fleet (or kDefaultDevFleetSpec when the
+//    spec is empty) is built and stored;
+//  - a fleet stored and the spec empty or equal to the stored one's: the
+//    stored fleet, with its cordon/drain/health flags;
+//  - a fleet stored from another spec: the new fleet replaces it (flags
+//    start clear) if every held allocation keeps its recorded place on it;
+//    otherwise Start fails naming the allocation that does not fit, and
+//    nothing changes.
+//
+// If a commit fails after the scheduler already decided, the service
+// rebuilds the scheduler from the store (the last committed state), so
+// memory never runs ahead of what a restart would restore.
+//
+// Thread-safe. Errors: InvalidArgument for bad input, NotFound for unknown
+// tenants, nodes, projects and allocations (another tenant's allocation is
+// not found), FailedPrecondition for a request that can never fit (the
+// scheduler's reason) or an object in the wrong state, Unavailable when
+// the store is down.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/result.h"
+#include "scheduler/scheduler.h"
+#include "scheduling/inventory_report.h"
+#include "store/store.h"
+#include "tenancy/tenant_service.h"
+
+namespace atrium::scheduling {
+
+struct SchedulingOptions {
+  // The fleet to run on; see the header comment. Default "": the stored
+  // fleet, or capacity::kDefaultDevFleetSpec on an empty store.
+  std::string fleet_spec;
+  // Grace period of reclaim victims. Default 30 s.
+  int64_t grace_ms = 30'000;
+  // Placement policy (sched::MakePolicy name). Default "atrium".
+  std::string policy = "atrium";
+  // How often the timer runs a scheduling pass. 0: no timer thread (tests
+  // call Tick). Default 1 s.
+  int64_t tick_ms = 1000;
+};
+
+// The audit actor of decisions nobody asked for directly: placements of
+// queued requests, preemptions after grace.
+inline constexpr char kSchedulerActor[] = "system:scheduler";
+
+// One quota row to set: guarantee = limit = 0 removes the class.
+struct QuotaChange {
+  std::string model;
+  std::string kind;
+  int64_t guarantee_milli = 0;
+  int64_t limit_milli = 0;
+};
+
+class SchedulingService final : public TenantObserver {
+ public:
+  SchedulingService(Store& store, const Clock& clock, SchedulingOptions options = {});
+  ~SchedulingService() override;
+  SchedulingService(const SchedulingService&) = delete;
+  SchedulingService& operator=(const SchedulingService&) = delete;
+
+  // Loads (or builds) the fleet and everything else, restores allocations
+  // and starts the timer. Errors: InvalidArgument for a bad fleet spec,
+  // FailedPrecondition when stored allocations do not fit the fleet, the
+  // store's errors.
+  Status Start();
+  // Stops the timer thread; call before closing the store. Idempotent.
+  void Stop();
+  // Runs one scheduling pass at the clock's time (what the timer does).
+  Status Tick();
+
+  // --- allocations ---
+  // Admits `request` for `tenant_id`, requested by user `user_id`; the
+  // service chooses the id. A node lease with gpus 0 leases a node of the
+  // size of the model's first node. Returns the stored record (pending or
+  // running).
+  // InvalidArgument for a bad request or an unknown project;
+  // FailedPrecondition naming the reason when it can never fit (nothing is
+  // stored then).
+  Result<AllocationRecord> Submit(const RequestOrigin& by, const std::string& tenant_id,
+                                  const std::string& user_id, sched::AllocationRequest request);
+  // Releases a running allocation or cancels a pending one. NotFound when
+  // the tenant has no such allocation; FailedPrecondition when it has ended.
+  Result<AllocationRecord> Release(const RequestOrigin& by, const std::string& tenant_id,
+                                   const std::string& id);
+  // Why it waits, or where it runs, in words.
+  Result<std::string> Explain(const std::string& tenant_id, const std::string& id);
+
+  // --- quotas and projects ---
+  // Sets one class of the tenant's quota (project "") or of a project's
+  // split. InvalidArgument when the result breaks ValidateTenantPolicy
+  // (limit below guarantee, project guarantees above the tenant's, ...);
+  // NotFound for an unknown tenant or project. Returns the tenant's rows.
+  Result<std::vector<QuotaRecord>> SetQuota(const RequestOrigin& by, const std::string& tenant_id,
+                                            const std::string& project, const QuotaChange& change);
+  Result<ProjectRecord> CreateProject(const RequestOrigin& by, const std::string& tenant_id,
+                                      const std::string& name);
+  // FailedPrecondition while allocations of the project are held.
+  Status DeleteProject(const RequestOrigin& by, const std::string& tenant_id,
+                       const std::string& name);
+
+  // --- inventory ---
+  Status Cordon(const RequestOrigin& by, const std::string& node);
+  Status Drain(const RequestOrigin& by, const std::string& node);
+  Status Uncordon(const RequestOrigin& by, const std::string& node);
+  Status SetGpuHealth(const RequestOrigin& by, const std::string& node, int gpu, bool healthy);
+  // Nodes in fleet order from position `offset` that match the filters
+  // ("" = any), at most `limit`; viewer_tenant "" = the platform.
+  struct NodeQuery {
+    std::string pool;
+    std::string model;
+    size_t offset = 0;
+    size_t limit = 100;
+  };
+  struct NodePage {
+    std::vector<NodeInfo> items;
+    std::optional<size_t> next_offset;  // where the next page starts, if any
+  };
+  NodePage Nodes(std::string_view viewer_tenant, const NodeQuery& query);
+  Result<NodeInfo> Node(std::string_view viewer_tenant, const std::string& name);
+  std::vector<CapacityRow> Capacity();
+  // Milli-GPU in use now for each row's class, by the row's tenant (project
+  // "") or project; in the rows' order.
+  std::vector<int64_t> UsedMilli(const std::vector<QuotaRecord>& rows);
+  // The spec the running fleet was built from ("" if not from a spec).
+  std::string fleet_spec();
+
+  // --- TenantObserver ---
+  void TenantChanged(const Tenant& tenant) override;
+  Status TenantEvicting(const std::string& tenant_id, const RequestOrigin& by) override;
+
+ private:
+  // What one call decided, persisted together.
+  struct Outcome {
+    sched::DecisionRecords decisions;
+    SchedulingCommit commit;
+  };
+  using Subject = std::function<bool(const sched::DecisionRecord&)>;
+
+  Status LoadLocked();  // REQUIRES(mu_)
+  // Persists `decisions` plus `commit` in one transaction. Decisions for
+  // which `caused_by_caller` holds are audited as `by`; the rest as the
+  // scheduler. `new_allocation`: the submitted request's creator.
+  Status CommitLocked(const RequestOrigin& by, const sched::DecisionRecords& decisions,
+                      SchedulingCommit commit, const Subject& caused_by_caller,
+                      const std::string& new_allocation_id = "",
+                      const std::string& new_allocation_creator = "");     // REQUIRES(mu_)
+  Result<sched::TenantPolicy> PolicyLocked(const std::string& tenant_id);  // REQUIRES(mu_)
+  Status NodeOp(const RequestOrigin& by, const std::string& node, const char* what);
+  void TimerLoop();
+
+  Store& store_;
+  const Clock& clock_;
+  SchedulingOptions options_;
+
+  std::mutex mu_;
+  std::unique_ptr<sched::Scheduler> scheduler_;  // GUARDED_BY(mu_)
+  std::string fleet_spec_;                       // GUARDED_BY(mu_)
+  // Creator (user id) of every held allocation: the scheduler does not keep it.
+  std::map<std::string, std::string> creators_;  // GUARDED_BY(mu_)
+  bool started_ = false;                         // GUARDED_BY(mu_)
+
+  std::mutex timer_mu_;
+  std::condition_variable timer_cv_;
+  bool stopping_ = false;  // GUARDED_BY(timer_mu_)
+  std::thread timer_;
+};
+
+}  // namespace atrium::scheduling

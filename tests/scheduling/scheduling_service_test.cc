@@ -1,0 +1,363 @@
+// SchedulingService over a real store: decisions persisted and audited,
+// restart restores the same placements, the stored fleet against a new
+// spec, tenant lifecycle reaching the scheduler, and time moved by hand
+// (ManualClock; the timer thread is off and Tick runs the pass).
+#include "scheduling/scheduling_service.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "store/test_databases.h"
+
+namespace atrium::scheduling {
+namespace {
+
+using testdb::Backend;
+using testdb::BackendName;
+
+constexpr char kFleet[] = "2xH100-80GBx8,1xA100-80GBx8,2xL40Sx4";
+
+sched::AllocationRequest Gpus(int gpus, sched::Priority priority = sched::Priority::kBatch) {
+  sched::AllocationRequest r;
+  r.kind = sched::AllocationKind::kGpu;
+  r.model = "H100-80GB";
+  r.gpus = gpus;
+  r.priority = priority;
+  return r;
+}
+
+class SchedulingServiceTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override {
+    database_.Create(GetParam());
+    if (IsSkipped() || HasFatalFailure()) return;
+    auto s = Store::Open(database_.url());
+    ASSERT_TRUE(s.has_value()) << s.error().message;
+    store_ = std::move(s).value();
+    ASSERT_NO_FATAL_FAILURE(StartService(kFleet));
+    tenant_a_ = MakeTenant("tn_a", "acme");
+    tenant_b_ = MakeTenant("tn_b", "bolt");
+  }
+  void TearDown() override {
+    service_.reset();
+    store_.reset();
+    database_.Drop();
+  }
+
+  void StartService(const std::string& spec) {
+    service_.reset();
+    SchedulingOptions o;
+    o.fleet_spec = spec;
+    o.tick_ms = 0;
+    o.grace_ms = 10'000;
+    service_ = std::make_unique<SchedulingService>(*store_, clock_, o);
+    auto started = service_->Start();
+    ASSERT_TRUE(started.has_value()) << started.error().message;
+  }
+
+  Status TryStart(const std::string& spec) {
+    service_.reset();
+    SchedulingOptions o;
+    o.fleet_spec = spec;
+    o.tick_ms = 0;
+    service_ = std::make_unique<SchedulingService>(*store_, clock_, o);
+    return service_->Start();
+  }
+
+  Tenant MakeTenant(const std::string& id, const std::string& name) {
+    Tenant t;
+    t.id = id;
+    t.name = name;
+    t.display_name = name;
+    t.tier = "shared";
+    t.weight = 1;
+    t.state = "active";
+    t.created_at = t.updated_at = clock_.NowMillis();
+    EXPECT_TRUE(store_->CreateTenant(t).has_value());
+    service_->TenantChanged(t);
+    return t;
+  }
+
+  void SetQuota(const std::string& tenant, const std::string& model, const std::string& kind,
+                int64_t guarantee, int64_t limit) {
+    auto set = service_->SetQuota(by_, tenant, "", {model, kind, guarantee, limit});
+    ASSERT_TRUE(set.has_value()) << set.error().message;
+  }
+
+  AllocationRecord Submit(const std::string& tenant, sched::AllocationRequest r) {
+    auto a = service_->Submit(by_, tenant, "usr_1", std::move(r));
+    EXPECT_TRUE(a.has_value()) << a.error().message;
+    return a.has_value() ? *a : AllocationRecord{};
+  }
+
+  // Who holds what on every GPU, as the platform sees it.
+  std::map<std::string, std::string> Holdings() {
+    std::map<std::string, std::string> out;
+    auto page = service_->Nodes("", {.limit = 1000});
+    for (const auto& n : page.items) {
+      for (const auto& g : n.gpus) {
+        std::string who;
+        for (const auto& u : g.uses) {
+          who += u.allocation_id + "/" + std::to_string(u.milli) + "/" + u.mig_profile + "@" +
+                 std::to_string(u.mig_start) + " ";
+        }
+        out[n.name + ":" + std::to_string(g.index)] = who;
+      }
+    }
+    return out;
+  }
+
+  std::vector<AuditRecord> SchedulerAudit() {
+    std::vector<AuditRecord> out;
+    auto page = store_->ListAudit(std::nullopt, {.after = "", .limit = 1000});
+    EXPECT_TRUE(page.has_value());
+    for (const auto& r : page->items) {
+      if (r.action.rfind("scheduler.", 0) == 0) out.push_back(r);
+    }
+    return out;
+  }
+
+  testdb::TestDatabase database_;
+  ManualClock clock_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<SchedulingService> service_;
+  Tenant tenant_a_, tenant_b_;
+  RequestOrigin by_{.actor = "user:usr_1", .actor_role = "tenant-admin", .request_id = "req-1"};
+};
+
+TEST_P(SchedulingServiceTest, EveryKindIsPlacedPersistedAndAudited) {
+  SetQuota("tn_a", "H100-80GB", "gpu", 16'000, 16'000);
+  SetQuota("tn_a", "A100-80GB", "mig", 1000, 1000);
+  SetQuota("tn_a", "L40S", "share", 1000, 1000);
+  SetQuota("tn_a", "L40S", "node", 4000, 4000);
+  AllocationRecord gpu = Submit("tn_a", Gpus(2));
+  sched::AllocationRequest gang = Gpus(4);
+  gang.nodes = 2;
+  AllocationRecord g = Submit("tn_a", gang);
+  sched::AllocationRequest mig;
+  mig.kind = sched::AllocationKind::kMig;
+  mig.model = "A100-80GB";
+  mig.mig_profile = "3g.40gb";
+  AllocationRecord m = Submit("tn_a", mig);
+  sched::AllocationRequest share;
+  share.kind = sched::AllocationKind::kShare;
+  share.model = "L40S";
+  share.milli = 250;
+  share.mem_cap_mib = 8192;
+  AllocationRecord s = Submit("tn_a", share);
+  sched::AllocationRequest node;
+  node.kind = sched::AllocationKind::kNode;
+  node.model = "L40S";
+  node.gpus = 0;  // the model's node size
+  AllocationRecord n = Submit("tn_a", node);
+  for (const auto& a : {gpu, g, m, s, n}) {
+    EXPECT_EQ(a.state, "running") << a.id << " " << a.reason;
+    EXPECT_EQ(a.created_by, "usr_1");
+  }
+  EXPECT_EQ(g.placement.size(), 2u);
+  EXPECT_GE(m.mig_start, 0);
+  // One audit record per decision, as the caller, in the tenant's chain.
+  auto audit = SchedulerAudit();
+  ASSERT_EQ(audit.size(), 10u);  // queued + placed for each
+  for (const auto& r : audit) {
+    EXPECT_EQ(r.actor, "user:usr_1");
+    EXPECT_EQ(r.tenant_id, "tn_a");
+    EXPECT_EQ(r.request_id, "req-1");
+  }
+}
+
+TEST_P(SchedulingServiceTest, ARestartRestoresTheSamePlacements) {
+  SetQuota("tn_a", "H100-80GB", "gpu", 12'000, 12'000);
+  SetQuota("tn_a", "A100-80GB", "mig", 2000, 2000);
+  Submit("tn_a", Gpus(2));
+  Submit("tn_a", Gpus(3));
+  sched::AllocationRequest mig;
+  mig.kind = sched::AllocationKind::kMig;
+  mig.model = "A100-80GB";
+  mig.mig_profile = "1g.10gb";
+  Submit("tn_a", mig);
+  Submit("tn_a", mig);
+  AllocationRecord queued = Submit("tn_a", Gpus(8));  // over the quota: waits
+  EXPECT_EQ(queued.state, "pending");
+  auto before = Holdings();
+  auto why_before = service_->Explain("tn_a", queued.id);
+  ASSERT_TRUE(why_before.has_value());
+
+  ASSERT_NO_FATAL_FAILURE(StartService(""));  // no spec: the stored fleet
+  EXPECT_EQ(service_->fleet_spec(), kFleet);
+  EXPECT_EQ(Holdings(), before);
+  auto why_after = service_->Explain("tn_a", queued.id);
+  ASSERT_TRUE(why_after.has_value());
+  EXPECT_EQ(*why_after, *why_before);
+
+  // And the restored scheduler keeps scheduling: the next one fits beside.
+  AllocationRecord next = Submit("tn_a", Gpus(1));
+  EXPECT_EQ(next.state, "running");
+}
+
+TEST_P(SchedulingServiceTest, ANeverFittingRequestIsRefusedAndNothingIsStored) {
+  SetQuota("tn_a", "H100-80GB", "gpu", 2000, 4000);
+  auto refused = service_->Submit(by_, "tn_a", "usr_1", Gpus(8));
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kFailedPrecondition);
+  auto page = store_->ListAllocations(TenantScope::Of("tn_a"), {}, {});
+  ASSERT_TRUE(page.has_value());
+  EXPECT_TRUE(page->items.empty());
+  EXPECT_TRUE(SchedulerAudit().empty());
+  // No quota for the class at all is refused too.
+  sched::AllocationRequest l40s = Gpus(1);
+  l40s.model = "L40S";
+  EXPECT_FALSE(service_->Submit(by_, "tn_a", "usr_1", l40s).has_value());
+  // A project that does not exist is bad input.
+  sched::AllocationRequest p = Gpus(1);
+  p.project = "nope";
+  auto bad = service_->Submit(by_, "tn_a", "usr_1", p);
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().code, ErrorCode::kInvalidArgument);
+}
+
+TEST_P(SchedulingServiceTest, QuotaAndProjectRulesHold) {
+  SetQuota("tn_a", "H100-80GB", "gpu", 4000, 8000);
+  auto below = service_->SetQuota(by_, "tn_a", "", {"H100-80GB", "gpu", 4000, 2000});
+  EXPECT_FALSE(below.has_value());
+  auto unknown = service_->SetQuota(by_, "tn_a", "", {"B300", "gpu", 1, 1});
+  EXPECT_FALSE(unknown.has_value());
+  ASSERT_TRUE(service_->CreateProject(by_, "tn_a", "research").has_value());
+  EXPECT_EQ(service_->CreateProject(by_, "tn_a", "research").error().code,
+            ErrorCode::kAlreadyExists);
+  auto split = service_->SetQuota(by_, "tn_a", "research", {"H100-80GB", "gpu", 2000, 8000});
+  ASSERT_TRUE(split.has_value()) << split.error().message;
+  auto over = service_->SetQuota(by_, "tn_a", "research", {"H100-80GB", "gpu", 6000, 8000});
+  ASSERT_FALSE(over.has_value());
+  EXPECT_EQ(over.error().code, ErrorCode::kInvalidArgument);
+  // Lowering the tenant's guarantee below the split is refused too.
+  EXPECT_FALSE(service_->SetQuota(by_, "tn_a", "", {"H100-80GB", "gpu", 1000, 8000}).has_value());
+
+  sched::AllocationRequest r = Gpus(1);
+  r.project = "research";
+  AllocationRecord a = Submit("tn_a", r);
+  EXPECT_EQ(a.state, "running");
+  auto held = service_->DeleteProject(by_, "tn_a", "research");
+  ASSERT_FALSE(held.has_value());
+  EXPECT_EQ(held.error().code, ErrorCode::kFailedPrecondition);
+  ASSERT_TRUE(service_->Release(by_, "tn_a", a.id).has_value());
+  ASSERT_TRUE(service_->DeleteProject(by_, "tn_a", "research").has_value());
+  auto rows = store_->ListQuotas(TenantScope::Of("tn_a"));
+  ASSERT_TRUE(rows.has_value());
+  EXPECT_EQ(rows->size(), 1u);  // the split went with the project
+
+  // Quotas survive a restart.
+  ASSERT_NO_FATAL_FAILURE(StartService(""));
+  EXPECT_EQ(Submit("tn_a", Gpus(4)).state, "running");
+}
+
+TEST_P(SchedulingServiceTest, AnotherTenantsAllocationIsNotFound) {
+  SetQuota("tn_a", "H100-80GB", "gpu", 2000, 2000);
+  AllocationRecord a = Submit("tn_a", Gpus(1));
+  EXPECT_EQ(service_->Release(by_, "tn_b", a.id).error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(service_->Explain("tn_b", a.id).error().code, ErrorCode::kNotFound);
+  // Tenant B's view of the node shows none of A's allocations.
+  auto node = service_->Node("tn_b", a.placement.at(0).node);
+  ASSERT_TRUE(node.has_value());
+  for (const auto& g : node->gpus) EXPECT_TRUE(g.uses.empty());
+  auto released = service_->Release(by_, "tn_a", a.id);
+  ASSERT_TRUE(released.has_value());
+  EXPECT_EQ(released->state, "released");
+  EXPECT_EQ(service_->Release(by_, "tn_a", a.id).error().code, ErrorCode::kFailedPrecondition);
+}
+
+TEST_P(SchedulingServiceTest, ReclaimAfterGraceRunsOnTheTimersTick) {
+  // A borrows the whole H100 fleet with preemptible work; B's guarantee
+  // then reclaims after the grace period, on a tick nobody asked for.
+  SetQuota("tn_a", "H100-80GB", "gpu", 0, 16'000);
+  SetQuota("tn_b", "H100-80GB", "gpu", 8000, 8000);
+  AllocationRecord a1 = Submit("tn_a", Gpus(8, sched::Priority::kPreemptible));
+  AllocationRecord a2 = Submit("tn_a", Gpus(8, sched::Priority::kPreemptible));
+  ASSERT_EQ(a1.state, "running");
+  ASSERT_EQ(a2.state, "running");
+  AllocationRecord b = Submit("tn_b", Gpus(8));
+  EXPECT_EQ(b.state, "pending");
+  clock_.AdvanceMillis(10'001);
+  ASSERT_TRUE(service_->Tick().has_value());
+  auto placed = store_->GetAllocation(TenantScope::Of("tn_b"), b.id);
+  ASSERT_TRUE(placed.has_value());
+  EXPECT_EQ(placed->state, "running") << placed->reason;
+  int preempted = 0;
+  for (const auto& id : {a1.id, a2.id}) {
+    auto a = store_->GetAllocation(TenantScope::Of("tn_a"), id);
+    ASSERT_TRUE(a.has_value());
+    preempted += a->state == "preempted";
+  }
+  EXPECT_EQ(preempted, 1);
+  bool by_scheduler = false;
+  for (const auto& r : SchedulerAudit()) {
+    if (r.action == "scheduler.preempted") by_scheduler = r.actor == kSchedulerActor;
+  }
+  EXPECT_TRUE(by_scheduler);
+}
+
+TEST_P(SchedulingServiceTest, SuspensionAndEvictionReachTheScheduler) {
+  SetQuota("tn_a", "H100-80GB", "gpu", 4000, 4000);
+  AllocationRecord a = Submit("tn_a", Gpus(2));
+  Tenant suspended = tenant_a_;
+  suspended.state = "suspended";
+  service_->TenantChanged(suspended);
+  auto refused = service_->Submit(by_, "tn_a", "usr_1", Gpus(1));
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kFailedPrecondition);
+  service_->TenantChanged(tenant_a_);  // resumed
+  EXPECT_EQ(Submit("tn_a", Gpus(1)).state, "running");
+
+  RequestOrigin admin{.actor = "key:root", .actor_role = "platform-admin", .request_id = "req-9"};
+  ASSERT_TRUE(service_->TenantEvicting("tn_a", admin).has_value());
+  auto gone = store_->GetAllocation(TenantScope::Of("tn_a"), a.id);
+  ASSERT_TRUE(gone.has_value());
+  EXPECT_EQ(gone->state, "released");
+  int releases = 0;
+  for (const auto& r : SchedulerAudit()) {
+    if (r.action == "scheduler.released") {
+      ++releases;
+      EXPECT_EQ(r.actor, "key:root");
+    }
+  }
+  EXPECT_EQ(releases, 2);
+  for (const auto& [gpu, who] : Holdings()) EXPECT_TRUE(who.empty()) << gpu << " " << who;
+}
+
+TEST_P(SchedulingServiceTest, AStoredFleetIsReplacedOnlyIfItsAllocationsStillFit) {
+  SetQuota("tn_a", "H100-80GB", "gpu", 16'000, 16'000);
+  AllocationRecord a = Submit("tn_a", Gpus(8));
+  AllocationRecord b = Submit("tn_a", Gpus(8));
+  ASSERT_EQ(a.state, "running");
+  ASSERT_EQ(b.state, "running");
+  ASSERT_TRUE(service_->Cordon(by_, "l40s-1").has_value());
+  // One H100 node fewer: one of the two allocations has no place.
+  Status shrunk = TryStart("1xH100-80GBx8,1xA100-80GBx8,2xL40Sx4");
+  ASSERT_FALSE(shrunk.has_value());
+  EXPECT_EQ(shrunk.error().code, ErrorCode::kFailedPrecondition);
+  EXPECT_NE(shrunk.error().message.find(kFleet), std::string::npos) << shrunk.error().message;
+  // Nothing changed: the stored fleet still starts, cordon and all.
+  ASSERT_NO_FATAL_FAILURE(StartService(kFleet));
+  auto l40s = service_->Node("", "l40s-1");
+  ASSERT_TRUE(l40s.has_value());
+  EXPECT_TRUE(l40s->cordoned);
+  // A larger fleet whose first nodes are the same replaces it.
+  ASSERT_NO_FATAL_FAILURE(StartService("3xH100-80GBx8"));
+  EXPECT_EQ(service_->fleet_spec(), "3xH100-80GBx8");
+  auto stored = store_->LoadFleet();
+  ASSERT_TRUE(stored.has_value() && stored->has_value());
+  EXPECT_EQ((**stored).nodes.size(), 3u);
+  EXPECT_EQ(Submit("tn_a", Gpus(1)).state, "pending");  // quota full, room exists
+  // A bad spec is bad input.
+  EXPECT_EQ(TryStart("3xB300x8").error().code, ErrorCode::kInvalidArgument);
+}
+
+INSTANTIATE_TEST_SUITE_P(Drivers, SchedulingServiceTest,
+                         ::testing::Values(Backend::kSqlite, Backend::kPostgres), BackendName);
+
+}  // namespace
+}  // namespace atrium::scheduling

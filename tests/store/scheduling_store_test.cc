@@ -1,0 +1,270 @@
+// The scheduler's rows — fleet, quotas, projects, allocations — and
+// CommitScheduling, on SQLite and PostgreSQL (see test_databases.h).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "audit/chain.h"
+#include "store/store.h"
+#include "store/test_databases.h"
+
+namespace atrium {
+namespace {
+
+using testdb::Backend;
+using testdb::BackendName;
+
+class SchedulingStoreTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override {
+    database_.Create(GetParam());
+    if (IsSkipped() || HasFatalFailure()) return;
+    auto s = Store::Open(database_.url());
+    ASSERT_TRUE(s.has_value()) << s.error().message;
+    store_ = std::move(s).value();
+  }
+  void TearDown() override {
+    store_.reset();
+    database_.Drop();
+  }
+
+  Tenant MakeTenant(const std::string& id, const std::string& name) {
+    Tenant t;
+    t.id = id;
+    t.name = name;
+    t.display_name = name;
+    t.tier = "shared";
+    t.state = "active";
+    EXPECT_TRUE(store_->CreateTenant(t).has_value());
+    return t;
+  }
+
+  static FleetRecord SmallFleet(const std::string& spec) {
+    FleetRecord f;
+    f.spec = spec;
+    f.updated_at = 5;
+    f.sites = {{"local-1", "local", 0}};
+    f.racks = {{"rack-0", "local-1", 10'000}};
+    f.pools = {{"default", "local", "local-1", {"batch", "interactive"}, "", {}},
+               {"private", "local", "local-1", {"sensitive"}, "tn_a", {"tn_a"}}};
+    FleetNodeRecord n;
+    n.name = "h100-80gb-0";
+    n.pool = "default";
+    n.rack = "rack-0";
+    n.cpu_milli = 224'000;
+    n.memory_mib = 2'097'152;
+    n.gpu_model = "H100-80GB";
+    for (int i = 0; i < 4; ++i) n.gpus.push_back({i, "H100-80GB", 81'920, i == 3, i != 2, false});
+    n.nvlink_groups = {{0, 1, 2, 3}};
+    n.idle_power_watts = 1200;
+    f.nodes.push_back(n);
+    n.name = "h100-80gb-1";
+    n.cordoned = true;
+    n.draining = true;
+    f.nodes.push_back(n);
+    return f;
+  }
+
+  static AllocationRecord Allocation(const std::string& id, const std::string& tenant, int64_t seq,
+                                     const std::string& state) {
+    AllocationRecord a;
+    a.id = id;
+    a.tenant_id = tenant;
+    a.project = "research";
+    a.kind = "gpu";
+    a.priority = "batch";
+    a.model = "H100-80GB";
+    a.gpus = 2;
+    a.nodes = 1;
+    a.state = state;
+    a.seq = seq;
+    a.submitted_ms = 100 + seq;
+    if (state == "running") {
+      a.placed_ms = 200 + seq;
+      a.placement = {{"h100-80gb-0", {0, 1}}};
+    }
+    a.charge_milli = 2000;
+    a.reason = "placed";
+    a.created_by = "usr_" + id;
+    a.updated_at = 7;
+    return a;
+  }
+
+  AuditRecord Decision(const std::string& tenant, const std::string& id) {
+    AuditRecord r;
+    r.time = 9;
+    r.actor = "system:scheduler";
+    r.tenant_id = tenant;
+    r.action = "scheduler.placed";
+    r.target = "tenant/" + tenant + "/allocation/" + id;
+    r.outcome = "allowed";
+    return r;
+  }
+
+  int64_t Count(const std::string& sql) {
+    auto r = store_->database().Exec(sql);
+    EXPECT_TRUE(r.has_value()) << sql << ": " << r.error().message;
+    return r.has_value() ? r->rows.at(0).Int(0) : -1;
+  }
+
+  testdb::TestDatabase database_;
+  std::unique_ptr<Store> store_;
+};
+
+TEST_P(SchedulingStoreTest, FleetRoundTripsAndIsReplacedWhole) {
+  auto none = store_->LoadFleet();
+  ASSERT_TRUE(none.has_value()) << none.error().message;
+  EXPECT_FALSE(none->has_value());
+
+  FleetRecord fleet = SmallFleet("2xH100-80GBx4");
+  ASSERT_TRUE(store_->ReplaceFleet(fleet).has_value());
+  auto loaded = store_->LoadFleet();
+  ASSERT_TRUE(loaded.has_value() && loaded->has_value());
+  EXPECT_EQ(**loaded, fleet);
+
+  FleetRecord smaller = SmallFleet("1xH100-80GBx4");
+  smaller.nodes.pop_back();
+  smaller.pools.pop_back();
+  ASSERT_TRUE(store_->ReplaceFleet(smaller).has_value());
+  loaded = store_->LoadFleet();
+  ASSERT_TRUE(loaded.has_value() && loaded->has_value());
+  EXPECT_EQ(**loaded, smaller);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM fleet_gpus"), 4);
+}
+
+TEST_P(SchedulingStoreTest, CommitWritesRowsAndAuditTogether) {
+  MakeTenant("tn_a", "a");
+  MakeTenant("tn_b", "b");
+  ASSERT_TRUE(store_->ReplaceFleet(SmallFleet("s")).has_value());
+
+  SchedulingCommit commit;
+  commit.new_projects = {{"tn_a", "research", 1}};
+  commit.quotas = {{"tn_a", "", "H100-80GB", "gpu", 4000, 8000, 1},
+                   {"tn_a", "research", "H100-80GB", "gpu", 2000, 4000, 1},
+                   {"tn_b", "", "L40S", "share", 500, 1000, 1}};
+  commit.allocations = {Allocation("alloc_1", "tn_a", 1, "running"),
+                        Allocation("alloc_2", "tn_a", 2, "pending"),
+                        Allocation("alloc_3", "tn_b", 3, "running")};
+  FleetNodeRecord flags = SmallFleet("s").nodes[0];
+  flags.cordoned = true;
+  flags.gpus[2].healthy = true;
+  commit.node_flags = {flags};
+  commit.audit = {Decision("tn_a", "alloc_1"), Decision("tn_b", "alloc_3")};
+  auto committed = store_->CommitScheduling(commit);
+  ASSERT_TRUE(committed.has_value()) << committed.error().message;
+
+  // Tenant-scoped reads see only the scope's rows.
+  auto quotas = store_->ListQuotas(TenantScope::Of("tn_a"));
+  ASSERT_TRUE(quotas.has_value());
+  ASSERT_EQ(quotas->size(), 2u);
+  EXPECT_EQ((*quotas)[0].project, "");
+  EXPECT_EQ((*quotas)[1].project, "research");
+  auto projects = store_->ListProjects(TenantScope::Of("tn_b"));
+  ASSERT_TRUE(projects.has_value());
+  EXPECT_TRUE(projects->empty());
+  auto got = store_->GetAllocation(TenantScope::Of("tn_a"), "alloc_1");
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(*got, commit.allocations[0]);
+  auto cross = store_->GetAllocation(TenantScope::Of("tn_b"), "alloc_1");
+  ASSERT_FALSE(cross.has_value());
+  EXPECT_EQ(cross.error().code, ErrorCode::kNotFound);
+  auto platform = store_->GetAllocationForPlatform("alloc_3");
+  ASSERT_TRUE(platform.has_value());
+  EXPECT_EQ(platform->tenant_id, "tn_b");
+
+  auto page = store_->ListAllocations(TenantScope::Of("tn_a"), {.state = "running"}, {});
+  ASSERT_TRUE(page.has_value());
+  ASSERT_EQ(page->items.size(), 1u);
+  EXPECT_EQ(page->items[0].id, "alloc_1");
+  auto all = store_->ListAllocationsForPlatform({}, {.after = "", .limit = 2});
+  ASSERT_TRUE(all.has_value());
+  EXPECT_EQ(all->items.size(), 2u);
+  EXPECT_EQ(all->next_cursor, "alloc_2");
+
+  // The node flags changed; the audit records landed in their chains.
+  auto fleet = store_->LoadFleet();
+  ASSERT_TRUE(fleet.has_value() && fleet->has_value());
+  EXPECT_TRUE((**fleet).nodes[0].cordoned);
+  EXPECT_TRUE((**fleet).nodes[0].gpus[2].healthy);
+  auto trail = store_->ListAudit(std::string("tn_b"), {});
+  ASSERT_TRUE(trail.has_value());
+  ASSERT_EQ(trail->items.size(), 1u);
+  EXPECT_EQ(trail->items[0].action, "scheduler.placed");
+  EXPECT_TRUE(audit::Verify(trail->items).ok);
+
+  // An update keeps who asked and what was asked; only scheduler fields move.
+  AllocationRecord ended = commit.allocations[1];
+  ended.state = "released";
+  ended.ended_ms = 50;
+  ended.created_by = "someone-else";
+  ended.gpus = 8;
+  SchedulingCommit second;
+  second.allocations = {ended};
+  second.quotas = {{"tn_a", "research", "H100-80GB", "gpu", 0, 0, 2}};  // removes the row
+  ASSERT_TRUE(store_->CommitScheduling(second).has_value());
+  got = store_->GetAllocation(TenantScope::Of("tn_a"), "alloc_2");
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->state, "released");
+  EXPECT_EQ(got->ended_ms, 50);
+  EXPECT_EQ(got->created_by, "usr_alloc_2");
+  EXPECT_EQ(got->gpus, 2);
+  auto held = store_->ListHeldAllocationsForScheduler();
+  ASSERT_TRUE(held.has_value());
+  ASSERT_EQ(held->size(), 2u);
+  EXPECT_EQ((*held)[0].id, "alloc_1");
+  EXPECT_EQ((*held)[1].id, "alloc_3");
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM quotas WHERE project = 'research'"), 0);
+}
+
+TEST_P(SchedulingStoreTest, AFailedCommitChangesNothing) {
+  MakeTenant("tn_a", "a");
+  SchedulingCommit first;
+  first.new_projects = {{"tn_a", "research", 1}};
+  ASSERT_TRUE(store_->CommitScheduling(first).has_value());
+
+  SchedulingCommit bad;
+  bad.allocations = {Allocation("alloc_1", "tn_a", 1, "pending")};
+  bad.quotas = {{"tn_a", "", "H100-80GB", "gpu", 1000, 1000, 1}};
+  bad.new_projects = {{"tn_a", "research", 2}};  // taken
+  bad.audit = {Decision("tn_a", "alloc_1")};
+  auto failed = store_->CommitScheduling(bad);
+  ASSERT_FALSE(failed.has_value());
+  EXPECT_EQ(failed.error().code, ErrorCode::kAlreadyExists);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM allocations"), 0);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM quotas"), 0);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM audit_log"), 0);
+
+  SchedulingCommit missing;
+  missing.deleted_projects = {{"tn_a", "nope"}};
+  auto gone = store_->CommitScheduling(missing);
+  ASSERT_FALSE(gone.has_value());
+  EXPECT_EQ(gone.error().code, ErrorCode::kNotFound);
+}
+
+TEST_P(SchedulingStoreTest, EvictionRemovesTheTenantsSchedulingRows) {
+  MakeTenant("tn_a", "a");
+  MakeTenant("tn_b", "b");
+  SchedulingCommit commit;
+  commit.new_projects = {{"tn_a", "research", 1}, {"tn_b", "research", 1}};
+  commit.quotas = {{"tn_a", "", "H100-80GB", "gpu", 4000, 8000, 1},
+                   {"tn_b", "", "H100-80GB", "gpu", 4000, 8000, 1}};
+  commit.allocations = {Allocation("alloc_1", "tn_a", 1, "running"),
+                        Allocation("alloc_2", "tn_b", 2, "running")};
+  ASSERT_TRUE(store_->CommitScheduling(commit).has_value());
+  auto summary = store_->DeleteTenantAndData("tn_a");
+  ASSERT_TRUE(summary.has_value()) << summary.error().message;
+  EXPECT_EQ(summary->allocations, 1);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM allocations WHERE tenant_id = 'tn_a'"), 0);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM quotas WHERE tenant_id = 'tn_a'"), 0);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM projects WHERE tenant_id = 'tn_a'"), 0);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM allocations"), 1);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM quotas"), 1);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM projects"), 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Drivers, SchedulingStoreTest,
+                         ::testing::Values(Backend::kSqlite, Backend::kPostgres), BackendName);
+
+}  // namespace
+}  // namespace atrium
