@@ -54,6 +54,31 @@ Scheduler::Scheduler(std::unique_ptr<capacity::Fleet> fleet, SchedulerOptions op
       std::make_unique<Engine>(std::move(views), std::vector<int32_t>{}, *policy_, options_.seed);
 }
 
+void Scheduler::SetWorkload(const std::vector<AllocationRequest>& recent) {
+  std::vector<WorkloadSample> samples;
+  for (const AllocationRequest& r : recent) {
+    if (r.kind != AllocationKind::kGpu && r.kind != AllocationKind::kShare) continue;
+    const int32_t m = ModelIndex(r.model);
+    if (m < 0 || m >= 64) continue;
+    WorkloadSample sample;
+    sample.cpu = r.cpu_milli;
+    sample.types = r.model;
+    sample.model_mask = uint64_t{1} << m;
+    sample.num_gpu = r.kind == AllocationKind::kShare ? 1 : r.gpus;
+    sample.milli = r.kind == AllocationKind::kShare ? r.milli : kMilliPerGpu;
+    samples.push_back(std::move(sample));
+  }
+  options_.policy_context.workload = BuildTypicalPods(samples);
+  auto policy = MakePolicy(options_.policy, options_.policy_context);
+  if (!policy) return;  // the name was accepted by Create
+  std::vector<NodeState> views;
+  for (int32_t i = 0; i < state_.node_count(); ++i) views.push_back(state_.EngineView(i));
+  // The engine refers to its policy: replace the engine first.
+  engine_ =
+      std::make_unique<Engine>(std::move(views), std::vector<int32_t>{}, **policy, options_.seed);
+  policy_ = std::move(*policy);
+}
+
 // ---------------------------------------------------------------- records
 
 DecisionRecord Scheduler::Record(DecisionKind kind, const Allocation& a, std::string reason) const {

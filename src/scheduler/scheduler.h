@@ -122,6 +122,16 @@ class Scheduler {
   // Queued ids in the order the next pass starts from.
   std::vector<std::string> Queue() const;
   const capacity::Fleet& fleet() const { return *fleet_; }
+
+  // Sets the workload the placement policy aims at — FGD's "typical pods",
+  // which Atrium's policy measures fragmentation and displaced work against —
+  // from a sample of recent requests (whole-GPU, gang and share requests
+  // count; MIG and node leases do not use the engine's scoring). Rebuilds the
+  // policy and the engine's snapshot; placements and the queue are unchanged.
+  // Without a workload Atrium's policy packs. The shell chooses the sample
+  // (recent requests from the store), so it survives restarts.
+  void SetWorkload(const std::vector<AllocationRequest>& recent);
+  const std::vector<TypicalPod>& workload() const { return options_.policy_context.workload; }
   const TenantTable& tenants() const { return tenants_; }
   const QuotaLedger& ledger() const { return ledger_; }
   const ClusterState& cluster() const { return state_; }

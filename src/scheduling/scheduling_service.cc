@@ -9,7 +9,13 @@
 #include "scheduling/codec.h"
 
 namespace atrium::scheduling {
+
 namespace {
+// How many recent requests make the placement policy's target workload, and
+// how often (in accepted requests) it is refreshed. Refreshing re-scores
+// every node once per request class, so not on every request.
+constexpr int64_t kWorkloadSample = 2000;
+constexpr int kWorkloadRefresh = 64;
 
 bool Ends(sched::DecisionKind kind) {
   return kind == sched::DecisionKind::kReleased || kind == sched::DecisionKind::kPreempted ||
@@ -145,6 +151,16 @@ Status SchedulingService::LoadLocked() {
     fleet_record.updated_at = now;
     ATRIUM_RETURN_IF_ERROR(store_.ReplaceFleet(fleet_record));
   }
+  // The placement policy aims at the recent request mix, read back from the
+  // store so that a restart aims at the same one.
+  ATRIUM_ASSIGN_OR_RETURN(auto recent, store_.ListRecentAllocationsForScheduler(kWorkloadSample));
+  recent_.clear();
+  for (const AllocationRecord& r : recent) {
+    auto a = AllocationFromRecord(r);
+    if (a.has_value()) recent_.push_back(std::move(a->request));
+  }
+  scheduler->SetWorkload({recent_.begin(), recent_.end()});
+  submitted_since_refresh_ = 0;
   scheduler_ = std::move(scheduler);
   fleet_spec_ = spec;
   creators_ = std::move(creators);
@@ -152,6 +168,21 @@ Status SchedulingService::LoadLocked() {
                spec, scheduler_->fleet().nodes().size(), scheduler_->fleet().TotalGpus(),
                tenants.size(), restore.size());
   return OkStatus();
+}
+
+std::vector<sched::TypicalPod> SchedulingService::TargetWorkload() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!scheduler_) return {};
+  return scheduler_->workload();
+}
+
+void SchedulingService::NoteRequestLocked(const sched::AllocationRequest& request) {
+  recent_.push_back(request);
+  while (recent_.size() > static_cast<size_t>(kWorkloadSample)) recent_.pop_front();
+  if (++submitted_since_refresh_ >= kWorkloadRefresh) {
+    scheduler_->SetWorkload({recent_.begin(), recent_.end()});
+    submitted_since_refresh_ = 0;
+  }
 }
 
 Status SchedulingService::CommitLocked(const RequestOrigin& by,
@@ -265,6 +296,7 @@ Result<AllocationRecord> SchedulingService::Submit(const RequestOrigin& by,
   request.id = NewId("alloc", clock_);
   request.tenant = tenant_id;
   const std::string id = request.id;
+  const sched::AllocationRequest submitted = request;
   ATRIUM_ASSIGN_OR_RETURN(sched::DecisionRecords decisions,
                           scheduler_->Submit(std::move(request), clock_.NowMillis()));
   std::optional<std::string> rejected;
@@ -275,6 +307,7 @@ Result<AllocationRecord> SchedulingService::Submit(const RequestOrigin& by,
       by, decisions, {}, [&](const sched::DecisionRecord& d) { return d.allocation_id == id; }, id,
       user_id));
   if (rejected) return Error::FailedPrecondition("the request can never fit: " + *rejected);
+  NoteRequestLocked(submitted);
   return store_.GetAllocation(TenantScope::Of(tenant_id), id);
 }
 

@@ -33,6 +33,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -150,6 +151,9 @@ class SchedulingService final : public TenantObserver {
   std::vector<int64_t> UsedMilli(const std::vector<QuotaRecord>& rows);
   // The spec the running fleet was built from ("" if not from a spec).
   std::string fleet_spec();
+  // The request classes the placement policy currently aims at (built from
+  // the newest stored requests at start and every 64 accepted requests).
+  std::vector<sched::TypicalPod> TargetWorkload();
 
   // --- TenantObserver ---
   void TenantChanged(const Tenant& tenant) override;
@@ -164,6 +168,9 @@ class SchedulingService final : public TenantObserver {
   using Subject = std::function<bool(const sched::DecisionRecord&)>;
 
   Status LoadLocked();  // REQUIRES(mu_)
+  // Adds an accepted request to the recent sample; every kWorkloadRefresh
+  // requests hands the sample to the scheduler.
+  void NoteRequestLocked(const sched::AllocationRequest& request);  // REQUIRES(mu_)
   // Persists `decisions` plus `commit` in one transaction. Decisions for
   // which `caused_by_caller` holds are audited as `by`; the rest as the
   // scheduler. `new_allocation`: the submitted request's creator.
@@ -185,6 +192,10 @@ class SchedulingService final : public TenantObserver {
   // Creator (user id) of every held allocation: the scheduler does not keep it.
   std::map<std::string, std::string> creators_;  // GUARDED_BY(mu_)
   bool started_ = false;                         // GUARDED_BY(mu_)
+  // The newest requests (oldest first), the placement policy's target
+  // workload; refreshed into the scheduler every kWorkloadRefresh requests.
+  std::deque<sched::AllocationRequest> recent_;  // GUARDED_BY(mu_)
+  int submitted_since_refresh_ = 0;              // GUARDED_BY(mu_)
 
   std::mutex timer_mu_;
   std::condition_variable timer_cv_;

@@ -828,6 +828,18 @@ Result<std::vector<AllocationRecord>> Store::ListHeldAllocationsForScheduler() {
   return out;
 }
 
+Result<std::vector<AllocationRecord>> Store::ListRecentAllocationsForScheduler(int64_t limit) {
+  // Ids are time-ordered, so the largest are the newest.
+  ATRIUM_ASSIGN_OR_RETURN(auto rows, db_->Exec(std::string("SELECT ") + kAllocationColumns +
+                                                   " FROM allocations ORDER BY id DESC LIMIT $1",
+                                               {limit}));
+  std::vector<AllocationRecord> out;
+  for (auto it = rows.rows.rbegin(); it != rows.rows.rend(); ++it) {
+    out.push_back(AllocationFromRow(*it));
+  }
+  return out;
+}
+
 Status Store::CommitScheduling(const SchedulingCommit& commit) {
   auto r = db_->Transact<bool>([&](sql::Connection& c) -> Result<bool> {
     for (const auto& p : commit.new_projects) {

@@ -118,6 +118,9 @@ class Store {
   // Every held allocation (pending, running, preempting) in submission
   // order, for the scheduler's Restore at start-up.
   Result<std::vector<AllocationRecord>> ListHeldAllocationsForScheduler();
+  // The newest `limit` allocations of every tenant, held or ended, oldest
+  // first: the request mix the scheduler's placement policy targets.
+  Result<std::vector<AllocationRecord>> ListRecentAllocationsForScheduler(int64_t limit);
 
   // Applies one scheduling call's changes and audit records atomically.
   Status CommitScheduling(const SchedulingCommit& commit);

@@ -8,6 +8,7 @@
 #include "scheduler/fair_share.h"
 #include "scheduler/quota.h"
 #include "scheduler/reclaim.h"
+#include "scheduler/scheduler.h"
 #include "support/result_matchers.h"
 
 namespace atrium::sched {
@@ -279,6 +280,69 @@ TEST(Admission, NormalisesModelAndRefusesMalformedShapes) {
   // Transient state never rejects: a cordoned node still counts.
   fleet.FindMutableNode("h100-80gb-0")->cordoned = true;
   EXPECT_EQ(refusal(r), "");
+}
+
+}  // namespace
+}  // namespace atrium::sched
+
+namespace atrium::sched {
+namespace {
+
+AllocationRequest Recent(AllocationKind kind, const std::string& model, int32_t gpus,
+                         int32_t milli) {
+  AllocationRequest r;
+  r.kind = kind;
+  r.model = model;
+  r.gpus = gpus;
+  r.milli = milli;
+  r.cpu_milli = 4000;
+  if (kind == AllocationKind::kMig) r.mig_profile = "3g.40gb";
+  return r;
+}
+
+TEST(Workload, RecentRequestsBecomeThePolicysTargetWorkload) {
+  auto created = Scheduler::Create(*capacity::ParseFleetSpec("2xH100-80GBx8,1xA100-80GBx8"),
+                                   SchedulerOptions{});
+  ASSERT_TRUE(created.has_value());
+  Scheduler& scheduler = **created;
+  EXPECT_TRUE(scheduler.workload().empty()) << "no history: Atrium's policy packs";
+
+  TenantPolicy tenant;
+  tenant.id = "tn_a";
+  tenant.quotas[ResourceClass{"H100-80GB", AllocationKind::kGpu}] = {16000, 16000};
+  ASSERT_TRUE(scheduler.SetTenant(tenant, 0).has_value());
+  AllocationRequest first = Recent(AllocationKind::kGpu, "H100-80GB", 2, 0);
+  first.id = "a1";
+  first.tenant = "tn_a";
+  ASSERT_TRUE(scheduler.Submit(first, 1).has_value());
+  ASSERT_NE(scheduler.Find("a1"), nullptr);
+  const auto placement = scheduler.Find("a1")->placement;
+  ASSERT_FALSE(placement.empty());
+
+  std::vector<AllocationRequest> recent;
+  for (int i = 0; i < 3; ++i) recent.push_back(Recent(AllocationKind::kGpu, "H100-80GB", 2, 0));
+  recent.push_back(Recent(AllocationKind::kShare, "H100-80GB", 1, 500));
+  for (int i = 0; i < 5; ++i) recent.push_back(Recent(AllocationKind::kMig, "A100-80GB", 1, 0));
+  recent.push_back(Recent(AllocationKind::kGpu, "no-such-model", 1, 0));
+  scheduler.SetWorkload(recent);
+
+  // MIG requests and unknown models do not shape the engine's scores.
+  const auto& workload = scheduler.workload();
+  ASSERT_EQ(workload.size(), 2u);
+  EXPECT_EQ(workload[0].num_gpu, 2);
+  EXPECT_EQ(workload[0].milli, 1000);
+  EXPECT_EQ(workload[0].types, "H100-80GB");
+  EXPECT_DOUBLE_EQ(workload[0].popularity, 0.75);
+  EXPECT_EQ(workload[1].milli, 500);
+  EXPECT_DOUBLE_EQ(workload[1].popularity, 0.25);
+
+  // Placements stay; the next request is placed by the new policy.
+  EXPECT_EQ(scheduler.Find("a1")->placement, placement);
+  AllocationRequest second = first;
+  second.id = "a2";
+  ASSERT_TRUE(scheduler.Submit(second, 2).has_value());
+  ASSERT_NE(scheduler.Find("a2"), nullptr);
+  EXPECT_FALSE(scheduler.Find("a2")->placement.empty());
 }
 
 }  // namespace

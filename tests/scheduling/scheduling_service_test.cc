@@ -186,9 +186,13 @@ TEST_P(SchedulingServiceTest, ARestartRestoresTheSamePlacements) {
   auto before = Holdings();
   auto why_before = service_->Explain("tn_a", queued.id);
   ASSERT_TRUE(why_before.has_value());
+  EXPECT_TRUE(service_->TargetWorkload().empty()) << "no history at start, too few since";
 
   ASSERT_NO_FATAL_FAILURE(StartService(""));  // no spec: the stored fleet
   EXPECT_EQ(service_->fleet_spec(), kFleet);
+  // The placement policy now aims at the stored requests: 2, 3 and 8 whole
+  // GPUs (MIG requests are placed by slot geometry, not scored).
+  EXPECT_EQ(service_->TargetWorkload().size(), 3u);
   EXPECT_EQ(Holdings(), before);
   auto why_after = service_->Explain("tn_a", queued.id);
   ASSERT_TRUE(why_after.has_value());

@@ -214,6 +214,12 @@ TEST_P(SchedulingStoreTest, CommitWritesRowsAndAuditTogether) {
   ASSERT_EQ(held->size(), 2u);
   EXPECT_EQ((*held)[0].id, "alloc_1");
   EXPECT_EQ((*held)[1].id, "alloc_3");
+  // The placement policy's request mix: the newest, ended ones too, oldest first.
+  auto recent = store_->ListRecentAllocationsForScheduler(2);
+  ASSERT_TRUE(recent.has_value());
+  ASSERT_EQ(recent->size(), 2u);
+  EXPECT_EQ((*recent)[0].id, "alloc_2");
+  EXPECT_EQ((*recent)[1].id, "alloc_3");
   EXPECT_EQ(Count("SELECT COUNT(*) FROM quotas WHERE project = 'research'"), 0);
 }
 
