@@ -39,8 +39,8 @@ struct PolicySummary {
 
 struct ExperimentResult {
   std::vector<PolicySummary> policies;
-  // Mean over the seeds of OfflineSharePackingWastePct: about the fewest GPUs
-  // (%) any policy can leave unallocated at 100 % arrived on this trace.
+  // Mean over the seeds of OfflineSharePackingWastePct: a reference for how
+  // few GPUs (%) a policy can leave unallocated at 100 % arrived.
   double share_packing_bound_pct = 0;
 };
 

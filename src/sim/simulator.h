@@ -38,12 +38,13 @@ Result<RunResult> SimulateRun(const Trace& trace, const RunOptions& options);
 std::vector<TracePod> ArrivalSequence(const Trace& trace, double tune_ratio, uint64_t seed,
                                       std::vector<int32_t>* tie_rank);
 
-// A bound on placement, not a policy: the GPU milli left over when the GPU
-// shares that have arrived by the time arrivals reach 100 % of capacity are
-// packed offline by best-fit decreasing (every share known in advance, CPU
-// ignored), as % of GPU capacity. Shares that cannot fill a GPU leave that
-// remainder free whatever an online policy does, so this is about the
-// fewest GPUs any policy can leave unallocated at 100 % on the trace.
+// A reference for placement quality, not a policy: the GPU milli left over
+// when the GPU shares that have arrived by the time arrivals reach 100 % of
+// capacity are packed offline by best-fit decreasing (every share known in
+// advance, CPU ignored), as % of GPU capacity. Shares that cannot fill a GPU
+// leave that remainder free, so an online policy that places every share
+// does about this well at best (not a strict bound: leaving some shares
+// unplaced could in principle come out lower).
 double OfflineSharePackingWastePct(const Trace& trace, double tune_ratio, uint64_t seed);
 
 // METHOD.md §5.2: arrived and allocated milli per pod → per-column mean.
