@@ -32,6 +32,16 @@ Result<Json> QuotaBody(const std::string& model, const std::string& kind,
 
 namespace {
 
+// A tenant's quota list (what GET and PUT .../quotas answer), as JSON or a table.
+int PrintQuotas(Context& ctx, const Json& quotas) {
+  if (ctx.json_output()) {
+    ctx.PrintJson(quotas);
+  } else {
+    PrintQuotaRows(ctx, FieldAt(quotas, "items"));
+  }
+  return kExitOk;
+}
+
 struct SetArgs {
   std::string tenant;
   std::string model;
@@ -49,12 +59,7 @@ int Set(Context& ctx, const SetArgs& args) {
   if (!id.has_value()) return ctx.Fail(id.error());
   auto quotas = api->Put("/api/v1/tenants/" + UrlEncode(*id) + "/quotas", *body);
   if (!quotas.has_value()) return ctx.Fail(quotas.error());
-  if (ctx.json_output()) {
-    ctx.PrintJson(*quotas);
-    return kExitOk;
-  }
-  PrintQuotaRows(ctx, FieldAt(*quotas, "items"));
-  return kExitOk;
+  return PrintQuotas(ctx, *quotas);
 }
 
 int Get(Context& ctx, const std::string& tenant) {
@@ -64,12 +69,7 @@ int Get(Context& ctx, const std::string& tenant) {
   if (!base.has_value()) return ctx.Fail(base.error());
   auto quotas = api->Get(*base + "/quotas");
   if (!quotas.has_value()) return ctx.Fail(quotas.error());
-  if (ctx.json_output()) {
-    ctx.PrintJson(*quotas);
-    return kExitOk;
-  }
-  PrintQuotaRows(ctx, FieldAt(*quotas, "items"));
-  return kExitOk;
+  return PrintQuotas(ctx, *quotas);
 }
 
 }  // namespace
