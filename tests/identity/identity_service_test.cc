@@ -29,9 +29,7 @@ class IdentityServiceTest : public ::testing::Test {
   void SetUp() override {
     database_.Create(testdb::Backend::kSqlite);
     if (HasFatalFailure()) return;
-    auto store = Store::Open(database_.url());
-    ASSERT_TRUE(store.has_value()) << store.error().message;
-    store_ = std::move(store).value();
+    ASSERT_NO_FATAL_FAILURE(testdb::OpenStore(database_, &store_));
     identity_ = NewService();
     ASSERT_OK(identity_->Init());
     acme_ = MakeTenant("acme");

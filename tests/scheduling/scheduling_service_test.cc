@@ -35,9 +35,7 @@ class SchedulingServiceTest : public ::testing::TestWithParam<Backend> {
   void SetUp() override {
     database_.Create(GetParam());
     if (IsSkipped() || HasFatalFailure()) return;
-    auto s = Store::Open(database_.url());
-    ASSERT_TRUE(s.has_value()) << s.error().message;
-    store_ = std::move(s).value();
+    ASSERT_NO_FATAL_FAILURE(testdb::OpenStore(database_, &store_));
     ASSERT_NO_FATAL_FAILURE(StartService(kFleet));
     tenant_a_ = MakeTenant("tn_a", "acme");
     tenant_b_ = MakeTenant("tn_b", "bolt");

@@ -20,9 +20,7 @@ class SchedulingStoreTest : public ::testing::TestWithParam<Backend> {
   void SetUp() override {
     database_.Create(GetParam());
     if (IsSkipped() || HasFatalFailure()) return;
-    auto s = Store::Open(database_.url());
-    ASSERT_TRUE(s.has_value()) << s.error().message;
-    store_ = std::move(s).value();
+    ASSERT_NO_FATAL_FAILURE(testdb::OpenStore(database_, &store_));
   }
   void TearDown() override {
     store_.reset();

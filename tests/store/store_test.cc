@@ -40,11 +40,7 @@ class StoreTest : public ::testing::TestWithParam<Backend> {
     database_.Drop();
   }
 
-  void OpenStore() {
-    auto s = Store::Open(database_.url());
-    ASSERT_TRUE(s.has_value()) << s.error().message;
-    store_ = std::move(s).value();
-  }
+  void OpenStore() { ASSERT_NO_FATAL_FAILURE(testdb::OpenStore(database_, &store_)); }
 
   // A new id that sorts after every id made before it.
   std::string NextId(std::string_view prefix) {

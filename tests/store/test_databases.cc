@@ -74,4 +74,10 @@ void TestDatabase::Drop() {
   }
 }
 
+void OpenStore(const TestDatabase& db, std::unique_ptr<Store>* out) {
+  auto store = Store::Open(db.url());
+  ASSERT_TRUE(store.has_value()) << store.error().message;
+  *out = std::move(store).value();
+}
+
 }  // namespace atrium::testdb

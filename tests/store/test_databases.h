@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "store/sql.h"
+#include "store/store.h"
 
 namespace atrium::testdb {
 
@@ -58,5 +59,9 @@ class TestDatabase {
   std::unique_ptr<sql::Connection> admin_;  // PostgreSQL only
   std::string schema_;                      // PostgreSQL only
 };
+
+// Opens a Store on db (applying migrations) into *out, failing the running
+// test if it cannot: wrap the call in ASSERT_NO_FATAL_FAILURE.
+void OpenStore(const TestDatabase& db, std::unique_ptr<Store>* out);
 
 }  // namespace atrium::testdb

@@ -25,9 +25,7 @@ class TenantServiceTest : public ::testing::Test {
   void SetUp() override {
     database_.Create(testdb::Backend::kSqlite);
     if (HasFatalFailure()) return;
-    auto store = Store::Open(database_.url());
-    ASSERT_TRUE(store.has_value()) << store.error().message;
-    store_ = std::move(store).value();
+    ASSERT_NO_FATAL_FAILURE(testdb::OpenStore(database_, &store_));
     IdentityOptions options;
     options.fast_password_hashing = true;
     identity_ = std::make_unique<IdentityService>(*store_, clock_, options);
