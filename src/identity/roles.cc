@@ -57,6 +57,18 @@ constexpr Grant kGrants[] = {
     {Permission::kAllocationCreate,  {{P, N, T, T, N}}},
     {Permission::kAllocationRead,    {{P, P, T, T, T}}},
     {Permission::kAllocationRelease, {{P, N, T, S, N}}},
+    // Viewers read; they do not spend the tenant's money on tokens.
+    {Permission::kModelInvoke,       {{N, N, T, T, N}}},
+    // Shared deployments are the platform's; a tenant admin manages the
+    // tenant's dedicated ones.
+    {Permission::kDeploymentRead,    {{P, P, T, T, T}}},
+    {Permission::kDeploymentManage,  {{P, N, T, N, N}}},
+    {Permission::kEntitlementRead,   {{P, P, T, T, T}}},
+    {Permission::kEntitlementManage, {{P, N, N, N, N}}},
+    {Permission::kGatewayLimitRead,  {{P, P, T, T, T}}},
+    // Tenant admins may narrow their own keys; tenant-wide limits are the operator's.
+    {Permission::kGatewayLimitSet,   {{P, P, T, N, N}}},
+    {Permission::kUsageRead,         {{P, P, T, T, T}}},
 };
 // clang-format on
 
@@ -138,6 +150,22 @@ std::string_view PermissionName(Permission p) {
       return "node.read";
     case Permission::kNodeManage:
       return "node.manage";
+    case Permission::kModelInvoke:
+      return "model.invoke";
+    case Permission::kDeploymentRead:
+      return "deployment.read";
+    case Permission::kDeploymentManage:
+      return "deployment.manage";
+    case Permission::kEntitlementRead:
+      return "entitlement.read";
+    case Permission::kEntitlementManage:
+      return "entitlement.manage";
+    case Permission::kGatewayLimitRead:
+      return "gateway_limit.read";
+    case Permission::kGatewayLimitSet:
+      return "gateway_limit.set";
+    case Permission::kUsageRead:
+      return "usage.read";
     case Permission::kQuotaRead:
       return "quota.read";
     case Permission::kQuotaSet:

@@ -11,8 +11,8 @@ namespace {
 
 std::vector<Permission> AllPermissions() {
   std::vector<Permission> all;
-  for (int p = static_cast<int>(Permission::kNone);
-       p <= static_cast<int>(Permission::kAllocationRelease); ++p) {
+  for (int p = static_cast<int>(Permission::kNone); p <= static_cast<int>(Permission::kUsageRead);
+       ++p) {
     all.push_back(static_cast<Permission>(p));
   }
   return all;
@@ -123,6 +123,9 @@ TEST(RolesTest, PlatformAdminReachesEverything) {
     Reach reach = ReachOf(Role::kPlatformAdmin, p);
     if (p == Permission::kSelfRead) {
       EXPECT_EQ(reach, Reach::kSelf);
+    } else if (p == Permission::kModelInvoke) {
+      // Calling models spends a tenant's money: only tenant users do it.
+      EXPECT_EQ(reach, Reach::kNone);
     } else {
       EXPECT_EQ(reach, Reach::kPlatform) << PermissionName(p);
     }
@@ -246,6 +249,12 @@ TEST(AuthorizeTest, PlatformStaffReachAnyTenantAsFarAsTheirRoleAllows) {
   for (const Target& t : {Target{"tn_a", ""}, Target{"tn_b", "usr_x"}, Target{"", ""}}) {
     for (Permission perm : ProtectedPermissions()) {
       if (perm == Permission::kSelfRead) continue;
+      if (perm == Permission::kModelInvoke) {
+        // No platform role calls models (see PlatformAdminReachesEverything).
+        EXPECT_EQ(Authorize(admin, perm, t), Decision::kDenyForbidden);
+        EXPECT_EQ(Authorize(op, perm, t), Decision::kDenyForbidden);
+        continue;
+      }
       EXPECT_EQ(Authorize(admin, perm, t), Decision::kAllow) << PermissionName(perm);
       Decision expected = ReachOf(Role::kPlatformOperator, perm) == Reach::kPlatform
                               ? Decision::kAllow

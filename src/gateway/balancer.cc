@@ -1,0 +1,140 @@
+#include "gateway/balancer.h"
+
+#include <algorithm>
+
+namespace atrium::gateway {
+
+Balancer::Balancer(BalancerOptions options) : options_(options) {}
+
+bool Balancer::Usable(const EndpointState& state, int64_t capacity, int64_t now_ms) const {
+  if (!state.healthy || now_ms < state.ejected_until_ms) return false;
+  if (state.outstanding >= std::max<int64_t>(capacity, 1)) return false;
+  switch (state.circuit) {
+    case Circuit::kClosed:
+      return true;
+    case Circuit::kOpen:
+      return now_ms >= state.open_until_ms && !state.trial_out;
+    case Circuit::kHalfOpen:
+      return !state.trial_out;
+  }
+  return false;
+}
+
+std::optional<size_t> Balancer::Pick(const std::vector<DeploymentEndpoint>& endpoints,
+                                     const std::vector<std::string>& exclude, int64_t now_ms) {
+  static const EndpointState kFresh;
+  std::optional<size_t> best;
+  int best_outstanding = 0;
+  for (size_t i = 0; i < endpoints.size(); ++i) {
+    const DeploymentEndpoint& endpoint = endpoints[i];
+    if (std::find(exclude.begin(), exclude.end(), endpoint.url) != exclude.end()) continue;
+    auto it = endpoints_.find(endpoint.url);
+    const EndpointState& state = it == endpoints_.end() ? kFresh : it->second;
+    if (!Usable(state, endpoint.capacity, now_ms)) continue;
+    if (!best || state.outstanding < best_outstanding) {
+      best = i;
+      best_outstanding = state.outstanding;
+    }
+  }
+  if (best) {
+    // An open circuit whose time is up lets this request through as its trial.
+    auto it = endpoints_.find(endpoints[*best].url);
+    if (it != endpoints_.end() && it->second.circuit == Circuit::kOpen) {
+      it->second.circuit = Circuit::kHalfOpen;
+    }
+  }
+  return best;
+}
+
+bool Balancer::HasFreeSlot(const std::vector<DeploymentEndpoint>& endpoints, int64_t now_ms) {
+  return Pick(endpoints, {}, now_ms).has_value();
+}
+
+void Balancer::Started(const std::string& url) {
+  EndpointState& state = endpoints_[url];
+  ++state.outstanding;
+  if (state.circuit == Circuit::kHalfOpen) state.trial_out = true;
+}
+
+void Balancer::EndOne(EndpointState& state) {
+  if (state.outstanding > 0) --state.outstanding;
+}
+
+void Balancer::Succeeded(const std::string& url, int64_t now_ms) {
+  EndpointState& state = endpoints_[url];
+  EndOne(state);
+  state.consecutive_failures = 0;
+  if (state.circuit == Circuit::kHalfOpen) {
+    state.circuit = Circuit::kClosed;
+    state.trial_out = false;
+    state.recent_failures.clear();
+  }
+}
+
+void Balancer::Failed(const std::string& url, int64_t now_ms) {
+  EndpointState& state = endpoints_[url];
+  EndOne(state);
+  if (options_.eject_after_failures > 0 &&
+      ++state.consecutive_failures >= options_.eject_after_failures) {
+    state.ejected_until_ms = now_ms + options_.eject_ms;
+    state.consecutive_failures = 0;
+  }
+  if (options_.breaker_failures <= 0) return;
+  if (state.circuit == Circuit::kHalfOpen) {
+    // The trial failed: open again for a full period.
+    state.circuit = Circuit::kOpen;
+    state.open_until_ms = now_ms + options_.breaker_open_ms;
+    state.trial_out = false;
+    return;
+  }
+  if (state.circuit == Circuit::kOpen) return;
+  auto& recent = state.recent_failures;
+  while (!recent.empty() && recent.front() <= now_ms - options_.breaker_window_ms) {
+    recent.pop_front();
+  }
+  recent.push_back(now_ms);
+  if (static_cast<int>(recent.size()) >= options_.breaker_failures) {
+    state.circuit = Circuit::kOpen;
+    state.open_until_ms = now_ms + options_.breaker_open_ms;
+    recent.clear();
+  }
+}
+
+void Balancer::Abandoned(const std::string& url) {
+  EndpointState& state = endpoints_[url];
+  EndOne(state);
+  // A trial that ended without a verdict: let another one through.
+  state.trial_out = false;
+}
+
+void Balancer::HealthCheck(const std::string& url, bool ok, int64_t now_ms) {
+  endpoints_[url].healthy = ok;
+}
+
+int Balancer::Outstanding(const std::string& url) const {
+  auto it = endpoints_.find(url);
+  return it == endpoints_.end() ? 0 : it->second.outstanding;
+}
+
+std::string Balancer::Describe(const std::string& url, int64_t now_ms) const {
+  auto it = endpoints_.find(url);
+  if (it == endpoints_.end()) return "healthy";
+  const EndpointState& state = it->second;
+  std::vector<std::string> problems;
+  if (!state.healthy) problems.push_back("unhealthy (health check failed)");
+  if (now_ms < state.ejected_until_ms) {
+    problems.push_back("ejected until " + std::to_string(state.ejected_until_ms) + " ms");
+  }
+  if (state.circuit == Circuit::kOpen && now_ms < state.open_until_ms) {
+    problems.push_back("circuit open until " + std::to_string(state.open_until_ms) + " ms");
+  } else if (state.circuit != Circuit::kClosed) {
+    problems.push_back(state.trial_out ? "circuit half-open, trial in flight"
+                                       : "circuit half-open");
+  }
+  if (problems.empty()) return "healthy";
+  std::string out = problems[0];
+  for (size_t i = 1; i < problems.size(); ++i) out += ", " + problems[i];
+  return out;
+}
+
+}  // namespace atrium::gateway

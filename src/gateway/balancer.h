@@ -1,0 +1,77 @@
+// Which upstream endpoint of a deployment serves the next request, and the
+// health of each endpoint (by URL, so a URL shared by two deployments has
+// one health): the active health check's last verdict, passive ejection
+// after consecutive failures, and a circuit breaker over a window of
+// failures (open, then half-open with one trial request, then closed on a
+// success). Pure: the caller passes the time. Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "store/gateway_records.h"
+
+namespace atrium::gateway {
+
+struct BalancerOptions {
+  int eject_after_failures = 3;  // consecutive failures that eject (0: never)
+  int64_t eject_ms = 5000;       // how long an ejection lasts
+  int breaker_failures = 5;      // failures within the window that open the circuit (0: never)
+  int64_t breaker_window_ms = 10000;
+  int64_t breaker_open_ms = 10000;  // open this long, then half-open
+};
+
+class Balancer {
+ public:
+  explicit Balancer(BalancerOptions options = {});
+
+  // The endpoint (index into `endpoints`) with the fewest outstanding requests
+  // among the usable ones — healthy by the active check, not ejected, circuit
+  // not open (half-open: while no trial is out), outstanding < capacity (at
+  // least 1), url not in `exclude` (already tried for this request). Ties go
+  // to the earlier endpoint. Call Started() for the endpoint picked before
+  // picking again.
+  std::optional<size_t> Pick(const std::vector<DeploymentEndpoint>& endpoints,
+                             const std::vector<std::string>& exclude, int64_t now_ms);
+  // Pick would succeed with nothing excluded.
+  bool HasFreeSlot(const std::vector<DeploymentEndpoint>& endpoints, int64_t now_ms);
+
+  void Started(const std::string& url);
+  // Each ends one outstanding request. Failed: connect error, 5xx or timeout.
+  void Succeeded(const std::string& url, int64_t now_ms);
+  void Failed(const std::string& url, int64_t now_ms);
+  // Ended without a verdict on the endpoint (the client left).
+  void Abandoned(const std::string& url);
+  // The active health check's verdict; it holds until the next check.
+  void HealthCheck(const std::string& url, bool ok, int64_t now_ms);
+
+  int Outstanding(const std::string& url) const;
+  // "healthy", or what keeps the endpoint out, e.g. "unhealthy (health check
+  // failed), ejected until 1700000005000 ms".
+  std::string Describe(const std::string& url, int64_t now_ms) const;
+
+ private:
+  enum class Circuit { kClosed, kOpen, kHalfOpen };
+  struct EndpointState {
+    int outstanding = 0;
+    bool healthy = true;  // until a check says otherwise
+    int consecutive_failures = 0;
+    int64_t ejected_until_ms = 0;
+    std::deque<int64_t> recent_failures;  // within the breaker window, oldest first
+    Circuit circuit = Circuit::kClosed;
+    int64_t open_until_ms = 0;
+    bool trial_out = false;  // half-open: the one trial request is in flight
+  };
+
+  bool Usable(const EndpointState& state, int64_t capacity, int64_t now_ms) const;
+  void EndOne(EndpointState& state);
+
+  BalancerOptions options_;
+  std::unordered_map<std::string, EndpointState> endpoints_;
+};
+
+}  // namespace atrium::gateway

@@ -1,0 +1,202 @@
+#include "gateway/fair_queue.h"
+
+#include <algorithm>
+#include <cassert>
+
+namespace atrium::gateway {
+
+namespace {
+
+int ClassOf(Priority priority) { return priority == Priority::kBatch ? 1 : 0; }
+
+double Weighted(double cost, double weight) { return weight > 0 ? cost / weight : cost; }
+
+}  // namespace
+
+FairQueue::FairQueue(FairQueueOptions options) : options_(options) {}
+
+FairQueue::TenantState& FairQueue::StateOf(const std::string& tenant) {
+  auto [it, inserted] = tenants_.try_emplace(tenant);
+  if (inserted) it->second.name = it->first;
+  return it->second;
+}
+
+void FairQueue::AddToCounter(TenantState& tenant, double amount) {
+  for (int k = 0; k < 2; ++k) {
+    if (tenant.classes[k].size == 0) continue;
+    backlog_[k].erase({tenant.counter, tenant.name, &tenant});
+    backlog_[k].insert({tenant.counter + amount, tenant.name, &tenant});
+  }
+  tenant.counter += amount;
+}
+
+void FairQueue::Push(QueuedItem item) {
+  if (items_.count(item.id) != 0) {
+    assert(false && "FairQueue::Push: duplicate id");
+    return;
+  }
+  TenantState& tenant = StateOf(item.tenant);
+  int k = ClassOf(item.priority);
+  ClassQueue& queue = tenant.classes[k];
+  if (queue.size == 0) {
+    // The VTC lift: a tenant that was not waiting banks no credit for the time
+    // it was away.
+    std::optional<double> floor;
+    if (!backlog_[k].empty()) {
+      floor = backlog_[k].begin()->counter;
+    } else if (last_left_[k]) {
+      floor = Counter(*last_left_[k]);
+    }
+    if (floor && *floor > tenant.counter) AddToCounter(tenant, *floor - tenant.counter);
+    backlog_[k].insert({tenant.counter, tenant.name, &tenant});
+  }
+  uint64_t seq = next_seq_++;
+  auto& fifo = queue.by_key[item.key_id];
+  if (fifo.empty()) queue.heads.insert({seq, item.id});
+  fifo.emplace(seq, item.id);
+  ++queue.size;
+  if (item.deadline_ms != 0) deadlines_.insert({item.deadline_ms, item.id});
+  uint64_t id = item.id;
+  items_.emplace(id, Entry{std::move(item), seq});
+}
+
+QueuedItem FairQueue::Take(uint64_t id) {
+  auto entry = items_.find(id);
+  QueuedItem item = std::move(entry->second.item);
+  uint64_t seq = entry->second.seq;
+  items_.erase(entry);
+
+  TenantState& tenant = tenants_.find(item.tenant)->second;
+  int k = ClassOf(item.priority);
+  ClassQueue& queue = tenant.classes[k];
+  auto fifo = queue.by_key.find(item.key_id);
+  if (fifo->second.begin()->first == seq) {
+    queue.heads.erase({seq, id});
+    auto next = std::next(fifo->second.begin());
+    if (next != fifo->second.end()) queue.heads.insert({next->first, next->second});
+  }
+  fifo->second.erase(seq);
+  if (fifo->second.empty()) queue.by_key.erase(fifo);
+  if (--queue.size == 0) {
+    backlog_[k].erase({tenant.counter, tenant.name, &tenant});
+    last_left_[k] = item.tenant;
+  }
+  if (item.deadline_ms != 0) deadlines_.erase({item.deadline_ms, id});
+  return item;
+}
+
+bool FairQueue::Remove(uint64_t id) {
+  if (items_.count(id) == 0) return false;
+  Take(id);
+  return true;
+}
+
+std::optional<QueuedItem> FairQueue::Pop(const CanStartFn& can_start) {
+  for (int k = 0; k < 2; ++k) {
+    for (const BacklogEntry& entry : backlog_[k]) {
+      // heads holds one item per key, so a refused key is skipped whole.
+      for (const auto& [seq, id] : entry.state->classes[k].heads) {
+        if (can_start && !can_start(items_.find(id)->second.item)) continue;
+        TenantState& tenant = *entry.state;
+        QueuedItem item = Take(id);
+        AddToCounter(
+            tenant,
+            Weighted(options_.input_weight * static_cast<double>(item.input_tokens), item.weight));
+        return item;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+void FairQueue::ChargeOutput(const std::string& tenant, double weight, int64_t output_tokens) {
+  AddToCounter(StateOf(tenant),
+               Weighted(options_.output_weight * static_cast<double>(output_tokens), weight));
+}
+
+void FairQueue::ChargeInput(const std::string& tenant, double weight, int64_t input_tokens) {
+  AddToCounter(StateOf(tenant),
+               Weighted(options_.input_weight * static_cast<double>(input_tokens), weight));
+}
+
+std::vector<QueuedItem> FairQueue::ExpireDeadlines(int64_t now_ms) {
+  std::vector<QueuedItem> expired;
+  while (!deadlines_.empty() && deadlines_.begin()->first <= now_ms) {
+    expired.push_back(Take(deadlines_.begin()->second));
+  }
+  return expired;
+}
+
+size_t FairQueue::QueuedFor(const std::string& tenant) const {
+  auto it = tenants_.find(tenant);
+  if (it == tenants_.end()) return 0;
+  return it->second.classes[0].size + it->second.classes[1].size;
+}
+
+double FairQueue::Counter(const std::string& tenant) const {
+  auto it = tenants_.find(tenant);
+  return it == tenants_.end() ? 0 : it->second.counter;
+}
+
+std::optional<int64_t> FairQueue::NextDeadline() const {
+  if (deadlines_.empty()) return std::nullopt;
+  return deadlines_.begin()->first;
+}
+
+void FifoQueue::Push(QueuedItem item) {
+  if (seq_of_.count(item.id) != 0) {
+    assert(false && "FifoQueue::Push: duplicate id");
+    return;
+  }
+  uint64_t seq = next_seq_++;
+  seq_of_.emplace(item.id, seq);
+  if (item.deadline_ms != 0) deadlines_.insert({item.deadline_ms, item.id});
+  order_.emplace(seq, std::move(item));
+}
+
+QueuedItem FifoQueue::Take(uint64_t id) {
+  auto seq = seq_of_.find(id);
+  auto it = order_.find(seq->second);
+  QueuedItem item = std::move(it->second);
+  order_.erase(it);
+  seq_of_.erase(seq);
+  if (item.deadline_ms != 0) deadlines_.erase({item.deadline_ms, id});
+  return item;
+}
+
+bool FifoQueue::Remove(uint64_t id) {
+  if (seq_of_.count(id) == 0) return false;
+  Take(id);
+  return true;
+}
+
+std::optional<QueuedItem> FifoQueue::Pop(const CanStartFn& can_start) {
+  // A plain scan: the baseline does not need FairQueue's per-key index, only
+  // its contract (a refused tenant/key is not offered again in this call).
+  std::vector<std::pair<std::string_view, std::string_view>> refused;
+  for (const auto& [seq, item] : order_) {
+    std::pair<std::string_view, std::string_view> who{item.tenant, item.key_id};
+    if (std::find(refused.begin(), refused.end(), who) != refused.end()) continue;
+    if (can_start && !can_start(item)) {
+      refused.push_back(who);
+      continue;
+    }
+    return Take(item.id);
+  }
+  return std::nullopt;
+}
+
+std::vector<QueuedItem> FifoQueue::ExpireDeadlines(int64_t now_ms) {
+  std::vector<QueuedItem> expired;
+  while (!deadlines_.empty() && deadlines_.begin()->first <= now_ms) {
+    expired.push_back(Take(deadlines_.begin()->second));
+  }
+  return expired;
+}
+
+std::optional<int64_t> FifoQueue::NextDeadline() const {
+  if (deadlines_.empty()) return std::nullopt;
+  return deadlines_.begin()->first;
+}
+
+}  // namespace atrium::gateway

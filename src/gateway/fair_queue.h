@@ -1,0 +1,152 @@
+// Per-deployment request queues. FairQueue serves tenants by the Virtual
+// Token Counter (Sheng et al., "Fairness in Serving Large Language Models",
+// OSDI 2024): each tenant has a counter of the service it received —
+// input_weight·input tokens + output_weight·output tokens, divided by its
+// weight — and the backlogged tenant with the smallest counter goes next.
+// When a tenant becomes backlogged its counter is lifted to the smallest
+// counter among backlogged tenants (to the counter of the tenant that last
+// left the backlog when there is none), so idle time banks no credit. Then
+// two tenants that stay backlogged receive service within about
+// 2·max(input_weight·L_in, output_weight·M) of each other (L_in the longest
+// input, M the longest output), weighted by their weights.
+//
+// Priority classes are strict: interactive items go before batch ones. Each
+// class has its own backlog; the counters are the tenant's, shared by both.
+//
+// FifoQueue is the baseline benchmarks compare against: arrival order only.
+//
+// Pure and deterministic: the caller passes every time and charge in. Not
+// thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace atrium::gateway {
+
+struct FairQueueOptions {
+  double input_weight = 1.0;   // w_in: cost of one input (prompt) token
+  double output_weight = 2.0;  // w_out: cost of one output token
+};
+
+enum class Priority { kInteractive = 0, kBatch = 1 };
+
+struct QueuedItem {
+  uint64_t id = 0;  // unique among queued items
+  std::string tenant;
+  std::string key_id;
+  double weight = 1;  // the tenant's fair-share weight (> 0)
+  Priority priority = Priority::kInteractive;
+  int64_t input_tokens = 0;  // estimated; corrected later with ChargeInput
+  int64_t deadline_ms = 0;   // 0 = none
+  int64_t enqueued_ms = 0;
+};
+
+// Decides whether an item may start now (its tenant's and key's concurrency
+// limits). Within one Pop the verdict is taken to depend only on the item's
+// tenant and key: after a refusal, that key's later items are not offered.
+// It must not modify the queue.
+using CanStartFn = std::function<bool(const QueuedItem&)>;
+
+class FairQueue {
+ public:
+  explicit FairQueue(FairQueueOptions options = {});
+
+  // Queues `item`; lifts its tenant's counter if the tenant was not backlogged
+  // in the item's class. A duplicate id is a caller bug (asserts; ignored).
+  void Push(QueuedItem item);
+  // Removes a queued item (cancelled, client gone); false if not queued.
+  bool Remove(uint64_t id);
+  // The next item to serve, removed from the queue: interactive before batch;
+  // within a class the backlogged tenant with the smallest counter (ties by
+  // tenant name), FIFO within a tenant, skipping items `can_start` refuses.
+  // Charges input_weight·input_tokens/weight to the tenant. nullopt when the
+  // queue is empty or nothing may start.
+  std::optional<QueuedItem> Pop(const CanStartFn& can_start);
+  // Service to charge after Pop: output tokens as they stream and/or at
+  // completion, and corrections of the input estimate (negative allowed).
+  void ChargeOutput(const std::string& tenant, double weight, int64_t output_tokens);
+  void ChargeInput(const std::string& tenant, double weight, int64_t input_tokens);
+  // Removes and returns the items whose deadline is at or before `now_ms`,
+  // earliest deadline first.
+  std::vector<QueuedItem> ExpireDeadlines(int64_t now_ms);
+
+  size_t size() const { return items_.size(); }
+  size_t QueuedFor(const std::string& tenant) const;
+  double Counter(const std::string& tenant) const;  // 0 for an unknown tenant
+  std::optional<int64_t> NextDeadline() const;
+
+ private:
+  // One tenant's items of one class: FIFO per key, and each key's oldest item
+  // in arrival order, so that a refused key costs one step, not one per item.
+  struct ClassQueue {
+    std::unordered_map<std::string, std::map<uint64_t, uint64_t>> by_key;  // key → seq → id
+    std::set<std::pair<uint64_t, uint64_t>> heads;                         // (seq, id)
+    size_t size = 0;
+  };
+  struct TenantState {
+    std::string_view name;  // the key of this state in tenants_
+    double counter = 0;
+    ClassQueue classes[2];
+  };
+  struct BacklogEntry {
+    double counter;
+    std::string_view tenant;
+    TenantState* state;
+    bool operator<(const BacklogEntry& o) const {
+      return counter != o.counter ? counter < o.counter : tenant < o.tenant;
+    }
+  };
+  struct Entry {
+    QueuedItem item;
+    uint64_t seq = 0;
+  };
+
+  TenantState& StateOf(const std::string& tenant);
+  void AddToCounter(TenantState& tenant, double amount);
+  // Takes a queued item out of every index.
+  QueuedItem Take(uint64_t id);
+
+  FairQueueOptions options_;
+  uint64_t next_seq_ = 0;
+  // Node-based, so TenantState addresses and names stay put; tenants are
+  // kept after they drain because their counters still matter.
+  std::unordered_map<std::string, TenantState> tenants_;
+  std::set<BacklogEntry> backlog_[2];        // tenants with queued items, per class
+  std::optional<std::string> last_left_[2];  // the tenant that last left each backlog
+  std::unordered_map<uint64_t, Entry> items_;
+  std::set<std::pair<int64_t, uint64_t>> deadlines_;  // (deadline_ms, id)
+};
+
+// Plain arrival order (still honouring can_start), for comparison with
+// FairQueue in benchmarks; the charge calls do nothing so the two are
+// interchangeable.
+class FifoQueue {
+ public:
+  void Push(QueuedItem item);
+  bool Remove(uint64_t id);
+  std::optional<QueuedItem> Pop(const CanStartFn& can_start);
+  void ChargeOutput(const std::string& tenant, double weight, int64_t output_tokens) {}
+  void ChargeInput(const std::string& tenant, double weight, int64_t input_tokens) {}
+  std::vector<QueuedItem> ExpireDeadlines(int64_t now_ms);
+  size_t size() const { return order_.size(); }
+  std::optional<int64_t> NextDeadline() const;
+
+ private:
+  QueuedItem Take(uint64_t id);
+
+  uint64_t next_seq_ = 0;
+  std::map<uint64_t, QueuedItem> order_;           // seq → item
+  std::unordered_map<uint64_t, uint64_t> seq_of_;  // id → seq
+  std::set<std::pair<int64_t, uint64_t>> deadlines_;
+};
+
+}  // namespace atrium::gateway

@@ -1,0 +1,120 @@
+// The OpenAI wire protocol as the gateway needs it: validating a request
+// just enough to route, meter and limit it (everything else is relayed
+// untouched), asking a streaming upstream for usage, reading usage back from
+// responses and streams, and OpenAI's error body. Pure: no I/O, no clock.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/result.h"
+
+namespace atrium::gateway {
+
+enum class Api { kChatCompletions, kCompletions, kEmbeddings };
+
+// "chat.completions" | "completions" | "embeddings" (UsageRecord::api).
+std::string_view ApiName(Api api);
+
+struct ParsedRequest {
+  std::string model;
+  bool stream = false;              // embeddings: always false
+  bool client_wants_usage = false;  // stream_options.include_usage == true in the client's body
+  int64_t max_tokens = 0;           // max_completion_tokens or max_tokens; 0 when absent
+  int64_t estimated_input_tokens = 0;
+};
+
+// Validates the body: a JSON object; "model" a non-empty string (at most 256
+// bytes); "stream" a bool; max_completion_tokens / max_tokens non-negative
+// integers (max_completion_tokens wins when both are given); stream_options an
+// object whose include_usage is a bool; "messages" (chat) a non-empty array of
+// objects, "prompt" (completions) and "input" (embeddings) a string or an
+// array. Optional fields may be null, as OpenAI allows. Unknown fields are
+// allowed (they are relayed). Errors are kInvalidArgument naming the field,
+// for an OpenAI 400.
+Result<ParsedRequest> ParseRequest(Api api, std::string_view body);
+
+// ceil(bytes / 4): the usual rough ratio of text to tokens. The request
+// estimate built on it (ParseRequest) is:
+//   EstimateTokens(all text) + 1 per token id given as a number
+//   + 4 per chat message (role and framing) + 256 per non-text content part
+//   (image, audio), at least 1.
+// Text is chat content strings and text parts, tool-call names and arguments;
+// prompt / input strings. It is an admission estimate only: the limiter
+// reconciles it with the upstream's usage afterwards.
+int64_t EstimateTokens(std::string_view text);
+
+// The body sent upstream. For a stream whose client did not already ask for
+// usage, stream_options.include_usage is set to true by splicing the bytes,
+// so every other field keeps its position, spelling and value; otherwise the
+// body unchanged. `body` must be one ParseRequest accepted (anything else is
+// returned unchanged).
+std::string UpstreamBody(std::string_view body, const ParsedRequest& request);
+
+struct Usage {
+  bool present = false;
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;  // usage.prompt_tokens_details.cached_tokens
+};
+
+// Usage of a non-streamed response body; present=false when the body has no
+// usage object (or is not JSON). Negative or non-integer counts read as 0.
+Usage UsageFromResponse(std::string_view body);
+
+// Incremental relay filter for one streamed (server-sent events) response.
+//
+// Feed() takes upstream body bytes as they arrive — events may be split
+// anywhere; lines end with LF, CRLF or CR and a blank line ends an event — and
+// returns the bytes to send to the client now: each complete event
+// byte-identical, except that a usage-only chunk (choices == [] and a usage
+// object) is dropped when the client did not ask for usage. Only the one
+// incomplete event is held back. If it grows past 1 MiB the relay gives up
+// filtering: it passes everything through untouched from then on (usage and
+// chunk counts stop there).
+//
+// Metering: usage is taken from every chunk carrying it, field by field the
+// largest value seen, never summed (vLLM repeats cumulative usage on every
+// chunk). Content chunks are counted so that a stream without usage can
+// still be metered: one per choice with non-empty delta.content,
+// delta.reasoning_content, tool-call arguments or text.
+class SseRelay {
+ public:
+  explicit SseRelay(bool client_wants_usage);
+
+  std::string Feed(std::string_view bytes);
+  // At the end of the upstream body: whatever is still held (an incomplete
+  // last event), passed through; its complete data lines are metered.
+  std::string Finish();
+
+  const Usage& usage() const { return usage_; }
+  int64_t content_chunks() const { return content_chunks_; }
+  // usage.completion_tokens when the upstream sent usage, else content_chunks().
+  int64_t StreamedTokens() const;
+  bool saw_done() const { return saw_done_; }  // "data: [DONE]" seen
+
+ private:
+  void ProcessLine(std::string_view line);
+  // Meters the finished event's data; true when it is to be dropped.
+  bool MeterEvent();
+
+  bool client_wants_usage_;
+  std::string held_;            // the incomplete event
+  size_t scan_ = 0;             // held_[0, scan_) has been split into lines
+  size_t line_start_ = 0;       // start of the current, unfinished line
+  bool skip_lf_ = false;        // the last line ended with CR; a LF next belongs to it
+  bool last_forwarded_ = true;  // the last finished event was sent to the client
+  std::string data_;            // the current event's data lines, joined by '\n'
+  bool has_data_ = false;
+  bool pass_through_ = false;  // an event exceeded the cap: no more filtering
+  Usage usage_;
+  int64_t content_chunks_ = 0;
+  bool saw_done_ = false;
+};
+
+// OpenAI's error shape: {"error":{"message":..,"type":..,"param":null,"code":..}};
+// an empty `code` is written as null.
+std::string ErrorBody(std::string_view message, std::string_view type, std::string_view code);
+
+}  // namespace atrium::gateway

@@ -1,0 +1,53 @@
+// SlotShares: who may take a free upstream slot of one deployment. Each
+// tenant active on the deployment (a request in flight, or one that arrived
+// within the active window) has a fair share of its slots in proportion to
+// its weight. Below its share a tenant may always take a free slot; at or
+// above it, only while enough slots stay free for every other active tenant
+// to reach its own share. So a tenant that sends lightly finds a slot at once
+// however hard another floods, and the price is that up to those unused
+// shares stay idle while the light tenant is active. With one tenant active
+// there is no reserve: the deployment is work-conserving. The fair queue
+// (VTC) still decides which waiting request goes next; this only decides
+// whether the flooding tenant may take the last free slots. Pure and
+// thread-compatible; the Dispatcher serialises calls.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+
+namespace atrium::gateway {
+
+class SlotShares {
+ public:
+  explicit SlotShares(int64_t active_window_ms = 2000) : active_window_ms_(active_window_ms) {}
+
+  // A request of `tenant` arrived (it counts as active from now on).
+  void Seen(const std::string& tenant, double weight, int64_t now_ms);
+  void Started(const std::string& tenant);
+  void Finished(const std::string& tenant);
+
+  // May `tenant` start a request now, with `free` of `capacity` slots free?
+  bool MayStart(const std::string& tenant, int64_t capacity, int64_t free, int64_t now_ms) const;
+  // The tenant's share of `capacity` slots among the tenants active now.
+  double ShareOf(const std::string& tenant, int64_t capacity, int64_t now_ms) const;
+
+  // Forgets tenants idle past the window (memory stays bounded).
+  void Sweep(int64_t now_ms);
+  size_t tracked() const { return tenants_.size(); }
+
+ private:
+  struct TenantState {
+    double weight = 1;
+    int64_t in_flight = 0;
+    int64_t last_seen_ms = 0;
+  };
+  bool Active(const TenantState& t, int64_t now_ms) const {
+    return t.in_flight > 0 || now_ms - t.last_seen_ms < active_window_ms_;
+  }
+
+  const int64_t active_window_ms_;
+  std::unordered_map<std::string, TenantState> tenants_;
+};
+
+}  // namespace atrium::gateway

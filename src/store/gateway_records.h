@@ -1,0 +1,113 @@
+// Rows behind the inference gateway: model deployments, tenants' model
+// entitlements, request/token limits, and usage records. Plain data; the
+// gateway's logic lives in src/gateway, its server in src/gateway_server.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "store/records.h"
+
+namespace atrium {
+
+struct DeploymentEndpoint {
+  std::string url;       // base URL of an OpenAI-compatible server, e.g. http://10.0.0.5:8000
+  int64_t capacity = 8;  // requests the endpoint serves at once
+};
+
+// A served model: what clients name in "model", and where it runs.
+struct DeploymentRecord {
+  std::string id;       // dep_...
+  std::string model;    // the name clients send, e.g. "llama-3.1-8b-instruct"
+  std::string version;  // free text, e.g. "2024-07"
+  std::vector<DeploymentEndpoint> endpoints;
+  std::string region;        // must be one of the tenant's regions to be used for it
+  std::string latency_tier;  // interactive | standard | batch
+  std::string visibility;    // shared (entitled tenants) | dedicated (one tenant)
+  std::string tenant_id;     // dedicated: the tenant; shared: ""
+  int64_t created_at = 0;    // ms since epoch
+  int64_t updated_at = 0;
+};
+
+// Tenant `tenant_id` may call `model` (on shared deployments; a tenant's
+// dedicated deployment is always usable by that tenant).
+struct EntitlementRecord {
+  std::string tenant_id;
+  std::string model;
+  int64_t created_at = 0;
+};
+
+// 0 = no limit.
+struct GatewayLimits {
+  int64_t requests_per_minute = 0;
+  int64_t tokens_per_minute = 0;
+  int64_t max_concurrent = 0;
+  int64_t max_queued = 0;
+};
+
+// Limits of a tenant (key_id "") or of one key of that tenant.
+struct GatewayLimitRecord {
+  std::string tenant_id;
+  std::string key_id;  // "" = the tenant as a whole
+  GatewayLimits limits;
+  std::string priority;  // default class of the key's requests: "" | interactive | batch
+  int64_t updated_at = 0;
+};
+
+// One request through the gateway, exactly once.
+struct UsageRecord {
+  std::string id;  // the gateway's request id: the idempotency key
+  std::string tenant_id;
+  std::string key_id;
+  std::string model;
+  std::string deployment_id;  // "" when refused before routing
+  std::string endpoint;       // upstream base URL, "" when none was called
+  std::string api;            // chat.completions | completions | embeddings
+  bool stream = false;
+  int64_t input_tokens = 0;
+  int64_t output_tokens = 0;
+  int64_t cached_tokens = 0;
+  int64_t queue_ms = 0;  // waiting in the fair queue
+  int64_t ttft_ms = 0;   // arrival to first byte of the response body sent; 0 when none
+  int64_t total_ms = 0;
+  std::string status;  // completed | cancelled | failed | rejected
+  int http_status = 0;
+  int64_t created_at = 0;  // ms since epoch, arrival
+};
+
+struct UsageFilter {
+  int64_t from = 0;  // created_at >= from (ms); 0 = no bound
+  int64_t to = 0;    // created_at <  to (ms);   0 = no bound
+  std::string model;
+  std::string key_id;
+};
+
+struct UsageTotals {
+  std::string group;  // the model or key id grouped by; "" for the grand total
+  int64_t requests = 0;
+  int64_t input_tokens = 0;
+  int64_t output_tokens = 0;
+  int64_t cached_tokens = 0;
+};
+
+// A key as the gateway needs it, with its owner's state and role.
+struct GatewayKeyRow {
+  ApiKey key;
+  std::string owner_state;  // active | disabled
+  std::string owner_role;
+};
+
+// Everything the gateway's policy snapshot is built from.
+struct GatewayPolicyRows {
+  std::vector<Tenant> tenants;      // every live tenant
+  std::vector<GatewayKeyRow> keys;  // keys not revoked (expired ones included)
+  std::vector<DeploymentRecord> deployments;
+  std::vector<EntitlementRecord> entitlements;
+  std::vector<GatewayLimitRecord> limits;
+  // Store::GatewayPolicyMarkerForGateway() as of the same snapshot: when the
+  // marker read later differs, reload.
+  int64_t marker = 0;
+};
+
+}  // namespace atrium

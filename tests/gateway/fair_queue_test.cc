@@ -1,0 +1,349 @@
+#include "gateway/fair_queue.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace atrium::gateway {
+namespace {
+
+const CanStartFn kAny = [](const QueuedItem&) { return true; };
+
+QueuedItem Item(uint64_t id, std::string tenant, int64_t input_tokens = 10, double weight = 1,
+                Priority priority = Priority::kInteractive, std::string key = "k") {
+  QueuedItem item;
+  item.id = id;
+  item.tenant = std::move(tenant);
+  item.key_id = std::move(key);
+  item.weight = weight;
+  item.priority = priority;
+  item.input_tokens = input_tokens;
+  return item;
+}
+
+uint64_t PopId(FairQueue& q, const CanStartFn& can_start = kAny) {
+  auto item = q.Pop(can_start);
+  EXPECT_TRUE(item.has_value());
+  return item ? item->id : 0;
+}
+
+TEST(FairQueueTest, ServesATenantInArrivalOrder) {
+  FairQueue q;
+  for (uint64_t id = 1; id <= 5; ++id) q.Push(Item(id, "a"));
+  EXPECT_EQ(q.size(), 5u);
+  EXPECT_EQ(q.QueuedFor("a"), 5u);
+  for (uint64_t id = 1; id <= 5; ++id) EXPECT_EQ(PopId(q), id);
+  EXPECT_FALSE(q.Pop(kAny).has_value());
+  EXPECT_EQ(q.size(), 0u);
+}
+
+TEST(FairQueueTest, ServesTheSmallestCounterAndChargesInputAtPop) {
+  FairQueue q({.input_weight = 1, .output_weight = 2});
+  q.Push(Item(1, "a", 100));
+  q.Push(Item(2, "a", 100));
+  q.Push(Item(3, "b", 10));
+  q.Push(Item(4, "b", 10));
+  // Equal counters: ties go by tenant name.
+  EXPECT_EQ(PopId(q), 1u);
+  EXPECT_DOUBLE_EQ(q.Counter("a"), 100);
+  EXPECT_EQ(PopId(q), 3u);
+  EXPECT_EQ(PopId(q), 4u);
+  EXPECT_DOUBLE_EQ(q.Counter("b"), 20);
+  q.ChargeOutput("b", 1, 50);  // b's answer was long: 2 * 50
+  EXPECT_DOUBLE_EQ(q.Counter("b"), 120);
+  q.Push(Item(5, "b", 10));
+  EXPECT_EQ(PopId(q), 2u);
+}
+
+TEST(FairQueueTest, ChargeInputCorrectsTheEstimate) {
+  FairQueue q;
+  q.Push(Item(1, "a", 100));
+  q.Push(Item(2, "a", 1));
+  q.Push(Item(3, "b", 50));
+  EXPECT_EQ(PopId(q), 1u);
+  // The real prompt was 20 tokens, not 100.
+  q.ChargeInput("a", 1, -80);
+  EXPECT_DOUBLE_EQ(q.Counter("a"), 20);
+  EXPECT_EQ(PopId(q), 3u);
+  EXPECT_EQ(PopId(q), 2u);
+}
+
+// Service as VTC measures it, counted independently of the queue.
+struct Service {
+  double input_weight = 1, output_weight = 2;
+  std::map<std::string, double> by_tenant;
+  void Add(const std::string& tenant, int64_t input, int64_t output) {
+    by_tenant[tenant] +=
+        input_weight * static_cast<double>(input) + output_weight * static_cast<double>(output);
+  }
+};
+
+TEST(FairQueueTest, TwoBackloggedTenantsStayWithinTheVtcBound) {
+  // Sequential serving: each request is served whole before the next.
+  constexpr int64_t kMaxInput = 200, kMaxOutput = 100;
+  const double bound = 2 * std::max(1.0 * kMaxInput, 2.0 * kMaxOutput);
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<int64_t> input(1, kMaxInput), output(1, kMaxOutput);
+  FairQueue q;
+  Service service;
+  uint64_t next_id = 1;
+  for (int i = 0; i < 20; ++i) {
+    q.Push(Item(next_id++, "a", input(rng)));
+    q.Push(Item(next_id++, "b", input(rng)));
+  }
+  for (int step = 0; step < 5000; ++step) {
+    auto item = q.Pop(kAny);
+    ASSERT_TRUE(item.has_value());
+    int64_t out = output(rng);
+    q.ChargeOutput(item->tenant, item->weight, out);
+    service.Add(item->tenant, item->input_tokens, out);
+    // Both stay backlogged.
+    q.Push(Item(next_id++, item->tenant, input(rng)));
+    ASSERT_LE(std::abs(service.by_tenant["a"] - service.by_tenant["b"]), bound) << "step " << step;
+  }
+}
+
+TEST(FairQueueTest, ContinuousBatchingStaysWithinTheVtcBound) {
+  // A batch of 8 slots decoding one token per step, output charged per token
+  // as it streams — the setting of the VTC paper.
+  constexpr int64_t kMaxInput = 300, kMaxOutput = 120;
+  const double bound = 2 * std::max(1.0 * kMaxInput, 2.0 * kMaxOutput);
+  std::mt19937_64 rng(11);
+  std::uniform_int_distribution<int64_t> input(1, kMaxInput), output(1, kMaxOutput);
+  FairQueue q;
+  Service service;
+  uint64_t next_id = 1;
+  for (int i = 0; i < 50; ++i) {
+    q.Push(Item(next_id++, "a", input(rng)));
+    q.Push(Item(next_id++, "b", input(rng)));
+  }
+  struct Running {
+    std::string tenant;
+    int64_t left;
+  };
+  std::vector<Running> batch;
+  for (int step = 0; step < 20000; ++step) {
+    while (batch.size() < 8) {
+      auto item = q.Pop(kAny);
+      ASSERT_TRUE(item.has_value());
+      service.Add(item->tenant, item->input_tokens, 0);
+      batch.push_back({item->tenant, output(rng)});
+      q.Push(Item(next_id++, item->tenant, input(rng)));
+    }
+    for (Running& r : batch) {
+      q.ChargeOutput(r.tenant, 1, 1);
+      service.Add(r.tenant, 0, 1);
+      --r.left;
+    }
+    std::erase_if(batch, [](const Running& r) { return r.left == 0; });
+    ASSERT_LE(std::abs(service.by_tenant["a"] - service.by_tenant["b"]), bound) << "step " << step;
+  }
+}
+
+TEST(FairQueueTest, WeightsSplitServiceInProportion) {
+  std::mt19937_64 rng(3);
+  std::uniform_int_distribution<int64_t> input(1, 100), output(1, 100);
+  FairQueue q;
+  Service service;
+  uint64_t next_id = 1;
+  for (int i = 0; i < 10; ++i) {
+    q.Push(Item(next_id++, "heavy", input(rng), 2));
+    q.Push(Item(next_id++, "light", input(rng), 1));
+  }
+  for (int step = 0; step < 20000; ++step) {
+    auto item = q.Pop(kAny);
+    ASSERT_TRUE(item.has_value());
+    int64_t out = output(rng);
+    q.ChargeOutput(item->tenant, item->weight, out);
+    service.Add(item->tenant, item->input_tokens, out);
+    q.Push(Item(next_id++, item->tenant, input(rng), item->weight));
+  }
+  double ratio = service.by_tenant["heavy"] / service.by_tenant["light"];
+  EXPECT_NEAR(ratio, 2.0, 0.02);
+}
+
+TEST(FairQueueTest, AnIdleTenantBanksNoCredit) {
+  FairQueue q;
+  uint64_t next_id = 1;
+  // a is served alone for a long time.
+  for (int i = 0; i < 100; ++i) {
+    q.Push(Item(next_id++, "a", 100));
+    q.Push(Item(next_id++, "a", 100));
+    ASSERT_TRUE(q.Pop(kAny).has_value());
+  }
+  double a_counter = q.Counter("a");
+  ASSERT_GT(a_counter, 9000);
+  // b arrives: lifted to a's counter, so it does not get the next 90 requests.
+  q.Push(Item(next_id++, "b", 100));
+  EXPECT_DOUBLE_EQ(q.Counter("b"), a_counter);
+  for (int i = 0; i < 20; ++i) q.Push(Item(next_id++, "b", 100));
+  std::map<std::string, int> served;
+  for (int i = 0; i < 40; ++i) {
+    auto item = q.Pop(kAny);
+    ASSERT_TRUE(item.has_value());
+    ++served[item->tenant];
+  }
+  EXPECT_NEAR(served["a"], 20, 1);
+  EXPECT_NEAR(served["b"], 20, 1);
+}
+
+TEST(FairQueueTest, LiftsToTheLastTenantToLeaveWhenNobodyWaits) {
+  FairQueue q;
+  q.Push(Item(1, "a", 500));
+  ASSERT_TRUE(q.Pop(kAny).has_value());
+  q.ChargeOutput("a", 1, 100);
+  EXPECT_DOUBLE_EQ(q.Counter("a"), 700);
+  // The queue is empty; b arrives and starts level with a, not at 0.
+  q.Push(Item(2, "b", 10));
+  EXPECT_DOUBLE_EQ(q.Counter("b"), 700);
+  // A lift never lowers a counter.
+  q.ChargeOutput("c", 1, 1000);
+  q.Push(Item(3, "c", 10));
+  EXPECT_DOUBLE_EQ(q.Counter("c"), 2000);
+}
+
+TEST(FairQueueTest, InteractiveBeforeBatch) {
+  FairQueue q;
+  q.ChargeOutput("b", 1, 1000);  // b has had far more service...
+  q.Push(Item(1, "a", 10, 1, Priority::kBatch));
+  q.Push(Item(2, "b", 10, 1, Priority::kInteractive));
+  q.Push(Item(3, "a", 10, 1, Priority::kBatch));
+  q.Push(Item(4, "c", 10, 1, Priority::kBatch));
+  EXPECT_EQ(PopId(q), 2u);  // ...yet its interactive item goes first
+  EXPECT_EQ(PopId(q), 1u);
+  EXPECT_EQ(PopId(q), 4u);
+  EXPECT_EQ(PopId(q), 3u);
+}
+
+TEST(FairQueueTest, ExpiresDeadlinesEarliestFirst) {
+  FairQueue q;
+  QueuedItem late = Item(1, "a");
+  late.deadline_ms = 5000;
+  QueuedItem early = Item(2, "b");
+  early.deadline_ms = 1000;
+  QueuedItem none = Item(3, "a");
+  q.Push(late);
+  q.Push(early);
+  q.Push(none);
+  EXPECT_EQ(q.NextDeadline(), 1000);
+  EXPECT_TRUE(q.ExpireDeadlines(999).empty());
+  auto expired = q.ExpireDeadlines(5000);
+  ASSERT_EQ(expired.size(), 2u);
+  EXPECT_EQ(expired[0].id, 2u);
+  EXPECT_EQ(expired[1].id, 1u);
+  EXPECT_EQ(q.size(), 1u);
+  EXPECT_EQ(q.QueuedFor("b"), 0u);
+  EXPECT_FALSE(q.NextDeadline().has_value());
+  EXPECT_EQ(PopId(q), 3u);
+}
+
+TEST(FairQueueTest, RemoveTakesAnItemOutOfEveryIndex) {
+  FairQueue q;
+  QueuedItem a1 = Item(1, "a");
+  a1.deadline_ms = 100;
+  q.Push(a1);
+  q.Push(Item(2, "a"));
+  q.Push(Item(3, "b"));
+  EXPECT_TRUE(q.Remove(1));
+  EXPECT_FALSE(q.Remove(1));
+  EXPECT_FALSE(q.Remove(42));
+  EXPECT_FALSE(q.NextDeadline().has_value());
+  EXPECT_TRUE(q.Remove(3));
+  EXPECT_EQ(q.QueuedFor("b"), 0u);
+  EXPECT_EQ(q.size(), 1u);
+  EXPECT_EQ(PopId(q), 2u);
+  EXPECT_FALSE(q.Pop(kAny).has_value());
+}
+
+TEST(FairQueueTest, SkipsTenantsAndKeysThatCannotStart) {
+  FairQueue q;
+  q.ChargeOutput("b", 1, 100);  // b comes after a by counter
+  q.Push(Item(1, "a", 10, 1, Priority::kInteractive, "a-busy"));
+  q.Push(Item(2, "a", 10, 1, Priority::kInteractive, "a-busy"));
+  q.Push(Item(3, "a", 10, 1, Priority::kInteractive, "a-free"));
+  q.Push(Item(4, "b", 10, 1, Priority::kInteractive, "b-key"));
+  int offered_busy = 0;
+  auto not_a_busy = [&](const QueuedItem& item) {
+    if (item.key_id != "a-busy") return true;
+    ++offered_busy;
+    return false;
+  };
+  // a has the smallest counter; its busy key is skipped (offered once, not
+  // once per item) and its other key's later item served.
+  EXPECT_EQ(PopId(q, not_a_busy), 3u);
+  EXPECT_EQ(offered_busy, 1);
+  // Now a tenant-wide refusal: the next tenant by counter is served.
+  auto not_a = [](const QueuedItem& item) { return item.tenant != "a"; };
+  EXPECT_EQ(PopId(q, not_a), 4u);
+  // Nothing may start: nothing is taken.
+  EXPECT_FALSE(q.Pop([](const QueuedItem&) { return false; }).has_value());
+  EXPECT_EQ(q.size(), 2u);
+  EXPECT_EQ(PopId(q), 1u);
+  EXPECT_EQ(PopId(q), 2u);
+}
+
+TEST(FairQueueTest, ManyTenantsEachServedOncePerRound) {
+  FairQueue q;
+  constexpr int kTenants = 2000;
+  uint64_t next_id = 1;
+  for (int round = 0; round < 3; ++round) {
+    for (int t = 0; t < kTenants; ++t) q.Push(Item(next_id++, "t" + std::to_string(t), 10));
+  }
+  for (int round = 0; round < 3; ++round) {
+    std::map<std::string, int> served;
+    for (int i = 0; i < kTenants; ++i) {
+      auto item = q.Pop(kAny);
+      ASSERT_TRUE(item.has_value());
+      ++served[item->tenant];
+    }
+    EXPECT_EQ(served.size(), static_cast<size_t>(kTenants));
+  }
+  EXPECT_EQ(q.size(), 0u);
+}
+
+TEST(FifoQueueTest, ServesInArrivalOrderSkippingWhatCannotStart) {
+  FifoQueue q;
+  q.Push(Item(1, "a", 10, 1, Priority::kBatch, "k1"));
+  q.Push(Item(2, "b", 10, 1, Priority::kInteractive, "k2"));
+  q.Push(Item(3, "a", 10, 1, Priority::kInteractive, "k1"));
+  q.Push(Item(4, "c", 10, 1, Priority::kInteractive, "k3"));
+  EXPECT_EQ(q.size(), 4u);
+  int offered_k1 = 0;
+  auto not_k1 = [&](const QueuedItem& item) {
+    if (item.key_id == "k1") ++offered_k1;
+    return item.key_id != "k1";
+  };
+  EXPECT_EQ(q.Pop(not_k1)->id, 2u);
+  EXPECT_EQ(q.Pop(not_k1)->id, 4u);
+  EXPECT_EQ(offered_k1, 2);  // once per Pop
+  EXPECT_FALSE(q.Pop(not_k1).has_value());
+  EXPECT_TRUE(q.Remove(3));
+  EXPECT_FALSE(q.Remove(3));
+  EXPECT_EQ(q.Pop(kAny)->id, 1u);
+  EXPECT_EQ(q.size(), 0u);
+}
+
+TEST(FifoQueueTest, ExpiresDeadlines) {
+  FifoQueue q;
+  QueuedItem a = Item(1, "a");
+  a.deadline_ms = 300;
+  QueuedItem b = Item(2, "b");
+  b.deadline_ms = 200;
+  q.Push(a);
+  q.Push(b);
+  q.Push(Item(3, "c"));
+  EXPECT_EQ(q.NextDeadline(), 200);
+  auto expired = q.ExpireDeadlines(250);
+  ASSERT_EQ(expired.size(), 1u);
+  EXPECT_EQ(expired[0].id, 2u);
+  EXPECT_EQ(q.size(), 2u);
+  EXPECT_EQ(q.Pop(kAny)->id, 1u);
+}
+
+}  // namespace
+}  // namespace atrium::gateway

@@ -1,0 +1,491 @@
+#include "gateway/openai.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "common/json_reader.h"
+#include "support/result_matchers.h"
+
+namespace atrium::gateway {
+namespace {
+
+Json MustParse(std::string_view text) {
+  auto parsed = ParseJson(text, 64);
+  EXPECT_TRUE(parsed.has_value()) << text;
+  return parsed.has_value() ? *parsed : Json();
+}
+
+// The request must fail with kInvalidArgument and a message naming `field`.
+void ExpectFieldError(Api api, const std::string& body, const std::string& field) {
+  auto parsed = ParseRequest(api, body);
+  ASSERT_FALSE(parsed.has_value()) << body;
+  EXPECT_EQ(parsed.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(parsed.error().message.find(field), std::string::npos)
+      << body << " -> " << parsed.error().message;
+}
+
+TEST(OpenAiTest, ApiNames) {
+  EXPECT_EQ(ApiName(Api::kChatCompletions), "chat.completions");
+  EXPECT_EQ(ApiName(Api::kCompletions), "completions");
+  EXPECT_EQ(ApiName(Api::kEmbeddings), "embeddings");
+}
+
+TEST(OpenAiTest, ParsesAChatRequest) {
+  auto r = ParseRequest(Api::kChatCompletions, R"({"model":"llama","stream":true,
+      "stream_options":{"include_usage":true},"max_tokens":100,"temperature":0.2,
+      "messages":[{"role":"user","content":"abcdefgh"}],"some_future_field":{"x":[1]}})");
+  ASSERT_OK(r);
+  EXPECT_EQ(r->model, "llama");
+  EXPECT_TRUE(r->stream);
+  EXPECT_TRUE(r->client_wants_usage);
+  EXPECT_EQ(r->max_tokens, 100);
+  EXPECT_EQ(r->estimated_input_tokens, 2 + 4);  // 8 bytes / 4 + one message
+}
+
+TEST(OpenAiTest, DefaultsWhenOptionalFieldsAreAbsentOrNull) {
+  auto r = ParseRequest(Api::kChatCompletions,
+                        R"({"model":"m","messages":[{"role":"user","content":"hi"}]})");
+  ASSERT_OK(r);
+  EXPECT_FALSE(r->stream);
+  EXPECT_FALSE(r->client_wants_usage);
+  EXPECT_EQ(r->max_tokens, 0);
+
+  auto nulls = ParseRequest(Api::kChatCompletions, R"({"model":"m","stream":null,
+      "stream_options":null,"max_tokens":null,"max_completion_tokens":null,
+      "messages":[{"role":"user","content":"hi"}]})");
+  ASSERT_OK(nulls);
+  EXPECT_FALSE(nulls->stream);
+  EXPECT_EQ(nulls->max_tokens, 0);
+}
+
+TEST(OpenAiTest, MaxCompletionTokensWinsOverMaxTokens) {
+  auto r = ParseRequest(Api::kChatCompletions, R"({"model":"m","max_tokens":10,
+      "max_completion_tokens":20,"messages":[{"role":"user","content":"x"}]})");
+  ASSERT_OK(r);
+  EXPECT_EQ(r->max_tokens, 20);
+  auto only_old = ParseRequest(Api::kCompletions,
+                               R"({"model":"m","max_tokens":7,"prompt":"x","stream":false})");
+  ASSERT_OK(only_old);
+  EXPECT_EQ(only_old->max_tokens, 7);
+}
+
+TEST(OpenAiTest, IncludeUsageFalseIsNotAskingForUsage) {
+  auto r = ParseRequest(Api::kCompletions,
+                        R"({"model":"m","prompt":"x","stream":true,
+                            "stream_options":{"include_usage":false}})");
+  ASSERT_OK(r);
+  EXPECT_TRUE(r->stream);
+  EXPECT_FALSE(r->client_wants_usage);
+}
+
+TEST(OpenAiTest, EstimatesChatContentPartsAndToolCalls) {
+  // Text: "abcd", tool call "fn" and "{\"a\"}", "done" = 15 bytes = 4 tokens;
+  // one image part; three messages.
+  auto r = ParseRequest(Api::kChatCompletions, R"({"model":"m","messages":[
+      {"role":"user","content":[{"type":"text","text":"abcd"},
+                                {"type":"image_url","image_url":{"url":"data:xxxxxxxxxxxxxxxx"}}]},
+      {"role":"assistant","content":null,
+       "tool_calls":[{"id":"c1","type":"function","function":{"name":"fn","arguments":"{\"a\"}"}}]},
+      {"role":"tool","tool_call_id":"c1","content":"done"}]})");
+  ASSERT_OK(r);
+  EXPECT_EQ(r->estimated_input_tokens, 4 + 256 + 3 * 4);
+}
+
+TEST(OpenAiTest, EstimatesPromptsAndInputs) {
+  EXPECT_EQ(EstimateTokens(""), 0);
+  EXPECT_EQ(EstimateTokens("abc"), 1);
+  EXPECT_EQ(EstimateTokens("abcd"), 1);
+  EXPECT_EQ(EstimateTokens("abcde"), 2);
+
+  auto text = ParseRequest(Api::kCompletions, R"({"model":"m","prompt":"0123456789"})");
+  ASSERT_OK(text);
+  EXPECT_EQ(text->estimated_input_tokens, 3);
+  auto list = ParseRequest(Api::kCompletions, R"({"model":"m","prompt":["0123","4567"]})");
+  ASSERT_OK(list);
+  EXPECT_EQ(list->estimated_input_tokens, 2);
+  auto ids = ParseRequest(Api::kCompletions, R"({"model":"m","prompt":[1,2,3]})");
+  ASSERT_OK(ids);
+  EXPECT_EQ(ids->estimated_input_tokens, 3);
+  auto batches = ParseRequest(Api::kEmbeddings, R"({"model":"e","input":[[1,2],[3,4,5]]})");
+  ASSERT_OK(batches);
+  EXPECT_EQ(batches->estimated_input_tokens, 5);
+  // Never 0 for a valid request.
+  auto empty = ParseRequest(Api::kCompletions, R"({"model":"m","prompt":""})");
+  ASSERT_OK(empty);
+  EXPECT_EQ(empty->estimated_input_tokens, 1);
+}
+
+TEST(OpenAiTest, EmbeddingsNeverStreamAndIgnoreGenerationFields) {
+  auto r = ParseRequest(Api::kEmbeddings,
+                        R"({"model":"e","input":"hello","stream":"yes","max_tokens":-1})");
+  ASSERT_OK(r);
+  EXPECT_FALSE(r->stream);
+  EXPECT_EQ(r->max_tokens, 0);
+  EXPECT_EQ(r->estimated_input_tokens, 2);
+}
+
+TEST(OpenAiTest, RejectsMalformedBodiesNamingTheField) {
+  const std::string msgs = R"("messages":[{"role":"user","content":"x"}])";
+  ExpectFieldError(Api::kChatCompletions, "{\"model\":", "JSON");
+  ExpectFieldError(Api::kChatCompletions, "[1,2]", "JSON object");
+  ExpectFieldError(Api::kChatCompletions, "{" + msgs + "}", "model");
+  ExpectFieldError(Api::kChatCompletions, R"({"model":"",)" + msgs + "}", "model");
+  ExpectFieldError(Api::kChatCompletions, R"({"model":7,)" + msgs + "}", "model");
+  ExpectFieldError(Api::kChatCompletions,
+                   R"({"model":")" + std::string(300, 'm') + "\"," + msgs + "}", "model");
+  ExpectFieldError(Api::kChatCompletions, R"({"model":"m","stream":"true",)" + msgs + "}",
+                   "stream");
+  ExpectFieldError(Api::kChatCompletions, R"({"model":"m","max_tokens":-1,)" + msgs + "}",
+                   "max_tokens");
+  ExpectFieldError(Api::kChatCompletions, R"({"model":"m","max_tokens":1.5,)" + msgs + "}",
+                   "max_tokens");
+  ExpectFieldError(Api::kChatCompletions, R"({"model":"m","max_tokens":"10",)" + msgs + "}",
+                   "max_tokens");
+  ExpectFieldError(Api::kChatCompletions,
+                   R"({"model":"m","max_completion_tokens":18446744073709551615,)" + msgs + "}",
+                   "max_completion_tokens");
+  ExpectFieldError(Api::kChatCompletions, R"({"model":"m","stream_options":true,)" + msgs + "}",
+                   "stream_options");
+  ExpectFieldError(Api::kChatCompletions,
+                   R"({"model":"m","stream_options":{"include_usage":1},)" + msgs + "}",
+                   "stream_options.include_usage");
+  ExpectFieldError(Api::kChatCompletions, R"({"model":"m"})", "messages");
+  ExpectFieldError(Api::kChatCompletions, R"({"model":"m","messages":"hi"})", "messages");
+  ExpectFieldError(Api::kChatCompletions, R"({"model":"m","messages":[]})", "messages");
+  ExpectFieldError(Api::kChatCompletions, R"({"model":"m","messages":[{"role":"user"},3]})",
+                   "messages[1]");
+  ExpectFieldError(Api::kCompletions, R"({"model":"m"})", "prompt");
+  ExpectFieldError(Api::kCompletions, R"({"model":"m","prompt":42})", "prompt");
+  ExpectFieldError(Api::kEmbeddings, R"({"model":"m"})", "input");
+  ExpectFieldError(Api::kEmbeddings, R"({"model":"m","input":{"text":"x"}})", "input");
+}
+
+TEST(OpenAiTest, AcceptsDeepToolSchemasButNotUnboundedNesting) {
+  auto nested = [](int depth) {
+    std::string schema;
+    for (int i = 0; i < depth; ++i) schema += R"({"a":)";
+    schema += "1";
+    for (int i = 0; i < depth; ++i) schema += "}";
+    return R"({"model":"m","messages":[{"role":"user","content":"x"}],"tools":)" + schema + "}";
+  };
+  EXPECT_OK(ParseRequest(Api::kChatCompletions, nested(40)));
+  EXPECT_ERROR(ParseRequest(Api::kChatCompletions, nested(200)), ErrorCode::kInvalidArgument);
+}
+
+ParsedRequest Parsed(Api api, const std::string& body) {
+  auto r = ParseRequest(api, body);
+  EXPECT_TRUE(r.has_value()) << body;
+  return r.has_value() ? *r : ParsedRequest{};
+}
+
+TEST(OpenAiTest, UpstreamBodyIsUnchangedWithoutStreamOrWhenUsageIsAsked) {
+  const std::string plain =
+      "{ \"model\" : \"m\",\n  \"messages\":[{\"role\":\"user\",\"content\":\"x\"}], "
+      "\"temperature\": 0.70 }";
+  EXPECT_EQ(UpstreamBody(plain, Parsed(Api::kChatCompletions, plain)), plain);
+  const std::string asked =
+      R"({"model":"m","stream":true,"stream_options":{"include_usage":true},"prompt":"x"})";
+  EXPECT_EQ(UpstreamBody(asked, Parsed(Api::kCompletions, asked)), asked);
+}
+
+TEST(OpenAiTest, UpstreamBodyAddsStreamOptionsKeepingEveryByte) {
+  const std::string body =
+      "{\"model\":\"m\", \"stream\":true,\"temperature\":1.000,\"n\":1e0,\"user\":\"\\u00e9\","
+      "\"messages\":[{\"role\":\"user\",\"content\":\"}{\\\"stream_options\\\":null\"}]}";
+  std::string upstream = UpstreamBody(body, Parsed(Api::kChatCompletions, body));
+  EXPECT_EQ(upstream, "{\"stream_options\":{\"include_usage\":true}," + body.substr(1));
+}
+
+TEST(OpenAiTest, UpstreamBodySetsIncludeUsageInTheClientsStreamOptions) {
+  struct Case {
+    std::string body;
+    std::string want;
+  };
+  const std::vector<Case> cases = {
+      {R"({"model":"m","prompt":"x","stream":true,"stream_options":{}})",
+       R"({"model":"m","prompt":"x","stream":true,"stream_options":{"include_usage":true}})"},
+      {R"({"model":"m","prompt":"x","stream":true,"stream_options": { } })",
+       R"({"model":"m","prompt":"x","stream":true,"stream_options": {"include_usage":true } })"},
+      {R"({"model":"m","prompt":"x","stream":true,"stream_options":{"continuous_usage_stats":true}})",
+       R"({"model":"m","prompt":"x","stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}})"},
+      {R"({"model":"m","prompt":"x","stream":true,"stream_options":{"include_usage": false ,"x":1}})",
+       R"({"model":"m","prompt":"x","stream":true,"stream_options":{"include_usage": true ,"x":1}})"},
+      {R"({"model":"m","prompt":"x","stream":true,"stream_options":{"include_usage":null}})",
+       R"({"model":"m","prompt":"x","stream":true,"stream_options":{"include_usage":true}})"},
+      {R"({"model":"m","prompt":"x","stream":true,"stream_options":null})",
+       R"({"model":"m","prompt":"x","stream":true,"stream_options":{"include_usage":true}})"},
+      // An escaped key is the same member to the upstream's parser.
+      {R"({"model":"m","prompt":"x","stream":true,"stream\u005foptions":{}})",
+       R"({"model":"m","prompt":"x","stream":true,"stream\u005foptions":{"include_usage":true}})"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(UpstreamBody(c.body, Parsed(Api::kCompletions, c.body)), c.want) << c.body;
+  }
+}
+
+TEST(OpenAiTest, UpstreamBodyChangesTheMemberTheUpstreamKeeps) {
+  // With a duplicated key JSON parsers keep the last one; so must the splice.
+  const std::string body =
+      R"({"model":"m","prompt":"x","stream_options":{"include_usage":true},"stream":true,"stream_options":{"include_usage":false}})";
+  ParsedRequest parsed = Parsed(Api::kCompletions, body);
+  EXPECT_FALSE(parsed.client_wants_usage);
+  Json upstream = MustParse(UpstreamBody(body, parsed));
+  EXPECT_EQ(upstream["stream_options"]["include_usage"], true);
+}
+
+TEST(OpenAiTest, UpstreamBodyHandlesAByteOrderMark) {
+  const std::string body = "\xEF\xBB\xBF {\"model\":\"m\",\"prompt\":\"x\",\"stream\":true}";
+  std::string upstream = UpstreamBody(body, Parsed(Api::kCompletions, body));
+  EXPECT_EQ(upstream,
+            "\xEF\xBB\xBF {\"stream_options\":{\"include_usage\":true},\"model\":\"m\","
+            "\"prompt\":\"x\",\"stream\":true}");
+}
+
+TEST(OpenAiTest, UsageFromResponse) {
+  Usage u = UsageFromResponse(R"({"id":"x","choices":[{"message":{"content":"hi"}}],
+      "usage":{"prompt_tokens":12,"completion_tokens":5,"total_tokens":17,
+               "prompt_tokens_details":{"cached_tokens":8}}})");
+  EXPECT_TRUE(u.present);
+  EXPECT_EQ(u.prompt_tokens, 12);
+  EXPECT_EQ(u.completion_tokens, 5);
+  EXPECT_EQ(u.cached_tokens, 8);
+
+  Usage embeddings = UsageFromResponse(
+      R"({"object":"list","data":[],"usage":{"prompt_tokens":6,"total_tokens":6}})");
+  EXPECT_TRUE(embeddings.present);
+  EXPECT_EQ(embeddings.prompt_tokens, 6);
+  EXPECT_EQ(embeddings.completion_tokens, 0);
+
+  Usage negative = UsageFromResponse(R"({"usage":{"prompt_tokens":-3,"completion_tokens":2}})");
+  EXPECT_TRUE(negative.present);
+  EXPECT_EQ(negative.prompt_tokens, 0);
+
+  EXPECT_FALSE(UsageFromResponse(R"({"id":"x"})").present);
+  EXPECT_FALSE(UsageFromResponse(R"({"usage":null})").present);
+  EXPECT_FALSE(UsageFromResponse(R"({"usage":{"prompt_tokens":"7"}})").present);
+  EXPECT_FALSE(UsageFromResponse("<html>502 Bad Gateway</html>").present);
+  EXPECT_FALSE(UsageFromResponse("").present);
+}
+
+// --- SseRelay
+
+std::string Chunk(const std::string& json) { return "data: " + json + "\n\n"; }
+
+std::string ContentChunk(const std::string& text) {
+  return Chunk(
+      R"({"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":")" +
+      text + R"("},"finish_reason":null}]})");
+}
+
+const std::string kRoleChunk =
+    Chunk(R"({"id":"c","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]})");
+const std::string kUsageChunk = Chunk(
+    R"({"id":"c","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":3,"total_tokens":12,"prompt_tokens_details":{"cached_tokens":4}}})");
+const std::string kDone = "data: [DONE]\n\n";
+
+std::string Stream() {
+  return kRoleChunk + ContentChunk("Hel") + ContentChunk("lo") + ContentChunk("!") + kUsageChunk +
+         kDone;
+}
+
+// Feeds `stream` cut at the given offsets; returns everything relayed.
+std::string Relay(SseRelay& relay, const std::string& stream, const std::vector<size_t>& cuts) {
+  std::string out;
+  size_t from = 0;
+  for (size_t cut : cuts) {
+    out += relay.Feed(std::string_view(stream).substr(from, cut - from));
+    from = cut;
+  }
+  out += relay.Feed(std::string_view(stream).substr(from));
+  out += relay.Finish();
+  return out;
+}
+
+TEST(SseRelayTest, DropsTheUsageChunkForAClientThatDidNotAskAndMetersIt) {
+  SseRelay relay(false);
+  std::string out = Relay(relay, Stream(), {});
+  EXPECT_EQ(out, kRoleChunk + ContentChunk("Hel") + ContentChunk("lo") + ContentChunk("!") + kDone);
+  EXPECT_TRUE(relay.usage().present);
+  EXPECT_EQ(relay.usage().prompt_tokens, 9);
+  EXPECT_EQ(relay.usage().completion_tokens, 3);
+  EXPECT_EQ(relay.usage().cached_tokens, 4);
+  EXPECT_EQ(relay.content_chunks(), 3);
+  EXPECT_EQ(relay.StreamedTokens(), 3);
+  EXPECT_TRUE(relay.saw_done());
+}
+
+TEST(SseRelayTest, RelaysEverythingToAClientThatAskedForUsage) {
+  SseRelay relay(true);
+  EXPECT_EQ(Relay(relay, Stream(), {}), Stream());
+  EXPECT_EQ(relay.usage().completion_tokens, 3);
+}
+
+TEST(SseRelayTest, SplitsAnywhereGiveTheSameBytesAndMeters) {
+  const std::string stream = Stream();
+  SseRelay whole(false);
+  const std::string expected = Relay(whole, stream, {});
+  for (size_t cut = 0; cut <= stream.size(); ++cut) {
+    SseRelay relay(false);
+    ASSERT_EQ(Relay(relay, stream, {cut}), expected) << "cut at " << cut;
+    EXPECT_EQ(relay.usage().completion_tokens, 3);
+    EXPECT_EQ(relay.content_chunks(), 3);
+    EXPECT_TRUE(relay.saw_done());
+  }
+  std::vector<size_t> every_byte;
+  for (size_t i = 1; i < stream.size(); ++i) every_byte.push_back(i);
+  SseRelay bytewise(false);
+  EXPECT_EQ(Relay(bytewise, stream, every_byte), expected);
+  EXPECT_EQ(bytewise.StreamedTokens(), 3);
+}
+
+TEST(SseRelayTest, HoldsAnEventUntilItIsComplete) {
+  SseRelay relay(false);
+  const std::string event = ContentChunk("a");
+  EXPECT_EQ(relay.Feed(event.substr(0, event.size() - 1)), "");
+  EXPECT_EQ(relay.Feed(event.substr(event.size() - 1)), event);
+  EXPECT_EQ(relay.Finish(), "");
+}
+
+std::string WithLineEnds(const std::string& stream, const std::string& eol) {
+  std::string out;
+  for (char c : stream) {
+    if (c == '\n') {
+      out += eol;
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+TEST(SseRelayTest, UnderstandsCrLfAndCrLineEnds) {
+  for (const std::string eol : {"\r\n", "\r"}) {
+    const std::string stream = WithLineEnds(Stream(), eol);
+    const std::string expected = WithLineEnds(
+        kRoleChunk + ContentChunk("Hel") + ContentChunk("lo") + ContentChunk("!") + kDone, eol);
+    for (size_t cut = 0; cut <= stream.size(); ++cut) {
+      SseRelay relay(false);
+      ASSERT_EQ(Relay(relay, stream, {cut}), expected) << "cut at " << cut;
+      EXPECT_EQ(relay.usage().completion_tokens, 3);
+      EXPECT_TRUE(relay.saw_done());
+    }
+  }
+}
+
+TEST(SseRelayTest, KeepsUsageOnAChunkWithChoices) {
+  // Some servers put usage on the last content chunk: it is content, so relayed.
+  const std::string stream =
+      ContentChunk("a") +
+      Chunk(
+          R"({"choices":[{"index":0,"delta":{"content":"b"}}],"usage":{"prompt_tokens":2,"completion_tokens":2}})") +
+      kDone;
+  SseRelay relay(false);
+  EXPECT_EQ(Relay(relay, stream, {}), stream);
+  EXPECT_EQ(relay.usage().completion_tokens, 2);
+  EXPECT_EQ(relay.content_chunks(), 2);
+}
+
+TEST(SseRelayTest, TakesTheLargestCumulativeUsageNeverTheSum) {
+  std::string stream;
+  for (int i = 1; i <= 5; ++i) {
+    stream += Chunk(
+        R"({"choices":[{"index":0,"delta":{"content":"t"}}],"usage":{"prompt_tokens":10,"completion_tokens":)" +
+        std::to_string(i) + "}}");
+  }
+  stream += Chunk(R"({"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":5}})") + kDone;
+  SseRelay relay(false);
+  Relay(relay, stream, {});
+  EXPECT_EQ(relay.usage().prompt_tokens, 10);
+  EXPECT_EQ(relay.usage().completion_tokens, 5);
+  EXPECT_EQ(relay.StreamedTokens(), 5);
+}
+
+TEST(SseRelayTest, CountsContentChunksWhenTheUpstreamSendsNoUsage) {
+  // An interrupted stream: no usage, no [DONE].
+  const std::string stream =
+      kRoleChunk + ContentChunk("a") + ContentChunk("b") +
+      Chunk(R"({"choices":[{"index":0,"delta":{"reasoning_content":"hmm"}}]})") +
+      Chunk(
+          R"({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}}]})") +
+      Chunk(R"({"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]})");
+  SseRelay relay(false);
+  EXPECT_EQ(Relay(relay, stream, {}), stream);
+  EXPECT_FALSE(relay.usage().present);
+  EXPECT_EQ(relay.content_chunks(), 4);
+  EXPECT_EQ(relay.StreamedTokens(), 4);
+  EXPECT_FALSE(relay.saw_done());
+}
+
+TEST(SseRelayTest, CountsCompletionsTextAndEveryChoice) {
+  const std::string stream =
+      Chunk(
+          R"({"object":"text_completion","choices":[{"index":0,"text":"a"},{"index":1,"text":"b"}]})") +
+      Chunk(R"({"choices":[{"index":0,"text":""}]})") + kDone;
+  SseRelay relay(false);
+  Relay(relay, stream, {});
+  EXPECT_EQ(relay.content_chunks(), 2);
+}
+
+TEST(SseRelayTest, PassesCommentsEventFieldsAndNonJsonData) {
+  const std::string stream =
+      ": keep-alive\n\nevent: error\ndata: {not json\n\nid: 7\nretry: 10\n\n" + ContentChunk("x") +
+      "\n\n" + kDone;
+  SseRelay relay(false);
+  EXPECT_EQ(Relay(relay, stream, {}), stream);
+  EXPECT_EQ(relay.content_chunks(), 1);
+}
+
+TEST(SseRelayTest, JoinsMultiLineData) {
+  const std::string stream =
+      "data: {\"choices\":[],\ndata: \"usage\":{\"prompt_tokens\":1,\"completion_tokens\":6}}\n\n" +
+      kDone;
+  SseRelay relay(false);
+  EXPECT_EQ(Relay(relay, stream, {}), kDone);
+  EXPECT_EQ(relay.usage().completion_tokens, 6);
+}
+
+TEST(SseRelayTest, FinishPassesAnIncompleteLastEventAndMetersIt) {
+  SseRelay relay(false);
+  const std::string tail =
+      R"(data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":4}})";
+  EXPECT_EQ(relay.Feed(ContentChunk("a") + tail), ContentChunk("a"));
+  EXPECT_EQ(relay.Finish(), tail);
+  EXPECT_EQ(relay.usage().completion_tokens, 4);
+}
+
+TEST(SseRelayTest, StopsFilteringPastTheEventCap) {
+  SseRelay relay(false);
+  const std::string huge = "data: " + std::string((1 << 20) + 10, 'x');
+  std::string out = relay.Feed(huge);
+  EXPECT_EQ(out, huge);
+  // From now on bytes pass untouched, usage chunks included.
+  EXPECT_EQ(relay.Feed("\n\n" + kUsageChunk), "\n\n" + kUsageChunk);
+  EXPECT_EQ(relay.Finish(), "");
+  EXPECT_FALSE(relay.usage().present);
+}
+
+TEST(SseRelayTest, HoldsAtMostOneIncompleteEvent) {
+  SseRelay relay(false);
+  // Many complete events plus half of one: only the half is held back.
+  std::string events;
+  for (int i = 0; i < 100; ++i) events += ContentChunk("t");
+  EXPECT_EQ(relay.Feed(events + "data: {\"cho"), events);
+  EXPECT_EQ(relay.Finish(), "data: {\"cho");
+}
+
+TEST(OpenAiTest, ErrorBodyHasOpenAisShape) {
+  EXPECT_EQ(
+      ErrorBody("Bad key", "invalid_request_error", "invalid_api_key"),
+      R"({"error":{"message":"Bad key","type":"invalid_request_error","param":null,"code":"invalid_api_key"}})");
+  Json body = MustParse(ErrorBody("quote \" and\nnewline", "server_error", ""));
+  EXPECT_EQ(body["error"]["message"], "quote \" and\nnewline");
+  EXPECT_TRUE(body["error"]["code"].is_null());
+  // Client text with invalid UTF-8 must not throw.
+  std::string odd = ErrorBody("The model `\xff\xfe` does not exist", "invalid_request_error", "x");
+  EXPECT_NE(odd.find("does not exist"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace atrium::gateway

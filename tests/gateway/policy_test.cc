@@ -1,0 +1,304 @@
+#include "gateway/policy.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "identity/api_key.h"
+#include "support/result_matchers.h"
+
+namespace atrium::gateway {
+namespace {
+
+constexpr int64_t kNow = 1'700'000'000'000;
+
+Tenant MakeTenant(std::string id, std::vector<std::string> regions, int64_t weight = 1,
+                  std::string state = "active") {
+  Tenant t;
+  t.id = std::move(id);
+  t.name = t.id;
+  t.regions = std::move(regions);
+  t.weight = weight;
+  t.state = std::move(state);
+  return t;
+}
+
+DeploymentRecord MakeDeployment(std::string id, std::string model, std::string region,
+                                std::string tenant = "") {
+  DeploymentRecord d;
+  d.id = std::move(id);
+  d.model = std::move(model);
+  d.region = std::move(region);
+  d.visibility = tenant.empty() ? "shared" : "dedicated";
+  d.tenant_id = std::move(tenant);
+  d.endpoints = {{"http://" + d.id + ":8000", 8}};
+  return d;
+}
+
+class PolicyTest : public ::testing::Test {
+ protected:
+  // Adds a key; returns its text.
+  std::string AddKey(const std::string& tenant, const std::string& role,
+                     const std::string& owner_role = "", const std::string& owner_state = "active",
+                     std::vector<std::string> scopes = {}) {
+    GeneratedApiKey generated = GenerateApiKey();
+    GatewayKeyRow row;
+    row.key.id = generated.key_id;
+    row.key.tenant_id = tenant;
+    row.key.owner_user_id = "usr_" + generated.key_id;
+    row.key.role = role;
+    row.key.scopes = std::move(scopes);
+    row.key.secret_hash = generated.secret_hash;
+    row.owner_state = owner_state;
+    row.owner_role = owner_role.empty() ? role : owner_role;
+    rows_.keys.push_back(row);
+    return generated.text;
+  }
+  GatewayKeyRow& LastKey() { return rows_.keys.back(); }
+
+  void SetUp() override {
+    rows_.tenants = {MakeTenant("tn_eu", {"eu-west"}, 3), MakeTenant("tn_any", {}),
+                     MakeTenant("tn_off", {}, 1, "suspended")};
+    rows_.deployments = {
+        MakeDeployment("dep_b", "llama", "us-east"),
+        MakeDeployment("dep_a", "llama", "eu-west"),
+        MakeDeployment("dep_c", "private", "us-east", "tn_eu"),
+        MakeDeployment("dep_d", "mistral", "us-east"),
+        MakeDeployment("dep_e", "llama", "us-east", "tn_any"),
+        MakeDeployment("dep_f", "qwen", "eu-west"),
+    };
+    rows_.entitlements = {{"tn_eu", "llama", 0},
+                          {"tn_eu", "mistral", 0},
+                          {"tn_any", "llama", 0},
+                          {"tn_any", "mistral", 0},
+                          {"tn_off", "llama", 0}};
+    rows_.limits = {{"tn_eu", "", {600, 100'000, 10, 50}, "", 0}};
+  }
+
+  std::shared_ptr<const PolicySnapshot> Build() { return PolicySnapshot::Build(rows_, 7); }
+
+  Caller MustAuthenticate(const PolicySnapshot& policy, const std::string& key) {
+    auto caller = policy.Authenticate("Bearer " + key, kNow);
+    EXPECT_TRUE(caller.has_value()) << caller.error().message;
+    return caller.has_value() ? *caller : Caller{};
+  }
+
+  std::vector<std::string> Route(const PolicySnapshot& policy, const Caller& caller,
+                                 const std::string& model) {
+    auto route = policy.Resolve(caller, model);
+    if (!route.has_value()) return {"error: " + route.error().message};
+    std::vector<std::string> ids;
+    for (const DeploymentRecord* d : route->deployments) ids.push_back(d->id);
+    return ids;
+  }
+
+  GatewayPolicyRows rows_;
+};
+
+TEST_F(PolicyTest, AuthenticatesATenantKey) {
+  std::string key = AddKey("tn_eu", "tenant-member");
+  std::string key_id = LastKey().key.id;
+  rows_.limits.push_back({"tn_eu", key_id, {60, 1000, 2, 5}, "batch", 0});
+  auto policy = Build();
+  EXPECT_EQ(policy->version(), 7);
+  Caller caller = MustAuthenticate(*policy, key);
+  EXPECT_EQ(caller.tenant_id, "tn_eu");
+  EXPECT_EQ(caller.key_id, key_id);
+  EXPECT_EQ(caller.role, "tenant-member");
+  EXPECT_DOUBLE_EQ(caller.weight, 3);
+  EXPECT_EQ(caller.priority, Priority::kBatch);
+  EXPECT_EQ(caller.regions, std::vector<std::string>{"eu-west"});
+  ASSERT_EQ(caller.subjects.size(), 2u);
+  EXPECT_EQ(caller.subjects[0].name, "tenant:tn_eu");
+  EXPECT_EQ(caller.subjects[0].limits.requests_per_minute, 600);
+  EXPECT_EQ(caller.subjects[0].limits.max_queued, 50);
+  EXPECT_EQ(caller.subjects[1].name, "key:" + key_id);
+  EXPECT_EQ(caller.subjects[1].limits.tokens_per_minute, 1000);
+  EXPECT_EQ(caller.subjects[1].limits.max_concurrent, 2);
+}
+
+TEST_F(PolicyTest, KeysWithoutLimitRecordsAreUnlimitedAndInteractive) {
+  std::string key = AddKey("tn_any", "tenant-admin");
+  Caller caller = MustAuthenticate(*Build(), key);
+  EXPECT_EQ(caller.priority, Priority::kInteractive);
+  EXPECT_DOUBLE_EQ(caller.weight, 1);
+  ASSERT_EQ(caller.subjects.size(), 2u);
+  EXPECT_EQ(caller.subjects[0].limits.requests_per_minute, 0);
+  EXPECT_EQ(caller.subjects[1].limits.max_concurrent, 0);
+}
+
+TEST_F(PolicyTest, IgnoresAKeyLimitRecordOfAnotherTenant) {
+  std::string key = AddKey("tn_any", "tenant-member");
+  rows_.limits.push_back({"tn_eu", LastKey().key.id, {1, 1, 1, 1}, "batch", 0});
+  Caller caller = MustAuthenticate(*Build(), key);
+  EXPECT_EQ(caller.subjects[1].limits.requests_per_minute, 0);
+  EXPECT_EQ(caller.priority, Priority::kInteractive);
+}
+
+TEST_F(PolicyTest, AcceptsTheBearerSchemeInAnyCase) {
+  std::string key = AddKey("tn_any", "tenant-member");
+  auto policy = Build();
+  EXPECT_OK(policy->Authenticate("bearer " + key, kNow));
+  EXPECT_OK(policy->Authenticate("  BEARER   " + key + "  ", kNow));
+}
+
+TEST_F(PolicyTest, RefusesMissingOrMalformedCredentials) {
+  std::string key = AddKey("tn_any", "tenant-member");
+  auto policy = Build();
+  for (const std::string& header :
+       {std::string(), std::string("   "), std::string("Bearer"), std::string("Bearer   "),
+        "Basic " + key, key, "Bearerx " + key, std::string("Bearer sk-not-ours"),
+        "Bearer " + key.substr(0, key.size() - 1), "Bearer " + key + "x"}) {
+    EXPECT_ERROR(policy->Authenticate(header, kNow), ErrorCode::kUnauthenticated);
+  }
+}
+
+TEST_F(PolicyTest, RefusesUnknownKeysAndWrongSecrets) {
+  auto unknown = GenerateApiKey();
+  std::string key = AddKey("tn_any", "tenant-member");
+  LastKey().key.secret_hash = HashApiKeySecret("another secret");
+  auto policy = Build();
+  EXPECT_ERROR(policy->Authenticate("Bearer " + unknown.text, kNow), ErrorCode::kUnauthenticated);
+  auto wrong = policy->Authenticate("Bearer " + key, kNow);
+  ASSERT_FALSE(wrong.has_value());
+  EXPECT_EQ(wrong.error().code, ErrorCode::kUnauthenticated);
+  EXPECT_EQ(wrong.error().message, "invalid API key");
+}
+
+TEST_F(PolicyTest, RefusesRevokedAndExpiredKeys) {
+  std::string revoked = AddKey("tn_any", "tenant-member");
+  LastKey().key.revoked_at = kNow - 1;
+  std::string expiring = AddKey("tn_any", "tenant-member");
+  LastKey().key.expires_at = kNow + 1000;
+  auto policy = Build();
+  EXPECT_ERROR(policy->Authenticate("Bearer " + revoked, kNow), ErrorCode::kUnauthenticated);
+  EXPECT_OK(policy->Authenticate("Bearer " + expiring, kNow + 999));
+  auto expired = policy->Authenticate("Bearer " + expiring, kNow + 1000);
+  ASSERT_FALSE(expired.has_value());
+  EXPECT_EQ(expired.error().code, ErrorCode::kUnauthenticated);
+  EXPECT_EQ(expired.error().message, "API key expired");
+}
+
+TEST_F(PolicyTest, RefusesDisabledOwnersAndKeysAboveTheirOwner) {
+  std::string disabled = AddKey("tn_any", "tenant-member", "", "disabled");
+  std::string above = AddKey("tn_any", "tenant-admin", "tenant-member");
+  std::string bad_role = AddKey("tn_any", "superuser");
+  auto policy = Build();
+  EXPECT_ERROR(policy->Authenticate("Bearer " + disabled, kNow), ErrorCode::kUnauthenticated);
+  EXPECT_ERROR(policy->Authenticate("Bearer " + above, kNow), ErrorCode::kUnauthenticated);
+  EXPECT_ERROR(policy->Authenticate("Bearer " + bad_role, kNow), ErrorCode::kUnauthenticated);
+}
+
+TEST_F(PolicyTest, SuspendedAndUnknownTenantsAreUnauthenticated) {
+  std::string suspended = AddKey("tn_off", "tenant-member");
+  std::string gone = AddKey("tn_gone", "tenant-member");
+  auto policy = Build();
+  auto r = policy->Authenticate("Bearer " + suspended, kNow);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, ErrorCode::kUnauthenticated);
+  EXPECT_EQ(r.error().message, "tenant is suspended");
+  EXPECT_ERROR(policy->Authenticate("Bearer " + gone, kNow), ErrorCode::kUnauthenticated);
+}
+
+TEST_F(PolicyTest, RolesWithoutModelInvokeAndPlatformKeysAreForbidden) {
+  std::string viewer = AddKey("tn_any", "tenant-viewer");
+  std::string platform = AddKey("", "platform-admin");
+  std::string member = AddKey("tn_any", "tenant-member");
+  std::string admin = AddKey("tn_any", "tenant-admin");
+  auto policy = Build();
+  EXPECT_ERROR(policy->Authenticate("Bearer " + viewer, kNow), ErrorCode::kPermissionDenied);
+  EXPECT_ERROR(policy->Authenticate("Bearer " + platform, kNow), ErrorCode::kPermissionDenied);
+  EXPECT_OK(policy->Authenticate("Bearer " + member, kNow));
+  EXPECT_OK(policy->Authenticate("Bearer " + admin, kNow));
+}
+
+TEST_F(PolicyTest, RoutesDedicatedFirstThenSharedInTheTenantsRegions) {
+  std::string eu = AddKey("tn_eu", "tenant-member");
+  std::string any = AddKey("tn_any", "tenant-member");
+  auto policy = Build();
+  Caller eu_caller = MustAuthenticate(*policy, eu);
+  Caller any_caller = MustAuthenticate(*policy, any);
+  // Data residency: only the eu-west deployment.
+  EXPECT_EQ(Route(*policy, eu_caller, "llama"), std::vector<std::string>{"dep_a"});
+  // A tenant's own deployment needs no entitlement.
+  EXPECT_EQ(Route(*policy, eu_caller, "private"), std::vector<std::string>{"dep_c"});
+  // No region limit: the dedicated one, then every shared one in id order.
+  EXPECT_EQ(Route(*policy, any_caller, "llama"),
+            (std::vector<std::string>{"dep_e", "dep_a", "dep_b"}));
+  auto route = policy->Resolve(any_caller, "mistral");
+  ASSERT_OK(route);
+  EXPECT_EQ(route->model, "mistral");
+  ASSERT_EQ(route->deployments.size(), 1u);
+  EXPECT_EQ(route->deployments[0], policy->Deployment("dep_d"));
+}
+
+TEST_F(PolicyTest, UnknownAndForbiddenModelsGetTheSameAnswer) {
+  std::string eu = AddKey("tn_eu", "tenant-member");
+  std::string any = AddKey("tn_any", "tenant-member");
+  auto policy = Build();
+  Caller eu_caller = MustAuthenticate(*policy, eu);
+  Caller any_caller = MustAuthenticate(*policy, any);
+  auto expect_not_found = [&](const Caller& caller, const std::string& model) {
+    auto r = policy->Resolve(caller, model);
+    ASSERT_FALSE(r.has_value()) << model;
+    EXPECT_EQ(r.error().code, ErrorCode::kNotFound);
+    EXPECT_EQ(r.error().message,
+              "The model `" + model + "` does not exist or you do not have access to it.");
+  };
+  expect_not_found(eu_caller, "no-such-model");
+  expect_not_found(eu_caller, "mistral");   // entitled, but only in us-east
+  expect_not_found(eu_caller, "qwen");      // in eu-west, but not entitled
+  expect_not_found(any_caller, "private");  // another tenant's dedicated model
+}
+
+TEST_F(PolicyTest, KeyScopesNarrowTheModels) {
+  std::string scoped = AddKey("tn_any", "tenant-member", "", "active", {"mistral", "qwen"});
+  auto policy = Build();
+  Caller caller = MustAuthenticate(*policy, scoped);
+  EXPECT_ERROR(policy->Resolve(caller, "llama"), ErrorCode::kNotFound);
+  EXPECT_OK(policy->Resolve(caller, "mistral"));
+  // A scope does not grant what the tenant lacks.
+  EXPECT_ERROR(policy->Resolve(caller, "qwen"), ErrorCode::kNotFound);
+  EXPECT_EQ(policy->ModelsFor(caller), std::vector<std::string>{"mistral"});
+}
+
+TEST_F(PolicyTest, ListsTheModelsACallerMayUse) {
+  std::string eu = AddKey("tn_eu", "tenant-member");
+  std::string any = AddKey("tn_any", "tenant-member");
+  auto policy = Build();
+  EXPECT_EQ(policy->ModelsFor(MustAuthenticate(*policy, eu)),
+            (std::vector<std::string>{"llama", "private"}));
+  EXPECT_EQ(policy->ModelsFor(MustAuthenticate(*policy, any)),
+            (std::vector<std::string>{"llama", "mistral"}));
+}
+
+TEST_F(PolicyTest, DeploymentsWithAnUnknownVisibilityServeNoOne) {
+  DeploymentRecord odd = MakeDeployment("dep_x", "odd", "eu-west");
+  odd.visibility = "public";
+  rows_.deployments.push_back(odd);
+  rows_.entitlements.push_back({"tn_eu", "odd", 0});
+  std::string eu = AddKey("tn_eu", "tenant-member");
+  auto policy = Build();
+  EXPECT_ERROR(policy->Resolve(MustAuthenticate(*policy, eu), "odd"), ErrorCode::kNotFound);
+  // Still known by id, for records and diagnostics.
+  ASSERT_NE(policy->Deployment("dep_x"), nullptr);
+  EXPECT_EQ(policy->Deployment("dep_x")->model, "odd");
+  EXPECT_EQ(policy->Deployment("dep_nope"), nullptr);
+}
+
+TEST_F(PolicyTest, ASnapshotOutlivesItsReplacement) {
+  std::string eu = AddKey("tn_eu", "tenant-member");
+  auto old_policy = Build();
+  Caller caller = MustAuthenticate(*old_policy, eu);
+  auto route = old_policy->Resolve(caller, "llama");
+  ASSERT_OK(route);
+  rows_.deployments.clear();
+  auto new_policy = Build();
+  EXPECT_ERROR(new_policy->Resolve(caller, "llama"), ErrorCode::kNotFound);
+  // The request that started on the old snapshot still reads its deployment.
+  EXPECT_EQ(route->deployments[0]->id, "dep_a");
+}
+
+}  // namespace
+}  // namespace atrium::gateway
