@@ -44,6 +44,8 @@ std::string TargetOf(TargetKind kind, const http::Request& req) {
       return "caller";
     case TargetKind::kAllocation:
       return "allocation/" + req.PathParam("allocation_id");
+    case TargetKind::kDeployment:
+      return "deployment/" + req.PathParam("deployment_id");
     case TargetKind::kPublic:
       return "";
   }
@@ -91,7 +93,8 @@ http::Response ControlPlaneApi::Handle(http::Request& request) {
               std::nullopt, TenantScope::Platform(),
               false,        TargetOf(spec.target, request),
               "",           std::nullopt,
-              std::nullopt, std::nullopt};
+              std::nullopt, std::nullopt,
+              std::nullopt};
   auto result = Dispatch(ctx, spec);
   http::Response response = result.has_value() ? std::move(result).value()
                                                : ErrorResponse(result.error(), request.request_id);
@@ -182,6 +185,29 @@ Status ControlPlaneApi::ResolveAndAuthorize(Context& ctx, const RouteSpec& spec)
       target.owner_user_id = allocation->created_by;
       ctx.audit_target = "tenant/" + allocation->tenant_id + "/allocation/" + id;
       ctx.allocation = std::move(allocation).value();
+      break;
+    }
+    case TargetKind::kDeployment: {
+      const std::string& id = ctx.request.PathParam("deployment_id");
+      auto deployment = p.is_platform()
+                            ? services_.store->GetDeploymentForPlatform(id)
+                            : services_.store->GetDeployment(TenantScope::Of(p.tenant_id), id);
+      if (!deployment.has_value()) return deployment.error();
+      const bool shared = deployment->tenant_id.empty();
+      if (shared && !p.is_platform()) {
+        // The tenant may use it, so it may read it; changing it is the
+        // platform's business.
+        if (spec.permission != Permission::kDeploymentRead) {
+          return Error::PermissionDenied("shared deployments are managed by platform staff");
+        }
+        ctx.scope = TenantScope::Of(p.tenant_id);
+      } else {
+        ctx.scope = TenantScope::Of(deployment->tenant_id);
+      }
+      target.tenant_id = ctx.scope.tenant_id;
+      ctx.audit_target = (shared ? std::string("platform") : "tenant/" + deployment->tenant_id) +
+                         "/deployment/" + id;
+      ctx.deployment = std::move(deployment).value();
       break;
     }
     case TargetKind::kTenant:

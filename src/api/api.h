@@ -46,6 +46,11 @@ enum class TargetKind {
   // tenant caller finds only its own tenant's; another's answers like a
   // missing id.
   kAllocation,
+  // {deployment_id}: platform staff reach every deployment. A tenant caller
+  // finds only what its tenant may use — its dedicated deployments and the
+  // shared ones of models it is entitled to; anything else answers like a
+  // missing id. Shared deployments are the platform's: tenants only read them.
+  kDeployment,
 };
 
 struct Context {
@@ -64,6 +69,8 @@ struct Context {
   std::optional<Tenant> tenant;
   // The allocation a kAllocation route resolved.
   std::optional<AllocationRecord> allocation;
+  // The deployment a kDeployment route resolved.
+  std::optional<DeploymentRecord> deployment;
 };
 
 using HandlerFn = std::function<Result<http::Response>(Context&)>;

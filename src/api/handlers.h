@@ -58,4 +58,21 @@ Result<http::Response> GetAllocation(Context& ctx);
 Result<http::Response> ReleaseAllocation(Context& ctx);
 Result<http::Response> ExplainAllocation(Context& ctx);
 
+Result<http::Response> CreateDeployment(Context& ctx);
+Result<http::Response> ListDeployments(Context& ctx);
+Result<http::Response> GetDeployment(Context& ctx);
+Result<http::Response> UpdateDeployment(Context& ctx);
+Result<http::Response> DeleteDeployment(Context& ctx);
+
+Result<http::Response> ListEntitlements(Context& ctx);
+Result<http::Response> GrantEntitlement(Context& ctx);
+Result<http::Response> RevokeEntitlement(Context& ctx);
+
+Result<http::Response> GetGatewayLimits(Context& ctx);
+Result<http::Response> SetTenantGatewayLimits(Context& ctx);
+Result<http::Response> SetKeyGatewayLimits(Context& ctx);
+
+Result<http::Response> ListUsage(Context& ctx);
+Result<http::Response> SummarizeUsage(Context& ctx);
+
 }  // namespace atrium::api

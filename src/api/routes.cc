@@ -134,6 +134,48 @@ ApiRouter BuildRoutes() {
       "Release an allocation (or cancel it while it waits)");
   add("GET", "/api/v1/allocations/{allocation_id}/why", P::kAllocationRead, T::kAllocation, "",
       ExplainAllocation, "Why an allocation waits, or where it runs, in words");
+
+  // Model deployments behind the inference gateway: platform staff run the
+  // shared ones, a tenant admin its tenant's dedicated ones. Tenants see what
+  // they may use.
+  add("POST", "/api/v1/deployments", P::kDeploymentManage, T::kCaller, "deployment.create",
+      CreateDeployment,
+      "Create a model deployment: shared (platform staff) or dedicated to one tenant",
+      {.body = true});
+  add("GET", "/api/v1/deployments", P::kDeploymentRead, T::kCaller, "", ListDeployments,
+      "List model deployments (a tenant's dedicated ones and the shared ones it is entitled to)",
+      {.query = {"limit", "cursor", "model", "tenant_id"}});
+  add("GET", "/api/v1/deployments/{deployment_id}", P::kDeploymentRead, T::kDeployment, "",
+      GetDeployment, "Get a model deployment");
+  add("PATCH", "/api/v1/deployments/{deployment_id}", P::kDeploymentManage, T::kDeployment,
+      "deployment.update", UpdateDeployment,
+      "Update a deployment's model, version, endpoints, region or latency tier", {.body = true});
+  add("DELETE", "/api/v1/deployments/{deployment_id}", P::kDeploymentManage, T::kDeployment,
+      "deployment.delete", DeleteDeployment, "Delete a model deployment");
+
+  // What a tenant may call, how much, and what it used.
+  add("GET", "/api/v1/tenants/{tenant_id}/entitlements", P::kEntitlementRead, T::kTenant, "",
+      ListEntitlements, "The models the tenant may call on shared deployments");
+  add("PUT", "/api/v1/tenants/{tenant_id}/entitlements/{model}", P::kEntitlementManage, T::kTenant,
+      "entitlement.grant", GrantEntitlement, "Entitle the tenant to a model (idempotent)");
+  add("DELETE", "/api/v1/tenants/{tenant_id}/entitlements/{model}", P::kEntitlementManage,
+      T::kTenant, "entitlement.revoke", RevokeEntitlement,
+      "Revoke the tenant's entitlement to a model");
+  add("GET", "/api/v1/tenants/{tenant_id}/gateway-limits", P::kGatewayLimitRead, T::kTenant, "",
+      GetGatewayLimits, "The tenant's gateway limits: the tenant-wide row, then each key's");
+  add("PUT", "/api/v1/tenants/{tenant_id}/gateway-limits", P::kGatewayLimitSet, T::kTenant,
+      "gateway_limit.set", SetTenantGatewayLimits,
+      "Set the tenant-wide request, token, concurrency and queue limits (platform staff)",
+      {.body = true});
+  add("PUT", "/api/v1/tenants/{tenant_id}/keys/{key_id}/gateway-limits", P::kGatewayLimitSet,
+      T::kTenantKey, "key.gateway_limit.set", SetKeyGatewayLimits,
+      "Set an API key's limits and default priority (within the tenant's limits)", {.body = true});
+  add("GET", "/api/v1/tenants/{tenant_id}/usage", P::kUsageRead, T::kTenant, "", ListUsage,
+      "The tenant's gateway usage records, newest first",
+      {.query = {"limit", "cursor", "from", "to", "model", "key_id"}});
+  add("GET", "/api/v1/tenants/{tenant_id}/usage/summary", P::kUsageRead, T::kTenant, "",
+      SummarizeUsage, "The tenant's gateway usage totals, overall or per model or key",
+      {.query = {"group_by", "from", "to", "model", "key_id"}});
   return r;
 }
 

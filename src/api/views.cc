@@ -194,4 +194,69 @@ Json CapacityView(const scheduling::CapacityRow& c) {
           {"mig", mig}};
 }
 
+Json DeploymentView(const DeploymentRecord& d, bool with_endpoints) {
+  Json endpoints = Json::array();
+  int64_t capacity = 0;
+  for (const auto& e : d.endpoints) {
+    endpoints.push_back({{"url", e.url}, {"capacity", e.capacity}});
+    capacity += e.capacity;
+  }
+  return {{"id", d.id},
+          {"model", d.model},
+          {"version", d.version},
+          {"visibility", d.visibility},
+          {"tenant_id", OrNull(d.tenant_id)},
+          {"region", d.region},
+          {"latency_tier", d.latency_tier},
+          {"endpoints", with_endpoints ? endpoints : Json(nullptr)},
+          {"endpoint_count", d.endpoints.size()},
+          {"capacity", capacity},
+          {"created_at", FormatTimestamp(d.created_at)},
+          {"updated_at", FormatTimestamp(d.updated_at)}};
+}
+
+Json EntitlementView(const EntitlementRecord& e) {
+  return {{"tenant_id", e.tenant_id},
+          {"model", e.model},
+          {"created_at", FormatTimestamp(e.created_at)}};
+}
+
+Json GatewayLimitView(const GatewayLimitRecord& l) {
+  return {{"key_id", OrNull(l.key_id)},
+          {"requests_per_minute", l.limits.requests_per_minute},
+          {"tokens_per_minute", l.limits.tokens_per_minute},
+          {"max_concurrent", l.limits.max_concurrent},
+          {"max_queued", l.limits.max_queued},
+          {"priority", OrNull(l.priority)},
+          {"updated_at", l.updated_at > 0 ? Json(FormatTimestamp(l.updated_at)) : Json(nullptr)}};
+}
+
+Json UsageView(const UsageRecord& u, bool with_endpoint) {
+  return {{"id", u.id},
+          {"tenant_id", u.tenant_id},
+          {"key_id", OrNull(u.key_id)},
+          {"model", u.model},
+          {"deployment_id", OrNull(u.deployment_id)},
+          {"endpoint", with_endpoint ? OrNull(u.endpoint) : Json(nullptr)},
+          {"api", u.api},
+          {"stream", u.stream},
+          {"input_tokens", u.input_tokens},
+          {"output_tokens", u.output_tokens},
+          {"cached_tokens", u.cached_tokens},
+          {"queue_ms", u.queue_ms},
+          {"ttft_ms", u.ttft_ms},
+          {"total_ms", u.total_ms},
+          {"status", u.status},
+          {"http_status", u.http_status},
+          {"created_at", FormatTimestamp(u.created_at)}};
+}
+
+Json UsageTotalsView(const UsageTotals& t) {
+  return {{"group", OrNull(t.group)},
+          {"requests", t.requests},
+          {"input_tokens", t.input_tokens},
+          {"output_tokens", t.output_tokens},
+          {"cached_tokens", t.cached_tokens}};
+}
+
 }  // namespace atrium::api

@@ -3,6 +3,7 @@
 
 #include "common/json_reader.h"
 #include "scheduling/inventory_report.h"
+#include "store/gateway_records.h"
 #include "store/records.h"
 
 namespace atrium::api {
@@ -22,6 +23,16 @@ Json ProjectView(const ProjectRecord& p, const std::vector<QuotaRecord>& quotas,
 Json NodeView(const scheduling::NodeInfo& n, bool with_gpus);
 Json GpuView(const scheduling::GpuInfo& g);
 Json CapacityView(const scheduling::CapacityRow& c);
+// with_endpoints false: the endpoint URLs are left out (null), as for a
+// tenant looking at a shared deployment, whose servers are the operator's.
+Json DeploymentView(const DeploymentRecord& d, bool with_endpoints);
+Json EntitlementView(const EntitlementRecord& e);
+// A stored limit row, or (key_id "" with updated_at 0) the tenant's
+// implicit "no limits" row.
+Json GatewayLimitView(const GatewayLimitRecord& l);
+// with_endpoint false: the upstream URL is left out (tenants).
+Json UsageView(const UsageRecord& u, bool with_endpoint);
+Json UsageTotalsView(const UsageTotals& t);
 
 template <typename T, typename ViewFn>
 Json PageView(const Page<T>& page, ViewFn view) {

@@ -73,6 +73,30 @@ Result<std::map<std::string, std::string>> ParseLabels(const std::vector<std::st
   return labels;
 }
 
+Result<EndpointArg> ParseEndpointArg(std::string_view text) {
+  EndpointArg out;
+  size_t eq = text.rfind('=');
+  std::string_view url = text;
+  if (eq != std::string_view::npos) {
+    std::string_view digits = text.substr(eq + 1);
+    if (!digits.empty() && digits.find_first_not_of("0123456789") == std::string_view::npos) {
+      if (digits.size() > 6 || std::stoll(std::string(digits)) < 1 ||
+          std::stoll(std::string(digits)) > 100'000) {
+        return Error::InvalidArgument("bad endpoint '" + std::string(text) +
+                                      "': capacity must be 1..100000");
+      }
+      out.capacity = std::stoll(std::string(digits));
+      url = text.substr(0, eq);
+    }
+  }
+  if (url.empty()) {
+    return Error::InvalidArgument("bad endpoint '" + std::string(text) +
+                                  "': expected URL or URL=CAPACITY, e.g. http://10.0.0.5:8000=16");
+  }
+  out.url = std::string(url);
+  return out;
+}
+
 std::string UrlEncode(std::string_view text) {
   static constexpr char kHex[] = "0123456789ABCDEF";
   std::string out;

@@ -31,6 +31,16 @@ Result<int64_t> ParseMilliGpus(std::string_view text);
 // milli-GPU back as GPUs: 4000 → "4", 500 → "0.5", 1125 → "1.125".
 std::string FormatMilliGpus(int64_t milli);
 
+// "--endpoint URL[=CAPACITY]": the URL, and the capacity after the last '='
+// when what follows it is a number (URLs carry no query, so a '=' there is
+// the capacity's). capacity 0 = not given (the server's default). Errors:
+// kInvalidArgument for an empty URL or a capacity outside 1..100000.
+struct EndpointArg {
+  std::string url;
+  int64_t capacity = 0;
+};
+Result<EndpointArg> ParseEndpointArg(std::string_view text);
+
 // Percent-encodes everything but RFC 3986's unreserved characters.
 std::string UrlEncode(std::string_view text);
 // path + "?k=v&..." over the pairs whose value is not empty, values encoded.

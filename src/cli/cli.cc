@@ -64,6 +64,8 @@ void RegisterCommands(CLI::App& app, CliOptions& options) {
   AddQuotaCommands(app, verbs);
   AddProjectCommands(app, verbs);
   AddAllocCommands(app, verbs);
+  AddDeploymentCommands(app, verbs);
+  AddGatewayCommands(app, verbs);
 }
 
 int RunSelected(CLI::App& app, const CliOptions& options) {

@@ -211,6 +211,65 @@ CREATE TABLE allocations (
 CREATE INDEX allocations_tenant ON allocations (tenant_id, id);
 CREATE INDEX allocations_state ON allocations (state, seq);
 )sql"},
+    {3, "inference gateway: deployments, entitlements, limits, usage",
+     R"sql(
+CREATE TABLE deployments (
+  id TEXT PRIMARY KEY,
+  model TEXT NOT NULL,
+  version TEXT NOT NULL,
+  endpoints TEXT NOT NULL,
+  region TEXT NOT NULL,
+  latency_tier TEXT NOT NULL,
+  visibility TEXT NOT NULL,
+  tenant_id TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  updated_at BIGINT NOT NULL
+);
+CREATE INDEX deployments_model ON deployments (model, id);
+CREATE INDEX deployments_tenant ON deployments (tenant_id, id);
+CREATE TABLE entitlements (
+  tenant_id TEXT NOT NULL,
+  model TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  PRIMARY KEY (tenant_id, model)
+);
+CREATE TABLE gateway_limits (
+  tenant_id TEXT NOT NULL,
+  key_id TEXT NOT NULL,
+  requests_per_minute BIGINT NOT NULL,
+  tokens_per_minute BIGINT NOT NULL,
+  max_concurrent BIGINT NOT NULL,
+  max_queued BIGINT NOT NULL,
+  priority TEXT NOT NULL,
+  updated_at BIGINT NOT NULL,
+  PRIMARY KEY (tenant_id, key_id)
+);
+CREATE TABLE usage_records (
+  id TEXT PRIMARY KEY,
+  tenant_id TEXT NOT NULL,
+  key_id TEXT NOT NULL,
+  model TEXT NOT NULL,
+  deployment_id TEXT NOT NULL,
+  endpoint TEXT NOT NULL,
+  api TEXT NOT NULL,
+  stream BIGINT NOT NULL,
+  input_tokens BIGINT NOT NULL,
+  output_tokens BIGINT NOT NULL,
+  cached_tokens BIGINT NOT NULL,
+  queue_ms BIGINT NOT NULL,
+  ttft_ms BIGINT NOT NULL,
+  total_ms BIGINT NOT NULL,
+  status TEXT NOT NULL,
+  http_status BIGINT NOT NULL,
+  created_at BIGINT NOT NULL
+);
+CREATE INDEX usage_records_tenant ON usage_records (tenant_id, created_at, id);
+CREATE TABLE gateway_policy_version (
+  id BIGINT PRIMARY KEY,
+  version BIGINT NOT NULL
+);
+INSERT INTO gateway_policy_version (id, version) VALUES (1, 0);
+)sql"},
 };
 
 }  // namespace

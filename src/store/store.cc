@@ -6,17 +6,15 @@
 #include "audit/chain.h"
 #include "common/strings.h"
 #include "store/migrations.h"
+#include "store/store_internal.h"
 
 namespace atrium {
-namespace {
+// The helpers store_internal.h declares, and the ones only this file uses.
+namespace store_internal {
 
 using sql::Row;
 using sql::Value;
 using Json = nlohmann::json;
-
-constexpr int kMaxPageSize = 1000;
-
-int ClampLimit(int limit) { return std::clamp(limit, 1, kMaxPageSize); }
 
 std::string EncodeList(const std::vector<std::string>& v) { return Json(v).dump(); }
 std::string EncodeMap(const std::map<std::string, std::string>& m) { return Json(m).dump(); }
@@ -42,9 +40,6 @@ std::map<std::string, std::string> DecodeMap(const std::string& text) {
   }
   return out;
 }
-
-constexpr char kTenantColumns[] =
-    "id, name, display_name, tier, regions, weight, labels, state, created_at, updated_at";
 
 Tenant TenantFromRow(const Row& r) {
   Tenant t;
@@ -81,22 +76,18 @@ User UserFromRow(const Row& r) {
   return u;
 }
 
-constexpr char kKeyColumns[] =
-    "id, tenant_id, owner_user_id, name, role, scopes, secret_hash, created_at, expires_at, "
-    "revoked_at";
-
-ApiKey KeyFromRow(const Row& r) {
+ApiKey KeyFromRow(const Row& r, size_t first) {
   ApiKey k;
-  k.id = r.Text(0);
-  k.tenant_id = r.Text(1);
-  k.owner_user_id = r.Text(2);
-  k.name = r.Text(3);
-  k.role = r.Text(4);
-  k.scopes = DecodeList(r.Text(5));
-  k.secret_hash = r.Text(6);
-  k.created_at = r.Int(7);
-  k.expires_at = r.Int(8);
-  k.revoked_at = r.Int(9);
+  k.id = r.Text(first + 0);
+  k.tenant_id = r.Text(first + 1);
+  k.owner_user_id = r.Text(first + 2);
+  k.name = r.Text(first + 3);
+  k.role = r.Text(first + 4);
+  k.scopes = DecodeList(r.Text(first + 5));
+  k.secret_hash = r.Text(first + 6);
+  k.created_at = r.Int(first + 7);
+  k.expires_at = r.Int(first + 8);
+  k.revoked_at = r.Int(first + 9);
   return k;
 }
 
@@ -122,19 +113,6 @@ AuditRecord AuditFromRow(const Row& r) {
   a.prev_hash = r.Text(13);
   a.hash = r.Text(14);
   return a;
-}
-
-// Keyset pagination over rows ordered by a unique key: fetch limit+1 rows;
-// if the extra one came, the page's last key is the next cursor.
-template <typename T, typename KeyFn>
-Page<T> MakePage(std::vector<T> items, int limit, KeyFn key) {
-  Page<T> page;
-  if (static_cast<int>(items.size()) > limit) {
-    items.resize(limit);
-    page.next_cursor = key(items.back());
-  }
-  page.items = std::move(items);
-  return page;
 }
 
 Status ExpectOneRow(const Result<sql::Rows>& r, const char* what) {
@@ -292,7 +270,27 @@ Result<AuditRecord> AppendAuditOn(sql::Connection& c, AuditRecord record) {
 
 Value Flag(bool b) { return int64_t{b ? 1 : 0}; }
 
-}  // namespace
+Status BumpGatewayPolicyMarker(sql::Connection& c) {
+  ATRIUM_RETURN_IF_ERROR(
+      c.Exec("UPDATE gateway_policy_version SET version = version + 1 WHERE id = 1", {}));
+  return OkStatus();
+}
+
+Status ExpectOneRowOn(sql::Connection& c, std::string_view statement,
+                      const std::vector<Value>& params, const char* what) {
+  ATRIUM_ASSIGN_OR_RETURN(auto r, c.Exec(statement, params));
+  if (r.affected == 0) return Error::NotFound(std::string(what) + " not found");
+  return OkStatus();
+}
+
+Status StatusOf(Result<bool> r) {
+  if (!r.has_value()) return std::move(r).error();
+  return OkStatus();
+}
+
+}  // namespace store_internal
+
+using namespace store_internal;  // NOLINT(google-build-using-namespace): this file's own helpers
 
 Result<std::unique_ptr<Store>> Store::Open(const std::string& url, int pool_size) {
   ATRIUM_ASSIGN_OR_RETURN(auto db, sql::Database::Open(url, pool_size));
@@ -315,6 +313,7 @@ Status Store::CreateTenant(const Tenant& t) {
       ATRIUM_RETURN_IF_ERROR(c.Exec(
           "INSERT INTO tenant_labels (tenant_id, key, value) VALUES ($1, $2, $3)", {t.id, k, v}));
     }
+    ATRIUM_RETURN_IF_ERROR(BumpGatewayPolicyMarker(c));
     return true;
   });
   if (!r.has_value()) {
@@ -388,6 +387,7 @@ Status Store::UpdateTenant(const Tenant& t) {
       ATRIUM_RETURN_IF_ERROR(c.Exec(
           "INSERT INTO tenant_labels (tenant_id, key, value) VALUES ($1, $2, $3)", {t.id, k, v}));
     }
+    ATRIUM_RETURN_IF_ERROR(BumpGatewayPolicyMarker(c));
     return true;
   });
   if (!r.has_value()) return std::move(r).error();
@@ -417,8 +417,29 @@ Result<EvictionSummary> Store::DeleteTenantAndData(const std::string& tenant_id)
     ATRIUM_RETURN_IF_ERROR(c.Exec("DELETE FROM quotas WHERE tenant_id = $1", {tenant_id}));
     ATRIUM_RETURN_IF_ERROR(c.Exec("DELETE FROM projects WHERE tenant_id = $1", {tenant_id}));
     ATRIUM_RETURN_IF_ERROR(c.Exec("DELETE FROM tenant_labels WHERE tenant_id = $1", {tenant_id}));
+    // The gateway's rows. Shared deployments (tenant_id "") are the
+    // platform's and never match a tenant id.
+    ATRIUM_ASSIGN_OR_RETURN(
+        auto deployments,
+        c.Exec("DELETE FROM deployments WHERE tenant_id = $1 AND tenant_id <> ''", {tenant_id}));
+    s.deployments = deployments.affected;
+    ATRIUM_ASSIGN_OR_RETURN(auto entitlements,
+                            c.Exec("DELETE FROM entitlements WHERE tenant_id = $1", {tenant_id}));
+    s.entitlements = entitlements.affected;
+    ATRIUM_ASSIGN_OR_RETURN(auto limits,
+                            c.Exec("DELETE FROM gateway_limits WHERE tenant_id = $1", {tenant_id}));
+    s.gateway_limits = limits.affected;
     ATRIUM_ASSIGN_OR_RETURN(auto tenant, c.Exec("DELETE FROM tenants WHERE id = $1", {tenant_id}));
     if (tenant.affected == 0) return Error::NotFound("tenant not found");
+    // Usage records go too: eviction removes the tenant's data, and without
+    // the tenant no route reaches them any more (bill before evicting; the
+    // audit trail keeps the record of what was done). Deleted after the
+    // tenant row, whose lock InsertUsageRecords waits on, so a batch that
+    // raced the eviction is either dropped there or seen and deleted here.
+    ATRIUM_ASSIGN_OR_RETURN(auto usage,
+                            c.Exec("DELETE FROM usage_records WHERE tenant_id = $1", {tenant_id}));
+    s.usage_records = usage.affected;
+    ATRIUM_RETURN_IF_ERROR(BumpGatewayPolicyMarker(c));
     return s;
   });
 }
@@ -467,12 +488,18 @@ Result<Page<User>> Store::ListUsers(const TenantScope& scope, const ListOptions&
 }
 
 Status Store::UpdateUser(const TenantScope& scope, const User& u) {
-  return ExpectOneRow(
-      db_->Exec("UPDATE users SET display_name = $3, email = $4, role = $5, password_hash = $6, "
-                "state = $7, updated_at = $8 WHERE tenant_id = $1 AND id = $2",
-                {scope.tenant_id, u.id, u.display_name, u.email, u.role, u.password_hash, u.state,
-                 u.updated_at}),
-      "user");
+  // The owner's role and state are part of every key row the gateway reads.
+  return StatusOf(db_->Transact<bool>([&](sql::Connection& c) -> Result<bool> {
+    ATRIUM_RETURN_IF_ERROR(ExpectOneRowOn(
+        c,
+        "UPDATE users SET display_name = $3, email = $4, role = $5, password_hash = $6, "
+        "state = $7, updated_at = $8 WHERE tenant_id = $1 AND id = $2",
+        {scope.tenant_id, u.id, u.display_name, u.email, u.role, u.password_hash, u.state,
+         u.updated_at},
+        "user"));
+    ATRIUM_RETURN_IF_ERROR(BumpGatewayPolicyMarker(c));
+    return true;
+  }));
 }
 
 Status Store::DeleteUser(const TenantScope& scope, const std::string& id) {
@@ -481,9 +508,14 @@ Status Store::DeleteUser(const TenantScope& scope, const std::string& id) {
                                              {scope.tenant_id, id}));
     if (res.affected == 0) return Error::NotFound("user not found");
     ATRIUM_RETURN_IF_ERROR(c.Exec(
+        "DELETE FROM gateway_limits WHERE tenant_id = $1 AND key_id <> '' AND key_id IN (SELECT id "
+        "FROM api_keys WHERE tenant_id = $1 AND owner_user_id = $2)",
+        {scope.tenant_id, id}));
+    ATRIUM_RETURN_IF_ERROR(c.Exec(
         "DELETE FROM api_keys WHERE tenant_id = $1 AND owner_user_id = $2", {scope.tenant_id, id}));
     ATRIUM_RETURN_IF_ERROR(c.Exec("DELETE FROM sessions WHERE tenant_id = $1 AND user_id = $2",
                                   {scope.tenant_id, id}));
+    ATRIUM_RETURN_IF_ERROR(BumpGatewayPolicyMarker(c));
     return true;
   });
   if (!r.has_value()) return std::move(r).error();
@@ -493,12 +525,15 @@ Status Store::DeleteUser(const TenantScope& scope, const std::string& id) {
 // ---------------------------------------------------------------- API keys
 
 Status Store::CreateApiKey(const ApiKey& k) {
-  auto r = db_->Exec(std::string("INSERT INTO api_keys (") + kKeyColumns +
-                         ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-                     {k.id, k.tenant_id, k.owner_user_id, k.name, k.role, EncodeList(k.scopes),
-                      k.secret_hash, k.created_at, k.expires_at, k.revoked_at});
-  if (!r.has_value()) return std::move(r).error();
-  return OkStatus();
+  return StatusOf(db_->Transact<bool>([&](sql::Connection& c) -> Result<bool> {
+    ATRIUM_RETURN_IF_ERROR(
+        c.Exec(std::string("INSERT INTO api_keys (") + kKeyColumns +
+                   ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+               {k.id, k.tenant_id, k.owner_user_id, k.name, k.role, EncodeList(k.scopes),
+                k.secret_hash, k.created_at, k.expires_at, k.revoked_at}));
+    ATRIUM_RETURN_IF_ERROR(BumpGatewayPolicyMarker(c));
+    return true;
+  }));
 }
 
 Result<ApiKey> Store::GetApiKey(const TenantScope& scope, const std::string& id) {
@@ -537,11 +572,14 @@ Result<Page<ApiKey>> Store::ListApiKeys(const TenantScope& scope, const std::str
 }
 
 Status Store::RevokeApiKey(const TenantScope& scope, const std::string& id, int64_t at) {
-  return ExpectOneRow(
-      db_->Exec("UPDATE api_keys SET revoked_at = $3 WHERE tenant_id = $1 AND id = $2 AND "
-                "revoked_at = 0",
-                {scope.tenant_id, id, at}),
-      "active API key");
+  return StatusOf(db_->Transact<bool>([&](sql::Connection& c) -> Result<bool> {
+    ATRIUM_RETURN_IF_ERROR(ExpectOneRowOn(c,
+                                          "UPDATE api_keys SET revoked_at = $3 WHERE tenant_id = "
+                                          "$1 AND id = $2 AND revoked_at = 0",
+                                          {scope.tenant_id, id, at}, "active API key"));
+    ATRIUM_RETURN_IF_ERROR(BumpGatewayPolicyMarker(c));
+    return true;
+  }));
 }
 
 // ---------------------------------------------------------------- sessions

@@ -4,7 +4,9 @@
 // through methods that take a TenantScope; the scope's tenant id is part of
 // every WHERE clause, so a handler cannot reach another tenant's row by
 // passing its id. The few unscoped lookups (by API-key id, by session id)
-// exist for authentication, which is how a request learns its tenant.
+// exist for authentication, which is how a request learns its tenant; the
+// others are named for their only caller (...ForScheduler, ...ForPlatform,
+// ...ForGateway).
 //
 // Errors: kNotFound for a missing row (or one in another scope),
 // kAlreadyExists for a taken unique name, kUnavailable when the database is
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "store/gateway_records.h"
 #include "store/records.h"
 #include "store/sql.h"
 
@@ -34,6 +37,14 @@ struct EvictionSummary {
   int64_t api_keys = 0;
   int64_t sessions = 0;
   int64_t allocations = 0;  // rows, held or ended
+  int64_t deployments = 0;  // the tenant's dedicated deployments
+  int64_t entitlements = 0;
+  int64_t gateway_limits = 0;  // the tenant's row and its keys' rows
+  int64_t usage_records = 0;
+};
+
+struct DeploymentFilter {
+  std::string model;  // "" = any
 };
 
 class Store {
@@ -124,6 +135,87 @@ class Store {
 
   // Applies one scheduling call's changes and audit records atomically.
   Status CommitScheduling(const SchedulingCommit& commit);
+
+  // --- Model deployments (shared: the platform's; dedicated: tenant-owned) ---
+  // A shared deployment has tenant_id "" and belongs to the platform scope;
+  // a dedicated one belongs to its tenant. Errors: kAlreadyExists for a
+  // taken id.
+  Status CreateDeployment(const DeploymentRecord& d);
+  // What `scope` may use: for a tenant, its own dedicated deployments and the
+  // shared deployments of models it is entitled to; for the platform scope,
+  // the shared deployments. Anything else is kNotFound.
+  Result<DeploymentRecord> GetDeployment(const TenantScope& scope, const std::string& id);
+  // Platform staff, who may act on any deployment: by its globally unique
+  // id. Never used with a tenant principal.
+  Result<DeploymentRecord> GetDeploymentForPlatform(const std::string& id);
+  // The deployments GetDeployment(scope, ...) finds, keyset-paginated by id.
+  Result<Page<DeploymentRecord>> ListDeployments(const TenantScope& scope,
+                                                 const DeploymentFilter& filter,
+                                                 const ListOptions& opts);
+  // Platform staff: every deployment, shared and dedicated.
+  Result<Page<DeploymentRecord>> ListDeploymentsForPlatform(const DeploymentFilter& filter,
+                                                            const ListOptions& opts);
+  // Replaces model, version, endpoints, region, latency tier and updated_at
+  // of the deployment d.id that `scope` owns (platform scope: a shared one;
+  // a tenant: its dedicated one). Visibility and tenant never change.
+  Status UpdateDeployment(const TenantScope& scope, const DeploymentRecord& d);
+  Status DeleteDeployment(const TenantScope& scope, const std::string& id);
+
+  // --- Entitlements (tenant-owned): the models a tenant may call on shared
+  // deployments ---
+  // Idempotent: an existing grant is returned unchanged (its created_at kept).
+  Result<EntitlementRecord> GrantEntitlement(const TenantScope& scope, const std::string& model,
+                                             int64_t at);
+  // kNotFound when the tenant holds no such grant.
+  Status RevokeEntitlement(const TenantScope& scope, const std::string& model);
+  // Ordered by model.
+  Result<std::vector<EntitlementRecord>> ListEntitlements(const TenantScope& scope);
+
+  // --- Gateway limits (tenant-owned): the tenant's row (key_id "") and per key ---
+  // Upserts the row (scope, r.key_id); every limit 0 and no priority removes
+  // it. A key row needs a key of the scope's tenant (kNotFound otherwise).
+  // r.tenant_id is ignored: the scope decides.
+  Status SetGatewayLimit(const TenantScope& scope, const GatewayLimitRecord& r);
+  // kNotFound when no row is stored (which means: no limits).
+  Result<GatewayLimitRecord> GetGatewayLimit(const TenantScope& scope, const std::string& key_id);
+  // The tenant's row first (when stored), then its keys' rows by key id.
+  Result<std::vector<GatewayLimitRecord>> ListGatewayLimits(const TenantScope& scope);
+
+  // --- Usage records (tenant-owned, written by the gateway) ---
+  // Appends the records in ONE transaction. Idempotent by id: a record whose
+  // id is already stored is skipped, so a gateway that re-ships a batch after
+  // a crash stores each request exactly once. Records of a tenant that no
+  // longer exists (evicted while the batch was on its way) are dropped, as
+  // eviction would have removed them. Errors: kInvalidArgument for a record
+  // without id or tenant (nothing is stored).
+  Status InsertUsageRecords(const std::vector<UsageRecord>& records);
+  // The tenant's records matching `filter`, newest first (created_at, then
+  // id, descending); the cursor is opaque.
+  Result<Page<UsageRecord>> ListUsage(const TenantScope& scope, const UsageFilter& filter,
+                                      const ListOptions& opts);
+  // Totals of the records matching `filter`: one row per model or key
+  // (group_by "model" | "key", ordered by group), or one grand-total row
+  // with group "" (group_by ""). Errors: kInvalidArgument for another group_by.
+  Result<std::vector<UsageTotals>> SummarizeUsage(const TenantScope& scope,
+                                                  const UsageFilter& filter,
+                                                  const std::string& group_by);
+
+  // --- The gateway's view (unscoped; the gateway serves every tenant) ---
+  // Everything the gateway's policy snapshot is built from, read in one
+  // read-only transaction (one consistent snapshot, one query per table):
+  // every tenant row (the gateway serves only active ones), every tenant
+  // key not revoked joined with its owner's state and role (platform keys
+  // never call models), every deployment, entitlement and limit row.
+  // rows.marker is GatewayPolicyMarkerForGateway() in the same snapshot.
+  Result<GatewayPolicyRows> LoadGatewayPolicyForGateway();
+  // A number that changes whenever a row LoadGatewayPolicyForGateway reads
+  // may have changed: every store method that writes tenants, users, API
+  // keys, deployments, entitlements or gateway limits bumps it in the same
+  // transaction, whether called through the API or not (atrium dev, the
+  // bootstrap key, tests). Not covered: time passing (a key expiring — the
+  // rows carry expires_at), and rows edited behind the store. Compare it for
+  // inequality, not order (a restored backup may go back). One row read.
+  Result<int64_t> GatewayPolicyMarkerForGateway();
 
   // --- Audit ---
   // Assigns seq, chain_seq, prev_hash and hash atomically and appends.

@@ -208,6 +208,34 @@ std::string ApiHarness::CreateAllocation(const Actor& actor) {
   return BodyOf(r)["id"].get<std::string>();
 }
 
+std::string ApiHarness::CreateDeployment(const std::string& model, const std::string& tenant_id) {
+  Json body = {{"model", model},
+               {"endpoints", {{{"url", "http://10.0.0.9:8000"}, {"capacity", 4}}}},
+               {"region", "local"}};
+  if (!tenant_id.empty()) body["tenant_id"] = tenant_id;
+  return MustCall("POST", "/api/v1/deployments", body, 201)["id"].get<std::string>();
+}
+
+std::string ApiHarness::AddUsage(const Actor& key_owner, const std::string& model) {
+  UsageRecord u;
+  u.id = UniqueName("req");
+  u.tenant_id = key_owner.tenant_id;
+  u.key_id = key_owner.key_id;
+  u.model = model;
+  u.deployment_id = "dep_fixture";
+  u.endpoint = "http://10.0.0.9:8000";
+  u.api = "chat.completions";
+  u.input_tokens = 12;
+  u.output_tokens = 34;
+  u.total_ms = 250;
+  u.status = "completed";
+  u.http_status = 200;
+  u.created_at = clock_.NowMillis();
+  auto stored = store_->InsertUsageRecords({u});
+  if (!stored.has_value()) throw std::runtime_error("usage insert: " + stored.error().message);
+  return u.id;
+}
+
 std::string ApiHarness::Login(const Actor& actor) {
   Json body = {{"username", actor.username}, {"password", actor.password}};
   if (!actor.tenant_name.empty()) body["tenant"] = actor.tenant_name;
@@ -221,6 +249,7 @@ std::string ApiHarness::Login(const Actor& actor) {
 
 World ApiHarness::BuildWorld(const WorldOptions& options) {
   World w;
+  w.shared_deployment_id = CreateDeployment(kSharedModel, "");
   auto seed_tenant = [&](const std::string& prefix, bool members) {
     TenantSeed t = CreateTenant(prefix);
     if (members) {
@@ -243,6 +272,10 @@ World ApiHarness::BuildWorld(const WorldOptions& options) {
         {{"model", "L40S"}, {"kind", "share"}, {"guarantee_milli", 1000}, {"limit_milli", 2000}},
         200);
     t.allocation_id = CreateAllocation(t.object);
+    t.deployment_id = CreateDeployment(kDedicatedModel, t.id);
+    MustCall("PUT", "/api/v1/tenants/" + t.id + "/entitlements/" + kSharedModel, nullptr, 200);
+    t.usage_ids.push_back(AddUsage(t.object, kSharedModel));
+    t.usage_ids.push_back(AddUsage(t.object, kDedicatedModel));
     for (auto& [role, actor] : t.members) {
       if (role == Role::kTenantAdmin || role == Role::kTenantMember) {
         actor.allocation_id = CreateAllocation(actor);

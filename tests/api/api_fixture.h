@@ -37,6 +37,11 @@ inline constexpr char kTestFleet[] = "1xH100-80GBx8,1xA100-80GBx8,8xL40Sx4";
 // allocation asks for (one thousandth of an L40S).
 inline constexpr char kTestNode[] = "l40s-7";
 Json SmallShareBody();
+// Every world has one shared deployment of kSharedModel, which its seeded
+// tenants are entitled to, and each seeded tenant a dedicated deployment of
+// kDedicatedModel.
+inline constexpr char kSharedModel[] = "shared-model";
+inline constexpr char kDedicatedModel[] = "dedicated-model";
 
 // A user with one active API key. Platform staff have tenant_id "".
 struct Actor {
@@ -64,6 +69,10 @@ struct TenantSeed {
   // split) of the tenant. The tenant has an L40S share quota.
   std::string allocation_id;
   std::string project;
+  // The tenant's dedicated deployment, and the ids of two usage records
+  // of the object user's key.
+  std::string deployment_id;
+  std::vector<std::string> usage_ids;
 };
 
 // Everything one isolation case needs: an own tenant, another tenant, the
@@ -81,6 +90,8 @@ struct World {
   // An access token from logging in as own's tenant-admin ("" unless the
   // world has human callers and a tenant-admin).
   std::string own_admin_token;
+  // The world's shared deployment (of kSharedModel).
+  std::string shared_deployment_id;
 };
 
 struct WorldOptions {
@@ -138,6 +149,12 @@ class ApiHarness {
   void SuspendTenant(const std::string& tenant_id);
   // Requests SmallShareBody() as `actor`; returns the allocation id.
   std::string CreateAllocation(const Actor& actor);
+  // A deployment of `model` with one endpoint: shared (tenant_id "") or
+  // dedicated to the tenant. Returns its id.
+  std::string CreateDeployment(const std::string& model, const std::string& tenant_id);
+  // Stores a usage record of `key` (through the store, as the gateway
+  // does) at the clock's time; returns its id.
+  std::string AddUsage(const Actor& key_owner, const std::string& model);
   // Logs `actor` in with kTestPassword; returns the access token.
   std::string Login(const Actor& actor);
   World BuildWorld(const WorldOptions& options = {});

@@ -91,6 +91,10 @@ bool MayMutate(Scenario s) {
   return s == Scenario::kOwn || s == Scenario::kOther || s == Scenario::kSelf;
 }
 
+// The model the entitlement rows grant and revoke (not one the world's
+// deployments serve, so that the matrix never changes what a tenant sees).
+constexpr char kMatrixModel[] = "matrix-model";
+
 // One request of the matrix: where it points and who sends it.
 struct Case {
   Role role = Role::kTenantViewer;
@@ -102,6 +106,8 @@ struct Case {
   std::string allocation_id;              // for {allocation_id}
   std::string project;                    // for {project}
   std::string node = fixture::kTestNode;  // for {node}
+  std::string deployment_id;              // for {deployment_id}
+  std::string model = kMatrixModel;       // for {model}
   const Actor* caller = nullptr;          // whose identity the request uses (login body, self)
   std::string bearer;
 };
@@ -199,6 +205,39 @@ void UncordonFirst(ApiHarness& h, const Case& c) {
 }
 void CordonFirst(ApiHarness& h, const Case& c) {
   (void)h.scheduling().Cordon(RequestOrigin{}, c.node);
+}
+
+// Platform staff create shared deployments; a tenant admin its tenant's
+// dedicated ones (the tenant comes from the credential).
+Json NewDeploymentBody(ApiHarness& h, const Case&) {
+  return {{"model", h.UniqueName("model")},
+          {"endpoints", {{{"url", "http://10.0.0.7:8000"}}}},
+          {"region", "local"}};
+}
+
+Json DeploymentChangeBody(ApiHarness& h, const Case&) { return {{"version", h.UniqueName("v")}}; }
+
+// Granting and revoking change something only from the other state.
+void RevokeMatrixModelFirst(ApiHarness& h, const Case& c) {
+  (void)h.store().RevokeEntitlement(TenantScope::Of(c.tenant_id), c.model);
+}
+void GrantMatrixModelFirst(ApiHarness& h, const Case& c) {
+  (void)h.store().GrantEntitlement(TenantScope::Of(c.tenant_id), c.model, 1);
+}
+
+// Tenant-wide limits far above any key's, so a key's stay within them.
+Json TenantLimitBody(ApiHarness&, const Case&) {
+  return {{"requests_per_minute", 1'000'000 + NextFigure()},
+          {"tokens_per_minute", 0},
+          {"max_concurrent", 0},
+          {"max_queued", 0}};
+}
+
+Json KeyLimitBody(ApiHarness&, const Case&) {
+  return {{"requests_per_minute", 1 + NextFigure() % 100'000},
+          {"tokens_per_minute", 0},
+          {"max_concurrent", 0},
+          {"max_queued", 0}};
 }
 
 // THE TABLE. A new route needs a row here: what each role may do.
@@ -342,6 +381,50 @@ const std::map<std::string, Row>& Expectations() {
         .fresh_world = true}},
       {"GET /api/v1/allocations/{allocation_id}/why",
        {.own = "200 200 200 200 200", .self = "- - 200 200 -", .other = "200 200 m m m"}},
+
+      // Model deployments: platform staff manage every one (shared ones
+      // included); a tenant admin its tenant's dedicated ones; everyone
+      // reads what the tenant may use. "own" is tenant A's dedicated one.
+      {"POST /api/v1/deployments", {.own = "201 403 201 403 403", .body = NewDeploymentBody}},
+      {"GET /api/v1/deployments", {.own = "200 200 200 200 200"}},
+      {"GET /api/v1/deployments/{deployment_id}",
+       {.own = "200 200 200 200 200", .self = "- - - - -", .other = "200 200 m m m"}},
+      {"PATCH /api/v1/deployments/{deployment_id}",
+       {.own = "200 403 200 403 403",
+        .self = "- - - - -",
+        .other = "200 403 m m m",
+        .body = DeploymentChangeBody}},
+      {"DELETE /api/v1/deployments/{deployment_id}",
+       {.own = "204 403 204 403 403",
+        .self = "- - - - -",
+        .other = "204 403 m m m",
+        .fresh_world = true}},
+
+      // Entitlements: the platform admin grants them; the tenant reads its own.
+      {"GET /api/v1/tenants/{tenant_id}/entitlements",
+       {.own = "200 200 200 200 200", .other = "200 200 m m m"}},
+      {"PUT /api/v1/tenants/{tenant_id}/entitlements/{model}",
+       {.own = "200 403 403 403 403", .other = "200 403 m m m", .prepare = RevokeMatrixModelFirst}},
+      {"DELETE /api/v1/tenants/{tenant_id}/entitlements/{model}",
+       {.own = "204 403 403 403 403", .other = "204 403 m m m", .prepare = GrantMatrixModelFirst}},
+
+      // Gateway limits: operators set the tenant-wide row; a tenant admin
+      // narrows the tenant's keys; everyone in the tenant reads them.
+      {"GET /api/v1/tenants/{tenant_id}/gateway-limits",
+       {.own = "200 200 200 200 200", .other = "200 200 m m m"}},
+      {"PUT /api/v1/tenants/{tenant_id}/gateway-limits",
+       {.own = "200 200 403 403 403", .other = "200 200 m m m", .body = TenantLimitBody}},
+      {"PUT /api/v1/tenants/{tenant_id}/keys/{key_id}/gateway-limits",
+       {.own = "200 200 200 403 403",
+        .self = "- - 200 403 403",
+        .other = "200 200 m m m",
+        .body = KeyLimitBody}},
+
+      // Usage: everyone in the tenant reads the tenant's; nobody else's.
+      {"GET /api/v1/tenants/{tenant_id}/usage",
+       {.own = "200 200 200 200 200", .other = "200 200 m m m"}},
+      {"GET /api/v1/tenants/{tenant_id}/usage/summary",
+       {.own = "200 200 200 200 200", .other = "200 200 m m m"}},
   };
   return *table;
 }
@@ -366,7 +449,8 @@ Shape ShapeOf(const std::string& method, const std::string& pattern) {
   s.has_tenant = pattern.find("{tenant_id}") != std::string::npos;
   s.has_object = pattern.find("{user_id}") != std::string::npos ||
                  pattern.find("{key_id}") != std::string::npos ||
-                 pattern.find("{allocation_id}") != std::string::npos;
+                 pattern.find("{allocation_id}") != std::string::npos ||
+                 pattern.find("{deployment_id}") != std::string::npos;
   s.platform = StartsWith(pattern, "/api/v1/platform/");
   auto ends_with = [&](std::string_view suffix) {
     return pattern.size() >= suffix.size() &&
@@ -421,6 +505,8 @@ std::string Expand(const std::string& pattern, const Case& c) {
   sub("{allocation_id}", c.allocation_id);
   sub("{project}", c.project);
   sub("{node}", c.node);
+  sub("{deployment_id}", c.deployment_id);
+  sub("{model}", c.model);
   return out;
 }
 
@@ -448,6 +534,7 @@ Case MakeCase(ApiHarness& h, const Row& row, const Shape& shape, Role role, Scen
   c.key_id = object.key_id;
   c.allocation_id = w.own.allocation_id;
   c.project = w.own.project;
+  c.deployment_id = w.own.deployment_id;
   switch (sc) {
     case Scenario::kOwn:
       if (row.session_caller) c.bearer = h.Login(*c.caller);
@@ -466,6 +553,7 @@ Case MakeCase(ApiHarness& h, const Row& row, const Shape& shape, Role role, Scen
       c.key_id = w.other.object.key_id;
       c.allocation_id = w.other.allocation_id;
       c.project = w.other.project;
+      c.deployment_id = w.other.deployment_id;
       break;
     case Scenario::kCross:
       c.user_id = w.other.object.user_id;
@@ -495,6 +583,7 @@ Case MakeCase(ApiHarness& h, const Row& row, const Shape& shape, Role role, Scen
         c.key_id = w.suspended.object.key_id;
         c.allocation_id = w.suspended.allocation_id;
         c.project = w.suspended.project;
+        c.deployment_id = w.suspended.deployment_id;
       }
       break;
     }
@@ -512,6 +601,7 @@ Case MissingVariant(ApiHarness& h, const Case& c, const Shape& shape) {
   m.allocation_id = NewId("alloc", h.clock());
   m.project = h.UniqueName("no-such-project");
   m.node = h.UniqueName("no-such-node");
+  m.deployment_id = NewId("dep", h.clock());
   return m;
 }
 
@@ -547,7 +637,9 @@ std::string Snapshot(Store& store, const std::vector<std::string>& tenant_ids,
       "(SELECT COUNT(*) FROM users), (SELECT COUNT(*) FROM api_keys), "
       "(SELECT COUNT(*) FROM sessions), (SELECT COUNT(*) FROM signing_keys), "
       "(SELECT COUNT(*) FROM allocations), (SELECT COUNT(*) FROM quotas), "
-      "(SELECT COUNT(*) FROM projects)",
+      "(SELECT COUNT(*) FROM projects), (SELECT COUNT(*) FROM deployments), "
+      "(SELECT COUNT(*) FROM entitlements), (SELECT COUNT(*) FROM gateway_limits), "
+      "(SELECT COUNT(*) FROM usage_records)",
       {});
   std::vector<sql::Value> tenants(tenant_ids.begin(), tenant_ids.end());
   std::string in = Placeholders(tenants.size());
@@ -559,6 +651,13 @@ std::string Snapshot(Store& store, const std::vector<std::string>& tenant_ids,
   dump("SELECT * FROM quotas WHERE tenant_id IN (" + in + ") ORDER BY tenant_id, project, model",
        tenants);
   dump("SELECT * FROM projects WHERE tenant_id IN (" + in + ") ORDER BY tenant_id, name", tenants);
+  // Deployments: the tenants' and the shared ones (few: one per world).
+  dump("SELECT * FROM deployments WHERE tenant_id = '' OR tenant_id IN (" + in + ") ORDER BY id",
+       tenants);
+  dump("SELECT * FROM entitlements WHERE tenant_id IN (" + in + ") ORDER BY tenant_id, model",
+       tenants);
+  dump("SELECT * FROM gateway_limits WHERE tenant_id IN (" + in + ") ORDER BY tenant_id, key_id",
+       tenants);
   dump("SELECT name, cordoned, draining FROM fleet_nodes ORDER BY name", {});
   std::vector<sql::Value> platform(platform_user_ids.begin(), platform_user_ids.end());
   std::string pin = Placeholders(platform.size());

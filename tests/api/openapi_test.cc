@@ -194,6 +194,8 @@ class OpenApiTest : public ::testing::Test {
     sub("{allocation_id}", world_->own.allocation_id);
     sub("{project}", world_->own.project);
     sub("{node}", fixture::kTestNode);
+    sub("{deployment_id}", world_->own.deployment_id);
+    sub("{model}", fixture::kSharedModel);
     return out;
   }
   std::string AdminKey() { return world_->platform.at(Role::kPlatformAdmin).key; }
@@ -463,7 +465,11 @@ TEST_F(OpenApiTest, ListQueryParametersMatchTheHandlers) {
                                                {"pool", "default"},
                                                {"model", "h100-80gb"},
                                                {"node", fixture::kTestNode},
-                                               {"tenant_id", world_->own.id}};
+                                               {"tenant_id", world_->own.id},
+                                               {"from", "2026-01-01T00:00:00Z"},
+                                               {"to", "4102444800000"},
+                                               {"key_id", world_->own.object.key_id},
+                                               {"group_by", "model"}};
     if (route.pattern == "/api/v1/allocations") good["state"] = "running";
     for (const auto& name : query) {
       ASSERT_TRUE(good.count(name)) << key << ": the test knows no value for " << name;
@@ -578,8 +584,56 @@ TEST_F(OpenApiTest, ResponsesMatchTheirSchemas) {
          std::string("/api/v1/nodes/h100-80gb-0/") + action, nullptr);
   }
   // Errors: the common shape, documented per operation.
-  call("GET", "/api/v1/tenants/{tenant_id}", t, nullptr);               // 404 now
-  call("POST", "/api/v1/tenants", "/api/v1/tenants", {{"name", 5}});    // 400
+  // Deployments, entitlements and gateway limits.
+  Json dep = call("POST", "/api/v1/deployments", "/api/v1/deployments",
+                  {{"model", "schema-model"},
+                   {"endpoints", {{{"url", "http://10.0.0.8:8000"}, {"capacity", 2}}}},
+                   {"region", "local"},
+                   {"latency_tier", "batch"}});
+  const std::string dp = "/api/v1/deployments/" + dep.value("id", "");
+  call("PATCH", "/api/v1/deployments/{deployment_id}", dp, {{"version", "v2"}});
+  call("GET", "/api/v1/deployments/{deployment_id}", dp, nullptr, tenant_admin);  // 404
+  call("PUT", "/api/v1/tenants/{tenant_id}/entitlements/{model}", a + "/entitlements/schema-model",
+       nullptr);
+  // Entitled now: the tenant sees the shared deployment without endpoints.
+  call("GET", "/api/v1/deployments/{deployment_id}", dp, nullptr, tenant_admin);
+  call("PATCH", "/api/v1/deployments/{deployment_id}", dp, {{"version", "v3"}},
+       tenant_admin);  // 403
+  call("DELETE", "/api/v1/tenants/{tenant_id}/entitlements/{model}",
+       a + "/entitlements/schema-model", nullptr);
+  call("DELETE", "/api/v1/tenants/{tenant_id}/entitlements/{model}",
+       a + "/entitlements/schema-model", nullptr);  // 404
+  call("DELETE", "/api/v1/deployments/{deployment_id}", dp, nullptr);
+  call("POST", "/api/v1/deployments", "/api/v1/deployments",
+       {{"model", "mine"}, {"endpoints", {{{"url", "http://10.1.0.1:8000"}}}}, {"region", "local"}},
+       tenant_admin);
+  call("PUT", "/api/v1/tenants/{tenant_id}/gateway-limits", a + "/gateway-limits",
+       {{"requests_per_minute", 600},
+        {"tokens_per_minute", 0},
+        {"max_concurrent", 10},
+        {"max_queued", 0}});
+  call("PUT", "/api/v1/tenants/{tenant_id}/keys/{key_id}/gateway-limits",
+       a + "/keys/" + world_->own.object.key_id + "/gateway-limits",
+       {{"requests_per_minute", 60},
+        {"tokens_per_minute", 0},
+        {"max_concurrent", 2},
+        {"max_queued", 0},
+        {"priority", "batch"}},
+       tenant_admin);
+  call("PUT", "/api/v1/tenants/{tenant_id}/keys/{key_id}/gateway-limits",
+       a + "/keys/" + world_->own.object.key_id + "/gateway-limits",
+       {{"requests_per_minute", 6000},
+        {"tokens_per_minute", 0},
+        {"max_concurrent", 2},
+        {"max_queued", 0}},
+       tenant_admin);  // 400: above the tenant's
+  call("GET", "/api/v1/tenants/{tenant_id}/gateway-limits", a + "/gateway-limits", nullptr,
+       tenant_admin);
+  call("GET", "/api/v1/tenants/{tenant_id}/usage/summary", a + "/usage/summary?group_by=key",
+       nullptr, tenant_admin);
+  call("GET", "/api/v1/tenants/{tenant_id}/usage", a + "/usage?from=bad", nullptr);  // 400
+  call("GET", "/api/v1/tenants/{tenant_id}", t, nullptr);                            // 404 now
+  call("POST", "/api/v1/tenants", "/api/v1/tenants", {{"name", 5}});                 // 400
   call("POST", "/api/v1/auth/logout", "/api/v1/auth/logout", nullptr);  // 400 with a key
 }
 

@@ -68,6 +68,26 @@ TEST(CliParseMilliGpusTest, GpusDecimalsAndMilli) {
   EXPECT_EQ(FormatMilliGpus(143), "0.143");
 }
 
+TEST(CliParseEndpointTest, UrlWithOptionalCapacity) {
+  auto plain = ParseEndpointArg("http://10.0.0.5:8000");
+  ASSERT_TRUE(plain.has_value());
+  EXPECT_EQ(plain->url, "http://10.0.0.5:8000");
+  EXPECT_EQ(plain->capacity, 0);
+  auto sized = ParseEndpointArg("http://10.0.0.5:8000=16");
+  ASSERT_TRUE(sized.has_value());
+  EXPECT_EQ(sized->url, "http://10.0.0.5:8000");
+  EXPECT_EQ(sized->capacity, 16);
+  // A '=' not followed by a number stays in the URL (the server refuses it).
+  auto odd = ParseEndpointArg("http://h/a=b");
+  ASSERT_TRUE(odd.has_value());
+  EXPECT_EQ(odd->url, "http://h/a=b");
+  for (const char* bad : {"", "=8", "http://h=0", "http://h=100001", "http://h=9999999"}) {
+    auto r = ParseEndpointArg(bad);
+    ASSERT_FALSE(r.has_value()) << bad;
+    EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
+  }
+}
+
 TEST(CliQueryTest, EncodesValuesAndSkipsEmptyOnes) {
   EXPECT_EQ(UrlEncode("a-z_0.9~"), "a-z_0.9~");
   EXPECT_EQ(UrlEncode("k=v&x y/é"), "k%3Dv%26x%20y%2F%C3%A9");

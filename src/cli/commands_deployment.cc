@@ -1,0 +1,229 @@
+// deployment create | list | get | update | delete: the model deployments
+// behind the inference gateway. Platform staff run shared ones (or place a
+// dedicated one for --tenant); a tenant admin runs its tenant's dedicated
+// ones.
+#include <memory>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+
+namespace atrium::cli {
+namespace {
+
+const std::vector<std::string> kDeploymentFieldOrder = {
+    "id",           "model",     "version",        "visibility", "tenant_id",  "region",
+    "latency_tier", "endpoints", "endpoint_count", "capacity",   "created_at", "updated_at"};
+const std::vector<Column> kDeploymentColumns = {{"ID", "id"},
+                                                {"MODEL", "model"},
+                                                {"VERSION", "version"},
+                                                {"VISIBILITY", "visibility"},
+                                                {"TENANT", "tenant_id"},
+                                                {"REGION", "region"},
+                                                {"TIER", "latency_tier"},
+                                                {"ENDPOINTS", "endpoint_count"},
+                                                {"CAPACITY", "capacity"}};
+
+std::string DeploymentPath(const std::string& id) { return "/api/v1/deployments/" + UrlEncode(id); }
+
+// The endpoints array of a body from repeated --endpoint URL[=CAPACITY].
+Result<Json> EndpointsBody(const std::vector<std::string>& args) {
+  Json endpoints = Json::array();
+  for (const auto& text : args) {
+    ATRIUM_ASSIGN_OR_RETURN(EndpointArg e, ParseEndpointArg(text));
+    Json endpoint = {{"url", e.url}};
+    if (e.capacity > 0) endpoint["capacity"] = e.capacity;
+    endpoints.push_back(std::move(endpoint));
+  }
+  return endpoints;
+}
+
+// Single deployments print their endpoints one per line after the fields.
+void PrintDeployment(Context& ctx, const Json& d) {
+  if (ctx.json_output()) {
+    ctx.PrintJson(d);
+    return;
+  }
+  Json shown = d;
+  shown.erase("endpoints");
+  ctx.out() << FormatDetail(shown, kDeploymentFieldOrder);
+  Json endpoints = FieldAt(d, "endpoints");
+  if (!endpoints.is_array()) {
+    ctx.out() << "endpoints: (run by the platform)\n";
+    return;
+  }
+  for (const auto& e : endpoints) {
+    ctx.out() << "endpoint: " << StringAt(e, "url") << " (capacity "
+              << CellText(FieldAt(e, "capacity")) << ")\n";
+  }
+}
+
+struct FieldArgs {
+  std::string model;
+  std::string version;
+  std::vector<std::string> endpoints;
+  std::string region;
+  std::string latency_tier;
+};
+
+void AddFieldOptions(CLI::App* command, FieldArgs& args, bool create) {
+  auto* model = command->add_option("--model", args.model,
+                                    "Model name clients send, e.g. llama-3.1-8b-instruct");
+  auto* endpoint = command->add_option(
+      "--endpoint", args.endpoints,
+      "Upstream server URL[=CAPACITY] (repeatable), e.g. http://10.0.0.5:8000=16; capacity "
+      "defaults to 8");
+  auto* region = command->add_option("--region", args.region, "Region the servers run in");
+  command->add_option("--version", args.version, "Free-text version, e.g. 2024-07");
+  command->add_option("--latency-tier", args.latency_tier, "Latency tier (default standard)")
+      ->check(CLI::IsMember({"interactive", "standard", "batch"}));
+  if (create) {
+    model->required();
+    endpoint->required();
+    region->required();
+  } else {
+    endpoint->description(
+        "Upstream server URL[=CAPACITY] (repeatable); replaces every endpoint of the deployment");
+  }
+}
+
+// The body fields that were given.
+Result<Json> FieldsBody(const FieldArgs& args) {
+  Json body = Json::object();
+  if (!args.model.empty()) body["model"] = args.model;
+  if (!args.version.empty()) body["version"] = args.version;
+  if (!args.region.empty()) body["region"] = args.region;
+  if (!args.latency_tier.empty()) body["latency_tier"] = args.latency_tier;
+  if (!args.endpoints.empty()) {
+    ATRIUM_ASSIGN_OR_RETURN(body["endpoints"], EndpointsBody(args.endpoints));
+  }
+  return body;
+}
+
+struct CreateArgs {
+  FieldArgs fields;
+  std::string visibility;
+  std::string tenant;
+};
+
+int Create(Context& ctx, const CreateArgs& args) {
+  auto body = FieldsBody(args.fields);
+  if (!body.has_value()) return ctx.Usage(body.error().message);
+  if (!args.visibility.empty()) (*body)["visibility"] = args.visibility;
+  ApiSession* api = ctx.Connect();
+  if (api == nullptr) return kExitUsage;
+  if (!args.tenant.empty()) {
+    auto id = ctx.TenantIdOf(args.tenant);
+    if (!id.has_value()) return ctx.Fail(id.error());
+    (*body)["tenant_id"] = *id;
+  }
+  auto created = api->Post("/api/v1/deployments", *body);
+  if (!created.has_value()) return ctx.Fail(created.error());
+  PrintDeployment(ctx, *created);
+  return kExitOk;
+}
+
+struct ListDeploymentArgs {
+  std::string tenant;
+  std::string model;
+  ListArgs list;
+};
+
+int List(Context& ctx, const ListDeploymentArgs& args) {
+  ApiSession* api = ctx.Connect();
+  if (api == nullptr) return kExitUsage;
+  std::string tenant_id;
+  if (!args.tenant.empty()) {
+    auto id = ctx.TenantIdOf(args.tenant);
+    if (!id.has_value()) return ctx.Fail(id.error());
+    tenant_id = *id;
+  }
+  return RunList(
+      ctx, *api,
+      WithQuery("/api/v1/deployments", {{"tenant_id", tenant_id}, {"model", args.model}}),
+      args.list, kDeploymentColumns);
+}
+
+int Get(Context& ctx, const std::string& id) {
+  ApiSession* api = ctx.Connect();
+  if (api == nullptr) return kExitUsage;
+  auto d = api->Get(DeploymentPath(id));
+  if (!d.has_value()) return ctx.Fail(d.error());
+  PrintDeployment(ctx, *d);
+  return kExitOk;
+}
+
+struct UpdateArgs {
+  std::string id;
+  FieldArgs fields;
+};
+
+int Update(Context& ctx, const UpdateArgs& args) {
+  auto body = FieldsBody(args.fields);
+  if (!body.has_value()) return ctx.Usage(body.error().message);
+  if (body->empty()) {
+    return ctx.Usage(
+        "nothing to change: give --model, --version, --endpoint, --region or --latency-tier");
+  }
+  ApiSession* api = ctx.Connect();
+  if (api == nullptr) return kExitUsage;
+  auto d = api->Patch(DeploymentPath(args.id), *body);
+  if (!d.has_value()) return ctx.Fail(d.error());
+  PrintDeployment(ctx, *d);
+  return kExitOk;
+}
+
+int Delete(Context& ctx, const std::string& id) {
+  ApiSession* api = ctx.Connect();
+  if (api == nullptr) return kExitUsage;
+  auto gone = api->Delete(DeploymentPath(id));
+  if (!gone.has_value()) return ctx.Fail(gone.error());
+  if (!ctx.json_output()) ctx.out() << "Deleted deployment " << id << ".\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddDeploymentCommands(CLI::App& app, VerbTable& verbs) {
+  CLI::App* deployment =
+      AddGroup(app, "deployment", "Model deployments behind the inference gateway");
+
+  auto create_args = std::make_shared<CreateArgs>();
+  CLI::App* create = deployment->add_subcommand(
+      "create", "Create a deployment: shared (platform staff) or dedicated to one tenant");
+  AddFieldOptions(create, create_args->fields, /*create=*/true);
+  create
+      ->add_option("--visibility", create_args->visibility,
+                   "shared (platform staff; the default without --tenant) or dedicated")
+      ->check(CLI::IsMember({"shared", "dedicated"}));
+  create->add_option("--tenant", create_args->tenant,
+                     "Tenant id or name a dedicated deployment is for (platform staff; a tenant "
+                     "admin's are its own tenant's)");
+  verbs.Add(create, [create_args](Context& ctx) { return Create(ctx, *create_args); });
+
+  auto list_args = std::make_shared<ListDeploymentArgs>();
+  CLI::App* list = deployment->add_subcommand(
+      "list", "List deployments (tenants: their dedicated ones and the shared ones they may use)");
+  list->add_option("--tenant", list_args->tenant, "What this tenant may use (platform staff)");
+  list->add_option("--model", list_args->model, "Only deployments of this model");
+  AddListOptions(list, list_args->list);
+  verbs.Add(list, [list_args](Context& ctx) { return List(ctx, *list_args); });
+
+  auto get_arg = std::make_shared<std::string>();
+  CLI::App* get = deployment->add_subcommand("get", "Show a deployment");
+  get->add_option("id", *get_arg, "Deployment id")->required();
+  verbs.Add(get, [get_arg](Context& ctx) { return Get(ctx, *get_arg); });
+
+  auto update_args = std::make_shared<UpdateArgs>();
+  CLI::App* update = deployment->add_subcommand(
+      "update", "Change a deployment's model, version, endpoints, region or latency tier");
+  update->add_option("id", update_args->id, "Deployment id")->required();
+  AddFieldOptions(update, update_args->fields, /*create=*/false);
+  verbs.Add(update, [update_args](Context& ctx) { return Update(ctx, *update_args); });
+
+  auto delete_arg = std::make_shared<std::string>();
+  CLI::App* del = deployment->add_subcommand("delete", "Delete a deployment");
+  del->add_option("id", *delete_arg, "Deployment id")->required();
+  verbs.Add(del, [delete_arg](Context& ctx) { return Delete(ctx, *delete_arg); });
+}
+
+}  // namespace atrium::cli

@@ -1,0 +1,552 @@
+// The store's rows behind the inference gateway: model deployments,
+// entitlements, gateway limits, usage records, and the gateway's unscoped
+// policy read with its change marker. See store.h for the contracts.
+#include <charconv>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "store/store.h"
+#include "store/store_internal.h"
+
+namespace atrium {
+namespace {
+
+using sql::Row;
+using sql::Value;
+using store_internal::BumpGatewayPolicyMarker;
+using store_internal::ClampLimit;
+using store_internal::ExpectOneRowOn;
+using store_internal::Flag;
+using store_internal::MakePage;
+using store_internal::StatusOf;
+using Json = nlohmann::json;
+
+std::string P(size_t n) { return "$" + std::to_string(n); }
+
+// --- deployments
+
+std::string EncodeEndpoints(const std::vector<DeploymentEndpoint>& endpoints) {
+  Json j = Json::array();
+  for (const auto& e : endpoints) j.push_back({{"url", e.url}, {"capacity", e.capacity}});
+  return j.dump();
+}
+
+std::vector<DeploymentEndpoint> DecodeEndpoints(const std::string& text) {
+  Json j = Json::parse(text, nullptr, false);
+  std::vector<DeploymentEndpoint> out;
+  if (!j.is_array()) return out;
+  for (const auto& item : j) {
+    if (!item.is_object()) continue;
+    DeploymentEndpoint e;
+    if (item.contains("url") && item["url"].is_string()) e.url = item["url"].get<std::string>();
+    if (item.contains("capacity") && item["capacity"].is_number_integer()) {
+      e.capacity = item["capacity"].get<int64_t>();
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+constexpr char kDeploymentColumns[] =
+    "id, model, version, endpoints, region, latency_tier, visibility, tenant_id, created_at, "
+    "updated_at";
+
+// The same columns qualified with the alias "d", for queries that join.
+constexpr char kDeploymentColumnsD[] =
+    "d.id, d.model, d.version, d.endpoints, d.region, d.latency_tier, d.visibility, d.tenant_id, "
+    "d.created_at, d.updated_at";
+
+DeploymentRecord DeploymentFromRow(const Row& r) {
+  DeploymentRecord d;
+  d.id = r.Text(0);
+  d.model = r.Text(1);
+  d.version = r.Text(2);
+  d.endpoints = DecodeEndpoints(r.Text(3));
+  d.region = r.Text(4);
+  d.latency_tier = r.Text(5);
+  d.visibility = r.Text(6);
+  d.tenant_id = r.Text(7);
+  d.created_at = r.Int(8);
+  d.updated_at = r.Int(9);
+  return d;
+}
+
+// What `tenant_param` (a placeholder holding the scope's tenant id) may use:
+// its own dedicated deployments, and shared ones of models it is entitled
+// to. For the platform scope ("") only shared deployments match: no
+// entitlement row has tenant "".
+std::string VisibleTo(const std::string& tenant_param) {
+  return "(d.tenant_id = " + tenant_param +
+         " OR (d.tenant_id = '' AND EXISTS (SELECT 1 FROM entitlements e WHERE e.tenant_id = " +
+         tenant_param + " AND e.model = d.model)))";
+}
+
+Result<Page<DeploymentRecord>> ListDeploymentsWhere(sql::Database& db, const std::string& where,
+                                                    std::vector<Value> params,
+                                                    const DeploymentFilter& filter,
+                                                    const ListOptions& opts) {
+  int limit = ClampLimit(opts.limit);
+  std::string q = std::string("SELECT ") + kDeploymentColumnsD + " FROM deployments d WHERE " +
+                  where + (where.empty() ? "" : " AND ");
+  params.push_back(opts.after);
+  q += "d.id > " + P(params.size());
+  if (!filter.model.empty()) {
+    params.push_back(filter.model);
+    q += " AND d.model = " + P(params.size());
+  }
+  params.push_back(int64_t{limit + 1});
+  q += " ORDER BY d.id LIMIT " + P(params.size());
+  ATRIUM_ASSIGN_OR_RETURN(auto rows, db.Exec(q, params));
+  std::vector<DeploymentRecord> items;
+  for (const auto& r : rows.rows) items.push_back(DeploymentFromRow(r));
+  return MakePage(std::move(items), limit, [](const DeploymentRecord& d) { return d.id; });
+}
+
+// --- limits
+
+constexpr char kLimitColumns[] =
+    "tenant_id, key_id, requests_per_minute, tokens_per_minute, max_concurrent, max_queued, "
+    "priority, updated_at";
+
+GatewayLimitRecord LimitFromRow(const Row& r) {
+  GatewayLimitRecord l;
+  l.tenant_id = r.Text(0);
+  l.key_id = r.Text(1);
+  l.limits.requests_per_minute = r.Int(2);
+  l.limits.tokens_per_minute = r.Int(3);
+  l.limits.max_concurrent = r.Int(4);
+  l.limits.max_queued = r.Int(5);
+  l.priority = r.Text(6);
+  l.updated_at = r.Int(7);
+  return l;
+}
+
+bool IsEmpty(const GatewayLimitRecord& r) {
+  const GatewayLimits& l = r.limits;
+  return l.requests_per_minute == 0 && l.tokens_per_minute == 0 && l.max_concurrent == 0 &&
+         l.max_queued == 0 && r.priority.empty();
+}
+
+// --- usage
+
+constexpr char kUsageColumns[] =
+    "id, tenant_id, key_id, model, deployment_id, endpoint, api, stream, input_tokens, "
+    "output_tokens, cached_tokens, queue_ms, ttft_ms, total_ms, status, http_status, created_at";
+constexpr size_t kUsageColumnCount = 17;
+// Rows per INSERT: 17 parameters each stays under SQLite's oldest limit of
+// 999 parameters per statement.
+constexpr size_t kUsageRowsPerInsert = 50;
+
+UsageRecord UsageFromRow(const Row& r) {
+  UsageRecord u;
+  u.id = r.Text(0);
+  u.tenant_id = r.Text(1);
+  u.key_id = r.Text(2);
+  u.model = r.Text(3);
+  u.deployment_id = r.Text(4);
+  u.endpoint = r.Text(5);
+  u.api = r.Text(6);
+  u.stream = r.Int(7) != 0;
+  u.input_tokens = r.Int(8);
+  u.output_tokens = r.Int(9);
+  u.cached_tokens = r.Int(10);
+  u.queue_ms = r.Int(11);
+  u.ttft_ms = r.Int(12);
+  u.total_ms = r.Int(13);
+  u.status = r.Text(14);
+  u.http_status = r.Int(15);
+  u.created_at = r.Int(16);
+  return u;
+}
+
+void AppendUsageValues(const UsageRecord& u, std::vector<Value>& out) {
+  out.insert(out.end(),
+             {u.id, u.tenant_id, u.key_id, u.model, u.deployment_id, u.endpoint, u.api,
+              Flag(u.stream), u.input_tokens, u.output_tokens, u.cached_tokens, u.queue_ms,
+              u.ttft_ms, u.total_ms, u.status, int64_t{u.http_status}, u.created_at});
+}
+
+// The usage cursor: "<created_at>.<id>" of the last record of a page.
+std::string UsageCursor(const UsageRecord& u) { return std::to_string(u.created_at) + "." + u.id; }
+
+Result<std::pair<int64_t, std::string>> ParseUsageCursor(const std::string& cursor) {
+  auto bad = [] { return Error::InvalidArgument("malformed usage cursor"); };
+  size_t dot = cursor.find('.');
+  if (dot == std::string::npos || dot == 0 || dot + 1 == cursor.size()) return bad();
+  int64_t at = 0;
+  auto [ptr, ec] = std::from_chars(cursor.data(), cursor.data() + dot, at);
+  if (ec != std::errc() || ptr != cursor.data() + dot) return bad();
+  return std::make_pair(at, cursor.substr(dot + 1));
+}
+
+// WHERE clause of a usage query over one tenant and a filter; params get
+// the values in placeholder order.
+std::string UsageWhere(const TenantScope& scope, const UsageFilter& filter,
+                       std::vector<Value>& params) {
+  params.push_back(scope.tenant_id);
+  std::string where = "tenant_id = " + P(params.size());
+  if (filter.from != 0) {
+    params.push_back(filter.from);
+    where += " AND created_at >= " + P(params.size());
+  }
+  if (filter.to != 0) {
+    params.push_back(filter.to);
+    where += " AND created_at < " + P(params.size());
+  }
+  if (!filter.model.empty()) {
+    params.push_back(filter.model);
+    where += " AND model = " + P(params.size());
+  }
+  if (!filter.key_id.empty()) {
+    params.push_back(filter.key_id);
+    where += " AND key_id = " + P(params.size());
+  }
+  return where;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- deployments
+
+Status Store::CreateDeployment(const DeploymentRecord& d) {
+  auto r = db_->Transact<bool>([&](sql::Connection& c) -> Result<bool> {
+    ATRIUM_RETURN_IF_ERROR(
+        c.Exec(std::string("INSERT INTO deployments (") + kDeploymentColumns +
+                   ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+               {d.id, d.model, d.version, EncodeEndpoints(d.endpoints), d.region, d.latency_tier,
+                d.visibility, d.tenant_id, d.created_at, d.updated_at}));
+    ATRIUM_RETURN_IF_ERROR(BumpGatewayPolicyMarker(c));
+    return true;
+  });
+  if (!r.has_value()) {
+    Error e = std::move(r).error();
+    if (e.code == ErrorCode::kAlreadyExists)
+      e.message = "a deployment with id '" + d.id + "' exists";
+    return e;
+  }
+  return OkStatus();
+}
+
+Result<DeploymentRecord> Store::GetDeployment(const TenantScope& scope, const std::string& id) {
+  ATRIUM_ASSIGN_OR_RETURN(
+      auto rows, db_->Exec(std::string("SELECT ") + kDeploymentColumnsD +
+                               " FROM deployments d WHERE d.id = $2 AND " + VisibleTo("$1"),
+                           {scope.tenant_id, id}));
+  if (rows.rows.empty()) return Error::NotFound("deployment not found");
+  return DeploymentFromRow(rows.rows[0]);
+}
+
+Result<DeploymentRecord> Store::GetDeploymentForPlatform(const std::string& id) {
+  ATRIUM_ASSIGN_OR_RETURN(auto rows, db_->Exec(std::string("SELECT ") + kDeploymentColumns +
+                                                   " FROM deployments WHERE id = $1",
+                                               {id}));
+  if (rows.rows.empty()) return Error::NotFound("deployment not found");
+  return DeploymentFromRow(rows.rows[0]);
+}
+
+Result<Page<DeploymentRecord>> Store::ListDeployments(const TenantScope& scope,
+                                                      const DeploymentFilter& filter,
+                                                      const ListOptions& opts) {
+  return ListDeploymentsWhere(*db_, VisibleTo("$1"), {scope.tenant_id}, filter, opts);
+}
+
+Result<Page<DeploymentRecord>> Store::ListDeploymentsForPlatform(const DeploymentFilter& filter,
+                                                                 const ListOptions& opts) {
+  return ListDeploymentsWhere(*db_, "", {}, filter, opts);
+}
+
+Status Store::UpdateDeployment(const TenantScope& scope, const DeploymentRecord& d) {
+  return StatusOf(db_->Transact<bool>([&](sql::Connection& c) -> Result<bool> {
+    ATRIUM_RETURN_IF_ERROR(ExpectOneRowOn(
+        c,
+        "UPDATE deployments SET model = $3, version = $4, endpoints = $5, region = $6, "
+        "latency_tier = $7, updated_at = $8 WHERE tenant_id = $1 AND id = $2",
+        {scope.tenant_id, d.id, d.model, d.version, EncodeEndpoints(d.endpoints), d.region,
+         d.latency_tier, d.updated_at},
+        "deployment"));
+    ATRIUM_RETURN_IF_ERROR(BumpGatewayPolicyMarker(c));
+    return true;
+  }));
+}
+
+Status Store::DeleteDeployment(const TenantScope& scope, const std::string& id) {
+  return StatusOf(db_->Transact<bool>([&](sql::Connection& c) -> Result<bool> {
+    ATRIUM_RETURN_IF_ERROR(
+        ExpectOneRowOn(c, "DELETE FROM deployments WHERE tenant_id = $1 AND id = $2",
+                       {scope.tenant_id, id}, "deployment"));
+    ATRIUM_RETURN_IF_ERROR(BumpGatewayPolicyMarker(c));
+    return true;
+  }));
+}
+
+// ---------------------------------------------------------------- entitlements
+
+Result<EntitlementRecord> Store::GrantEntitlement(const TenantScope& scope,
+                                                  const std::string& model, int64_t at) {
+  return db_->Transact<EntitlementRecord>([&](sql::Connection& c) -> Result<EntitlementRecord> {
+    ATRIUM_ASSIGN_OR_RETURN(
+        auto inserted,
+        c.Exec("INSERT INTO entitlements (tenant_id, model, created_at) VALUES ($1, $2, $3) "
+               "ON CONFLICT (tenant_id, model) DO NOTHING",
+               {scope.tenant_id, model, at}));
+    if (inserted.affected > 0) ATRIUM_RETURN_IF_ERROR(BumpGatewayPolicyMarker(c));
+    ATRIUM_ASSIGN_OR_RETURN(auto rows,
+                            c.Exec("SELECT tenant_id, model, created_at FROM entitlements WHERE "
+                                   "tenant_id = $1 AND model = $2",
+                                   {scope.tenant_id, model}));
+    if (rows.rows.empty()) return Error::Internal("entitlement vanished after its insert");
+    const auto& r = rows.rows[0];
+    return EntitlementRecord{r.Text(0), r.Text(1), r.Int(2)};
+  });
+}
+
+Status Store::RevokeEntitlement(const TenantScope& scope, const std::string& model) {
+  return StatusOf(db_->Transact<bool>([&](sql::Connection& c) -> Result<bool> {
+    ATRIUM_RETURN_IF_ERROR(
+        ExpectOneRowOn(c, "DELETE FROM entitlements WHERE tenant_id = $1 AND model = $2",
+                       {scope.tenant_id, model}, "entitlement"));
+    ATRIUM_RETURN_IF_ERROR(BumpGatewayPolicyMarker(c));
+    return true;
+  }));
+}
+
+Result<std::vector<EntitlementRecord>> Store::ListEntitlements(const TenantScope& scope) {
+  ATRIUM_ASSIGN_OR_RETURN(auto rows,
+                          db_->Exec("SELECT tenant_id, model, created_at FROM entitlements WHERE "
+                                    "tenant_id = $1 ORDER BY model",
+                                    {scope.tenant_id}));
+  std::vector<EntitlementRecord> out;
+  for (const auto& r : rows.rows) out.push_back({r.Text(0), r.Text(1), r.Int(2)});
+  return out;
+}
+
+// ---------------------------------------------------------------- gateway limits
+
+Status Store::SetGatewayLimit(const TenantScope& scope, const GatewayLimitRecord& r) {
+  return StatusOf(db_->Transact<bool>([&](sql::Connection& c) -> Result<bool> {
+    if (!r.key_id.empty()) {
+      ATRIUM_ASSIGN_OR_RETURN(auto key, c.Exec("SELECT 1 FROM api_keys WHERE tenant_id = $1 AND "
+                                               "id = $2",
+                                               {scope.tenant_id, r.key_id}));
+      if (key.rows.empty()) return Error::NotFound("API key not found");
+    }
+    ATRIUM_RETURN_IF_ERROR(c.Exec("DELETE FROM gateway_limits WHERE tenant_id = $1 AND key_id = $2",
+                                  {scope.tenant_id, r.key_id}));
+    if (!IsEmpty(r)) {
+      const GatewayLimits& l = r.limits;
+      ATRIUM_RETURN_IF_ERROR(
+          c.Exec(std::string("INSERT INTO gateway_limits (") + kLimitColumns +
+                     ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                 {scope.tenant_id, r.key_id, l.requests_per_minute, l.tokens_per_minute,
+                  l.max_concurrent, l.max_queued, r.priority, r.updated_at}));
+    }
+    ATRIUM_RETURN_IF_ERROR(BumpGatewayPolicyMarker(c));
+    return true;
+  }));
+}
+
+Result<GatewayLimitRecord> Store::GetGatewayLimit(const TenantScope& scope,
+                                                  const std::string& key_id) {
+  ATRIUM_ASSIGN_OR_RETURN(auto rows,
+                          db_->Exec(std::string("SELECT ") + kLimitColumns +
+                                        " FROM gateway_limits WHERE tenant_id = $1 AND key_id = $2",
+                                    {scope.tenant_id, key_id}));
+  if (rows.rows.empty()) return Error::NotFound("gateway limit not found");
+  return LimitFromRow(rows.rows[0]);
+}
+
+Result<std::vector<GatewayLimitRecord>> Store::ListGatewayLimits(const TenantScope& scope) {
+  ATRIUM_ASSIGN_OR_RETURN(auto rows, db_->Exec(std::string("SELECT ") + kLimitColumns +
+                                                   " FROM gateway_limits WHERE tenant_id = $1 "
+                                                   "ORDER BY key_id",
+                                               {scope.tenant_id}));
+  std::vector<GatewayLimitRecord> out;
+  for (const auto& r : rows.rows) out.push_back(LimitFromRow(r));
+  return out;
+}
+
+// ---------------------------------------------------------------- usage
+
+Status Store::InsertUsageRecords(const std::vector<UsageRecord>& records) {
+  if (records.empty()) return OkStatus();
+  for (const auto& u : records) {
+    if (u.id.empty()) return Error::InvalidArgument("usage record without id");
+    if (u.tenant_id.empty())
+      return Error::InvalidArgument("usage record " + u.id + " has no tenant");
+  }
+  return StatusOf(db_->Transact<bool>([&](sql::Connection& c) -> Result<bool> {
+    // Which tenants still exist. On PostgreSQL the share lock makes an
+    // eviction that runs at the same time wait for this batch (and then
+    // delete its rows) or, if it came first, leaves no row to find here.
+    const bool pg = c.dialect() == sql::Dialect::kPostgres;
+    std::set<std::string> tenants;
+    for (const auto& u : records) tenants.insert(u.tenant_id);
+    std::set<std::string> live;
+    for (const auto& t : tenants) {
+      ATRIUM_ASSIGN_OR_RETURN(auto rows,
+                              c.Exec(pg ? "SELECT id FROM tenants WHERE id = $1 FOR SHARE"
+                                        : "SELECT id FROM tenants WHERE id = $1",
+                                     {t}));
+      if (!rows.rows.empty()) live.insert(t);
+    }
+    std::vector<const UsageRecord*> kept;
+    for (const auto& u : records) {
+      if (live.count(u.tenant_id)) kept.push_back(&u);
+    }
+    for (size_t start = 0; start < kept.size(); start += kUsageRowsPerInsert) {
+      size_t end = std::min(kept.size(), start + kUsageRowsPerInsert);
+      std::string q = std::string("INSERT INTO usage_records (") + kUsageColumns + ") VALUES ";
+      std::vector<Value> params;
+      params.reserve((end - start) * kUsageColumnCount);
+      for (size_t i = start; i < end; ++i) {
+        if (i > start) q += ", ";
+        q += "(";
+        for (size_t col = 0; col < kUsageColumnCount; ++col) {
+          if (col) q += ", ";
+          q += P(params.size() + col + 1);
+        }
+        q += ")";
+        AppendUsageValues(*kept[i], params);
+      }
+      // The idempotency: a record already stored (a re-shipped batch, or the
+      // same id twice in this one) is skipped, in both dialects.
+      q += " ON CONFLICT (id) DO NOTHING";
+      ATRIUM_RETURN_IF_ERROR(c.Exec(q, params));
+    }
+    return true;
+  }));
+}
+
+Result<Page<UsageRecord>> Store::ListUsage(const TenantScope& scope, const UsageFilter& filter,
+                                           const ListOptions& opts) {
+  int limit = ClampLimit(opts.limit);
+  std::vector<Value> params;
+  std::string q = std::string("SELECT ") + kUsageColumns + " FROM usage_records WHERE " +
+                  UsageWhere(scope, filter, params);
+  if (!opts.after.empty()) {
+    ATRIUM_ASSIGN_OR_RETURN(auto cursor, ParseUsageCursor(opts.after));
+    params.push_back(cursor.first);
+    std::string at = P(params.size());
+    params.push_back(cursor.second);
+    std::string id = P(params.size());
+    q += " AND (created_at < " + at + " OR (created_at = " + at + " AND id < " + id + "))";
+  }
+  params.push_back(int64_t{limit + 1});
+  q += " ORDER BY created_at DESC, id DESC LIMIT " + P(params.size());
+  ATRIUM_ASSIGN_OR_RETURN(auto rows, db_->Exec(q, params));
+  std::vector<UsageRecord> items;
+  for (const auto& r : rows.rows) items.push_back(UsageFromRow(r));
+  return MakePage(std::move(items), limit, UsageCursor);
+}
+
+Result<std::vector<UsageTotals>> Store::SummarizeUsage(const TenantScope& scope,
+                                                       const UsageFilter& filter,
+                                                       const std::string& group_by) {
+  std::string column;
+  if (group_by == "model") {
+    column = "model";
+  } else if (group_by == "key") {
+    column = "key_id";
+  } else if (!group_by.empty()) {
+    return Error::InvalidArgument("group_by must be model or key");
+  }
+  std::vector<Value> params;
+  std::string where = UsageWhere(scope, filter, params);
+  std::string q = "SELECT " + (column.empty() ? std::string("''") : column) +
+                  ", COUNT(*), SUM(input_tokens), SUM(output_tokens), SUM(cached_tokens) FROM "
+                  "usage_records WHERE " +
+                  where;
+  if (!column.empty()) q += " GROUP BY " + column + " ORDER BY " + column;
+  ATRIUM_ASSIGN_OR_RETURN(auto rows, db_->Exec(q, params));
+  std::vector<UsageTotals> out;
+  for (const auto& r : rows.rows) {
+    // SUM over no rows is NULL, which reads as 0.
+    out.push_back({r.Text(0), r.Int(1), r.Int(2), r.Int(3), r.Int(4)});
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- the gateway's view
+
+Result<GatewayPolicyRows> Store::LoadGatewayPolicyForGateway() {
+  sql::Database::Lease conn = db_->Acquire();
+  // One read-only snapshot: on PostgreSQL a repeatable-read transaction; on
+  // SQLite a deferred one, whose first read fixes the snapshot (WAL mode).
+  const bool pg = conn->dialect() == sql::Dialect::kPostgres;
+  ATRIUM_RETURN_IF_ERROR(
+      conn->Exec(pg ? "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" : "BEGIN", {}));
+  auto load = [&]() -> Result<GatewayPolicyRows> {
+    GatewayPolicyRows out;
+    ATRIUM_ASSIGN_OR_RETURN(
+        auto marker, conn->Exec("SELECT version FROM gateway_policy_version WHERE id = 1", {}));
+    if (marker.rows.empty()) return Error::Internal("gateway policy marker row missing");
+    out.marker = marker.rows[0].Int(0);
+
+    ATRIUM_ASSIGN_OR_RETURN(auto tenants,
+                            conn->Exec(std::string("SELECT ") + store_internal::kTenantColumns +
+                                           " FROM tenants ORDER BY id",
+                                       {}));
+    out.tenants.reserve(tenants.rows.size());
+    for (const auto& r : tenants.rows) out.tenants.push_back(store_internal::TenantFromRow(r));
+
+    // Keys with their owner in one join; the owner's columns come first.
+    std::string key_columns;
+    for (std::string_view col : {"id", "tenant_id", "owner_user_id", "name", "role", "scopes",
+                                 "secret_hash", "created_at", "expires_at", "revoked_at"}) {
+      key_columns += std::string(key_columns.empty() ? "" : ", ") + "k." + std::string(col);
+    }
+    ATRIUM_ASSIGN_OR_RETURN(
+        auto keys, conn->Exec("SELECT u.state, u.role, " + key_columns +
+                                  " FROM api_keys k JOIN users u ON u.tenant_id = k.tenant_id AND "
+                                  "u.id = k.owner_user_id WHERE k.revoked_at = 0 AND "
+                                  "k.tenant_id <> '' ORDER BY k.id",
+                              {}));
+    out.keys.reserve(keys.rows.size());
+    for (const auto& r : keys.rows) {
+      GatewayKeyRow row;
+      row.owner_state = r.Text(0);
+      row.owner_role = r.Text(1);
+      row.key = store_internal::KeyFromRow(r, 2);
+      out.keys.push_back(std::move(row));
+    }
+
+    ATRIUM_ASSIGN_OR_RETURN(
+        auto deployments,
+        conn->Exec(std::string("SELECT ") + kDeploymentColumns + " FROM deployments ORDER BY id",
+                   {}));
+    out.deployments.reserve(deployments.rows.size());
+    for (const auto& r : deployments.rows) out.deployments.push_back(DeploymentFromRow(r));
+
+    ATRIUM_ASSIGN_OR_RETURN(
+        auto entitlements,
+        conn->Exec(
+            "SELECT tenant_id, model, created_at FROM entitlements ORDER BY tenant_id, model", {}));
+    out.entitlements.reserve(entitlements.rows.size());
+    for (const auto& r : entitlements.rows) {
+      out.entitlements.push_back({r.Text(0), r.Text(1), r.Int(2)});
+    }
+
+    ATRIUM_ASSIGN_OR_RETURN(auto limits,
+                            conn->Exec(std::string("SELECT ") + kLimitColumns +
+                                           " FROM gateway_limits ORDER BY tenant_id, key_id",
+                                       {}));
+    out.limits.reserve(limits.rows.size());
+    for (const auto& r : limits.rows) out.limits.push_back(LimitFromRow(r));
+    return out;
+  };
+  Result<GatewayPolicyRows> loaded = load();
+  // Read-only: ending it either way changes nothing.
+  auto ended = conn->Exec(loaded.has_value() ? "COMMIT" : "ROLLBACK", {});
+  if (loaded.has_value() && !ended.has_value()) return std::move(ended).error();
+  return loaded;
+}
+
+Result<int64_t> Store::GatewayPolicyMarkerForGateway() {
+  ATRIUM_ASSIGN_OR_RETURN(auto rows,
+                          db_->Exec("SELECT version FROM gateway_policy_version WHERE id = 1"));
+  if (rows.rows.empty()) return Error::Internal("gateway policy marker row missing");
+  return rows.rows[0].Int(0);
+}
+
+}  // namespace atrium

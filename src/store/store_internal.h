@@ -1,0 +1,65 @@
+// Helpers shared by the files that implement Store (store.cc and
+// gateway_store.cc): row codecs, paging and the gateway policy marker. Not
+// part of the store's interface; nothing outside src/store includes this.
+#pragma once
+
+#include <algorithm>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+#include "store/records.h"
+#include "store/sql.h"
+
+namespace atrium::store_internal {
+
+inline constexpr int kMaxPageSize = 1000;
+
+inline int ClampLimit(int limit) { return std::clamp(limit, 1, kMaxPageSize); }
+
+// Keyset pagination over rows ordered by a unique key: fetch limit+1 rows;
+// if the extra one came, the page's last key is the next cursor.
+template <typename T, typename KeyFn>
+Page<T> MakePage(std::vector<T> items, int limit, KeyFn key) {
+  Page<T> page;
+  if (static_cast<int>(items.size()) > limit) {
+    items.resize(limit);
+    page.next_cursor = key(items.back());
+  }
+  page.items = std::move(items);
+  return page;
+}
+
+// String lists as JSON text; an unreadable text decodes as empty.
+std::string EncodeList(const std::vector<std::string>& v);
+std::vector<std::string> DecodeList(const std::string& text);
+
+inline constexpr char kTenantColumns[] =
+    "id, name, display_name, tier, regions, weight, labels, state, created_at, updated_at";
+Tenant TenantFromRow(const sql::Row& r);
+
+inline constexpr char kKeyColumns[] =
+    "id, tenant_id, owner_user_id, name, role, scopes, secret_hash, created_at, expires_at, "
+    "revoked_at";
+// Reads kKeyColumns from column `first` on.
+ApiKey KeyFromRow(const sql::Row& r, size_t first = 0);
+
+// Booleans as 0/1 integers (the columns are BIGINT in both dialects).
+sql::Value Flag(bool b);
+
+// Every write of a row the gateway's policy is built from (tenants, users,
+// API keys, deployments, entitlements, gateway limits) calls this inside its
+// own transaction, so the marker and the rows change together. See
+// Store::GatewayPolicyMarkerForGateway.
+Status BumpGatewayPolicyMarker(sql::Connection& c);
+
+// A single-row update or delete inside a transaction: kNotFound naming
+// `what` when it matched nothing.
+Status ExpectOneRowOn(sql::Connection& c, std::string_view statement,
+                      const std::vector<sql::Value>& params, const char* what);
+
+// A transaction's outcome as a Status.
+Status StatusOf(Result<bool> r);
+
+}  // namespace atrium::store_internal

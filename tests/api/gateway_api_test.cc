@@ -1,0 +1,517 @@
+// Behaviour of the inference gateway's control-plane routes beyond who may
+// call them (that is the isolation matrix): deployments, entitlements,
+// gateway limits and usage — input validation, what each kind of caller
+// sees, and the rules tenant admins work within.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "api/api_fixture.h"
+#include "api/gateway_validation.h"
+#include "api/handler_util.h"
+
+namespace atrium::api {
+namespace {
+
+using fixture::Actor;
+using fixture::ApiHarness;
+using fixture::BodyOf;
+using fixture::World;
+
+std::string ErrorMessage(const http::Response& r) {
+  Json j = BodyOf(r);
+  return j.is_object() && j.contains("error") ? j["error"].value("message", "") : "";
+}
+
+bool Contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+std::vector<std::string> IdsOf(const Json& page) {
+  std::vector<std::string> ids;
+  if (!page.is_object() || !page.contains("items")) return ids;
+  for (const auto& item : page["items"]) ids.push_back(item.value("id", ""));
+  return ids;
+}
+
+bool Has(const std::vector<std::string>& ids, const std::string& id) {
+  return std::find(ids.begin(), ids.end(), id) != ids.end();
+}
+
+// --- pure rules
+
+TEST(ParseTimestampTest, AcceptsMillisecondsAndRfc3339) {
+  struct Case {
+    const char* text;
+    int64_t ms;
+  };
+  for (const Case& c :
+       {Case{"0", 0}, Case{"1790000000000", 1'790'000'000'000}, Case{"1970-01-01T00:00:00Z", 0},
+        Case{"2026-09-21T14:00:00Z", 1'789'999'200'000},
+        Case{"2026-09-21T14:00:00.5Z", 1'789'999'200'500},
+        Case{"2026-09-21T14:00:00.123456Z", 1'789'999'200'123},
+        Case{"2026-09-21T16:00:00+02:00", 1'789'999'200'000},
+        Case{"2026-09-21t09:30:00-04:30", 1'789'999'200'000},
+        Case{"2024-02-29T00:00:00Z", 1'709'164'800'000}}) {
+    auto parsed = ParseTimestamp(c.text, "from");
+    ASSERT_TRUE(parsed.has_value()) << c.text << ": " << parsed.error().message;
+    EXPECT_EQ(*parsed, c.ms) << c.text;
+  }
+}
+
+TEST(ParseTimestampTest, RejectsEverythingElseNamingTheField) {
+  for (const char* text :
+       {"", "-5", "12abc", "2026-09-21", "2026-09-21T14:00:00", "2026-13-01T00:00:00Z",
+        "2023-02-29T00:00:00Z", "2026-09-21T24:00:00Z", "2026-09-21T14:00:00.Z",
+        "2026-09-21T14:00:00+0200", "2026-09-21 14:00:00Z", "1969-12-31T23:59:59Z",
+        "2026-09-21T14:00:00Zjunk", "99999999999999999999"}) {
+    auto parsed = ParseTimestamp(text, "query parameter 'to'");
+    ASSERT_FALSE(parsed.has_value()) << text;
+    EXPECT_TRUE(Contains(parsed.error().message, "'to'")) << parsed.error().message;
+  }
+}
+
+TEST(GatewayValidationTest, EndpointUrls) {
+  for (const char* good : {"http://10.0.0.5:8000", "https://gpu-1.internal", "http://[::1]:8000",
+                           "http://host/v1/prefix", "http://my_host:1", "https://h:65535/"}) {
+    EXPECT_TRUE(ValidateEndpointUrl(good).has_value()) << good;
+  }
+  for (const char* bad :
+       {"", "ftp://host", "10.0.0.5:8000", "http://", "http://user:pw@host", "http://host?x=1",
+        "http://host/#frag", "http://host:0", "http://host:70000", "http://host:80x",
+        "http://ho st", "http://[zz]:80", "http://:8000", "HTTP://host", "http://host\n"}) {
+    EXPECT_FALSE(ValidateEndpointUrl(bad).has_value()) << bad;
+  }
+}
+
+TEST(GatewayValidationTest, ModelNames) {
+  EXPECT_TRUE(ValidateModelName("llama-3.1-8b-instruct", "model").has_value());
+  EXPECT_TRUE(ValidateModelName("gpt-4o:2024@x", "model").has_value());
+  EXPECT_TRUE(ValidateModelName(std::string(200, 'm'), "model").has_value());
+  for (const std::string& bad :
+       {std::string(), std::string(201, 'm'), std::string("meta-llama/Llama-3"),
+        std::string("has space"), std::string("tab\t"), std::string("caf\xc3\xa9")}) {
+    EXPECT_FALSE(ValidateModelName(bad, "model").has_value()) << bad;
+  }
+}
+
+// --- through the API
+
+class GatewayApiTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    harness_ = new ApiHarness();
+    world_ = new World(harness_->BuildWorld());
+  }
+  static void TearDownTestSuite() {
+    delete world_;
+    delete harness_;
+  }
+  void TearDown() override {
+    const auto& v = harness_->error_shape_violations();
+    EXPECT_TRUE(v.empty()) << "an error answer lacked the common shape: " << v.front();
+  }
+
+  ApiHarness& h() { return *harness_; }
+  const World& w() { return *world_; }
+  const std::string& Admin() { return w().platform.at(Role::kPlatformAdmin).key; }
+  const std::string& Operator() { return w().platform.at(Role::kPlatformOperator).key; }
+  const Actor& TenantAdmin() { return w().own.members.at(Role::kTenantAdmin); }
+  const Actor& Member() { return w().own.members.at(Role::kTenantMember); }
+  const Actor& Viewer() { return w().own.members.at(Role::kTenantViewer); }
+  std::string TenantPath() { return "/api/v1/tenants/" + w().own.id; }
+
+  int64_t DeploymentCount() {
+    auto page = h().store().ListDeploymentsForPlatform({}, {"", 1000});
+    return page.has_value() ? static_cast<int64_t>(page->items.size()) : -1;
+  }
+
+  static Json Endpoints(const std::string& url) { return Json::array({{{"url", url}}}); }
+  static Json DeploymentBody(const std::string& model) {
+    return {
+        {"model", model}, {"endpoints", Endpoints("http://10.0.0.5:8000")}, {"region", "local"}};
+  }
+
+  static ApiHarness* harness_;
+  static World* world_;
+};
+ApiHarness* GatewayApiTest::harness_ = nullptr;
+World* GatewayApiTest::world_ = nullptr;
+
+TEST_F(GatewayApiTest, BadDeploymentsAreRefusedNamingTheProblemAndCreateNothing) {
+  struct Probe {
+    Json body;
+    std::string says;
+  };
+  auto with = [](const char* field, Json value) {
+    Json b = DeploymentBody("m");
+    b[field] = std::move(value);
+    return b;
+  };
+  auto without = [](const char* field) {
+    Json b = DeploymentBody("m");
+    b.erase(field);
+    return b;
+  };
+  Json many = Json::array();
+  for (int i = 0; i < 65; ++i) many.push_back({{"url", "http://h" + std::to_string(i) + ":80"}});
+  std::vector<Probe> probes = {
+      {without("model"), "missing required field 'model'"},
+      {without("endpoints"), "missing required field 'endpoints'"},
+      {without("region"), "missing required field 'region'"},
+      {with("model", ""), "model must be"},
+      {with("model", "org/model"), "'/'"},
+      {with("model", "two words"), "model must be"},
+      {with("model", std::string(201, 'x')), "'model'"},
+      {with("endpoints", Json::array()), "1 to 64"},
+      {with("endpoints", many), "1 to 64"},
+      {with("endpoints", "http://h:80"), "'endpoints'"},
+      {with("endpoints", Json::array({"http://h:80"})), "endpoints[0]"},
+      {with("endpoints", Endpoints("ftp://h")), "http:// or https://"},
+      {with("endpoints", Endpoints("http://u:p@h")), "credentials"},
+      {with("endpoints", Endpoints("http://h/?q=1")), "query"},
+      {with("endpoints", Endpoints("http://h:99999")), "port"},
+      {with("endpoints", Json::array({{{"url", "http://h:80"}, {"capacity", 0}}})), "capacity"},
+      {with("endpoints", Json::array({{{"url", "http://h:80"}, {"capacity", 100001}}})),
+       "capacity"},
+      {with("endpoints", Json::array({{{"url", "http://h:80"}, {"weight", 1}}})), "weight"},
+      {with("endpoints", Json::array({{{"url", "http://h:80"}}, {{"url", "http://h:80"}}})),
+       "twice"},
+      {with("region", ""), "region"},
+      {with("latency_tier", "fast"), "latency_tier"},
+      {with("visibility", "public"), "visibility"},
+      {with("visibility", "dedicated"), "needs the tenant_id"},
+      {with("tenant_id", "x"), "not found"},
+      {with("color", "blue"), "color"},
+  };
+  Json shared_with_tenant = DeploymentBody("m");
+  shared_with_tenant["visibility"] = "shared";
+  shared_with_tenant["tenant_id"] = w().own.id;
+  probes.push_back({shared_with_tenant, "omit tenant_id"});
+
+  const int64_t before = DeploymentCount();
+  for (const auto& p : probes) {
+    http::Response r = h().CallJson("POST", "/api/v1/deployments", Admin(), p.body);
+    EXPECT_TRUE(r.status == 400 || r.status == 404) << p.body.dump() << " -> " << r.status;
+    EXPECT_TRUE(Contains(ErrorMessage(r), p.says))
+        << p.body.dump() << ": '" << ErrorMessage(r) << "' lacks '" << p.says << "'";
+  }
+  EXPECT_EQ(DeploymentCount(), before);
+
+  // An update may not move a deployment between tenants or visibilities.
+  const std::string path = "/api/v1/deployments/" + w().own.deployment_id;
+  for (const char* field : {"visibility", "tenant_id"}) {
+    http::Response r = h().CallJson("PATCH", path, Admin(), {{field, "shared"}});
+    EXPECT_EQ(r.status, 400) << field;
+    EXPECT_TRUE(Contains(ErrorMessage(r), "fixed")) << ErrorMessage(r);
+  }
+  http::Response r = h().CallJson("PATCH", path, Admin(), {{"endpoints", Json::array()}});
+  EXPECT_EQ(r.status, 400);
+}
+
+TEST_F(GatewayApiTest, TenantAdminsCreateDedicatedDeploymentsOfTheirOwnTenantOnly) {
+  const std::string& key = TenantAdmin().key;
+  Json body = DeploymentBody("tenant-model");
+  http::Response created = h().CallJson("POST", "/api/v1/deployments", key, body);
+  ASSERT_EQ(created.status, 201) << created.body;
+  Json d = BodyOf(created);
+  EXPECT_EQ(d["visibility"], "dedicated");
+  EXPECT_EQ(d["tenant_id"], w().own.id);
+  EXPECT_EQ(d["latency_tier"], "standard");
+  EXPECT_EQ(d["endpoints"][0]["capacity"], 8) << "the default capacity";
+
+  body["tenant_id"] = w().own.id;  // naming its own tenant is fine
+  EXPECT_EQ(h().CallJson("POST", "/api/v1/deployments", key, body).status, 201);
+  body["tenant_id"] = w().other.id;  // another answers like a missing one
+  http::Response other = h().CallJson("POST", "/api/v1/deployments", key, body);
+  EXPECT_EQ(other.status, 404);
+  body["tenant_id"] = "tn_nope";
+  EXPECT_EQ(ErrorMessage(h().CallJson("POST", "/api/v1/deployments", key, body)),
+            ErrorMessage(other));
+  body.erase("tenant_id");
+  body["visibility"] = "shared";
+  http::Response shared = h().CallJson("POST", "/api/v1/deployments", key, body);
+  EXPECT_EQ(shared.status, 403);
+  EXPECT_TRUE(Contains(ErrorMessage(shared), "platform staff")) << ErrorMessage(shared);
+  body.erase("visibility");
+  EXPECT_EQ(h().CallJson("POST", "/api/v1/deployments", Member().key, body).status, 403);
+  EXPECT_EQ(h().CallJson("POST", "/api/v1/deployments", Viewer().key, body).status, 403);
+
+  // The platform admin places a dedicated one for a tenant it names.
+  body["tenant_id"] = w().other.id;
+  http::Response placed = h().CallJson("POST", "/api/v1/deployments", Admin(), body);
+  ASSERT_EQ(placed.status, 201) << placed.body;
+  EXPECT_EQ(BodyOf(placed)["visibility"], "dedicated");
+  EXPECT_EQ(BodyOf(placed)["tenant_id"], w().other.id);
+}
+
+TEST_F(GatewayApiTest, TenantsSeeWhatTheyMayUseAndNotTheOperatorsServers) {
+  const std::string shared = h().CreateDeployment("entitle-me", "");
+  const std::string path = "/api/v1/deployments/" + shared;
+  const std::string& key = Member().key;
+  const std::string missing = "/api/v1/deployments/dep_nope";
+
+  // Not entitled: the shared deployment does not exist for the tenant.
+  http::Response hidden = h().Call("GET", path, key);
+  EXPECT_EQ(hidden.status, 404);
+  EXPECT_EQ(ErrorMessage(hidden), ErrorMessage(h().Call("GET", missing, key)));
+  EXPECT_FALSE(Has(IdsOf(BodyOf(h().Call("GET", "/api/v1/deployments?limit=1000", key))), shared));
+
+  ASSERT_EQ(h().Call("PUT", TenantPath() + "/entitlements/entitle-me", Admin()).status, 200);
+  http::Response seen = h().Call("GET", path, key);
+  ASSERT_EQ(seen.status, 200) << seen.body;
+  EXPECT_TRUE(BodyOf(seen)["endpoints"].is_null()) << "a tenant sees no operator URLs";
+  EXPECT_EQ(BodyOf(seen)["endpoint_count"], 1);
+  EXPECT_EQ(BodyOf(seen)["capacity"], 4);
+  Json list = BodyOf(h().Call("GET", "/api/v1/deployments?limit=1000", key));
+  EXPECT_TRUE(Has(IdsOf(list), shared));
+  EXPECT_TRUE(Has(IdsOf(list), w().own.deployment_id));
+  EXPECT_FALSE(Has(IdsOf(list), w().other.deployment_id));
+  for (const auto& d : list["items"]) {
+    EXPECT_EQ(d["endpoints"].is_null(), d["visibility"] == "shared") << d.dump();
+  }
+  EXPECT_TRUE(BodyOf(h().Call("GET", path, Admin()))["endpoints"].is_array());
+  // The tenant's own dedicated deployment shows its URLs.
+  EXPECT_TRUE(
+      BodyOf(h().Call("GET", "/api/v1/deployments/" + w().own.deployment_id, key))["endpoints"]
+          .is_array());
+  // Another tenant's dedicated deployment answers like a missing one.
+  http::Response others = h().Call("GET", "/api/v1/deployments/" + w().other.deployment_id, key);
+  EXPECT_EQ(others.status, 404);
+  EXPECT_EQ(ErrorMessage(others), ErrorMessage(h().Call("GET", missing, key)));
+
+  // Visible, but the platform's: a tenant admin changes nothing.
+  http::Response patch = h().CallJson("PATCH", path, TenantAdmin().key, {{"version", "x"}});
+  EXPECT_EQ(patch.status, 403);
+  EXPECT_EQ(h().Call("DELETE", path, TenantAdmin().key).status, 403);
+  EXPECT_EQ(BodyOf(h().Call("GET", path, Admin()))["version"], "");
+
+  // Platform staff list what a tenant may use with tenant_id; a tenant may
+  // name only its own.
+  Json as_tenant =
+      BodyOf(h().Call("GET", "/api/v1/deployments?limit=1000&tenant_id=" + w().own.id, Operator()));
+  EXPECT_EQ(IdsOf(as_tenant), IdsOf(list));
+  EXPECT_EQ(h().Call("GET", "/api/v1/deployments?tenant_id=" + w().other.id, key).status, 404);
+  Json by_model = BodyOf(h().Call("GET", "/api/v1/deployments?model=entitle-me", Admin()));
+  EXPECT_EQ(IdsOf(by_model), std::vector<std::string>{shared});
+
+  // Revoked: gone again.
+  ASSERT_EQ(h().Call("DELETE", TenantPath() + "/entitlements/entitle-me", Admin()).status, 204);
+  EXPECT_EQ(h().Call("GET", path, key).status, 404);
+}
+
+TEST_F(GatewayApiTest, DeploymentChangesAreAuditedInTheOwnersChain) {
+  auto last_audit = [&]() -> AuditRecord {
+    auto page = h().store().ListAudit(std::nullopt, {"", 1000});
+    AuditRecord last;
+    while (page.has_value() && !page->items.empty()) {
+      last = page->items.back();
+      if (page->next_cursor.empty()) break;
+      page = h().store().ListAudit(std::nullopt, {page->next_cursor, 1000});
+    }
+    return last;
+  };
+  http::Response created =
+      h().CallJson("POST", "/api/v1/deployments", TenantAdmin().key, DeploymentBody("audited"));
+  ASSERT_EQ(created.status, 201);
+  std::string id = BodyOf(created)["id"];
+  AuditRecord a = last_audit();
+  EXPECT_EQ(a.action, "deployment.create");
+  EXPECT_EQ(a.outcome, "allowed");
+  EXPECT_EQ(a.tenant_id, w().own.id);
+  EXPECT_EQ(a.target, "tenant/" + w().own.id + "/deployment/" + id);
+
+  http::Response shared =
+      h().CallJson("POST", "/api/v1/deployments", Admin(), DeploymentBody("audited-shared"));
+  ASSERT_EQ(shared.status, 201);
+  a = last_audit();
+  EXPECT_EQ(a.tenant_id, "");
+  EXPECT_EQ(a.target, "platform/deployment/" + BodyOf(shared)["id"].get<std::string>());
+
+  ASSERT_EQ(h().Call("DELETE", "/api/v1/deployments/" + id, Admin()).status, 204);
+  a = last_audit();
+  EXPECT_EQ(a.action, "deployment.delete");
+  EXPECT_EQ(a.tenant_id, w().own.id);
+  EXPECT_EQ(h().Call("GET", "/api/v1/deployments/" + id, Admin()).status, 404);
+}
+
+TEST_F(GatewayApiTest, EntitlementsAreIdempotentAndNamesAreChecked) {
+  const std::string path = TenantPath() + "/entitlements/";
+  http::Response first = h().Call("PUT", path + "ent-model", Admin());
+  ASSERT_EQ(first.status, 200) << first.body;
+  h().clock().AdvanceSeconds(5);
+  http::Response again = h().Call("PUT", path + "ent-model", Admin());
+  ASSERT_EQ(again.status, 200);
+  EXPECT_EQ(BodyOf(first)["created_at"], BodyOf(again)["created_at"]);
+  Json list = BodyOf(h().Call("GET", TenantPath() + "/entitlements", Viewer().key));
+  std::vector<std::string> models;
+  for (const auto& e : list["items"]) models.push_back(e["model"]);
+  EXPECT_TRUE(Has(models, "ent-model"));
+  EXPECT_TRUE(Has(models, fixture::kSharedModel));
+
+  EXPECT_EQ(h().Call("PUT", path + "two%20words", Admin()).status, 400);
+  EXPECT_EQ(h().Call("PUT", path + std::string(201, 'x'), Admin()).status, 400);
+  EXPECT_EQ(h().Call("DELETE", path + "never-granted", Admin()).status, 404);
+  // Only the platform admin grants.
+  EXPECT_EQ(h().Call("PUT", path + "mine", TenantAdmin().key).status, 403);
+  EXPECT_EQ(h().Call("PUT", path + "mine", Operator()).status, 403);
+}
+
+TEST_F(GatewayApiTest, TenantAdminsNarrowKeysWithinTheTenantsLimits) {
+  const std::string tenant_path = TenantPath() + "/gateway-limits";
+  const std::string key_path = TenantPath() + "/keys/" + w().own.object.key_id + "/gateway-limits";
+  auto limits = [](int64_t rpm, int64_t tpm, int64_t conc, int64_t queued) {
+    return Json{{"requests_per_minute", rpm},
+                {"tokens_per_minute", tpm},
+                {"max_concurrent", conc},
+                {"max_queued", queued}};
+  };
+  // Before anything is set: one all-zero tenant row.
+  Json none = BodyOf(h().Call("GET", tenant_path, Viewer().key));
+  ASSERT_EQ(none["items"].size(), 1u) << none.dump();
+  EXPECT_TRUE(none["items"][0]["key_id"].is_null());
+  EXPECT_EQ(none["items"][0]["requests_per_minute"], 0);
+  EXPECT_TRUE(none["items"][0]["updated_at"].is_null());
+
+  // The tenant-wide row is the operator's.
+  http::Response refused = h().CallJson("PUT", tenant_path, TenantAdmin().key, limits(1, 1, 1, 1));
+  EXPECT_EQ(refused.status, 403);
+  EXPECT_TRUE(Contains(ErrorMessage(refused), "per key")) << ErrorMessage(refused);
+  ASSERT_EQ(h().CallJson("PUT", tenant_path, Operator(), limits(600, 100000, 8, 0)).status, 200);
+
+  // A key's limits stay within the tenant's non-zero ones.
+  http::Response within = h().CallJson("PUT", key_path, TenantAdmin().key, limits(60, 0, 8, 1000));
+  ASSERT_EQ(within.status, 200) << within.body;
+  Json rows = BodyOf(within)["items"];
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[1]["key_id"], w().own.object.key_id);
+  EXPECT_EQ(rows[1]["max_queued"], 1000) << "the tenant has no queue limit";
+  EXPECT_TRUE(rows[1]["priority"].is_null());
+  for (const Json& above : {limits(601, 0, 0, 0), limits(0, 100001, 0, 0), limits(0, 0, 9, 0)}) {
+    http::Response r = h().CallJson("PUT", key_path, TenantAdmin().key, above);
+    EXPECT_EQ(r.status, 400) << above.dump();
+    EXPECT_TRUE(Contains(ErrorMessage(r), "above the tenant's limit")) << ErrorMessage(r);
+  }
+  // Platform staff are held to the same rule.
+  EXPECT_EQ(h().CallJson("PUT", key_path, Admin(), limits(601, 0, 0, 0)).status, 400);
+
+  Json with_priority = limits(1, 2, 3, 4);
+  with_priority["priority"] = "interactive";
+  ASSERT_EQ(h().CallJson("PUT", key_path, TenantAdmin().key, with_priority).status, 200);
+  with_priority["priority"] = "urgent";
+  EXPECT_EQ(h().CallJson("PUT", key_path, TenantAdmin().key, with_priority).status, 400);
+  Json tenant_priority = limits(600, 100000, 8, 0);
+  tenant_priority["priority"] = "batch";
+  EXPECT_EQ(h().CallJson("PUT", tenant_path, Admin(), tenant_priority).status, 400)
+      << "priority is a key's";
+  EXPECT_EQ(h().CallJson("PUT", key_path, TenantAdmin().key, {{"requests_per_minute", 1}}).status,
+            400);
+  EXPECT_EQ(h().CallJson("PUT", key_path, TenantAdmin().key, limits(-1, 0, 0, 0)).status, 400);
+  EXPECT_EQ(h().CallJson("PUT", key_path, Member().key, limits(1, 0, 0, 0)).status, 403);
+  // Another tenant's key under this tenant is simply not found.
+  EXPECT_EQ(
+      h().CallJson("PUT", TenantPath() + "/keys/" + w().other.object.key_id + "/gateway-limits",
+                   Admin(), limits(1, 0, 0, 0))
+          .status,
+      404);
+  Json shown = BodyOf(h().Call("GET", tenant_path, Member().key));
+  ASSERT_EQ(shown["items"].size(), 2u);
+  EXPECT_EQ(shown["items"][1]["priority"], "interactive");
+
+  // All zeros and no priority remove the key's row.
+  ASSERT_EQ(h().CallJson("PUT", key_path, TenantAdmin().key, limits(0, 0, 0, 0)).status, 200);
+  EXPECT_EQ(BodyOf(h().Call("GET", tenant_path, Member().key))["items"].size(), 1u);
+  ASSERT_EQ(h().CallJson("PUT", tenant_path, Admin(), limits(0, 0, 0, 0)).status, 200);
+}
+
+TEST_F(GatewayApiTest, UsageIsTheTenantsOwnNewestFirstAndFiltered) {
+  const Actor& member = Member();
+  h().clock().AdvanceSeconds(60);
+  const int64_t start = h().clock().NowMillis();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) {
+    h().clock().AdvanceMillis(1000);
+    ids.push_back(h().AddUsage(member, i % 2 ? "m-odd" : "m-even"));
+  }
+  const std::string usage = TenantPath() + "/usage";
+  const std::string from = "?from=" + std::to_string(start);
+
+  // Newest first, in pages.
+  std::vector<std::string> seen;
+  std::string cursor;
+  for (int guard = 0; guard < 10; ++guard) {
+    http::Response r = h().Call(
+        "GET", usage + from + "&limit=2" + (cursor.empty() ? "" : "&cursor=" + cursor), member.key);
+    ASSERT_EQ(r.status, 200) << r.body;
+    Json page = BodyOf(r);
+    for (const auto& u : page["items"]) {
+      seen.push_back(u["id"]);
+      EXPECT_TRUE(u["endpoint"].is_null()) << "a tenant sees no upstream URL";
+      EXPECT_EQ(u["tenant_id"], w().own.id);
+    }
+    if (page["next_cursor"].is_null()) break;
+    cursor = page["next_cursor"];
+  }
+  EXPECT_EQ(seen, std::vector<std::string>(ids.rbegin(), ids.rend()));
+  Json platform = BodyOf(h().Call("GET", usage + from, Admin()));
+  ASSERT_FALSE(platform["items"].empty());
+  EXPECT_EQ(platform["items"][0]["endpoint"], "http://10.0.0.9:8000");
+
+  // Filters: RFC 3339 and milliseconds, model, key.
+  const std::string second = FormatTimestamp(start + 2000);
+  Json after = BodyOf(h().Call("GET", usage + "?from=" + second, member.key));
+  EXPECT_EQ(IdsOf(after), (std::vector<std::string>{ids[4], ids[3], ids[2], ids[1]}));
+  Json window = BodyOf(h().Call(
+      "GET", usage + from + "&to=" + std::to_string(start + 3000) + "&model=m-even", member.key));
+  EXPECT_EQ(IdsOf(window), std::vector<std::string>{ids[0]});
+  Json by_key = BodyOf(h().Call("GET", usage + "?key_id=" + member.key_id, member.key));
+  EXPECT_EQ(by_key["items"].size(), 5u);
+  for (const char* bad :
+       {"?from=yesterday", "?to=2026-02-30T00:00:00Z", "?cursor=garbage", "?from=2000&to=1000"}) {
+    EXPECT_EQ(h().Call("GET", usage + bad, member.key).status, 400) << bad;
+  }
+
+  // Totals.
+  Json total = BodyOf(h().Call("GET", usage + "/summary" + from, Viewer().key));
+  ASSERT_EQ(total["items"].size(), 1u) << total.dump();
+  EXPECT_TRUE(total["items"][0]["group"].is_null());
+  EXPECT_EQ(total["items"][0]["requests"], 5);
+  EXPECT_EQ(total["items"][0]["input_tokens"], 60);
+  EXPECT_EQ(total["items"][0]["output_tokens"], 170);
+  Json by_model =
+      BodyOf(h().Call("GET", usage + "/summary" + from + "&group_by=model", member.key));
+  ASSERT_EQ(by_model["items"].size(), 2u);
+  EXPECT_EQ(by_model["items"][0]["group"], "m-even");
+  EXPECT_EQ(by_model["items"][0]["requests"], 3);
+  EXPECT_EQ(by_model["group_by"], "model");
+  EXPECT_EQ(h().Call("GET", usage + "/summary?group_by=tenant", member.key).status, 400);
+
+  // Another tenant's usage answers like a tenant that does not exist.
+  http::Response other = h().Call("GET", "/api/v1/tenants/" + w().other.id + "/usage", member.key);
+  EXPECT_EQ(other.status, 404);
+  EXPECT_EQ(ErrorMessage(other),
+            ErrorMessage(h().Call("GET", "/api/v1/tenants/tn_nope/usage", member.key)));
+  Json others = BodyOf(h().Call("GET", "/api/v1/tenants/" + w().other.id + "/usage", Admin()));
+  for (const auto& u : others["items"]) EXPECT_EQ(u["tenant_id"], w().other.id);
+}
+
+TEST_F(GatewayApiTest, EvictionTakesTheTenantsGatewayRowsWithIt) {
+  fixture::TenantSeed t = h().CreateTenant("evict-gw");
+  Actor user = h().CreateActor(t.id, t.name, Role::kTenantAdmin, /*human=*/false);
+  std::string dep = h().CreateDeployment("evict-model", t.id);
+  ASSERT_EQ(h().Call("PUT", "/api/v1/tenants/" + t.id + "/entitlements/x", Admin()).status, 200);
+  h().AddUsage(user, "x");
+  auto before = h().store().GatewayPolicyMarkerForGateway();
+  ASSERT_TRUE(before.has_value());
+  ASSERT_EQ(h().Call("POST", "/api/v1/tenants/" + t.id + "/evict", Admin()).status, 200);
+  EXPECT_EQ(h().Call("GET", "/api/v1/deployments/" + dep, Admin()).status, 404);
+  EXPECT_TRUE(h().store().ListEntitlements(TenantScope::Of(t.id))->empty());
+  EXPECT_TRUE(h().store().ListUsage(TenantScope::Of(t.id), {}, {})->items.empty());
+  auto after = h().store().GatewayPolicyMarkerForGateway();
+  ASSERT_TRUE(after.has_value());
+  EXPECT_NE(*after, *before);
+}
+
+}  // namespace
+}  // namespace atrium::api

@@ -1,0 +1,699 @@
+// The inference gateway's rows — deployments, entitlements, gateway limits,
+// usage records — and the gateway's policy read and change marker, on SQLite
+// and PostgreSQL (see test_databases.h).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "crypto/ids.h"
+#include "store/store.h"
+#include "store/test_databases.h"
+#include "support/result_matchers.h"
+
+namespace atrium {
+namespace {
+
+using testdb::Backend;
+using testdb::BackendName;
+
+class GatewayStoreTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override {
+    database_.Create(GetParam());
+    if (IsSkipped() || HasFatalFailure()) return;
+    ASSERT_NO_FATAL_FAILURE(testdb::OpenStore(database_, &store_));
+  }
+  void TearDown() override {
+    store_.reset();
+    database_.Drop();
+  }
+
+  std::string NextId(std::string_view prefix) {
+    clock_.AdvanceMillis(1);
+    return NewId(prefix, clock_);
+  }
+
+  Tenant MakeTenant(const std::string& name) {
+    Tenant t;
+    t.id = NextId("tn");
+    t.name = name;
+    t.display_name = name;
+    t.tier = "shared";
+    t.regions = {"local"};
+    t.weight = 3;
+    t.state = "active";
+    t.created_at = t.updated_at = clock_.NowMillis();
+    EXPECT_OK(store_->CreateTenant(t));
+    return t;
+  }
+
+  User MakeUser(const std::string& tenant_id, const std::string& username,
+                const std::string& role = "tenant-member") {
+    User u;
+    u.id = NextId("usr");
+    u.tenant_id = tenant_id;
+    u.username = username;
+    u.role = role;
+    u.kind = "service";
+    u.state = "active";
+    u.created_at = u.updated_at = clock_.NowMillis();
+    EXPECT_OK(store_->CreateUser(u));
+    return u;
+  }
+
+  ApiKey MakeKey(const User& owner) {
+    ApiKey k;
+    k.id = NextId("key");
+    k.tenant_id = owner.tenant_id;
+    k.owner_user_id = owner.id;
+    k.name = "key";
+    k.role = owner.role;
+    k.scopes = {"model-a"};
+    k.secret_hash = std::string(64, 'b');
+    k.created_at = clock_.NowMillis();
+    EXPECT_OK(store_->CreateApiKey(k));
+    return k;
+  }
+
+  // A shared deployment (tenant "") or a tenant's dedicated one.
+  DeploymentRecord MakeDeployment(const std::string& model, const std::string& tenant_id = "") {
+    DeploymentRecord d;
+    d.id = NextId("dep");
+    d.model = model;
+    d.version = "v1";
+    d.endpoints = {{"http://10.0.0.5:8000", 16}, {"https://gpu-2.internal/v1", 4}};
+    d.region = "local";
+    d.latency_tier = "interactive";
+    d.visibility = tenant_id.empty() ? "shared" : "dedicated";
+    d.tenant_id = tenant_id;
+    d.created_at = d.updated_at = clock_.NowMillis();
+    EXPECT_OK(store_->CreateDeployment(d));
+    return d;
+  }
+
+  static UsageRecord Usage(const std::string& id, const std::string& tenant, int64_t at,
+                           const std::string& model = "m1", const std::string& key = "key_1") {
+    UsageRecord u;
+    u.id = id;
+    u.tenant_id = tenant;
+    u.key_id = key;
+    u.model = model;
+    u.deployment_id = "dep_1";
+    u.endpoint = "http://10.0.0.5:8000";
+    u.api = "chat.completions";
+    u.stream = true;
+    u.input_tokens = 10;
+    u.output_tokens = 20;
+    u.cached_tokens = 3;
+    u.queue_ms = 4;
+    u.ttft_ms = 50;
+    u.total_ms = 900;
+    u.status = "completed";
+    u.http_status = 200;
+    u.created_at = at;
+    return u;
+  }
+
+  int64_t Count(const std::string& sql) {
+    auto r = store_->database().Exec(sql);
+    EXPECT_TRUE(r.has_value()) << sql << ": " << r.error().message;
+    return r.has_value() ? r->rows.at(0).Int(0) : -1;
+  }
+
+  int64_t Marker() {
+    auto m = store_->GatewayPolicyMarkerForGateway();
+    EXPECT_TRUE(m.has_value()) << m.error().message;
+    return m.has_value() ? *m : -1;
+  }
+
+  ManualClock clock_;
+  testdb::TestDatabase database_;
+  std::unique_ptr<Store> store_;
+};
+
+std::vector<std::string> Ids(const auto& items) {
+  std::vector<std::string> ids;
+  for (const auto& item : items) ids.push_back(item.id);
+  return ids;
+}
+
+// ---------------------------------------------------------------- deployments
+
+TEST_P(GatewayStoreTest, DeploymentRoundTripsEveryField) {
+  DeploymentRecord d = MakeDeployment("llama-3.1-8b-instruct");
+  auto got = store_->GetDeploymentForPlatform(d.id);
+  ASSERT_TRUE(got.has_value()) << got.error().message;
+  EXPECT_EQ(got->id, d.id);
+  EXPECT_EQ(got->model, d.model);
+  EXPECT_EQ(got->version, "v1");
+  ASSERT_EQ(got->endpoints.size(), 2u);
+  EXPECT_EQ(got->endpoints[0].url, "http://10.0.0.5:8000");
+  EXPECT_EQ(got->endpoints[0].capacity, 16);
+  EXPECT_EQ(got->endpoints[1].url, "https://gpu-2.internal/v1");
+  EXPECT_EQ(got->endpoints[1].capacity, 4);
+  EXPECT_EQ(got->region, "local");
+  EXPECT_EQ(got->latency_tier, "interactive");
+  EXPECT_EQ(got->visibility, "shared");
+  EXPECT_EQ(got->tenant_id, "");
+  EXPECT_EQ(got->created_at, d.created_at);
+  EXPECT_EQ(got->updated_at, d.updated_at);
+  EXPECT_ERROR(store_->CreateDeployment(d), ErrorCode::kAlreadyExists);
+}
+
+TEST_P(GatewayStoreTest, ATenantSeesItsDedicatedAndItsEntitledSharedDeploymentsOnly) {
+  Tenant a = MakeTenant("a");
+  Tenant b = MakeTenant("b");
+  DeploymentRecord shared_m1 = MakeDeployment("m1");
+  DeploymentRecord shared_m2 = MakeDeployment("m2");
+  DeploymentRecord own = MakeDeployment("m3", a.id);
+  DeploymentRecord others = MakeDeployment("m1", b.id);
+  ASSERT_OK(store_->GrantEntitlement(TenantScope::Of(a.id), "m1", clock_.NowMillis()));
+
+  const TenantScope sa = TenantScope::Of(a.id);
+  EXPECT_OK(store_->GetDeployment(sa, shared_m1.id));
+  EXPECT_OK(store_->GetDeployment(sa, own.id));
+  EXPECT_ERROR(store_->GetDeployment(sa, shared_m2.id), ErrorCode::kNotFound);
+  EXPECT_ERROR(store_->GetDeployment(sa, others.id), ErrorCode::kNotFound);
+  // The platform scope holds the shared deployments only.
+  EXPECT_OK(store_->GetDeployment(TenantScope::Platform(), shared_m2.id));
+  EXPECT_ERROR(store_->GetDeployment(TenantScope::Platform(), own.id), ErrorCode::kNotFound);
+  EXPECT_OK(store_->GetDeploymentForPlatform(others.id));
+
+  auto listed = store_->ListDeployments(sa, {}, {});
+  ASSERT_TRUE(listed.has_value()) << listed.error().message;
+  EXPECT_EQ(Ids(listed->items), (std::vector<std::string>{shared_m1.id, own.id}));
+  auto for_b = store_->ListDeployments(TenantScope::Of(b.id), {}, {});
+  ASSERT_TRUE(for_b.has_value());
+  EXPECT_EQ(Ids(for_b->items), std::vector<std::string>{others.id});
+  auto platform = store_->ListDeployments(TenantScope::Platform(), {}, {});
+  ASSERT_TRUE(platform.has_value());
+  EXPECT_EQ(Ids(platform->items), (std::vector<std::string>{shared_m1.id, shared_m2.id}));
+  auto all = store_->ListDeploymentsForPlatform({}, {});
+  ASSERT_TRUE(all.has_value());
+  EXPECT_EQ(all->items.size(), 4u);
+  auto m1 = store_->ListDeploymentsForPlatform({"m1"}, {});
+  ASSERT_TRUE(m1.has_value());
+  EXPECT_EQ(Ids(m1->items), (std::vector<std::string>{shared_m1.id, others.id}));
+
+  // Revoking the entitlement hides the shared deployment again.
+  ASSERT_OK(store_->RevokeEntitlement(sa, "m1"));
+  EXPECT_ERROR(store_->GetDeployment(sa, shared_m1.id), ErrorCode::kNotFound);
+}
+
+TEST_P(GatewayStoreTest, DeploymentsPageWithoutGapsOrRepeats) {
+  std::vector<std::string> want;
+  for (int i = 0; i < 7; ++i) want.push_back(MakeDeployment("m" + std::to_string(i)).id);
+  std::vector<std::string> got;
+  ListOptions opts{"", 3};
+  for (int guard = 0; guard < 10; ++guard) {
+    auto page = store_->ListDeploymentsForPlatform({}, opts);
+    ASSERT_TRUE(page.has_value()) << page.error().message;
+    for (const auto& d : page->items) got.push_back(d.id);
+    if (page->next_cursor.empty()) break;
+    opts.after = page->next_cursor;
+  }
+  EXPECT_EQ(got, want);
+}
+
+TEST_P(GatewayStoreTest, OnlyTheOwningScopeUpdatesOrDeletesADeployment) {
+  Tenant a = MakeTenant("a");
+  Tenant b = MakeTenant("b");
+  DeploymentRecord own = MakeDeployment("m1", a.id);
+  DeploymentRecord shared = MakeDeployment("m2");
+  DeploymentRecord changed = own;
+  changed.model = "m9";
+  changed.version = "v2";
+  changed.endpoints = {{"http://other:9000", 2}};
+  changed.region = "eu";
+  changed.latency_tier = "batch";
+  changed.visibility = "shared";  // never changes
+  changed.tenant_id = b.id;       // never changes
+  changed.updated_at = own.updated_at + 100;
+  EXPECT_ERROR(store_->UpdateDeployment(TenantScope::Of(b.id), changed), ErrorCode::kNotFound);
+  EXPECT_ERROR(store_->UpdateDeployment(TenantScope::Platform(), changed), ErrorCode::kNotFound);
+  ASSERT_OK(store_->UpdateDeployment(TenantScope::Of(a.id), changed));
+  auto got = store_->GetDeploymentForPlatform(own.id);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->model, "m9");
+  EXPECT_EQ(got->version, "v2");
+  ASSERT_EQ(got->endpoints.size(), 1u);
+  EXPECT_EQ(got->endpoints[0].url, "http://other:9000");
+  EXPECT_EQ(got->region, "eu");
+  EXPECT_EQ(got->latency_tier, "batch");
+  EXPECT_EQ(got->visibility, "dedicated");
+  EXPECT_EQ(got->tenant_id, a.id);
+  EXPECT_EQ(got->created_at, own.created_at);
+  EXPECT_EQ(got->updated_at, own.updated_at + 100);
+
+  EXPECT_ERROR(store_->DeleteDeployment(TenantScope::Of(a.id), shared.id), ErrorCode::kNotFound);
+  EXPECT_ERROR(store_->DeleteDeployment(TenantScope::Of(b.id), own.id), ErrorCode::kNotFound);
+  ASSERT_OK(store_->DeleteDeployment(TenantScope::Platform(), shared.id));
+  ASSERT_OK(store_->DeleteDeployment(TenantScope::Of(a.id), own.id));
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM deployments"), 0);
+}
+
+// ---------------------------------------------------------------- entitlements
+
+TEST_P(GatewayStoreTest, EntitlementsAreIdempotentAndPerTenant) {
+  Tenant a = MakeTenant("a");
+  Tenant b = MakeTenant("b");
+  const TenantScope sa = TenantScope::Of(a.id);
+  auto first = store_->GrantEntitlement(sa, "m2", 100);
+  ASSERT_TRUE(first.has_value()) << first.error().message;
+  EXPECT_EQ(first->tenant_id, a.id);
+  EXPECT_EQ(first->created_at, 100);
+  auto again = store_->GrantEntitlement(sa, "m2", 200);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->created_at, 100) << "a repeated grant keeps the first";
+  ASSERT_OK(store_->GrantEntitlement(sa, "m1", 300));
+  ASSERT_OK(store_->GrantEntitlement(TenantScope::Of(b.id), "m3", 300));
+
+  auto listed = store_->ListEntitlements(sa);
+  ASSERT_TRUE(listed.has_value());
+  ASSERT_EQ(listed->size(), 2u);
+  EXPECT_EQ((*listed)[0].model, "m1");
+  EXPECT_EQ((*listed)[1].model, "m2");
+  EXPECT_ERROR(store_->RevokeEntitlement(sa, "m3"), ErrorCode::kNotFound);
+  ASSERT_OK(store_->RevokeEntitlement(sa, "m2"));
+  EXPECT_ERROR(store_->RevokeEntitlement(sa, "m2"), ErrorCode::kNotFound);
+  auto b_list = store_->ListEntitlements(TenantScope::Of(b.id));
+  ASSERT_TRUE(b_list.has_value());
+  ASSERT_EQ(b_list->size(), 1u);
+  EXPECT_EQ((*b_list)[0].model, "m3");
+}
+
+// ---------------------------------------------------------------- gateway limits
+
+TEST_P(GatewayStoreTest, GatewayLimitsArePerTenantAndKeysMustBelongToIt) {
+  Tenant a = MakeTenant("a");
+  Tenant b = MakeTenant("b");
+  ApiKey a_key = MakeKey(MakeUser(a.id, "alice"));
+  ApiKey b_key = MakeKey(MakeUser(b.id, "bob"));
+  const TenantScope sa = TenantScope::Of(a.id);
+  EXPECT_ERROR(store_->GetGatewayLimit(sa, ""), ErrorCode::kNotFound);
+
+  GatewayLimitRecord tenant_row;
+  tenant_row.tenant_id = b.id;  // ignored: the scope decides
+  tenant_row.limits = {600, 100'000, 8, 32};
+  tenant_row.updated_at = 10;
+  ASSERT_OK(store_->SetGatewayLimit(sa, tenant_row));
+  GatewayLimitRecord key_row;
+  key_row.key_id = a_key.id;
+  key_row.limits = {60, 0, 2, 0};
+  key_row.priority = "batch";
+  key_row.updated_at = 11;
+  ASSERT_OK(store_->SetGatewayLimit(sa, key_row));
+  // Another tenant's key, or one that does not exist, is not found.
+  key_row.key_id = b_key.id;
+  EXPECT_ERROR(store_->SetGatewayLimit(sa, key_row), ErrorCode::kNotFound);
+  key_row.key_id = "key_nope";
+  EXPECT_ERROR(store_->SetGatewayLimit(sa, key_row), ErrorCode::kNotFound);
+
+  auto rows = store_->ListGatewayLimits(sa);
+  ASSERT_TRUE(rows.has_value()) << rows.error().message;
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_EQ((*rows)[0].key_id, "");
+  EXPECT_EQ((*rows)[0].tenant_id, a.id);
+  EXPECT_EQ((*rows)[0].limits.requests_per_minute, 600);
+  EXPECT_EQ((*rows)[0].limits.tokens_per_minute, 100'000);
+  EXPECT_EQ((*rows)[0].limits.max_concurrent, 8);
+  EXPECT_EQ((*rows)[0].limits.max_queued, 32);
+  EXPECT_EQ((*rows)[0].updated_at, 10);
+  EXPECT_EQ((*rows)[1].key_id, a_key.id);
+  EXPECT_EQ((*rows)[1].priority, "batch");
+  EXPECT_EQ((*rows)[1].limits.requests_per_minute, 60);
+  auto b_rows = store_->ListGatewayLimits(TenantScope::Of(b.id));
+  ASSERT_TRUE(b_rows.has_value());
+  EXPECT_TRUE(b_rows->empty());
+
+  // Replacing keeps one row; all zeros and no priority remove it.
+  tenant_row.limits.requests_per_minute = 700;
+  ASSERT_OK(store_->SetGatewayLimit(sa, tenant_row));
+  auto tenant = store_->GetGatewayLimit(sa, "");
+  ASSERT_TRUE(tenant.has_value());
+  EXPECT_EQ(tenant->limits.requests_per_minute, 700);
+  ASSERT_OK(store_->SetGatewayLimit(sa, GatewayLimitRecord{}));
+  EXPECT_ERROR(store_->GetGatewayLimit(sa, ""), ErrorCode::kNotFound);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM gateway_limits"), 1);
+}
+
+TEST_P(GatewayStoreTest, DeletingAUserDropsItsKeysLimits) {
+  Tenant a = MakeTenant("a");
+  User alice = MakeUser(a.id, "alice");
+  User bob = MakeUser(a.id, "bob");
+  ApiKey alice_key = MakeKey(alice);
+  ApiKey bob_key = MakeKey(bob);
+  const TenantScope sa = TenantScope::Of(a.id);
+  for (const auto& key : {alice_key, bob_key}) {
+    GatewayLimitRecord r;
+    r.key_id = key.id;
+    r.limits.max_concurrent = 1;
+    ASSERT_OK(store_->SetGatewayLimit(sa, r));
+  }
+  ASSERT_OK(store_->DeleteUser(sa, alice.id));
+  auto rows = store_->ListGatewayLimits(sa);
+  ASSERT_TRUE(rows.has_value());
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].key_id, bob_key.id);
+}
+
+// ---------------------------------------------------------------- usage
+
+TEST_P(GatewayStoreTest, UsageInsertIsIdempotentByRequestId) {
+  Tenant a = MakeTenant("a");
+  ASSERT_OK(store_->InsertUsageRecords(
+      {Usage("req_1", a.id, 1000), Usage("req_2", a.id, 1001), Usage("req_3", a.id, 1002)}));
+  // A re-shipped batch mixing stored and new ids (the stored ones with other
+  // figures, as a buggy re-ship might have): the new are added, the stored
+  // stay exactly as first written. The same new id twice counts once.
+  UsageRecord changed = Usage("req_2", a.id, 1001);
+  changed.output_tokens = 9999;
+  ASSERT_OK(
+      store_->InsertUsageRecords({Usage("req_1", a.id, 1000), changed, Usage("req_4", a.id, 1003),
+                                  Usage("req_5", a.id, 1004), Usage("req_5", a.id, 1004)}));
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM usage_records"), 5);
+  auto page = store_->ListUsage(TenantScope::Of(a.id), {}, {});
+  ASSERT_TRUE(page.has_value()) << page.error().message;
+  ASSERT_EQ(page->items.size(), 5u);
+  for (const auto& u : page->items) EXPECT_EQ(u.output_tokens, 20) << u.id;
+
+  // Every field round-trips.
+  const UsageRecord& r1 = page->items.back();
+  UsageRecord want = Usage("req_1", a.id, 1000);
+  EXPECT_EQ(r1.id, want.id);
+  EXPECT_EQ(r1.tenant_id, want.tenant_id);
+  EXPECT_EQ(r1.key_id, want.key_id);
+  EXPECT_EQ(r1.model, want.model);
+  EXPECT_EQ(r1.deployment_id, want.deployment_id);
+  EXPECT_EQ(r1.endpoint, want.endpoint);
+  EXPECT_EQ(r1.api, want.api);
+  EXPECT_EQ(r1.stream, want.stream);
+  EXPECT_EQ(r1.input_tokens, want.input_tokens);
+  EXPECT_EQ(r1.output_tokens, want.output_tokens);
+  EXPECT_EQ(r1.cached_tokens, want.cached_tokens);
+  EXPECT_EQ(r1.queue_ms, want.queue_ms);
+  EXPECT_EQ(r1.ttft_ms, want.ttft_ms);
+  EXPECT_EQ(r1.total_ms, want.total_ms);
+  EXPECT_EQ(r1.status, want.status);
+  EXPECT_EQ(r1.http_status, want.http_status);
+  EXPECT_EQ(r1.created_at, want.created_at);
+}
+
+TEST_P(GatewayStoreTest, UsageBatchesLargerThanOneStatementAndBadRecords) {
+  Tenant a = MakeTenant("a");
+  std::vector<UsageRecord> batch;
+  for (int i = 0; i < 123; ++i) batch.push_back(Usage("req_" + std::to_string(i), a.id, 5000 + i));
+  ASSERT_OK(store_->InsertUsageRecords(batch));
+  ASSERT_OK(store_->InsertUsageRecords(batch));
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM usage_records"), 123);
+
+  // A record without id or tenant fails the whole batch; nothing is stored.
+  std::vector<UsageRecord> bad = {Usage("req_new", a.id, 1), Usage("", a.id, 2)};
+  EXPECT_ERROR(store_->InsertUsageRecords(bad), ErrorCode::kInvalidArgument);
+  EXPECT_ERROR(store_->InsertUsageRecords({Usage("req_x", "", 1)}), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM usage_records"), 123);
+  EXPECT_OK(store_->InsertUsageRecords({}));
+
+  // Records of a tenant that does not exist (evicted meanwhile) are dropped.
+  ASSERT_OK(
+      store_->InsertUsageRecords({Usage("req_gone", "tn_gone", 1), Usage("req_ok", a.id, 1)}));
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM usage_records"), 124);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM usage_records WHERE tenant_id = 'tn_gone'"), 0);
+}
+
+TEST_P(GatewayStoreTest, ListUsagePagesNewestFirstFilteredAndScoped) {
+  Tenant a = MakeTenant("a");
+  Tenant b = MakeTenant("b");
+  std::vector<UsageRecord> batch;
+  // 20 of A's, several sharing a millisecond (the id breaks the tie), and
+  // some of B's at the same times.
+  for (int i = 0; i < 20; ++i) {
+    std::string model = i % 2 ? "m1" : "m2";
+    std::string key = i % 3 ? "key_a" : "key_b";
+    batch.push_back(Usage("req_a" + std::to_string(100 + i), a.id, 1000 + i / 3, model, key));
+    if (i % 4 == 0) batch.push_back(Usage("req_b" + std::to_string(100 + i), b.id, 1000 + i / 3));
+  }
+  ASSERT_OK(store_->InsertUsageRecords(batch));
+  std::vector<UsageRecord> a_records;
+  for (const auto& u : batch) {
+    if (u.tenant_id == a.id) a_records.push_back(u);
+  }
+  std::sort(a_records.begin(), a_records.end(), [](const UsageRecord& x, const UsageRecord& y) {
+    return x.created_at != y.created_at ? x.created_at > y.created_at : x.id > y.id;
+  });
+
+  auto all_pages = [&](const UsageFilter& filter, int limit) {
+    std::vector<std::string> ids;
+    ListOptions opts{"", limit};
+    for (int guard = 0; guard < 100; ++guard) {
+      auto page = store_->ListUsage(TenantScope::Of(a.id), filter, opts);
+      EXPECT_TRUE(page.has_value()) << page.error().message;
+      if (!page.has_value()) break;
+      for (const auto& u : page->items) {
+        EXPECT_EQ(u.tenant_id, a.id);
+        ids.push_back(u.id);
+      }
+      if (page->next_cursor.empty()) break;
+      opts.after = page->next_cursor;
+    }
+    return ids;
+  };
+  EXPECT_EQ(all_pages({}, 7), Ids(a_records));
+  EXPECT_EQ(all_pages({}, 1000), Ids(a_records));
+
+  UsageFilter filter;
+  filter.from = 1002;
+  filter.to = 1005;
+  filter.model = "m1";
+  filter.key_id = "key_a";
+  std::vector<std::string> want;
+  for (const auto& u : a_records) {
+    if (u.created_at >= 1002 && u.created_at < 1005 && u.model == "m1" && u.key_id == "key_a") {
+      want.push_back(u.id);
+    }
+  }
+  ASSERT_FALSE(want.empty());
+  EXPECT_EQ(all_pages(filter, 2), want);
+
+  EXPECT_ERROR(store_->ListUsage(TenantScope::Of(a.id), {}, {"garbage", 10}),
+               ErrorCode::kInvalidArgument);
+  auto none = store_->ListUsage(TenantScope::Of("tn_nobody"), {}, {});
+  ASSERT_TRUE(none.has_value());
+  EXPECT_TRUE(none->items.empty());
+}
+
+TEST_P(GatewayStoreTest, SummarizeUsageTotalsPerModelAndKey) {
+  Tenant a = MakeTenant("a");
+  Tenant b = MakeTenant("b");
+  ASSERT_OK(store_->InsertUsageRecords(
+      {Usage("r1", a.id, 10, "m1", "k1"), Usage("r2", a.id, 20, "m1", "k2"),
+       Usage("r3", a.id, 30, "m2", "k1"), Usage("r4", b.id, 30, "m1", "k9")}));
+  const TenantScope sa = TenantScope::Of(a.id);
+  auto total = store_->SummarizeUsage(sa, {}, "");
+  ASSERT_TRUE(total.has_value()) << total.error().message;
+  ASSERT_EQ(total->size(), 1u);
+  EXPECT_EQ((*total)[0].group, "");
+  EXPECT_EQ((*total)[0].requests, 3);
+  EXPECT_EQ((*total)[0].input_tokens, 30);
+  EXPECT_EQ((*total)[0].output_tokens, 60);
+  EXPECT_EQ((*total)[0].cached_tokens, 9);
+
+  auto by_model = store_->SummarizeUsage(sa, {}, "model");
+  ASSERT_TRUE(by_model.has_value());
+  ASSERT_EQ(by_model->size(), 2u);
+  EXPECT_EQ((*by_model)[0].group, "m1");
+  EXPECT_EQ((*by_model)[0].requests, 2);
+  EXPECT_EQ((*by_model)[1].group, "m2");
+  EXPECT_EQ((*by_model)[1].requests, 1);
+
+  UsageFilter since;
+  since.from = 20;
+  auto by_key = store_->SummarizeUsage(sa, since, "key");
+  ASSERT_TRUE(by_key.has_value());
+  ASSERT_EQ(by_key->size(), 2u);
+  EXPECT_EQ((*by_key)[0].group, "k1");
+  EXPECT_EQ((*by_key)[0].requests, 1);
+  EXPECT_EQ((*by_key)[1].group, "k2");
+
+  auto empty = store_->SummarizeUsage(TenantScope::Of("tn_nobody"), {}, "");
+  ASSERT_TRUE(empty.has_value());
+  ASSERT_EQ(empty->size(), 1u);
+  EXPECT_EQ((*empty)[0].requests, 0);
+  EXPECT_EQ((*empty)[0].input_tokens, 0);
+  auto empty_groups = store_->SummarizeUsage(TenantScope::Of("tn_nobody"), {}, "model");
+  ASSERT_TRUE(empty_groups.has_value());
+  EXPECT_TRUE(empty_groups->empty());
+  EXPECT_ERROR(store_->SummarizeUsage(sa, {}, "tenant"), ErrorCode::kInvalidArgument);
+}
+
+// ---------------------------------------------------------------- the gateway's view
+
+TEST_P(GatewayStoreTest, LoadGatewayPolicyReadsEverythingTheGatewayNeeds) {
+  Tenant a = MakeTenant("a");
+  Tenant b = MakeTenant("b");
+  b.state = "suspended";
+  b.updated_at = clock_.NowMillis();
+  ASSERT_OK(store_->UpdateTenant(b));
+  User alice = MakeUser(a.id, "alice", "tenant-admin");
+  User bob = MakeUser(b.id, "bob");
+  User staff = MakeUser("", "staff", "platform-admin");
+  ApiKey live = MakeKey(alice);
+  ApiKey revoked = MakeKey(alice);
+  ASSERT_OK(store_->RevokeApiKey(TenantScope::Of(a.id), revoked.id, clock_.NowMillis()));
+  ApiKey bobs = MakeKey(bob);
+  MakeKey(staff);  // platform keys never call models
+  alice.state = "disabled";
+  ASSERT_OK(store_->UpdateUser(TenantScope::Of(a.id), alice));
+  DeploymentRecord shared = MakeDeployment("m1");
+  DeploymentRecord dedicated = MakeDeployment("m2", a.id);
+  ASSERT_OK(store_->GrantEntitlement(TenantScope::Of(a.id), "m1", 5));
+  GatewayLimitRecord limit;
+  limit.key_id = live.id;
+  limit.limits.requests_per_minute = 60;
+  limit.priority = "interactive";
+  ASSERT_OK(store_->SetGatewayLimit(TenantScope::Of(a.id), limit));
+
+  auto rows = store_->LoadGatewayPolicyForGateway();
+  ASSERT_TRUE(rows.has_value()) << rows.error().message;
+  EXPECT_EQ(rows->marker, Marker());
+  ASSERT_EQ(rows->tenants.size(), 2u);
+  EXPECT_EQ(rows->tenants[0].id, a.id);
+  EXPECT_EQ(rows->tenants[1].state, "suspended");
+  EXPECT_EQ(rows->tenants[0].regions, std::vector<std::string>{"local"});
+  EXPECT_EQ(rows->tenants[0].weight, 3);
+  ASSERT_EQ(rows->keys.size(), 2u);
+  EXPECT_EQ(rows->keys[0].key.id, live.id);
+  EXPECT_EQ(rows->keys[0].key.tenant_id, a.id);
+  EXPECT_EQ(rows->keys[0].key.secret_hash, live.secret_hash);
+  EXPECT_EQ(rows->keys[0].key.scopes, live.scopes);
+  EXPECT_EQ(rows->keys[0].owner_state, "disabled");
+  EXPECT_EQ(rows->keys[0].owner_role, "tenant-admin");
+  EXPECT_EQ(rows->keys[1].key.id, bobs.id);
+  EXPECT_EQ(rows->keys[1].owner_state, "active");
+  EXPECT_EQ(rows->keys[1].owner_role, "tenant-member");
+  EXPECT_EQ(Ids(rows->deployments), (std::vector<std::string>{shared.id, dedicated.id}));
+  EXPECT_EQ(rows->deployments[0].endpoints.size(), 2u);
+  ASSERT_EQ(rows->entitlements.size(), 1u);
+  EXPECT_EQ(rows->entitlements[0].tenant_id, a.id);
+  EXPECT_EQ(rows->entitlements[0].model, "m1");
+  ASSERT_EQ(rows->limits.size(), 1u);
+  EXPECT_EQ(rows->limits[0].key_id, live.id);
+  EXPECT_EQ(rows->limits[0].priority, "interactive");
+
+  // The read leaves the connection usable for writes (its transaction ended).
+  for (int i = 0; i < 8; ++i) ASSERT_OK(store_->LoadGatewayPolicyForGateway());
+  MakeKey(bob);
+}
+
+TEST_P(GatewayStoreTest, MarkerChangesWithEveryPolicyInputAndOnlyThen) {
+  int64_t last = Marker();
+  auto changed = [&](const char* what) {
+    int64_t now = Marker();
+    EXPECT_NE(now, last) << what << " did not move the marker";
+    last = now;
+  };
+  auto unchanged = [&](const char* what) {
+    EXPECT_EQ(Marker(), last) << what << " moved the marker";
+  };
+  Tenant a = MakeTenant("a");
+  changed("tenant create");
+  User alice = MakeUser(a.id, "alice");
+  ApiKey key = MakeKey(alice);
+  changed("key create");
+  ASSERT_OK(store_->RevokeApiKey(TenantScope::Of(a.id), key.id, clock_.NowMillis()));
+  changed("key revoke");
+  EXPECT_ERROR(store_->RevokeApiKey(TenantScope::Of(a.id), key.id, clock_.NowMillis()),
+               ErrorCode::kNotFound);
+  unchanged("a failed revoke");
+  a.state = "suspended";
+  ASSERT_OK(store_->UpdateTenant(a));
+  changed("tenant suspend");
+  alice.role = "tenant-admin";
+  ASSERT_OK(store_->UpdateUser(TenantScope::Of(a.id), alice));
+  changed("user role change");
+  DeploymentRecord d = MakeDeployment("m1");
+  changed("deployment create");
+  d.version = "v2";
+  ASSERT_OK(store_->UpdateDeployment(TenantScope::Platform(), d));
+  changed("deployment update");
+  ASSERT_OK(store_->GrantEntitlement(TenantScope::Of(a.id), "m1", 1));
+  changed("entitlement grant");
+  ASSERT_OK(store_->GrantEntitlement(TenantScope::Of(a.id), "m1", 2));
+  unchanged("a repeated grant");
+  ASSERT_OK(store_->RevokeEntitlement(TenantScope::Of(a.id), "m1"));
+  changed("entitlement revoke");
+  GatewayLimitRecord limit;
+  limit.limits.max_queued = 5;
+  ASSERT_OK(store_->SetGatewayLimit(TenantScope::Of(a.id), limit));
+  changed("limit set");
+  ASSERT_OK(store_->DeleteDeployment(TenantScope::Platform(), d.id));
+  changed("deployment delete");
+
+  // Not policy: usage, audit, sessions.
+  ASSERT_OK(store_->InsertUsageRecords({Usage("req_1", a.id, 1)}));
+  AuditRecord audit;
+  audit.tenant_id = a.id;
+  audit.action = "tenant.update";
+  audit.outcome = "allowed";
+  ASSERT_OK(store_->AppendAudit(audit));
+  ASSERT_OK(store_->CreateSession({NextId("ses"), a.id, alice.id, 1, 2}));
+  unchanged("usage, audit and sessions");
+
+  ASSERT_OK(store_->DeleteUser(TenantScope::Of(a.id), alice.id));
+  changed("user delete");
+  ASSERT_OK(store_->DeleteTenantAndData(a.id));
+  changed("tenant eviction");
+}
+
+TEST_P(GatewayStoreTest, EvictionRemovesTheTenantsGatewayRowsOnly) {
+  Tenant a = MakeTenant("a");
+  Tenant b = MakeTenant("b");
+  ApiKey a_key = MakeKey(MakeUser(a.id, "alice"));
+  DeploymentRecord shared = MakeDeployment("m1");
+  MakeDeployment("m2", a.id);
+  MakeDeployment("m3", a.id);
+  DeploymentRecord b_own = MakeDeployment("m2", b.id);
+  for (const auto& t : {a, b}) {
+    ASSERT_OK(store_->GrantEntitlement(TenantScope::Of(t.id), "m1", 1));
+    GatewayLimitRecord l;
+    l.limits.requests_per_minute = 10;
+    ASSERT_OK(store_->SetGatewayLimit(TenantScope::Of(t.id), l));
+  }
+  GatewayLimitRecord key_limit;
+  key_limit.key_id = a_key.id;
+  key_limit.limits.requests_per_minute = 5;
+  ASSERT_OK(store_->SetGatewayLimit(TenantScope::Of(a.id), key_limit));
+  ASSERT_OK(store_->InsertUsageRecords(
+      {Usage("r1", a.id, 1), Usage("r2", a.id, 2), Usage("r3", b.id, 3)}));
+
+  auto summary = store_->DeleteTenantAndData(a.id);
+  ASSERT_TRUE(summary.has_value()) << summary.error().message;
+  EXPECT_EQ(summary->deployments, 2);
+  EXPECT_EQ(summary->entitlements, 1);
+  EXPECT_EQ(summary->gateway_limits, 2);
+  EXPECT_EQ(summary->usage_records, 2);
+  for (const char* table : {"deployments", "entitlements", "gateway_limits", "usage_records"}) {
+    EXPECT_EQ(
+        Count(std::string("SELECT COUNT(*) FROM ") + table + " WHERE tenant_id = '" + a.id + "'"),
+        0)
+        << table;
+  }
+  // The shared deployment and tenant B's rows stay.
+  EXPECT_OK(store_->GetDeploymentForPlatform(shared.id));
+  EXPECT_OK(store_->GetDeploymentForPlatform(b_own.id));
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM entitlements"), 1);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM gateway_limits"), 1);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM usage_records"), 1);
+  // A batch that arrives after the eviction leaves nothing behind.
+  ASSERT_OK(store_->InsertUsageRecords({Usage("r4", a.id, 4)}));
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM usage_records"), 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Drivers, GatewayStoreTest,
+                         ::testing::Values(Backend::kSqlite, Backend::kPostgres), BackendName);
+
+}  // namespace
+}  // namespace atrium
