@@ -1,0 +1,493 @@
+#include "engine_sim/openai.h"
+
+#include <algorithm>
+#include <charconv>
+#include <climits>
+#include <cmath>
+#include <cstring>
+
+#include "common/json_reader.h"
+#include "engine_sim/json_text.h"
+
+namespace atrium::engine_sim {
+namespace {
+
+constexpr int kMaxEmbeddingDimensions = 4096;
+constexpr size_t kMaxEmbeddingInputs = 2048;  // OpenAI's limit per request
+
+// The model field, checked against the served names.
+Result<std::string> ReadModel(const Json& body, const std::vector<std::string>& models) {
+  auto it = body.find("model");
+  if (it == body.end() || it->is_null()) {
+    return Error::InvalidArgument("you must provide a model parameter");
+  }
+  if (!it->is_string()) return Error::InvalidArgument("'model' must be a string");
+  const auto& model = it->get_ref<const std::string&>();
+  if (std::find(models.begin(), models.end(), model) == models.end()) {
+    return Error::NotFound("The model `" + model + "` does not exist.");
+  }
+  return model;
+}
+
+Result<Json> ParseBodyObject(std::string_view body) {
+  auto parsed = ParseJson(body, /*max_depth=*/64);
+  if (!parsed.has_value()) {
+    return Error::InvalidArgument("We could not parse the JSON body of your request: " +
+                                  parsed.error().message);
+  }
+  if (!parsed->is_object()) return Error::InvalidArgument("the request body must be a JSON object");
+  return std::move(parsed).value();
+}
+
+// An optional boolean field (absent or null: nullopt).
+Result<std::optional<bool>> ReadBool(const Json& object, const char* name) {
+  auto it = object.find(name);
+  if (it == object.end() || it->is_null()) return std::optional<bool>();
+  if (!it->is_boolean()) {
+    return Error::InvalidArgument(std::string("'") + name + "' must be a boolean");
+  }
+  return std::optional<bool>(it->get<bool>());
+}
+
+// An optional integer field >= min (absent or null: nullopt); large values are capped.
+Result<std::optional<int>> ReadInt(const Json& object, const char* name, int min) {
+  auto it = object.find(name);
+  if (it == object.end() || it->is_null()) return std::optional<int>();
+  if (!it->is_number_integer()) {
+    return Error::InvalidArgument(std::string("'") + name + "' must be an integer");
+  }
+  const int64_t v = it->is_number_unsigned()
+                        ? static_cast<int64_t>(std::min<uint64_t>(it->get<uint64_t>(), INT64_MAX))
+                        : it->get<int64_t>();
+  if (v < min) {
+    return Error::InvalidArgument(std::string("'") + name + "' must be at least " +
+                                  std::to_string(min) + ", got " + std::to_string(v));
+  }
+  return std::optional<int>(static_cast<int>(std::min<int64_t>(v, INT_MAX)));
+}
+
+bool IsTokenArray(const Json& value) {
+  return value.is_array() && std::all_of(value.begin(), value.end(),
+                                         [](const Json& t) { return t.is_number_integer(); });
+}
+
+// Hashes a token array by its decimal text.
+void HashTokens(const Json& tokens, TextHasher& hasher) {
+  std::string text;
+  for (const Json& t : tokens) {
+    text += std::to_string(t.get<int64_t>());
+    text += ' ';
+  }
+  hasher.Add(text);
+}
+
+// The text of a chat message's content (string, null, or an array of parts).
+Result<std::string> MessageText(const Json& message, size_t index) {
+  auto it = message.find("content");
+  if (it == message.end() || it->is_null()) return std::string();
+  if (it->is_string()) return it->get<std::string>();
+  if (!it->is_array()) {
+    return Error::InvalidArgument("messages[" + std::to_string(index) +
+                                  "].content must be a string, an array of parts or null");
+  }
+  std::string text;
+  for (const Json& part : *it) {
+    if (!part.is_object()) {
+      return Error::InvalidArgument("messages[" + std::to_string(index) +
+                                    "].content parts must be objects");
+    }
+    auto type = part.find("type");
+    auto part_text = part.find("text");
+    if (type != part.end() && *type == "text" && part_text != part.end() &&
+        part_text->is_string()) {
+      text += part_text->get_ref<const std::string&>();
+    }
+  }
+  return text;
+}
+
+Status ReadChatPrompt(const Json& body, TextHasher& hasher, int64_t& prompt_tokens) {
+  auto messages = body.find("messages");
+  if (messages == body.end() || messages->is_null()) {
+    return Error::InvalidArgument("you must provide a messages parameter");
+  }
+  if (!messages->is_array() || messages->empty()) {
+    return Error::InvalidArgument("'messages' must be a non-empty array");
+  }
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const Json& message = (*messages)[i];
+    if (!message.is_object()) {
+      return Error::InvalidArgument("messages[" + std::to_string(i) + "] must be an object");
+    }
+    auto role = message.find("role");
+    if (role == message.end() || !role->is_string()) {
+      return Error::InvalidArgument("messages[" + std::to_string(i) + "].role must be a string");
+    }
+    ATRIUM_ASSIGN_OR_RETURN(std::string text, MessageText(message, i));
+    hasher.Add(role->get_ref<const std::string&>());
+    hasher.Add(text);
+    prompt_tokens += kTokensPerChatMessage + CountTextTokens(text);
+  }
+  return OkStatus();
+}
+
+Status ReadTextPrompt(const Json& body, TextHasher& hasher, int64_t& prompt_tokens) {
+  auto prompt = body.find("prompt");
+  if (prompt == body.end() || prompt->is_null()) {
+    return Error::InvalidArgument("you must provide a prompt parameter");
+  }
+  const Json* one = &*prompt;
+  if (prompt->is_array() && !prompt->empty() && !IsTokenArray(*prompt)) {
+    if (prompt->size() != 1) {
+      return Error::InvalidArgument("the engine simulator serves one prompt per request");
+    }
+    one = &(*prompt)[0];
+  }
+  if (one->is_string()) {
+    const auto& text = one->get_ref<const std::string&>();
+    hasher.Add(text);
+    prompt_tokens = std::max<int64_t>(1, CountTextTokens(text));
+    return OkStatus();
+  }
+  if (IsTokenArray(*one) && !one->empty()) {
+    HashTokens(*one, hasher);
+    prompt_tokens = static_cast<int64_t>(one->size());
+    return OkStatus();
+  }
+  return Error::InvalidArgument(
+      "'prompt' must be a string, a non-empty token array, or an array holding one of those");
+}
+
+std::string FormatFloat(float v) {
+  char buffer[32];
+  auto [end, ec] = std::to_chars(buffer, buffer + sizeof(buffer), v);
+  return ec == std::errc() ? std::string(buffer, end) : "0";
+}
+
+void AppendUsageObject(int64_t prompt_tokens, int64_t completion_tokens, std::string& out) {
+  out += R"({"prompt_tokens":)";
+  out += std::to_string(prompt_tokens);
+  out += R"(,"completion_tokens":)";
+  out += std::to_string(completion_tokens);
+  out += R"(,"total_tokens":)";
+  out += std::to_string(prompt_tokens + completion_tokens);
+  out += '}';
+}
+
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+std::string_view EndpointName(Endpoint endpoint) {
+  switch (endpoint) {
+    case Endpoint::kChatCompletions:
+      return "chat.completions";
+    case Endpoint::kCompletions:
+      return "completions";
+    case Endpoint::kEmbeddings:
+      return "embeddings";
+  }
+  return "unknown";
+}
+
+Result<CompletionRequest> ParseCompletionRequest(Endpoint endpoint, std::string_view body,
+                                                 const std::vector<std::string>& models,
+                                                 uint64_t seed) {
+  ATRIUM_ASSIGN_OR_RETURN(Json json, ParseBodyObject(body));
+  CompletionRequest request;
+  request.endpoint = endpoint;
+  TextHasher hasher(seed);
+  if (endpoint == Endpoint::kChatCompletions) {
+    ATRIUM_RETURN_IF_ERROR(ReadChatPrompt(json, hasher, request.prompt_tokens));
+  } else {
+    ATRIUM_RETURN_IF_ERROR(ReadTextPrompt(json, hasher, request.prompt_tokens));
+  }
+  // The model is checked after the prompt so that a request that is both
+  // malformed and for an unknown model gets the 400, as OpenAI answers.
+  ATRIUM_ASSIGN_OR_RETURN(request.model, ReadModel(json, models));
+  request.text_hash = hasher.value();
+
+  ATRIUM_ASSIGN_OR_RETURN(std::optional<int> max_tokens, ReadInt(json, "max_tokens", 1));
+  if (endpoint == Endpoint::kChatCompletions) {
+    ATRIUM_ASSIGN_OR_RETURN(std::optional<int> max_completion,
+                            ReadInt(json, "max_completion_tokens", 1));
+    if (max_completion) max_tokens = max_completion;
+  }
+  request.max_tokens = max_tokens;
+
+  ATRIUM_ASSIGN_OR_RETURN(std::optional<int> n, ReadInt(json, "n", 1));
+  if (n && *n != 1) return Error::InvalidArgument("the engine simulator supports only n=1");
+
+  ATRIUM_ASSIGN_OR_RETURN(std::optional<bool> stream, ReadBool(json, "stream"));
+  request.stream = stream.value_or(false);
+  auto options = json.find("stream_options");
+  if (options != json.end() && !options->is_null()) {
+    if (!options->is_object()) return Error::InvalidArgument("'stream_options' must be an object");
+    ATRIUM_ASSIGN_OR_RETURN(std::optional<bool> include_usage, ReadBool(*options, "include_usage"));
+    request.include_usage = request.stream && include_usage.value_or(false);
+  }
+  return request;
+}
+
+Result<EmbeddingRequest> ParseEmbeddingRequest(std::string_view body,
+                                               const std::vector<std::string>& models,
+                                               uint64_t seed) {
+  ATRIUM_ASSIGN_OR_RETURN(Json json, ParseBodyObject(body));
+  EmbeddingRequest request;
+  auto input = json.find("input");
+  if (input == json.end() || input->is_null()) {
+    return Error::InvalidArgument("you must provide an input parameter");
+  }
+  auto add_text = [&](const std::string& text) {
+    TextHasher hasher(seed);
+    hasher.Add(text);
+    request.input_hashes.push_back(hasher.value());
+    request.prompt_tokens += std::max<int64_t>(1, CountTextTokens(text));
+  };
+  auto add_tokens = [&](const Json& tokens) {
+    TextHasher hasher(seed);
+    HashTokens(tokens, hasher);
+    request.input_hashes.push_back(hasher.value());
+    request.prompt_tokens += static_cast<int64_t>(tokens.size());
+  };
+  const char* kShape =
+      "'input' must be a string, an array of strings, a token array or an array of token arrays";
+  if (input->is_string()) {
+    add_text(input->get_ref<const std::string&>());
+  } else if (input->is_array() && !input->empty()) {
+    if (input->size() > kMaxEmbeddingInputs) {
+      return Error::InvalidArgument("'input' holds more than 2048 items");
+    }
+    if (IsTokenArray(*input)) {
+      add_tokens(*input);
+    } else {
+      for (const Json& item : *input) {
+        if (item.is_string()) {
+          add_text(item.get_ref<const std::string&>());
+        } else if (IsTokenArray(item) && !item.empty()) {
+          add_tokens(item);
+        } else {
+          return Error::InvalidArgument(kShape);
+        }
+      }
+    }
+  } else {
+    return Error::InvalidArgument(kShape);
+  }
+  ATRIUM_ASSIGN_OR_RETURN(request.model, ReadModel(json, models));
+  ATRIUM_ASSIGN_OR_RETURN(std::optional<int> dimensions, ReadInt(json, "dimensions", 1));
+  if (dimensions && *dimensions > kMaxEmbeddingDimensions) {
+    return Error::InvalidArgument("'dimensions' must be at most 4096");
+  }
+  request.dimensions = dimensions.value_or(kDefaultEmbeddingDimensions);
+  auto format = json.find("encoding_format");
+  if (format != json.end() && !format->is_null()) {
+    if (*format == "base64") {
+      request.base64 = true;
+    } else if (*format != "float") {
+      return Error::InvalidArgument("'encoding_format' must be \"float\" or \"base64\"");
+    }
+  }
+  return request;
+}
+
+std::vector<float> EmbeddingVector(uint64_t input_hash, int dimensions) {
+  std::vector<float> v(static_cast<size_t>(std::max(1, dimensions)));
+  double norm = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    // Uniform in [-1, 1) from the top 24 bits; never all zero in practice,
+    // and a zero vector is left as it is.
+    const uint64_t bits = Mix(input_hash + 0x632be59bd9b4e019ULL * (i + 1)) >> 40;
+    v[i] = static_cast<float>(static_cast<double>(bits) / (1 << 23) - 1.0);
+    norm += static_cast<double>(v[i]) * v[i];
+  }
+  if (norm > 0) {
+    const double scale = 1.0 / std::sqrt(norm);
+    for (float& x : v) x = static_cast<float>(x * scale);
+  }
+  return v;
+}
+
+std::string CompletionResponseJson(const ResponseMeta& meta, std::string_view text,
+                                   int64_t prompt_tokens, int completion_tokens,
+                                   FinishReason reason) {
+  const bool chat = meta.endpoint == Endpoint::kChatCompletions;
+  std::string out;
+  out.reserve(256 + text.size());
+  out += R"({"id":)";
+  AppendJsonString(meta.id, out);
+  out += chat ? R"(,"object":"chat.completion","created":)"
+              : R"(,"object":"text_completion","created":)";
+  out += std::to_string(meta.created);
+  out += R"(,"model":)";
+  AppendJsonString(meta.model, out);
+  out += R"(,"system_fingerprint":"atrium-engine-sim","choices":[{"index":0,)";
+  if (chat) {
+    out += R"("message":{"role":"assistant","content":)";
+    AppendJsonString(text, out);
+    out += "},";
+  } else {
+    out += R"("text":)";
+    AppendJsonString(text, out);
+    out += ',';
+  }
+  out += R"("logprobs":null,"finish_reason":")";
+  out += FinishReasonName(reason);
+  out += R"("}],"usage":)";
+  AppendUsageObject(prompt_tokens, completion_tokens, out);
+  out += '}';
+  return out;
+}
+
+StreamEvents::StreamEvents(const ResponseMeta& meta, bool include_usage)
+    : chat_(meta.endpoint == Endpoint::kChatCompletions), include_usage_(include_usage) {
+  head_ = R"(data: {"id":)";
+  AppendJsonString(meta.id, head_);
+  head_ += chat_ ? R"(,"object":"chat.completion.chunk","created":)"
+                 : R"(,"object":"text_completion","created":)";
+  head_ += std::to_string(meta.created);
+  head_ += R"(,"model":)";
+  AppendJsonString(meta.model, head_);
+  head_ += R"(,"system_fingerprint":"atrium-engine-sim","choices":[)";
+}
+
+namespace {
+void CloseEvent(bool include_usage, std::string& out) {
+  out += include_usage ? R"(],"usage":null})"
+                         "\n\n"
+                       : "]}\n\n";
+}
+}  // namespace
+
+void StreamEvents::AppendStart(std::string& out) const {
+  if (!chat_) return;
+  out += head_;
+  out +=
+      R"({"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null})";
+  CloseEvent(include_usage_, out);
+}
+
+void StreamEvents::AppendToken(std::string_view text, std::string& out) const {
+  out += head_;
+  if (chat_) {
+    out += R"({"index":0,"delta":{"content":)";
+    AppendJsonString(text, out);
+    out += R"(},"logprobs":null,"finish_reason":null})";
+  } else {
+    out += R"({"index":0,"text":)";
+    AppendJsonString(text, out);
+    out += R"(,"logprobs":null,"finish_reason":null})";
+  }
+  CloseEvent(include_usage_, out);
+}
+
+void StreamEvents::AppendFinish(FinishReason reason, std::string& out) const {
+  out += head_;
+  out += chat_ ? R"({"index":0,"delta":{},"logprobs":null,"finish_reason":")"
+               : R"({"index":0,"text":"","logprobs":null,"finish_reason":")";
+  out += FinishReasonName(reason);
+  out += R"("})";
+  CloseEvent(include_usage_, out);
+}
+
+void StreamEvents::AppendUsage(int64_t prompt_tokens, int completion_tokens,
+                               std::string& out) const {
+  if (!include_usage_) return;
+  out += head_;
+  out += R"(],"usage":)";
+  AppendUsageObject(prompt_tokens, completion_tokens, out);
+  out += "}\n\n";
+}
+
+void StreamEvents::AppendDone(std::string& out) { out += "data: [DONE]\n\n"; }
+
+std::string EmbeddingResponseJson(const EmbeddingRequest& request) {
+  std::string out;
+  out.reserve(128 + request.input_hashes.size() * (64 + request.dimensions * 12));
+  out += R"({"object":"list","data":[)";
+  for (size_t i = 0; i < request.input_hashes.size(); ++i) {
+    if (i > 0) out += ',';
+    out += R"({"object":"embedding","index":)";
+    out += std::to_string(i);
+    out += R"(,"embedding":)";
+    const std::vector<float> v = EmbeddingVector(request.input_hashes[i], request.dimensions);
+    if (request.base64) {
+      // Little-endian float32, as OpenAI sends it.
+      std::string raw(v.size() * sizeof(float), '\0');
+      for (size_t j = 0; j < v.size(); ++j) {
+        uint32_t bits;
+        std::memcpy(&bits, &v[j], sizeof(bits));
+        for (int b = 0; b < 4; ++b) raw[j * 4 + b] = static_cast<char>((bits >> (8 * b)) & 0xff);
+      }
+      out += '"';
+      AppendBase64(raw, out);
+      out += '"';
+    } else {
+      out += '[';
+      for (size_t j = 0; j < v.size(); ++j) {
+        if (j > 0) out += ',';
+        out += FormatFloat(v[j]);
+      }
+      out += ']';
+    }
+    out += '}';
+  }
+  out += R"(],"model":)";
+  AppendJsonString(request.model, out);
+  out += R"(,"usage":{"prompt_tokens":)";
+  out += std::to_string(request.prompt_tokens);
+  out += R"(,"total_tokens":)";
+  out += std::to_string(request.prompt_tokens);
+  out += "}}";
+  return out;
+}
+
+std::string ModelJson(std::string_view model, int64_t created, int max_context) {
+  std::string out = R"({"id":)";
+  AppendJsonString(model, out);
+  out += R"(,"object":"model","created":)";
+  out += std::to_string(created);
+  out += R"(,"owned_by":"atrium-engine-sim","max_model_len":)";
+  out += std::to_string(max_context);
+  out += '}';
+  return out;
+}
+
+std::string ModelsJson(const std::vector<std::string>& models, int64_t created, int max_context) {
+  std::string out = R"({"object":"list","data":[)";
+  for (size_t i = 0; i < models.size(); ++i) {
+    if (i > 0) out += ',';
+    out += ModelJson(models[i], created, max_context);
+  }
+  out += "]}";
+  return out;
+}
+
+std::string ErrorJson(std::string_view message, std::string_view type, std::string_view param,
+                      std::string_view code) {
+  std::string out = R"({"error":{"message":)";
+  AppendJsonString(message, out);
+  out += R"(,"type":)";
+  AppendJsonString(type, out);
+  out += R"(,"param":)";
+  if (param.empty()) {
+    out += "null";
+  } else {
+    AppendJsonString(param, out);
+  }
+  out += R"(,"code":)";
+  if (code.empty()) {
+    out += "null";
+  } else {
+    AppendJsonString(code, out);
+  }
+  out += "}}";
+  return out;
+}
+
+}  // namespace atrium::engine_sim

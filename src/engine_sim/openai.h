@@ -1,0 +1,112 @@
+// The OpenAI wire format as the engine simulator speaks it: request bodies
+// in, response bodies and stream events out. Pure: no I/O, no clock.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+#include "engine_sim/engine.h"
+
+namespace atrium::engine_sim {
+
+// owned_by of every model, system_fingerprint of every completion and the
+// Server header: the simulator never passes for a real engine.
+inline constexpr std::string_view kSimulatorName = "atrium-engine-sim";
+
+enum class Endpoint { kChatCompletions, kCompletions, kEmbeddings };
+// "chat.completions", "completions", "embeddings"
+std::string_view EndpointName(Endpoint endpoint);
+
+struct CompletionRequest {
+  Endpoint endpoint = Endpoint::kChatCompletions;
+  std::string model;
+  bool stream = false;
+  bool include_usage = false;     // stream_options.include_usage; false unless streaming
+  std::optional<int> max_tokens;  // max_tokens, or max_completion_tokens (chat); >= 1
+  int64_t prompt_tokens = 0;      // see CountTextTokens and kTokensPerChatMessage
+  uint64_t text_hash = 0;         // TextHasher(seed) over the prompt: picks the text
+};
+
+// Parses a /v1/chat/completions or /v1/completions body. Fields the
+// simulator does not use are ignored, as OpenAI-compatible servers do.
+// Accepted prompts: chat `messages` (non-empty array of objects with a string
+// `role` and `content` that is a string, null, or an array of parts whose
+// "text" parts count); completions `prompt` as a string, or an array holding
+// one string or one token array, or a token array (one prompt per request).
+// Errors: kInvalidArgument for malformed JSON, a missing or ill-typed model,
+// messages, prompt, max_tokens (< 1), stream, stream_options, or n != 1;
+// kNotFound (message naming the model) when `model` is not one of `models`.
+Result<CompletionRequest> ParseCompletionRequest(Endpoint endpoint, std::string_view body,
+                                                 const std::vector<std::string>& models,
+                                                 uint64_t seed);
+
+inline constexpr int kDefaultEmbeddingDimensions = 8;
+
+struct EmbeddingRequest {
+  std::string model;
+  std::vector<uint64_t> input_hashes;  // one per input, in order
+  int64_t prompt_tokens = 0;           // sum of max(1, ceil(bytes / 4)) (or token count) per input
+  int dimensions = kDefaultEmbeddingDimensions;
+  bool base64 = false;  // encoding_format "base64" (what the openai SDKs ask for by default)
+};
+
+// Parses a /v1/embeddings body: `input` as a string, an array of strings, a
+// token array or an array of token arrays; optional `dimensions` (1..4096)
+// and `encoding_format` ("float" or "base64"). Errors as for completions.
+Result<EmbeddingRequest> ParseEmbeddingRequest(std::string_view body,
+                                               const std::vector<std::string>& models,
+                                               uint64_t seed);
+
+// A deterministic unit vector for an input hash.
+std::vector<float> EmbeddingVector(uint64_t input_hash, int dimensions);
+
+// What all the bodies of one response share.
+struct ResponseMeta {
+  Endpoint endpoint = Endpoint::kChatCompletions;
+  std::string id;       // "chatcmpl-..." or "cmpl-..."
+  int64_t created = 0;  // Unix seconds
+  std::string model;    // as the client named it
+};
+
+// The non-streaming body: chat.completion or text_completion with usage.
+std::string CompletionResponseJson(const ResponseMeta& meta, std::string_view text,
+                                   int64_t prompt_tokens, int completion_tokens,
+                                   FinishReason reason);
+
+// The SSE events of one streamed completion, each a complete
+// "data: {...}\n\n", shaped as OpenAI's: for chat, a first event with the
+// assistant role and empty content, one event per token, an event with an
+// empty delta and the finish_reason; for completions, one event per token and
+// one with empty text and the finish_reason. With include_usage every event
+// carries "usage":null and a last event has "choices":[] and the usage.
+class StreamEvents {
+ public:
+  StreamEvents(const ResponseMeta& meta, bool include_usage);
+
+  void AppendStart(std::string& out) const;  // chat only; nothing for completions
+  void AppendToken(std::string_view text, std::string& out) const;
+  void AppendFinish(FinishReason reason, std::string& out) const;
+  // Nothing unless include_usage.
+  void AppendUsage(int64_t prompt_tokens, int completion_tokens, std::string& out) const;
+  static void AppendDone(std::string& out);  // "data: [DONE]\n\n"
+
+ private:
+  bool chat_;
+  bool include_usage_;
+  std::string head_;  // "data: {" ... "\"choices\":["
+};
+
+std::string EmbeddingResponseJson(const EmbeddingRequest& request);
+// GET /v1/models and GET /v1/models/{id}.
+std::string ModelsJson(const std::vector<std::string>& models, int64_t created, int max_context);
+std::string ModelJson(std::string_view model, int64_t created, int max_context);
+// {"error":{"message":..,"type":..,"param":..,"code":..}}; empty param or
+// code are written as null.
+std::string ErrorJson(std::string_view message, std::string_view type, std::string_view param = {},
+                      std::string_view code = {});
+
+}  // namespace atrium::engine_sim
