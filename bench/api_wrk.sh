@@ -36,7 +36,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-"$BIN" dev --data "$TMP/data" --api-listen 127.0.0.1:0 >"$TMP/server.out" 2>"$TMP/server.err" &
+"$BIN" dev --data "$TMP/data" --api-listen 127.0.0.1:0 --gateway-listen 127.0.0.1:0 >"$TMP/server.out" 2>"$TMP/server.err" &
 SERVER_PID=$!
 URL=""
 for _ in $(seq 1 300); do  # up to 30 s

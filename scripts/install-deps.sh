@@ -23,8 +23,12 @@ PACKAGES=(
   nlohmann-json3-dev libspdlog-dev libcli11-dev libtomlplusplus-dev
   # Unit tests and micro-benchmarks.
   libgtest-dev libgmock-dev libbenchmark-dev
-  # HTTP load generator for the gateway benchmarks.
-  wrk
+  # HTTP load generator for the gateway benchmarks, and nginx as the reverse
+  # proxy the gateway's overhead is compared with (bench/gateway_wrk.sh).
+  wrk nginx
+  # Node.js (with npm, below): the official `openai` client in the gateway's
+  # integration test (tests/node).
+  nodejs
   # Small helper scripts (free-port lookup in pg-test-server.sh).
   python3
 )
@@ -34,6 +38,9 @@ for pkg in "${PACKAGES[@]}"; do
   status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
   [[ "$status" == "installed" ]] || missing+=("$pkg")
 done
+# Some Node.js builds ship npm inside the nodejs package; Debian's own needs
+# the separate npm package.
+command -v npm >/dev/null || missing+=(npm)
 [[ ${#missing[@]} -eq 0 ]] && exit 0
 
 SUDO=()

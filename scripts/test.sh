@@ -5,6 +5,7 @@
 #   3. starts a throwaway PostgreSQL on 127.0.0.1 in a temp dir,
 #   4. runs every test with ctest — the store suites on SQLite AND on that
 #      PostgreSQL (ATRIUM_TEST_REQUIRE_PG=1 makes a skipped PostgreSQL a failure),
+#      The official `openai` npm client (tests/node, `npm ci`) drives the gateway.
 #   5. builds the libFuzzer targets with clang and runs each for a bounded time,
 #   6. stops what it started.
 # Environment: ATRIUM_FUZZ_SECONDS (default 30 per target), JOBS (default nproc).
@@ -20,6 +21,12 @@ export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
 echo "== build (build/)"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 ninja -C build -j"$JOBS"
+
+echo "== npm packages for the client tests (tests/node)"
+if [[ ! -d tests/node/node_modules ]] || [[ tests/node/package-lock.json -nt tests/node/node_modules ]]; then
+  (cd tests/node && npm ci --no-audit --no-fund --loglevel=error)
+  touch tests/node/node_modules
+fi
 
 PGDIR=$(mktemp -d /tmp/atrium-pg.XXXXXX)
 chmod 755 "$PGDIR"

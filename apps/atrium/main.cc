@@ -11,7 +11,9 @@
 
 #include "capacity/fleet_spec.h"
 #include "cli/cli.h"
+#include "engine_sim/command.h"
 #include "runtime/config.h"
+#include "runtime/dev_models.h"
 #include "runtime/platform.h"
 #include "sim/sim_command.h"
 
@@ -41,22 +43,43 @@ bool EnsureAdminToken(Platform& platform, const std::filesystem::path& path) {
   return true;
 }
 
+// `data_dir` is set for `atrium dev`: the admin token, the simulated models
+// and the demo tenant's key live there.
 int RunPlatform(Config config, const std::filesystem::path* data_dir) {
   spdlog::set_level(spdlog::level::from_str(config.log_level));
   Platform platform(std::move(config));
-  auto url = platform.Start();
-  if (!url.has_value()) {
-    std::cerr << "atrium: cannot start: " << url.error().message << "\n";
+  auto urls = platform.Start();
+  if (!urls.has_value()) {
+    std::cerr << "atrium: cannot start: " << urls.error().message << "\n";
     return 1;
   }
-  if (data_dir && !EnsureAdminToken(platform, *data_dir / "admin.token")) return 1;
-  std::cout << "API: " << *url << std::endl;
+  std::unique_ptr<atrium::DevModels> dev_models;
+  if (data_dir) {
+    if (!EnsureAdminToken(platform, *data_dir / "admin.token")) return 1;
+    auto models = atrium::DevModels::Start(platform, *data_dir);
+    if (!models.has_value()) {
+      std::cerr << "atrium: cannot start the simulated models: " << models.error().message << "\n";
+      return 1;
+    }
+    dev_models = std::move(*models);
+  }
+  if (!urls->api.empty()) std::cout << "API: " << urls->api << std::endl;
+  if (!urls->gateway.empty()) std::cout << "Gateway: " << urls->gateway << std::endl;
   if (data_dir) {
     std::cout << "Admin token: " << (*data_dir / "admin.token").string() << std::endl;
+    std::cout << "Demo tenant key: " << dev_models->demo_key_path() << " (tenant demo, model "
+              << atrium::kDevModel << " on " << dev_models->endpoint_urls().size()
+              << " engine simulators)" << std::endl;
+    std::cout << "Try: curl " << urls->gateway
+              << "/v1/chat/completions -H \"Authorization: Bearer $(cat "
+              << dev_models->demo_key_path()
+              << ")\" -H 'Content-Type: application/json' -d '{\"model\":\"" << atrium::kDevModel
+              << "\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}]}'" << std::endl;
   }
   int sig = atrium::WaitForStopSignal();
   spdlog::info("signal {}: draining requests and stopping", sig);
   platform.Stop();
+  dev_models.reset();
   spdlog::info("stopped cleanly");
   return 0;
 }
@@ -77,6 +100,19 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   dev->add_option("--api-listen", api_listen, "API listen address HOST:PORT (port 0: any free)")
       ->capture_default_str();
+  std::string gateway_listen = "127.0.0.1:8081";
+  dev->add_option("--gateway-listen", gateway_listen,
+                  "Inference gateway (OpenAI-compatible /v1) listen address HOST:PORT")
+      ->capture_default_str();
+  std::string gateway_queue = "fair";
+  dev->add_option("--gateway-queue", gateway_queue,
+                  "Gateway queue discipline: fair (per-tenant VTC) or fifo (a baseline)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fair", "fifo"}));
+  int gateway_threads = 2;
+  dev->add_option("--gateway-threads", gateway_threads, "Gateway I/O threads")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
   std::string fleet_spec;
   dev->add_option("--fleet", fleet_spec,
                   "Simulated GPU fleet as COUNTxMODELxGPUS items, e.g. "
@@ -85,7 +121,8 @@ int main(int argc, char** argv) {
                   "stored fleet only if every held allocation keeps its place on it");
 
   std::string config_path;
-  auto* server = app.add_subcommand("server", "Run the control plane from a configuration file");
+  auto* server = app.add_subcommand(
+      "server", "Run the control plane and/or the gateway from a configuration file");
   server->add_option("--config", config_path, "TOML configuration file")->required();
 
   std::string bootstrap_config, bootstrap_out;
@@ -113,6 +150,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   sim->add_flag("--json", sim_options.json, "Print JSON instead of a table");
 
+  atrium::engine_sim::RegisterEngineSimCommand(app);
+
   atrium::cli::CliOptions cli_options;
   atrium::cli::RegisterCommands(app, cli_options);
 
@@ -121,7 +160,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // --help and --version exit 0; every usage error exits 2.
     int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
+    // 1: a command that ran and failed (engine-sim could not start).
+    return rc == 0 ? 0 : rc == 1 ? 1 : 2;
   }
 
   if (dev->parsed()) {
@@ -137,14 +177,21 @@ int main(int argc, char** argv) {
     config.store_url = "sqlite://" + (dir / "atrium.db").string();
     config.api_listen = api_listen;
     config.scheduler_fleet = fleet_spec;
+    config.run_gateway = true;
+    config.gateway_listen = gateway_listen;
+    config.gateway_queue = gateway_queue;
+    config.gateway_threads = gateway_threads;
+    config.gateway_journal_dir = (dir / "gateway").string();
     if (auto fleet = atrium::capacity::ParseFleetSpec(fleet_spec);
         !fleet_spec.empty() && !fleet.has_value()) {
       std::cerr << "atrium: --fleet: " << fleet.error().message << "\n";
       return 2;
     }
-    if (auto listen = atrium::ParseListenAddress(api_listen); !listen.has_value()) {
-      std::cerr << "atrium: " << listen.error().message << "\n";
-      return 2;
+    for (const std::string* address : {&api_listen, &gateway_listen}) {
+      if (auto listen = atrium::ParseListenAddress(*address); !listen.has_value()) {
+        std::cerr << "atrium: " << listen.error().message << "\n";
+        return 2;
+      }
     }
     return RunPlatform(std::move(config), &dir);
   }

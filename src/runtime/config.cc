@@ -97,13 +97,34 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
     return Error::InvalidArgument(msg.str());
   }
   Config c;
-  static const std::set<std::string> kTables = {"store", "api", "auth", "log", "scheduler"};
+  static const std::set<std::string> kTables = {"server", "store",     "api",    "auth",
+                                                "log",    "scheduler", "gateway"};
   for (const auto& [k, v] : root) {
     std::string key(k.str());
     if (!kTables.contains(key)) {
       return Error::InvalidArgument("unknown configuration key '" + key + "'");
     }
     if (!v.is_table()) return Error::InvalidArgument("'" + key + "' must be a table");
+  }
+  TableReader server(root["server"].as_table(), "server");
+  std::string roles = "control-plane";
+  server.String("roles", roles);
+  ATRIUM_RETURN_IF_ERROR(server.Finish());
+  c.run_control_plane = false;
+  for (std::string_view role : SplitString(roles, ',')) {
+    while (!role.empty() && role.front() == ' ') role.remove_prefix(1);
+    while (!role.empty() && role.back() == ' ') role.remove_suffix(1);
+    if (role == "control-plane") {
+      c.run_control_plane = true;
+    } else if (role == "gateway") {
+      c.run_gateway = true;
+    } else {
+      return Error::InvalidArgument("'server.roles': unknown role '" + std::string(role) +
+                                    "' (control-plane, gateway)");
+    }
+  }
+  if (!c.run_control_plane && !c.run_gateway) {
+    return Error::InvalidArgument("'server.roles' names no role");
   }
   TableReader store(root["store"].as_table(), "store");
   store.String("url", c.store_url);
@@ -129,6 +150,26 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
   scheduler.String("policy", c.scheduler_policy);
   scheduler.Int("tick_ms", c.scheduler_tick_ms, 10, 60'000);
   ATRIUM_RETURN_IF_ERROR(scheduler.Finish());
+  TableReader gateway(root["gateway"].as_table(), "gateway");
+  gateway.String("listen", c.gateway_listen);
+  gateway.Int("threads", c.gateway_threads, 1, 256);
+  gateway.String("journal_dir", c.gateway_journal_dir);
+  gateway.String("queue", c.gateway_queue);
+  gateway.Int("max_body_bytes", c.gateway_max_body_bytes, 1024, 64 * 1024 * 1024);
+  gateway.Int("default_deadline_ms", c.gateway_default_deadline_ms, 1, 600'000);
+  gateway.Int("policy_poll_ms", c.gateway_policy_poll_ms, 10, 10'000);
+  gateway.Int("max_connections", c.gateway_max_connections, 1, 1'000'000);
+  gateway.Int("first_byte_timeout_ms", c.gateway_first_byte_timeout_ms, 100, 3'600'000);
+  ATRIUM_RETURN_IF_ERROR(gateway.Finish());
+  if (c.gateway_queue != "fair" && c.gateway_queue != "fifo") {
+    return Error::InvalidArgument("'gateway.queue' must be fair or fifo");
+  }
+  if (c.run_gateway) {
+    ATRIUM_RETURN_IF_ERROR(ParseListenAddress(c.gateway_listen));
+    if (c.gateway_journal_dir.empty()) {
+      return Error::InvalidArgument("'gateway.journal_dir' is required with the gateway role");
+    }
+  }
 
   if (c.store_url.empty()) return Error::InvalidArgument("'store.url' is required");
   if (!StartsWith(c.store_url, "sqlite:///") && !StartsWith(c.store_url, "postgresql://") &&

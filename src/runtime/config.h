@@ -10,6 +10,11 @@
 namespace atrium {
 
 struct Config {
+  // [server]
+  // Roles this process runs: "control-plane" (API, scheduler), "gateway"
+  // (the OpenAI-compatible data plane), or both, comma-separated.
+  bool run_control_plane = true;
+  bool run_gateway = false;
   // [store]
   std::string store_url;  // sqlite:///path or postgresql://... (required)
   int store_pool_size = 4;
@@ -32,6 +37,16 @@ struct Config {
   int64_t scheduler_grace_s = 30;  // reclaim victims' grace period
   std::string scheduler_policy = "atrium";
   int64_t scheduler_tick_ms = 1000;  // how often queued work is retried
+  // [gateway]
+  std::string gateway_listen = "127.0.0.1:8081";
+  int gateway_threads = 2;
+  std::string gateway_journal_dir;     // usage journal (required with the gateway role)
+  std::string gateway_queue = "fair";  // fair (VTC) | fifo (a baseline for benchmarks)
+  int64_t gateway_max_body_bytes = 4 * 1024 * 1024;
+  int64_t gateway_default_deadline_ms = 60'000;
+  int64_t gateway_policy_poll_ms = 250;  // how soon control-plane changes reach the gateway
+  int64_t gateway_max_connections = 20'000;
+  int64_t gateway_first_byte_timeout_ms = 120'000;
 };
 
 Result<Config> LoadConfigFile(const std::string& path);

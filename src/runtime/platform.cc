@@ -13,8 +13,65 @@ Platform::Platform(Config config) : config_(std::move(config)) {}
 
 Platform::~Platform() { Stop(); }
 
-Result<std::string> Platform::Start() {
+namespace {
+
+std::string UrlOf(const std::string& host, int port) {
+  std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  return "http://" + h + ":" + std::to_string(port);
+}
+
+}  // namespace
+
+Result<PlatformUrls> Platform::Start() {
   ATRIUM_ASSIGN_OR_RETURN(store_, Store::Open(config_.store_url, config_.store_pool_size));
+  PlatformUrls urls;
+  if (config_.run_control_plane) {
+    ATRIUM_ASSIGN_OR_RETURN(urls.api, StartControlPlane());
+  }
+  if (config_.run_gateway) {
+    ATRIUM_ASSIGN_OR_RETURN(urls.gateway, StartGateway());
+  }
+  return urls;
+}
+
+Result<std::string> Platform::StartGateway() {
+  Store* store = store_.get();
+  gateway_server::UsageJournalOptions journal_opts;
+  journal_opts.directory = config_.gateway_journal_dir;
+  journal_ = std::make_unique<gateway_server::UsageJournal>(
+      journal_opts, [store](const std::vector<UsageRecord>& records) {
+        return store->InsertUsageRecords(records);
+      });
+  ATRIUM_RETURN_IF_ERROR(journal_->Start());
+  policy_ = std::make_unique<gateway_server::PolicyLoader>(
+      gateway_server::PolicySource{[store] { return store->GatewayPolicyMarkerForGateway(); },
+                                   [store] { return store->LoadGatewayPolicyForGateway(); }},
+      static_cast<int>(config_.gateway_policy_poll_ms));
+  ATRIUM_RETURN_IF_ERROR(policy_->Start());
+  ATRIUM_ASSIGN_OR_RETURN(auto listen, ParseListenAddress(config_.gateway_listen));
+  gateway_server::GatewayOptions opts;
+  opts.host = listen.first;
+  opts.port = listen.second;
+  opts.threads = config_.gateway_threads;
+  opts.max_body_bytes = static_cast<size_t>(config_.gateway_max_body_bytes);
+  opts.default_deadline_ms = config_.gateway_default_deadline_ms;
+  opts.max_connections = static_cast<int>(config_.gateway_max_connections);
+  opts.first_byte_timeout_ms = static_cast<int>(config_.gateway_first_byte_timeout_ms);
+  opts.dispatcher.discipline = config_.gateway_queue == "fifo"
+                                   ? gateway_server::QueueDiscipline::kFifo
+                                   : gateway_server::QueueDiscipline::kFair;
+  gateway_ = std::make_unique<gateway_server::GatewayServer>(opts, *policy_, *journal_,
+                                                             SystemClock::Instance());
+  ATRIUM_ASSIGN_OR_RETURN(int port, gateway_->Start());
+  return UrlOf(listen.first, port);
+}
+
+Status Platform::RefreshGatewayPolicy() {
+  if (!policy_) return Error::FailedPrecondition("this process runs no gateway");
+  return policy_->Refresh();
+}
+
+Result<std::string> Platform::StartControlPlane() {
   IdentityOptions id_opts;
   id_opts.access_token_ttl_s = config_.access_token_ttl_s;
   identity_ = std::make_unique<IdentityService>(*store_, SystemClock::Instance(), id_opts);
@@ -44,12 +101,20 @@ Result<std::string> Platform::Start() {
   server_ = std::make_unique<http::Server>(
       opts, [api = api_.get()](http::Request& req) { return api->Handle(req); });
   ATRIUM_ASSIGN_OR_RETURN(int port, server_->Start());
-  std::string host =
-      listen.first.find(':') != std::string::npos ? "[" + listen.first + "]" : listen.first;
-  return "http://" + host + ":" + std::to_string(port);
+  return UrlOf(listen.first, port);
 }
 
 void Platform::Stop() {
+  // The gateway first: requests in flight finish and are journaled, then the
+  // journal ships what it holds while the store is still open.
+  if (gateway_) {
+    gateway_->Stop();
+    gateway_.reset();
+  }
+  if (policy_) policy_->Stop();
+  policy_.reset();
+  if (journal_) journal_->Stop();
+  journal_.reset();
   if (server_) {
     server_->Stop();
     server_.reset();

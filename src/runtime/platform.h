@@ -8,6 +8,9 @@
 
 #include "api/api.h"
 #include "common/clock.h"
+#include "gateway_server/gateway_server.h"
+#include "gateway_server/policy_loader.h"
+#include "gateway_server/usage_journal.h"
 #include "http/server.h"
 #include "identity/identity_service.h"
 #include "runtime/config.h"
@@ -17,20 +20,34 @@
 
 namespace atrium {
 
+struct PlatformUrls {
+  std::string api;      // http://host:port, "" without the control-plane role
+  std::string gateway;  // http://host:port, "" without the gateway role
+};
+
 class Platform {
  public:
   explicit Platform(Config config);
   ~Platform();
 
-  // Opens the store (applying migrations), starts the services and the API
-  // listener. Returns the API base URL (http://host:port).
-  Result<std::string> Start();
+  // Opens the store (applying migrations) and starts the roles the
+  // configuration names: the control plane (services, API listener) and the
+  // gateway (usage journal, policy loader, gateway listener).
+  Result<PlatformUrls> Start();
   // Stops accepting, drains requests in flight, then closes the store.
   void Stop();
 
+  // Control-plane role only.
   IdentityService& identity() { return *identity_; }
+  TenantService& tenants() { return *tenants_; }
+  Store& store() { return *store_; }
+  // Gateway role only: reload the policy now (dev set-up after it changed).
+  Status RefreshGatewayPolicy();
 
  private:
+  Result<std::string> StartControlPlane();  // returns the API URL
+  Result<std::string> StartGateway();       // returns the gateway URL
+
   Config config_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<IdentityService> identity_;
@@ -38,6 +55,9 @@ class Platform {
   std::unique_ptr<scheduling::SchedulingService> scheduling_;
   std::unique_ptr<api::ControlPlaneApi> api_;
   std::unique_ptr<http::Server> server_;
+  std::unique_ptr<gateway_server::UsageJournal> journal_;
+  std::unique_ptr<gateway_server::PolicyLoader> policy_;
+  std::unique_ptr<gateway_server::GatewayServer> gateway_;
 };
 
 // Production bootstrap (`atrium bootstrap-admin`): opens the configured

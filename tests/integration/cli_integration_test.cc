@@ -88,8 +88,9 @@ class CliIntegrationTest : public ::testing::Test {
   void StartServer() {
     server_ = std::make_unique<BackgroundProcess>();
     std::string error;
-    std::vector<std::string> argv = {ATRIUM_BINARY, "dev",          "--data",
-                                     data_dir_,     "--api-listen", "127.0.0.1:0"};
+    std::vector<std::string> argv = {ATRIUM_BINARY,      "dev",          "--data",
+                                     data_dir_,          "--api-listen", "127.0.0.1:0",
+                                     "--gateway-listen", "127.0.0.1:0"};
     argv.insert(argv.end(), server_args_.begin(), server_args_.end());
     ASSERT_TRUE(server_->Start(argv, {"HOME=" + root_, "PATH=/usr/bin:/bin"}, &error)) << error;
     url_ = server_->WaitForLine("API: ", kServerTimeout);
@@ -184,7 +185,8 @@ TEST_F(CliIntegrationTest, TenantsUsersKeysSuspensionAndEviction) {
   ASSERT_EQ(second["items"].size(), 1u);
   EXPECT_NE(second["items"][0]["id"], first["items"][0]["id"]);
   Json all = AdminJson({"tenant", "list", "--limit", "1", "--all", "-o", "json"});
-  EXPECT_EQ(NamesOf(all), (std::set<std::string>{"acme", "globex", "initech"}));
+  // "demo" is the tenant `atrium dev` creates for its simulated models.
+  EXPECT_EQ(NamesOf(all), (std::set<std::string>{"acme", "demo", "globex", "initech"}));
 
   ProcessResult table = Admin({"tenant", "list"});
   ASSERT_EQ(table.exit_code, 0) << Describe(table);
@@ -669,7 +671,7 @@ TEST_F(CliIntegrationTest, FleetQuotasAllocationsAndRestart) {
   ASSERT_EQ(StopServer(), 0) << server_->Output();
   ProcessResult refused =
       testing::RunProcess({ATRIUM_BINARY, "dev", "--data", data_dir_, "--api-listen", "127.0.0.1:0",
-                           "--fleet", "1xL40Sx4"},
+                           "--gateway-listen", "127.0.0.1:0", "--fleet", "1xL40Sx4"},
                           {"HOME=" + root_, "PATH=/usr/bin:/bin"}, "", kServerTimeout);
   EXPECT_EQ(refused.exit_code, 1) << Describe(refused);
   EXPECT_NE(refused.err.find("cannot hold"), std::string::npos) << Describe(refused);

@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""Fairness of the gateway's queue on the engine simulator (BENCHMARKS.md).
+
+Starts an engine simulator (h100-llama3-8b profile, a small max batch so that
+one tenant can saturate it) and `atrium dev` with the chosen queue, creates
+two tenants of equal weight entitled to the simulated model, and runs:
+
+  1. B alone at half its fair share                       -> B's TTFT p50/p99
+  2. A at 10x its fair share, B at half its share          -> B's TTFT p50/p99
+  3. A and B both backlogged (5x their share each), 60 s   -> output tokens each
+
+for --queue fair (VTC) and then --queue fifo, and prints one table with the
+ratios the issue sets bars on. A tenant's fair share is half the engine's
+measured capacity (requests/s at saturation).
+
+usage: bench/gateway_fairness.py [--atrium build/apps/atrium/atrium] [--quick]
+"""
+import argparse
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gateway_load import open_loop, percentile, stream_request  # noqa: E402
+
+MODEL = "bench-fair"
+PROMPT = "Write a short poem about fair queueing for GPU inference, please." * 2
+
+
+def wait_line(proc, pattern, timeout=30):
+    deadline = time.time() + timeout
+    lines = []
+    while time.time() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            if proc.poll() is not None:
+                break
+            continue
+        lines.append(line)
+        m = re.search(pattern, line)
+        if m:
+            return m, lines
+    raise RuntimeError("no line matching %r:\n%s" % (pattern, "".join(lines)))
+
+
+def call(base, method, path, token, body=None):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(base + path, data=data, method=method)
+    req.add_header("Authorization", "Bearer " + token)
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(req, timeout=30) as r:
+        raw = r.read()
+        return json.loads(raw) if raw else None
+
+
+class Platform:
+    def __init__(self, atrium, queue, sim_url, max_batch):
+        self.tmp = tempfile.mkdtemp(prefix="atrium-fair-")
+        self.proc = subprocess.Popen(
+            [atrium, "dev", "--data", self.tmp + "/data", "--api-listen", "127.0.0.1:0",
+             "--gateway-listen", "127.0.0.1:0", "--gateway-queue", queue],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        _, lines = wait_line(self.proc, r"^Demo tenant key:")
+        text = "".join(lines)
+        self.api = re.search(r"^API: (\S+)", text, re.M).group(1)
+        self.gateway = re.search(r"^Gateway: (\S+)", text, re.M).group(1)
+        admin = open(self.tmp + "/data/admin.token").read().strip()
+        call(self.api, "POST", "/api/v1/deployments", admin, {
+            "model": MODEL, "version": "bench", "region": "local",
+            "latency_tier": "interactive", "visibility": "shared",
+            "endpoints": [{"url": sim_url, "capacity": max_batch}]})
+        self.keys = {}
+        for name in ("tenant-a", "tenant-b"):
+            t = call(self.api, "POST", "/api/v1/tenants", admin, {"name": name, "tier": "shared"})
+            u = call(self.api, "POST", "/api/v1/tenants/%s/users" % t["id"], admin,
+                     {"username": "app", "role": "tenant-member", "kind": "service"})
+            k = call(self.api, "POST", "/api/v1/tenants/%s/keys" % t["id"], admin,
+                     {"name": "bench", "owner_user_id": u["id"]})
+            call(self.api, "PUT", "/api/v1/tenants/%s/entitlements/%s" % (t["id"], MODEL), admin)
+            call(self.api, "PUT", "/api/v1/tenants/%s/gateway-limits" % t["id"], admin,
+                 {"requests_per_minute": 0, "tokens_per_minute": 0, "max_concurrent": 0,
+                  "max_queued": 100000})
+            self.keys[name] = k["key"]
+        time.sleep(1.0)  # the gateway picks the policy up within its poll period
+        host, port = self.gateway[len("http://"):].rsplit(":", 1)
+        self.host, self.port = host, int(port)
+
+    def close(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+async def run_tenant(p, tenant, rate, duration, max_tokens, seed, deadline_ms):
+    key = p.keys[tenant]
+    return await open_loop(rate, duration, lambda: stream_request(
+        p.host, p.port, key, MODEL, max_tokens, PROMPT, deadline_ms), seed)
+
+
+def ttft_stats(results):
+    ok = [r["ttft"] * 1000 for r in results if r["status"] == 200 and r["ttft"] is not None]
+    return len(ok), percentile(ok, 50), percentile(ok, 99)
+
+
+async def capacity(p, max_tokens, seconds):
+    """Requests/s the engine completes when saturated (closed loop)."""
+    done = 0
+    stop = time.perf_counter() + seconds
+
+    async def worker(i):
+        nonlocal done
+        while time.perf_counter() < stop:
+            r = await stream_request(p.host, p.port, p.keys["tenant-a"], MODEL, max_tokens, PROMPT)
+            if r["status"] == 200:
+                done += 1
+
+    await asyncio.gather(*(worker(i) for i in range(64)))
+    return done / seconds
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--atrium", default="build/apps/atrium/atrium")
+    ap.add_argument("--max-batch", type=int, default=16)
+    ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--duration", type=float, default=30.0)
+    ap.add_argument("--backlog-duration", type=float, default=60.0)
+    ap.add_argument("--quick", action="store_true", help="short runs, for a smoke test")
+    args = ap.parse_args()
+    if args.quick:
+        args.duration, args.backlog_duration = 8.0, 10.0
+
+    sim = subprocess.Popen(
+        [args.atrium, "engine-sim", "--listen", "127.0.0.1:0", "--model", MODEL,
+         "--profile", "h100-llama3-8b", "--max-batch", str(args.max_batch)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    m, _ = wait_line(sim, r"listening on (http://\S+)")
+    sim_url = m.group(1)
+    rows = {}
+    try:
+        for queue in ("fair", "fifo"):
+            p = Platform(args.atrium, queue, sim_url, args.max_batch)
+            try:
+                cap = asyncio.run(capacity(p, args.max_tokens, 5.0))
+                share = cap / 2
+                alone = asyncio.run(run_tenant(p, "tenant-b", share / 2, args.duration,
+                                               args.max_tokens, 1, None))
+                async def contended():
+                    return await asyncio.gather(
+                        run_tenant(p, "tenant-a", share * 10, args.duration, args.max_tokens, 2,
+                                   5000),
+                        run_tenant(p, "tenant-b", share / 2, args.duration, args.max_tokens, 3,
+                                   None))
+                a_res, b_res = asyncio.run(contended())
+                async def backlogged():
+                    return await asyncio.gather(
+                        run_tenant(p, "tenant-a", share * 5, args.backlog_duration,
+                                   args.max_tokens, 4, 3000),
+                        run_tenant(p, "tenant-b", share * 5, args.backlog_duration,
+                                   args.max_tokens, 5, 3000))
+                ba, bb = asyncio.run(backlogged())
+                tokens_a = sum(r["tokens"] for r in ba)
+                tokens_b = sum(r["tokens"] for r in bb)
+                rows[queue] = {
+                    "capacity_rps": cap, "alone": ttft_stats(alone), "contended": ttft_stats(b_res),
+                    "a_served": sum(1 for r in a_res if r["status"] == 200),
+                    "tokens_a": tokens_a, "tokens_b": tokens_b}
+            finally:
+                p.close()
+    finally:
+        sim.terminate()
+        sim.wait(timeout=30)
+
+    print("engine: h100-llama3-8b profile, max batch %d, max_tokens %d; B at half its share, "
+          "A at 10x; %.0f s per phase, %.0f s backlogged" %
+          (args.max_batch, args.max_tokens, args.duration, args.backlog_duration))
+    print("%-6s %9s %22s %22s %8s %12s %12s %9s" % (
+        "queue", "cap req/s", "B alone TTFT p50/p99", "B + A flood p50/p99", "p99 x",
+        "tokens A", "tokens B", "A/B diff"))
+    for queue, r in rows.items():
+        n0, a50, a99 = r["alone"]
+        n1, c50, c99 = r["contended"]
+        diff = abs(r["tokens_a"] - r["tokens_b"]) / max(r["tokens_a"], r["tokens_b"], 1)
+        print("%-6s %9.1f %12.1f / %6.1f ms %12.1f / %6.1f ms %8.2f %12d %12d %8.1f%%" % (
+            queue, r["capacity_rps"], a50, a99, c50, c99, c99 / a99, r["tokens_a"],
+            r["tokens_b"], 100 * diff))
+    print("bars: B's p99 TTFT with A flooding within 1.5x of B alone; backlogged tokens within 5%")
+
+
+if __name__ == "__main__":
+    main()

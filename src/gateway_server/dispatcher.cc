@@ -1,0 +1,283 @@
+#include "gateway_server/dispatcher.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace atrium::gateway_server {
+namespace {
+
+// Idle limiter state is dropped this often (memory stays bounded with many keys).
+constexpr int64_t kSweepEveryMs = 60'000;
+// A full queue asks the client to come back after this long.
+constexpr int64_t kQueueFullRetryMs = 1000;
+
+gateway::QueuedItem ItemOf(const SlotRequest& r, int64_t now_ms) {
+  gateway::QueuedItem item;
+  item.id = r.id;
+  item.tenant = r.tenant_id;
+  item.key_id = r.key_id;
+  item.weight = r.weight;
+  item.priority = r.priority;
+  item.input_tokens = r.input_tokens;
+  item.deadline_ms = r.deadline_ms;
+  item.enqueued_ms = now_ms;
+  return item;
+}
+
+}  // namespace
+
+size_t Dispatcher::DeploymentQueue::size() const { return fair ? fair->size() : fifo->size(); }
+
+int64_t Dispatcher::DeploymentQueue::capacity() const {
+  int64_t total = 0;
+  for (const auto& e : endpoints) total += std::max<int64_t>(1, e.capacity);
+  return total;
+}
+
+bool Dispatcher::MayStartLocked(DeploymentQueue& queue, const SlotRequest& request,
+                                int64_t now_ms) {
+  if (!limiter_.CanStart(request.subjects)) return false;
+  // Only the fair discipline reserves slots for light tenants; FIFO is the
+  // plain baseline.
+  if (queue.fair && !queue.shares.MayStart(request.tenant_id, queue.capacity(),
+                                           queue.capacity() - queue.in_flight, now_ms)) {
+    return false;
+  }
+  return true;
+}
+
+void Dispatcher::StartLocked(DeploymentQueue& queue, const SlotRequest& request,
+                             const std::string& url) {
+  limiter_.Started(request.subjects);
+  balancer_.Started(url);
+  queue.shares.Started(request.tenant_id);
+  ++queue.in_flight;
+}
+
+Dispatcher::Dispatcher(DispatcherOptions options)
+    : options_(std::move(options)), balancer_(options_.balancer) {}
+
+Dispatcher::DeploymentQueue& Dispatcher::QueueOf(const DeploymentRecord& deployment) {
+  auto [it, inserted] = queues_.try_emplace(deployment.id);
+  DeploymentQueue& queue = it->second;
+  if (inserted) {
+    if (options_.discipline == QueueDiscipline::kFair) {
+      queue.fair = std::make_unique<gateway::FairQueue>(options_.fair);
+    } else {
+      queue.fifo = std::make_unique<gateway::FifoQueue>();
+    }
+  }
+  // The newest snapshot's endpoints: a deployment change applies to the queue.
+  queue.endpoints = deployment.endpoints;
+  return queue;
+}
+
+Admission Dispatcher::Admit(const SlotRequest& request, int64_t now_ms, Wake wake) {
+  Admission admission;
+  std::vector<Wake> wakes;
+  {
+    std::lock_guard lock(mu_);
+    if (now_ms - last_sweep_ms_ >= kSweepEveryMs) {
+      limiter_.Sweep(now_ms);
+      for (auto& [id, queue] : queues_) queue.shares.Sweep(now_ms);
+      last_sweep_ms_ = now_ms;
+    }
+    if (request.deployment->endpoints.empty()) {
+      admission.http_status = 503;
+      admission.reason = "the model's deployment has no endpoints";
+      return admission;
+    }
+    gateway::LimitDecision rate = limiter_.Admit(request.subjects, request.reserved_tokens, now_ms);
+    if (!rate.allowed) {
+      admission.http_status = 429;
+      // -1: larger than the bucket itself; a minute is when the window has turned over.
+      admission.retry_after_ms = rate.retry_after_ms < 0 ? 60'000 : rate.retry_after_ms;
+      admission.reason = rate.reason;
+      return admission;
+    }
+    DeploymentQueue& queue = QueueOf(*request.deployment);
+    queue.shares.Seen(request.tenant_id, request.weight, now_ms);
+    if (queue.size() == 0 && MayStartLocked(queue, request, now_ms)) {
+      if (auto pick = balancer_.Pick(queue.endpoints, {}, now_ms)) {
+        const std::string& url = queue.endpoints[*pick].url;
+        StartLocked(queue, request, url);
+        if (queue.fair)
+          queue.fair->ChargeInput(request.tenant_id, request.weight, request.input_tokens);
+        admission.kind = Admission::Kind::kStarted;
+        admission.endpoint = url;
+        return admission;
+      }
+    }
+    gateway::LimitDecision depth = limiter_.TryQueue(request.subjects);
+    if (!depth.allowed) {
+      limiter_.Reconcile(request.subjects, request.reserved_tokens, 0, now_ms);
+      admission.http_status = 429;
+      admission.retry_after_ms = kQueueFullRetryMs;
+      admission.reason = depth.reason;
+      return admission;
+    }
+    if (queue.fair) {
+      queue.fair->Push(ItemOf(request, now_ms));
+    } else {
+      queue.fifo->Push(ItemOf(request, now_ms));
+    }
+    waiting_.emplace(request.id, Waiter{request, std::move(wake)});
+    admission.kind = Admission::Kind::kQueued;
+    PumpLocked(queue, now_ms, wakes);
+  }
+  for (auto& w : wakes) w();
+  return admission;
+}
+
+void Dispatcher::PumpLocked(DeploymentQueue& queue, int64_t now_ms, std::vector<Wake>& wakes) {
+  auto can_start = [&](const gateway::QueuedItem& item) {
+    auto it = waiting_.find(item.id);
+    return it != waiting_.end() && MayStartLocked(queue, it->second.request, now_ms);
+  };
+  while (queue.size() > 0 && balancer_.HasFreeSlot(queue.endpoints, now_ms)) {
+    std::optional<gateway::QueuedItem> item =
+        queue.fair ? queue.fair->Pop(can_start) : queue.fifo->Pop(can_start);
+    if (!item) break;  // everything waiting is held back by its own concurrency limit
+    auto it = waiting_.find(item->id);
+    if (it == waiting_.end()) continue;
+    auto pick = balancer_.Pick(queue.endpoints, {}, now_ms);
+    if (!pick) {  // HasFreeSlot said yes; keep the item rather than lose it
+      if (queue.fair) {
+        queue.fair->Push(*item);
+      } else {
+        queue.fifo->Push(*item);
+      }
+      break;
+    }
+    const std::string& url = queue.endpoints[*pick].url;
+    const SlotRequest& r = it->second.request;
+    limiter_.Unqueued(r.subjects);
+    StartLocked(queue, r, url);
+    granted_[item->id] = url;
+    wakes.push_back(std::move(it->second.wake));
+    waiting_.erase(it);
+  }
+}
+
+std::optional<std::string> Dispatcher::TakeGrant(uint64_t id) {
+  std::lock_guard lock(mu_);
+  auto it = granted_.find(id);
+  if (it == granted_.end()) return std::nullopt;
+  std::string url = std::move(it->second);
+  granted_.erase(it);
+  return url;
+}
+
+bool Dispatcher::Cancel(uint64_t id) {
+  std::lock_guard lock(mu_);
+  auto it = waiting_.find(id);
+  if (it == waiting_.end()) return false;
+  const SlotRequest& r = it->second.request;
+  auto q = queues_.find(r.deployment->id);
+  if (q != queues_.end()) {
+    if (q->second.fair) {
+      q->second.fair->Remove(id);
+    } else {
+      q->second.fifo->Remove(id);
+    }
+  }
+  limiter_.Unqueued(r.subjects);
+  waiting_.erase(it);
+  return true;
+}
+
+std::optional<std::string> Dispatcher::Retry(const SlotRequest& request,
+                                             const std::string& failed_url,
+                                             const std::vector<std::string>& tried,
+                                             int64_t now_ms) {
+  std::lock_guard lock(mu_);
+  balancer_.Failed(failed_url, now_ms);
+  auto pick = balancer_.Pick(request.deployment->endpoints, tried, now_ms);
+  if (!pick) return std::nullopt;
+  const std::string& url = request.deployment->endpoints[*pick].url;
+  balancer_.Started(url);
+  return url;
+}
+
+void Dispatcher::Finish(const SlotRequest& request, const std::string& endpoint, Outcome outcome,
+                        const Usage& usage, int64_t now_ms) {
+  std::vector<Wake> wakes;
+  {
+    std::lock_guard lock(mu_);
+    limiter_.Finished(request.subjects);
+    limiter_.Reconcile(request.subjects, request.reserved_tokens,
+                       usage.input_tokens + usage.output_tokens, now_ms);
+    switch (endpoint.empty() ? Outcome::kAbandoned : outcome) {
+      case Outcome::kSucceeded:
+        balancer_.Succeeded(endpoint, now_ms);
+        break;
+      case Outcome::kFailed:
+        balancer_.Failed(endpoint, now_ms);
+        break;
+      case Outcome::kAbandoned:
+        if (!endpoint.empty()) balancer_.Abandoned(endpoint);
+        break;
+    }
+    auto q = queues_.find(request.deployment->id);
+    if (q != queues_.end()) {
+      q->second.shares.Finished(request.tenant_id);
+      if (q->second.in_flight > 0) --q->second.in_flight;
+    }
+    if (q != queues_.end() && q->second.fair) {
+      gateway::FairQueue& fair = *q->second.fair;
+      fair.ChargeInput(request.tenant_id, request.weight,
+                       usage.input_tokens - request.input_tokens);
+      fair.ChargeOutput(request.tenant_id, request.weight,
+                        usage.output_tokens - usage.output_charged);
+    }
+    // The freed slot (or the tenant's freed concurrency) may let any queue move.
+    for (auto& [id, queue] : queues_) {
+      if (queue.size() > 0) PumpLocked(queue, now_ms, wakes);
+    }
+  }
+  for (auto& w : wakes) w();
+}
+
+void Dispatcher::ChargeOutput(const SlotRequest& request, int64_t output_tokens) {
+  std::lock_guard lock(mu_);
+  auto q = queues_.find(request.deployment->id);
+  if (q != queues_.end() && q->second.fair) {
+    q->second.fair->ChargeOutput(request.tenant_id, request.weight, output_tokens);
+  }
+}
+
+void Dispatcher::HealthCheck(const std::string& url, bool ok, int64_t now_ms) {
+  std::lock_guard lock(mu_);
+  balancer_.HealthCheck(url, ok, now_ms);
+}
+
+void Dispatcher::Pump(int64_t now_ms) {
+  std::vector<Wake> wakes;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [id, queue] : queues_) {
+      if (queue.size() > 0) PumpLocked(queue, now_ms, wakes);
+    }
+  }
+  for (auto& w : wakes) w();
+}
+
+size_t Dispatcher::QueuedFor(const std::string& deployment_id) const {
+  std::lock_guard lock(mu_);
+  auto q = queues_.find(deployment_id);
+  return q == queues_.end() ? 0 : q->second.size();
+}
+
+double Dispatcher::CounterOf(const std::string& deployment_id, const std::string& tenant_id) const {
+  std::lock_guard lock(mu_);
+  auto q = queues_.find(deployment_id);
+  if (q == queues_.end() || !q->second.fair) return 0;
+  return q->second.fair->Counter(tenant_id);
+}
+
+std::string Dispatcher::DescribeEndpoint(const std::string& url, int64_t now_ms) const {
+  std::lock_guard lock(mu_);
+  return balancer_.Describe(url, now_ms);
+}
+
+}  // namespace atrium::gateway_server

@@ -1,0 +1,133 @@
+// Dispatcher: the gateway's one piece of shared, mutable request state. It
+// owns the rate and concurrency limiter, one fair queue per deployment and the
+// endpoint balancer, behind one mutex, and hands out upstream slots: a request
+// either starts at once (its deployment has no backlog, a free endpoint slot,
+// and its tenant and key are under their concurrency limits), waits in its
+// deployment's queue until Pump() grants it a slot and calls its Wake, or is
+// refused (429 with when to retry). The cores it combines are pure
+// (src/gateway); this class only adds the lock and the wake-ups.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "gateway/balancer.h"
+#include "gateway/fair_queue.h"
+#include "gateway/limiter.h"
+#include "gateway/slot_shares.h"
+#include "store/gateway_records.h"
+
+namespace atrium::gateway_server {
+
+enum class QueueDiscipline { kFair, kFifo };
+
+struct DispatcherOptions {
+  QueueDiscipline discipline = QueueDiscipline::kFair;
+  gateway::FairQueueOptions fair;
+  gateway::BalancerOptions balancer;
+};
+
+// What one request asks for.
+struct SlotRequest {
+  uint64_t id = 0;
+  std::string tenant_id;
+  std::string key_id;
+  double weight = 1;
+  gateway::Priority priority = gateway::Priority::kInteractive;
+  std::vector<gateway::LimitSubject> subjects;
+  const DeploymentRecord* deployment = nullptr;  // kept alive by the caller's snapshot
+  int64_t input_tokens = 0;                      // estimate, charged to the fair queue
+  int64_t reserved_tokens = 0;  // input estimate + max_tokens, taken from token buckets
+  int64_t deadline_ms = 0;
+};
+
+struct Admission {
+  enum class Kind { kStarted, kQueued, kRefused } kind = Kind::kRefused;
+  std::string endpoint;   // kStarted: the chosen endpoint URL
+  int http_status = 429;  // kRefused: 429, or 503 when the deployment has no usable endpoint
+  int64_t retry_after_ms = 0;
+  std::string reason;
+};
+
+class Dispatcher {
+ public:
+  using Wake = std::function<void()>;
+
+  explicit Dispatcher(DispatcherOptions options);
+
+  // Rate limits, then an immediate start or a place in the queue. `wake` is
+  // called (from whichever thread frees a slot, without the lock held) once
+  // the queued request has a slot; then TakeGrant() returns it.
+  Admission Admit(const SlotRequest& request, int64_t now_ms, Wake wake);
+  std::optional<std::string> TakeGrant(uint64_t id);
+  // The request left the queue without a slot (deadline, client gone).
+  // False when a slot was granted meanwhile: TakeGrant() it and Finish().
+  bool Cancel(uint64_t id);
+
+  // A started request picks another endpoint after `failed_url` failed
+  // before any byte reached the client. Empty when none is free.
+  std::optional<std::string> Retry(const SlotRequest& request, const std::string& failed_url,
+                                   const std::vector<std::string>& tried, int64_t now_ms);
+
+  enum class Outcome { kSucceeded, kFailed, kAbandoned };
+  struct Usage {
+    int64_t input_tokens = 0;  // as the upstream counted them (or the estimate)
+    int64_t output_tokens = 0;
+    int64_t output_charged = 0;  // already passed to ChargeOutput
+  };
+  // The request is over: frees its endpoint slot and concurrency, settles its
+  // token reservation with what it really used and charges the fair queue the
+  // rest of its cost. `endpoint` "" when Retry() already settled the last one.
+  void Finish(const SlotRequest& request, const std::string& endpoint, Outcome outcome,
+              const Usage& usage, int64_t now_ms);
+  // Output tokens served so far, charged to the tenant's counter while a
+  // stream runs (VTC charges as tokens are produced).
+  void ChargeOutput(const SlotRequest& request, int64_t output_tokens);
+
+  void HealthCheck(const std::string& url, bool ok, int64_t now_ms);
+  // Grants free slots to queued requests; called after every Finish and on a
+  // timer (ejections and open circuits end with time).
+  void Pump(int64_t now_ms);
+
+  size_t QueuedFor(const std::string& deployment_id) const;
+  double CounterOf(const std::string& deployment_id, const std::string& tenant_id) const;
+  std::string DescribeEndpoint(const std::string& url, int64_t now_ms) const;
+
+ private:
+  struct Waiter {
+    SlotRequest request;
+    Wake wake;
+  };
+  struct DeploymentQueue {
+    std::unique_ptr<gateway::FairQueue> fair;
+    std::unique_ptr<gateway::FifoQueue> fifo;
+    std::vector<DeploymentEndpoint> endpoints;  // as of the newest request
+    gateway::SlotShares shares;                 // who may take the last free slots
+    int64_t in_flight = 0;
+    size_t size() const;
+    int64_t capacity() const;
+  };
+  DeploymentQueue& QueueOf(const DeploymentRecord& deployment);
+  // A slot of `queue` for a request of `tenant`: concurrency, shares, endpoint.
+  bool MayStartLocked(DeploymentQueue& queue, const SlotRequest& request, int64_t now_ms);
+  void StartLocked(DeploymentQueue& queue, const SlotRequest& request, const std::string& url);
+  // Pops what can start in `queue`, collecting wake-ups to run unlocked.
+  void PumpLocked(DeploymentQueue& queue, int64_t now_ms, std::vector<Wake>& wakes);
+
+  const DispatcherOptions options_;
+  mutable std::mutex mu_;
+  gateway::Limiter limiter_;                                 // GUARDED_BY(mu_)
+  gateway::Balancer balancer_;                               // GUARDED_BY(mu_)
+  std::unordered_map<std::string, DeploymentQueue> queues_;  // GUARDED_BY(mu_)
+  std::unordered_map<uint64_t, Waiter> waiting_;             // GUARDED_BY(mu_)
+  std::unordered_map<uint64_t, std::string> granted_;        // GUARDED_BY(mu_)
+  int64_t last_sweep_ms_ = 0;                                // GUARDED_BY(mu_)
+};
+
+}  // namespace atrium::gateway_server

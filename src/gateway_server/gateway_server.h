@@ -1,0 +1,68 @@
+// GatewayServer: the OpenAI-compatible front door (POST /v1/chat/completions,
+// /v1/completions, /v1/embeddings; GET /v1/models) on a listener of its own.
+// Each request runs the chain authenticate -> parse -> entitle -> limit ->
+// fair queue -> route -> relay -> meter; the pieces are the pure cores in
+// src/gateway and the Dispatcher; this file is the asynchronous I/O around
+// them (Boost.Beast/Asio coroutines, one strand per client connection,
+// keep-alive connection pools to the upstream endpoints). Streams are relayed
+// chunk by chunk as the upstream produces them; a client that disconnects
+// leaves the queue or has its upstream request aborted at once. Every
+// authenticated request yields exactly one usage record, written to the
+// UsageJournal before the response's last bytes are sent.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/clock.h"
+#include "common/result.h"
+#include "gateway_server/dispatcher.h"
+#include "gateway_server/policy_loader.h"
+#include "gateway_server/usage_journal.h"
+
+namespace atrium::gateway_server {
+
+struct GatewayOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;  // 0: any free port
+  int threads = 2;
+  size_t max_header_bytes = 16 * 1024;
+  size_t max_body_bytes = 4 * 1024 * 1024;  // larger: 413
+  int read_timeout_ms = 30'000;             // a whole request must arrive within this
+  int idle_timeout_ms = 120'000;            // keep-alive connection without a request
+  int max_connections = 20'000;             // beyond: accepted and closed at once
+  int64_t default_deadline_ms = 60'000;     // longest wait in the fair queue (504 after)
+  int64_t max_deadline_ms = 600'000;        // X-Atrium-Deadline-Ms above this: 400
+  int connect_timeout_ms = 2'000;
+  int first_byte_timeout_ms = 120'000;   // upstream headers must arrive within this (504)
+  int stream_idle_timeout_ms = 120'000;  // longest silence inside a response body
+  int max_retries = 1;                   // other endpoints tried before the first byte
+  int health_interval_ms = 2'000;        // active checks: GET <endpoint>/v1/models
+  size_t max_upstream_body_bytes = 64 * 1024 * 1024;
+  DispatcherOptions dispatcher;
+};
+
+class GatewayServer {
+ public:
+  GatewayServer(GatewayOptions options, PolicyLoader& policy, UsageJournal& journal,
+                const Clock& clock);
+  ~GatewayServer();  // Stop()s
+  GatewayServer(const GatewayServer&) = delete;
+  GatewayServer& operator=(const GatewayServer&) = delete;
+
+  // Binds, starts the I/O threads and health checks; returns the bound port.
+  Result<int> Start();
+  // Stops accepting, lets requests in flight finish (up to drain_ms), then
+  // closes what is left and joins the threads.
+  void Stop(int drain_ms = 10'000);
+
+  Dispatcher& dispatcher();
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace atrium::gateway_server

@@ -1,0 +1,62 @@
+// PolicyLoader: keeps the gateway's policy snapshot (keys, tenants,
+// deployments, entitlements, limits) fresh. A thread asks the store for the
+// policy marker every poll_ms and rebuilds the snapshot when it moved, so a
+// control-plane change reaches the gateway within about poll_ms plus one
+// load. When the store cannot be read the last good snapshot stays in force:
+// the gateway keeps serving (DESIGN.md principle 3).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "common/result.h"
+#include "gateway/policy.h"
+#include "store/gateway_records.h"
+
+namespace atrium::gateway_server {
+
+struct PolicySource {
+  std::function<Result<int64_t>()> marker;          // Store::GatewayPolicyMarkerForGateway
+  std::function<Result<GatewayPolicyRows>()> load;  // Store::LoadGatewayPolicyForGateway
+};
+
+class PolicyLoader {
+ public:
+  PolicyLoader(PolicySource source, int poll_ms);
+  ~PolicyLoader();  // Stop()s
+
+  // Loads the first snapshot (an error if the store cannot be read at all:
+  // there is nothing to serve on), then starts polling.
+  Status Start();
+  void Stop();
+
+  // The current snapshot; never null after Start().
+  std::shared_ptr<const gateway::PolicySnapshot> Current() const {
+    return std::atomic_load(&current_);
+  }
+  // Reloads now if the marker moved (tests; the thread does this by itself).
+  Status Refresh();
+  int64_t failures() const { return failures_.load(); }
+
+ private:
+  void Loop();
+
+  const PolicySource source_;
+  const int poll_ms_;
+  std::shared_ptr<const gateway::PolicySnapshot> current_;  // atomic_load/atomic_store only
+  int64_t marker_ = -1;                                     // loader thread (and Start)
+  std::atomic<int64_t> failures_{0};
+  std::mutex refresh_mu_;  // one Refresh at a time
+
+  std::mutex mu_;
+  std::condition_variable wake_;
+  bool stopping_ = false;  // GUARDED_BY(mu_)
+  std::thread thread_;
+};
+
+}  // namespace atrium::gateway_server

@@ -1,0 +1,265 @@
+#include "gateway_server/usage_journal.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+namespace atrium::gateway_server {
+namespace {
+
+using Json = nlohmann::json;
+
+// Lines are read back in pieces of this size.
+constexpr size_t kReadChunk = 1 << 20;
+
+Status WriteAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Error::Unavailable(std::string("usage journal write failed: ") + std::strerror(errno));
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+std::string EncodeUsageLine(const UsageRecord& r) {
+  Json j = {{"id", r.id},
+            {"tenant_id", r.tenant_id},
+            {"key_id", r.key_id},
+            {"model", r.model},
+            {"deployment_id", r.deployment_id},
+            {"endpoint", r.endpoint},
+            {"api", r.api},
+            {"stream", r.stream},
+            {"input_tokens", r.input_tokens},
+            {"output_tokens", r.output_tokens},
+            {"cached_tokens", r.cached_tokens},
+            {"queue_ms", r.queue_ms},
+            {"ttft_ms", r.ttft_ms},
+            {"total_ms", r.total_ms},
+            {"status", r.status},
+            {"http_status", r.http_status},
+            {"created_at", r.created_at}};
+  return j.dump();
+}
+
+Result<UsageRecord> DecodeUsageLine(std::string_view line) {
+  Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return Error::InvalidArgument("usage journal: a line is not a JSON object");
+  try {
+    UsageRecord r;
+    r.id = j.at("id").get<std::string>();
+    r.tenant_id = j.at("tenant_id").get<std::string>();
+    r.key_id = j.at("key_id").get<std::string>();
+    r.model = j.at("model").get<std::string>();
+    r.deployment_id = j.at("deployment_id").get<std::string>();
+    r.endpoint = j.at("endpoint").get<std::string>();
+    r.api = j.at("api").get<std::string>();
+    r.stream = j.at("stream").get<bool>();
+    r.input_tokens = j.at("input_tokens").get<int64_t>();
+    r.output_tokens = j.at("output_tokens").get<int64_t>();
+    r.cached_tokens = j.at("cached_tokens").get<int64_t>();
+    r.queue_ms = j.at("queue_ms").get<int64_t>();
+    r.ttft_ms = j.at("ttft_ms").get<int64_t>();
+    r.total_ms = j.at("total_ms").get<int64_t>();
+    r.status = j.at("status").get<std::string>();
+    r.http_status = j.at("http_status").get<int>();
+    r.created_at = j.at("created_at").get<int64_t>();
+    if (r.id.empty()) return Error::InvalidArgument("usage journal: a record has no id");
+    return r;
+  } catch (const Json::exception& e) {
+    return Error::InvalidArgument(std::string("usage journal: bad record: ") + e.what());
+  }
+}
+
+UsageJournal::UsageJournal(UsageJournalOptions options, UsageSink sink)
+    : options_(std::move(options)), sink_(std::move(sink)) {}
+
+UsageJournal::~UsageJournal() { Stop(); }
+
+Status UsageJournal::Start() {
+  std::error_code ec;
+  std::filesystem::create_directories(options_.directory, ec);
+  if (ec) return Error::Unavailable("cannot create " + options_.directory + ": " + ec.message());
+  journal_path_ = (std::filesystem::path(options_.directory) / "usage.journal").string();
+  offset_path_ = (std::filesystem::path(options_.directory) / "usage.shipped").string();
+  fd_ = ::open(journal_path_.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (fd_ < 0)
+    return Error::Unavailable("cannot open " + journal_path_ + ": " + std::strerror(errno));
+  struct stat st {};
+  ::fstat(fd_, &st);
+  int64_t size = st.st_size;
+  int64_t offset = 0;
+  if (FILE* f = std::fopen(offset_path_.c_str(), "r")) {
+    long long v = 0;
+    if (std::fscanf(f, "%lld", &v) == 1 && v >= 0) offset = v;
+    std::fclose(f);
+  }
+  // An offset beyond the file means a crash between saving offset 0 and
+  // truncating cannot have happened (0 is saved first) — only a damaged side
+  // file; re-shipping from the start is safe because inserts are idempotent.
+  if (offset > size) offset = 0;
+  {
+    std::lock_guard lock(append_mu_);
+    size_ = size;
+  }
+  shipped_offset_ = offset;
+  // A torn last line from a killed process (no newline) would glue onto the
+  // next record: end it so that it is skipped as unreadable.
+  if (size > 0) {
+    char last = 0;
+    if (::pread(fd_, &last, 1, size - 1) == 1 && last != '\n') {
+      ATRIUM_RETURN_IF_ERROR(WriteAll(fd_, "\n"));
+      std::lock_guard lock(append_mu_);
+      size_ += 1;
+    }
+  }
+  stopping_ = false;
+  started_ = true;
+  flusher_ = std::thread([this] { FlushLoop(); });
+  shipper_ = std::thread([this] { ShipLoop(); });
+  return OkStatus();
+}
+
+Status UsageJournal::Append(const UsageRecord& record) {
+  std::string line = EncodeUsageLine(record);
+  line.push_back('\n');
+  {
+    std::lock_guard lock(append_mu_);
+    if (fd_ < 0) return Error::Unavailable("usage journal is not open");
+    ATRIUM_RETURN_IF_ERROR(WriteAll(fd_, line));
+    size_ += static_cast<int64_t>(line.size());
+  }
+  dirty_ = true;
+  appended_.fetch_add(1);
+  return OkStatus();
+}
+
+void UsageJournal::FlushLoop() {
+  std::unique_lock lock(wake_mu_);
+  while (!stopping_) {
+    wake_.wait_for(lock, std::chrono::milliseconds(options_.flush_ms));
+    if (dirty_.exchange(false)) ::fdatasync(fd_);
+  }
+}
+
+void UsageJournal::ShipLoop() {
+  std::unique_lock lock(wake_mu_);
+  while (!stopping_) {
+    lock.unlock();
+    bool ok = ShipOnce();
+    lock.lock();
+    if (stopping_) break;
+    // After a store error wait longer: the store may be down for a while.
+    wake_.wait_for(lock, std::chrono::milliseconds(ok ? options_.ship_ms : 1000));
+  }
+}
+
+bool UsageJournal::ShipOnce() {
+  int64_t end = 0;
+  {
+    std::lock_guard lock(append_mu_);
+    end = size_;
+  }
+  while (shipped_offset_ < end) {
+    size_t want = static_cast<size_t>(std::min<int64_t>(kReadChunk, end - shipped_offset_));
+    std::string chunk(want, '\0');
+    ssize_t n = ::pread(fd_, chunk.data(), want, shipped_offset_);
+    if (n <= 0) return false;
+    chunk.resize(static_cast<size_t>(n));
+    std::vector<UsageRecord> batch;
+    size_t consumed = 0;
+    for (size_t nl;
+         batch.size() < options_.batch && (nl = chunk.find('\n', consumed)) != std::string::npos;
+         consumed = nl + 1) {
+      std::string_view line(chunk.data() + consumed, nl - consumed);
+      if (line.empty()) continue;
+      auto record = DecodeUsageLine(line);
+      if (!record.has_value()) {
+        spdlog::warn("usage journal: skipping an unreadable line: {}", record.error().message);
+        continue;
+      }
+      batch.push_back(std::move(*record));
+    }
+    if (consumed == 0) break;  // only an incomplete line so far
+    if (!batch.empty()) {
+      Status s = sink_(batch);
+      if (!s.has_value()) {
+        spdlog::warn("usage journal: store unavailable, {} records wait: {}", batch.size(),
+                     s.error().message);
+        return false;
+      }
+    }
+    const int64_t next = shipped_offset_ + static_cast<int64_t>(consumed);
+    if (!SaveOffset(next).has_value()) return false;
+    shipped_offset_ = next;
+    shipped_.fetch_add(static_cast<int64_t>(batch.size()));
+  }
+  // Everything shipped: empty a large file. Offset 0 first, so that a crash
+  // in between re-ships (harmlessly) rather than skips.
+  std::lock_guard lock(append_mu_);
+  if (shipped_offset_ == size_ && size_ >= options_.truncate_bytes) {
+    if (SaveOffset(0).has_value() && ::ftruncate(fd_, 0) == 0) {
+      size_ = 0;
+      shipped_offset_ = 0;
+    }
+  }
+  return true;
+}
+
+Status UsageJournal::SaveOffset(int64_t offset) {
+  std::string tmp = offset_path_ + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return Error::Unavailable("cannot write " + tmp);
+  std::string text = std::to_string(offset) + "\n";
+  Status written = WriteAll(fd, text);
+  ::fdatasync(fd);
+  ::close(fd);
+  if (!written.has_value()) return written;
+  if (::rename(tmp.c_str(), offset_path_.c_str()) != 0) {
+    return Error::Unavailable("cannot rename " + tmp);
+  }
+  return OkStatus();
+}
+
+bool UsageJournal::WaitShipped(int timeout_ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (shipped_.load() < appended_.load()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    wake_.notify_all();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+void UsageJournal::Stop() {
+  if (!started_) return;
+  {
+    std::lock_guard lock(wake_mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  flusher_.join();
+  shipper_.join();
+  ShipOnce();  // one last attempt; what fails stays in the file for the next start
+  ::fdatasync(fd_);
+  {
+    std::lock_guard lock(append_mu_);
+    ::close(fd_);
+    fd_ = -1;
+  }
+  started_ = false;
+}
+
+}  // namespace atrium::gateway_server

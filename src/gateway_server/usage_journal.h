@@ -1,0 +1,92 @@
+// UsageJournal: how every request's usage record reaches the store exactly
+// once. Append() writes the record as one JSON line to an append-only file
+// before the request's last bytes go to the client, so a killed gateway
+// (SIGKILL: the page cache survives) never loses the record of a request the
+// client saw complete; a flusher fdatasync()s the file every flush_ms for
+// machine crashes. A shipper thread reads the lines after the shipped offset,
+// inserts them into the store in batches (InsertUsageRecords ignores ids it
+// already has), then records the new offset in a side file. A crash between
+// insert and offset only re-ships lines the store already holds, so the
+// store never holds a record twice; when everything is shipped the file is
+// emptied (offset set to 0 first, then truncated, for the same reason).
+// While the store is unreachable, records wait in the file.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/result.h"
+#include "store/gateway_records.h"
+
+namespace atrium::gateway_server {
+
+struct UsageJournalOptions {
+  std::string directory;              // holds usage.journal and usage.shipped
+  int flush_ms = 200;                 // fdatasync period
+  int ship_ms = 200;                  // how often new lines are shipped
+  size_t batch = 1000;                // records per store transaction
+  int64_t truncate_bytes = 16 << 20;  // empty the file once shipped and this large
+};
+
+// Inserts records idempotently (by id); the store's InsertUsageRecords.
+using UsageSink = std::function<Status(const std::vector<UsageRecord>&)>;
+
+std::string EncodeUsageLine(const UsageRecord& record);  // one JSON object, no newline
+Result<UsageRecord> DecodeUsageLine(std::string_view line);
+
+class UsageJournal {
+ public:
+  UsageJournal(UsageJournalOptions options, UsageSink sink);
+  ~UsageJournal();  // Stop()s
+  UsageJournal(const UsageJournal&) = delete;
+  UsageJournal& operator=(const UsageJournal&) = delete;
+
+  // Opens (creating) the files and starts the flusher and shipper; what an
+  // earlier process left unshipped is shipped first.
+  Status Start();
+  // Durable against a process kill when it returns OK.
+  Status Append(const UsageRecord& record);
+  // Ships what is left (one last attempt), syncs, joins the threads.
+  void Stop();
+
+  // For tests and /metrics: lines appended and shipped by this process.
+  int64_t appended() const { return appended_.load(); }
+  int64_t shipped() const { return shipped_.load(); }
+  // Blocks until everything appended so far is in the store (or timeout).
+  bool WaitShipped(int timeout_ms);
+
+ private:
+  void FlushLoop();
+  void ShipLoop();
+  // One round: reads lines after the offset, ships them. False on a store error.
+  bool ShipOnce();
+  Status SaveOffset(int64_t offset);
+
+  const UsageJournalOptions options_;
+  const UsageSink sink_;
+  std::string journal_path_;
+  std::string offset_path_;
+  int fd_ = -1;
+
+  std::mutex append_mu_;        // serialises write(2) with truncation
+  int64_t size_ = 0;            // GUARDED_BY(append_mu_)
+  int64_t shipped_offset_ = 0;  // shipper thread only (and Start/Stop)
+
+  std::mutex wake_mu_;
+  std::condition_variable wake_;
+  bool stopping_ = false;  // GUARDED_BY(wake_mu_)
+  std::atomic<bool> dirty_{false};
+  std::atomic<int64_t> appended_{0};
+  std::atomic<int64_t> shipped_{0};
+  std::thread flusher_;
+  std::thread shipper_;
+  bool started_ = false;
+};
+
+}  // namespace atrium::gateway_server

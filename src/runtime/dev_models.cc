@@ -1,0 +1,102 @@
+#include "runtime/dev_models.h"
+
+#include <fstream>
+
+#include "crypto/crypto.h"
+
+namespace atrium {
+namespace {
+
+constexpr int kSimulators = 2;
+constexpr const char* kDemoTenant = "demo";
+constexpr const char* kDemoAccount = "demo-app";
+
+Result<Tenant> EnsureDemoTenant(Platform& platform) {
+  auto existing = platform.store().GetTenantByName(kDemoTenant);
+  if (existing.has_value()) return existing;
+  if (existing.error().code != ErrorCode::kNotFound) return existing.error();
+  NewTenant req;
+  req.name = kDemoTenant;
+  req.display_name = "Demo tenant (atrium dev)";
+  return platform.tenants().Create(req);
+}
+
+Result<std::string> EnsureDemoKey(Platform& platform, const Tenant& tenant,
+                                  const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::string existing;
+  if (in && std::getline(in, existing) && platform.identity().IsValidCredential(existing)) {
+    return existing;
+  }
+  const TenantScope scope = TenantScope::Of(tenant.id);
+  auto user = platform.store().GetUserByName(scope, kDemoAccount);
+  if (!user.has_value()) {
+    if (user.error().code != ErrorCode::kNotFound) return user.error();
+    Principal system;
+    system.role = Role::kPlatformAdmin;
+    NewUser req;
+    req.username = kDemoAccount;
+    req.display_name = "Demo application (atrium dev)";
+    req.role = std::string(RoleName(Role::kTenantAdmin));
+    req.kind = "service";
+    ATRIUM_ASSIGN_OR_RETURN(user, platform.identity().CreateUser(system, scope, req));
+  }
+  Principal actor;
+  actor.tenant_id = tenant.id;
+  actor.user_id = user->id;
+  actor.role = Role::kTenantAdmin;
+  NewApiKey key_req;
+  key_req.name = "demo";
+  ATRIUM_ASSIGN_OR_RETURN(auto created, platform.identity().CreateApiKey(actor, scope, key_req));
+  ATRIUM_RETURN_IF_ERROR(WriteSecretFile(path.string(), created.second));
+  return created.second;
+}
+
+}  // namespace
+
+DevModels::~DevModels() {
+  for (auto& sim : sims_) sim->Stop();
+}
+
+Result<std::unique_ptr<DevModels>> DevModels::Start(Platform& platform,
+                                                    const std::filesystem::path& data_dir) {
+  auto models = std::unique_ptr<DevModels>(new DevModels());
+  DeploymentRecord deployment;
+  deployment.id = kDevDeploymentId;
+  deployment.model = kDevModel;
+  deployment.version = "engine-sim h100-llama3-8b (simulator)";
+  deployment.region = "local";
+  deployment.latency_tier = "interactive";
+  deployment.visibility = "shared";
+  for (int i = 0; i < kSimulators; ++i) {
+    engine_sim::ServerOptions options;
+    options.model = kDevModel;
+    options.profile = "h100-llama3-8b";
+    auto sim = std::make_unique<engine_sim::Server>(options);
+    ATRIUM_ASSIGN_OR_RETURN(int port, sim->Start());
+    std::string url = "http://127.0.0.1:" + std::to_string(port);
+    models->urls_.push_back(url);
+    deployment.endpoints.push_back({url, sim->profile().max_batch});
+    models->sims_.push_back(std::move(sim));
+  }
+  Store& store = platform.store();
+  const int64_t now = SystemClock::Instance().NowMillis();
+  deployment.updated_at = now;
+  auto existing = store.GetDeploymentForPlatform(kDevDeploymentId);
+  if (existing.has_value()) {
+    deployment.created_at = existing->created_at;
+    ATRIUM_RETURN_IF_ERROR(store.UpdateDeployment(TenantScope::Platform(), deployment));
+  } else {
+    deployment.created_at = now;
+    ATRIUM_RETURN_IF_ERROR(store.CreateDeployment(deployment));
+  }
+  ATRIUM_ASSIGN_OR_RETURN(Tenant demo, EnsureDemoTenant(platform));
+  ATRIUM_RETURN_IF_ERROR(store.GrantEntitlement(TenantScope::Of(demo.id), kDevModel, now));
+  models->demo_key_path_ = (data_dir / "demo.key").string();
+  ATRIUM_RETURN_IF_ERROR(EnsureDemoKey(platform, demo, models->demo_key_path_));
+  // The gateway polls for changes; reload now so the first call finds them.
+  ATRIUM_RETURN_IF_ERROR(platform.RefreshGatewayPolicy());
+  return models;
+}
+
+}  // namespace atrium

@@ -1,0 +1,572 @@
+// The gateway end to end: a real GatewayServer in front of real engine
+// simulators, a policy built from rows the test controls, a usage journal
+// shipping to an in-memory store. Requests go over loopback sockets.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "engine_sim/server.h"
+#include "gateway_server/gateway_server.h"
+#include "identity/api_key.h"
+#include "support/result_matchers.h"
+
+namespace atrium::gateway_server {
+namespace {
+
+using Json = nlohmann::json;
+using namespace std::chrono_literals;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// One HTTP exchange over a fresh socket, read until the response is complete
+// (Content-Length or the last chunk) or the peer closes.
+struct RawResponse {
+  int status = 0;
+  std::map<std::string, std::string> headers;  // lower-case names
+  std::string body;                            // de-chunked
+  std::vector<std::string> chunks;             // as framed on the wire
+  int64_t first_body_ms = 0;                   // after sending
+  int64_t last_body_ms = 0;
+};
+
+class Connection {
+ public:
+  explicit Connection(int port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  }
+  ~Connection() { Close(); }
+  void Close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  bool connected() const { return connected_; }
+
+  void Send(const std::string& method, const std::string& path, const std::string& body,
+            const std::map<std::string, std::string>& headers = {}) {
+    std::string text = method + " " + path + " HTTP/1.1\r\nHost: test\r\n";
+    for (const auto& [k, v] : headers) text += k + ": " + v + "\r\n";
+    if (!body.empty() || method == "POST") {
+      text += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+              "\r\n";
+    }
+    text += "\r\n" + body;
+    sent_ms_ = NowMs();
+    ASSERT_EQ(::send(fd_, text.data(), text.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(text.size()));
+  }
+
+  // Reads until `stop(bytes so far)` or the response is complete.
+  RawResponse Read(int timeout_ms = 10'000, size_t stop_after_chunks = 0) {
+    RawResponse r;
+    std::string raw;
+    size_t header_end = std::string::npos;
+    const int64_t deadline = NowMs() + timeout_ms;
+    for (;;) {
+      if (header_end != std::string::npos && Complete(raw, header_end, r, stop_after_chunks)) break;
+      pollfd p{fd_, POLLIN, 0};
+      int left = static_cast<int>(deadline - NowMs());
+      if (left <= 0 || ::poll(&p, 1, left) <= 0) break;
+      char buf[8192];
+      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      raw.append(buf, static_cast<size_t>(n));
+      if (header_end == std::string::npos) {
+        header_end = raw.find("\r\n\r\n");
+        if (header_end != std::string::npos) ParseHead(raw.substr(0, header_end), r);
+      }
+      if (header_end != std::string::npos && raw.size() > header_end + 4) {
+        if (r.first_body_ms == 0) r.first_body_ms = NowMs() - sent_ms_;
+        r.last_body_ms = NowMs() - sent_ms_;
+      }
+    }
+    if (header_end != std::string::npos) Complete(raw, header_end, r, 0);
+    return r;
+  }
+
+ private:
+  static void ParseHead(const std::string& head, RawResponse& r) {
+    r.status = std::stoi(head.substr(9, 3));
+    size_t pos = head.find("\r\n");
+    while (pos != std::string::npos && pos + 2 < head.size()) {
+      size_t next = head.find("\r\n", pos + 2);
+      std::string line =
+          head.substr(pos + 2, next == std::string::npos ? std::string::npos : next - pos - 2);
+      size_t colon = line.find(':');
+      if (colon != std::string::npos) {
+        std::string name = line.substr(0, colon);
+        for (char& c : name) c = static_cast<char>(std::tolower(c));
+        std::string value = line.substr(colon + 1);
+        while (!value.empty() && value.front() == ' ') value.erase(0, 1);
+        r.headers[name] = value;
+      }
+      pos = next;
+    }
+  }
+
+  // Decodes what has arrived; true once the whole body is here.
+  static bool Complete(const std::string& raw, size_t header_end, RawResponse& r,
+                       size_t stop_after_chunks) {
+    std::string body = raw.substr(header_end + 4);
+    if (r.headers.count("content-length")) {
+      size_t want = std::stoul(r.headers["content-length"]);
+      r.body = body.substr(0, want);
+      return body.size() >= want;
+    }
+    r.body.clear();
+    r.chunks.clear();
+    size_t pos = 0;
+    for (;;) {
+      size_t line_end = body.find("\r\n", pos);
+      if (line_end == std::string::npos) return false;
+      size_t size = std::stoul(body.substr(pos, line_end - pos), nullptr, 16);
+      if (size == 0) return true;
+      if (body.size() < line_end + 2 + size + 2) return false;
+      std::string chunk = body.substr(line_end + 2, size);
+      r.chunks.push_back(chunk);
+      r.body += chunk;
+      pos = line_end + 2 + size + 2;
+      if (stop_after_chunks > 0 && r.chunks.size() >= stop_after_chunks) return true;
+    }
+  }
+
+  int fd_ = -1;
+  bool connected_ = false;
+  int64_t sent_ms_ = 0;
+};
+
+// SSE "data: ..." payloads of a body.
+std::vector<std::string> Events(const std::string& body) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while ((pos = body.find("data: ", pos)) != std::string::npos) {
+    size_t end = body.find("\n\n", pos);
+    out.push_back(body.substr(pos + 6, end - pos - 6));
+    pos = end == std::string::npos ? body.size() : end;
+  }
+  return out;
+}
+
+struct MemoryStore {
+  std::mutex mu;
+  std::map<std::string, UsageRecord> rows;
+  Status Insert(const std::vector<UsageRecord>& records) {
+    std::lock_guard lock(mu);
+    for (const auto& r : records) rows.emplace(r.id, r);
+    return OkStatus();
+  }
+  std::optional<UsageRecord> Get(const std::string& id) {
+    std::lock_guard lock(mu);
+    auto it = rows.find(id);
+    if (it == rows.end()) return std::nullopt;
+    return it->second;
+  }
+  size_t size() {
+    std::lock_guard lock(mu);
+    return rows.size();
+  }
+};
+
+class GatewayTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("atrium-gw-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    rows_.tenants = {TenantRow("tn_a", 1), TenantRow("tn_b", 1)};
+    key_a_ = AddKey("tn_a", "tenant-member");
+    key_b_ = AddKey("tn_b", "tenant-member");
+    viewer_ = AddKey("tn_a", "tenant-viewer");
+  }
+
+  void TearDown() override {
+    if (gateway_) gateway_->Stop(1000);
+    gateway_.reset();
+    if (policy_) policy_->Stop();
+    if (journal_) journal_->Stop();
+    sims_.clear();
+    std::filesystem::remove_all(dir_);
+  }
+
+  static Tenant TenantRow(const std::string& id, int64_t weight) {
+    Tenant t;
+    t.id = id;
+    t.name = id;
+    t.tier = "shared";
+    t.weight = weight;
+    t.state = "active";
+    return t;
+  }
+
+  std::string AddKey(const std::string& tenant, const std::string& role) {
+    GeneratedApiKey k = GenerateApiKey();
+    GatewayKeyRow row;
+    row.key.id = k.key_id;
+    row.key.tenant_id = tenant;
+    row.key.owner_user_id = "usr_" + k.key_id;
+    row.key.role = role;
+    row.key.secret_hash = k.secret_hash;
+    row.owner_state = "active";
+    row.owner_role = role;
+    rows_.keys.push_back(row);
+    key_ids_[k.text] = k.key_id;
+    return k.text;
+  }
+
+  // Starts an engine simulator; returns its URL.
+  std::string StartSim(const std::string& profile, int max_batch = 0) {
+    engine_sim::ServerOptions o;
+    o.model = "sim-model";
+    o.profile = profile;
+    o.max_batch = max_batch;
+    auto sim = std::make_unique<engine_sim::Server>(o);
+    auto port = sim->Start();
+    EXPECT_TRUE(port.has_value());
+    sims_.push_back(std::move(sim));
+    return "http://127.0.0.1:" + std::to_string(*port);
+  }
+
+  void AddDeployment(const std::string& id, std::vector<DeploymentEndpoint> endpoints,
+                     const std::vector<std::string>& entitled = {"tn_a", "tn_b"}) {
+    DeploymentRecord d;
+    d.id = id;
+    d.model = "sim-model";
+    d.endpoints = std::move(endpoints);
+    d.region = "eu-1";
+    d.latency_tier = "interactive";
+    d.visibility = "shared";
+    rows_.deployments.push_back(d);
+    for (const auto& t : entitled) rows_.entitlements.push_back({t, "sim-model", 0});
+  }
+
+  void StartGateway(GatewayOptions options = {}) {
+    journal_ = std::make_unique<UsageJournal>(
+        UsageJournalOptions{dir_.string(), 10, 10, 100, 16 << 20},
+        [this](const std::vector<UsageRecord>& r) { return store_.Insert(r); });
+    ASSERT_OK(journal_->Start());
+    policy_ = std::make_unique<PolicyLoader>(
+        PolicySource{[this]() -> Result<int64_t> { return marker_.load(); },
+                     [this]() -> Result<GatewayPolicyRows> {
+                       std::lock_guard lock(rows_mu_);
+                       GatewayPolicyRows rows = rows_;
+                       rows.marker = marker_.load();
+                       return rows;
+                     }},
+        20);
+    ASSERT_OK(policy_->Start());
+    options.health_interval_ms = 200;
+    gateway_ =
+        std::make_unique<GatewayServer>(options, *policy_, *journal_, SystemClock::Instance());
+    auto port = gateway_->Start();
+    ASSERT_OK(port);
+    port_ = *port;
+  }
+
+  void ChangeRows(const std::function<void(GatewayPolicyRows&)>& change) {
+    {
+      std::lock_guard lock(rows_mu_);
+      change(rows_);
+    }
+    marker_.fetch_add(1);
+    ASSERT_OK(policy_->Refresh());
+  }
+
+  static std::string ChatBody(int max_tokens, bool stream, bool include_usage = false) {
+    Json body = {{"model", "sim-model"},
+                 {"messages", {{{"role", "user"}, {"content", "Tell the gateway test a story."}}}},
+                 {"max_tokens", max_tokens},
+                 {"custom_field", {{"kept", true}}}};
+    if (stream) body["stream"] = true;
+    if (include_usage) body["stream_options"] = {{"include_usage", true}};
+    return body.dump();
+  }
+
+  RawResponse Post(const std::string& key, const std::string& body,
+                   std::map<std::string, std::string> headers = {}) {
+    Connection c(port_);
+    if (!key.empty()) headers["Authorization"] = "Bearer " + key;
+    c.Send("POST", "/v1/chat/completions", body, headers);
+    return c.Read();
+  }
+
+  // Waits until the journal shipped the record of request `id`.
+  std::optional<UsageRecord> RecordOf(const std::string& id) {
+    for (int i = 0; i < 300; ++i) {
+      if (auto r = store_.Get(id)) return r;
+      std::this_thread::sleep_for(10ms);
+    }
+    return std::nullopt;
+  }
+
+  std::filesystem::path dir_;
+  std::mutex rows_mu_;
+  GatewayPolicyRows rows_;
+  std::atomic<int64_t> marker_{1};
+  std::map<std::string, std::string> key_ids_;
+  std::string key_a_, key_b_, viewer_;
+  std::vector<std::unique_ptr<engine_sim::Server>> sims_;
+  MemoryStore store_;
+  std::unique_ptr<UsageJournal> journal_;
+  std::unique_ptr<PolicyLoader> policy_;
+  std::unique_ptr<GatewayServer> gateway_;
+  int port_ = 0;
+};
+
+TEST_F(GatewayTest, RelaysACompletionAndMetersItOnce) {
+  AddDeployment("dep_1", {{StartSim("instant"), 8}});
+  StartGateway();
+  RawResponse r = Post(key_a_, ChatBody(7, false));
+  ASSERT_EQ(r.status, 200) << r.body;
+  Json body = Json::parse(r.body);
+  EXPECT_EQ(body["usage"]["completion_tokens"], 7);
+  const std::string id = r.headers["x-request-id"];
+  ASSERT_FALSE(id.empty());
+  auto record = RecordOf(id);
+  ASSERT_TRUE(record);
+  EXPECT_EQ(record->tenant_id, "tn_a");
+  EXPECT_EQ(record->key_id, key_ids_[key_a_]);
+  EXPECT_EQ(record->deployment_id, "dep_1");
+  EXPECT_EQ(record->status, "completed");
+  EXPECT_EQ(record->output_tokens, 7);
+  EXPECT_EQ(record->input_tokens, body["usage"]["prompt_tokens"].get<int64_t>());
+  EXPECT_FALSE(record->stream);
+  EXPECT_EQ(sims_[0]->Served().finished, 1);
+}
+
+TEST_F(GatewayTest, StreamsChunkByChunkAndHidesTheUsageChunkUnlessAsked) {
+  AddDeployment("dep_1", {{StartSim("h100-llama3-8b"), 8}});
+  StartGateway();
+  RawResponse r = Post(key_a_, ChatBody(20, true));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.headers["content-type"].rfind("text/event-stream", 0), 0u);
+  std::vector<std::string> events = Events(r.body);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back(), "[DONE]");
+  int content = 0;
+  for (const auto& e : events) {
+    if (e == "[DONE]") continue;
+    Json chunk = Json::parse(e);
+    EXPECT_FALSE(chunk.contains("usage") && !chunk["usage"].is_null()) << e;
+    if (!chunk["choices"].empty() && chunk["choices"][0]["delta"].value("content", "") != "") {
+      ++content;
+    }
+  }
+  EXPECT_EQ(content, 20);
+  // Relayed as produced: the first event well before the last.
+  EXPECT_GT(r.chunks.size(), 5u);
+  EXPECT_LT(r.first_body_ms * 2, r.last_body_ms);
+  auto record = RecordOf(r.headers["x-request-id"]);
+  ASSERT_TRUE(record);
+  EXPECT_TRUE(record->stream);
+  EXPECT_EQ(record->output_tokens, 20);
+  EXPECT_GT(record->ttft_ms, 0);
+
+  RawResponse with_usage = Post(key_a_, ChatBody(5, true, true));
+  ASSERT_EQ(with_usage.status, 200);
+  events = Events(with_usage.body);
+  ASSERT_GE(events.size(), 2u);
+  Json usage_chunk = Json::parse(events[events.size() - 2]);
+  EXPECT_TRUE(usage_chunk["choices"].empty());
+  EXPECT_EQ(usage_chunk["usage"]["completion_tokens"], 5);
+}
+
+TEST_F(GatewayTest, RefusesBadCredentialsInOpenAIsShape) {
+  AddDeployment("dep_1", {{StartSim("instant"), 8}});
+  StartGateway();
+  RawResponse none = Post("", ChatBody(1, false));
+  EXPECT_EQ(none.status, 401);
+  EXPECT_TRUE(Json::parse(none.body)["error"].contains("message"));
+  EXPECT_EQ(Post("atr_garbage", ChatBody(1, false)).status, 401);
+  EXPECT_EQ(Post(viewer_, ChatBody(1, false)).status, 403);
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(store_.size(), 0u);  // no tenant, or no right to call: nothing to bill
+}
+
+TEST_F(GatewayTest, UnknownAndUnentitledModelsLookTheSame) {
+  AddDeployment("dep_1", {{StartSim("instant"), 8}}, {"tn_a"});
+  StartGateway();
+  RawResponse unknown =
+      Post(key_a_, R"({"model":"nope","messages":[{"role":"user","content":"hi"}]})");
+  RawResponse unentitled = Post(key_b_, ChatBody(1, false));
+  EXPECT_EQ(unknown.status, 404);
+  EXPECT_EQ(unentitled.status, 404);
+  EXPECT_EQ(Json::parse(unknown.body)["error"]["code"], "model_not_found");
+  std::string a = Json::parse(unknown.body)["error"]["message"];
+  std::string b = Json::parse(unentitled.body)["error"]["message"];
+  EXPECT_EQ(a.replace(a.find("nope"), 4, "sim-model"), b);
+}
+
+TEST_F(GatewayTest, BadRequestsGet400AndTheControlPlaneIsNotReachable) {
+  AddDeployment("dep_1", {{StartSim("instant"), 8}});
+  StartGateway();
+  EXPECT_EQ(Post(key_a_, "{not json").status, 400);
+  EXPECT_EQ(Post(key_a_, R"({"model":5,"messages":[]})").status, 400);
+  EXPECT_EQ(Post(key_a_, ChatBody(1, false), {{"X-Atrium-Priority", "urgent"}}).status, 400);
+  Connection c(port_);
+  c.Send("GET", "/api/v1/tenants", "", {{"Authorization", "Bearer " + key_a_}});
+  EXPECT_EQ(c.Read().status, 404);
+  Connection m(port_);
+  m.Send("GET", "/v1/models", "", {{"Authorization", "Bearer " + key_a_}});
+  RawResponse models = m.Read();
+  ASSERT_EQ(models.status, 200);
+  EXPECT_EQ(Json::parse(models.body)["data"][0]["id"], "sim-model");
+}
+
+TEST_F(GatewayTest, RateLimitAnswers429WithRetryAfterAndIsMetered) {
+  AddDeployment("dep_1", {{StartSim("instant"), 8}});
+  GatewayLimitRecord limit;
+  limit.tenant_id = "tn_a";
+  limit.limits.requests_per_minute = 2;
+  rows_.limits.push_back(limit);
+  StartGateway();
+  EXPECT_EQ(Post(key_a_, ChatBody(1, false)).status, 200);
+  EXPECT_EQ(Post(key_a_, ChatBody(1, false)).status, 200);
+  RawResponse third = Post(key_a_, ChatBody(1, false));
+  EXPECT_EQ(third.status, 429);
+  EXPECT_FALSE(third.headers["retry-after"].empty());
+  EXPECT_EQ(Post(key_b_, ChatBody(1, false)).status, 200);  // another tenant is not affected
+  auto record = RecordOf(third.headers["x-request-id"]);
+  ASSERT_TRUE(record);
+  EXPECT_EQ(record->status, "rejected");
+  EXPECT_EQ(record->http_status, 429);
+}
+
+TEST_F(GatewayTest, AWaitingRequestPastItsDeadlineGets504) {
+  AddDeployment("dep_1", {{StartSim("slow"), 1}});
+  StartGateway();
+  Connection busy(port_);
+  busy.Send("POST", "/v1/chat/completions", ChatBody(50, true),
+            {{"Authorization", "Bearer " + key_a_}});
+  busy.Read(2000, 1);  // it holds the only slot
+  auto start = NowMs();
+  RawResponse late = Post(key_b_, ChatBody(1, false), {{"X-Atrium-Deadline-Ms", "300"}});
+  EXPECT_EQ(late.status, 504);
+  EXPECT_GE(NowMs() - start, 250);
+  EXPECT_LT(NowMs() - start, 3000);
+}
+
+TEST_F(GatewayTest, AClientThatLeavesTheQueueFreesItsPlace) {
+  AddDeployment("dep_1", {{StartSim("slow"), 1}});
+  StartGateway();
+  Connection busy(port_);
+  busy.Send("POST", "/v1/chat/completions", ChatBody(50, true),
+            {{"Authorization", "Bearer " + key_a_}});
+  busy.Read(2000, 1);
+  auto waiting = std::make_unique<Connection>(port_);
+  waiting->Send("POST", "/v1/chat/completions", ChatBody(1, false),
+                {{"Authorization", "Bearer " + key_b_}});
+  for (int i = 0; i < 200 && gateway_->dispatcher().QueuedFor("dep_1") == 0; ++i) {
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_EQ(gateway_->dispatcher().QueuedFor("dep_1"), 1u);
+  waiting->Close();
+  for (int i = 0; i < 200 && gateway_->dispatcher().QueuedFor("dep_1") > 0; ++i) {
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_EQ(gateway_->dispatcher().QueuedFor("dep_1"), 0u);
+}
+
+TEST_F(GatewayTest, AClientThatLeavesMidStreamAbortsTheUpstreamRequest) {
+  AddDeployment("dep_1", {{StartSim("slow"), 4}});
+  StartGateway();
+  auto c = std::make_unique<Connection>(port_);
+  c->Send("POST", "/v1/chat/completions", ChatBody(100, true),
+          {{"Authorization", "Bearer " + key_a_}});
+  RawResponse head = c->Read(3000, 1);
+  ASSERT_EQ(head.status, 200);
+  const std::string id = head.headers["x-request-id"];
+  c->Close();
+  for (int i = 0; i < 300 && sims_[0]->Served().cancelled == 0; ++i)
+    std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(sims_[0]->Served().cancelled, 1);
+  auto record = RecordOf(id);
+  ASSERT_TRUE(record);
+  EXPECT_EQ(record->status, "cancelled");
+  EXPECT_LT(record->output_tokens, 100);
+}
+
+TEST_F(GatewayTest, RetriesAnotherEndpointWhenOneIsDown) {
+  // A port nothing listens on.
+  int dead_fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(dead_fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(dead_fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int dead_port = ntohs(addr.sin_port);
+  ::close(dead_fd);
+  AddDeployment("dep_1",
+                {{"http://127.0.0.1:" + std::to_string(dead_port), 8}, {StartSim("instant"), 8}});
+  StartGateway();
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(Post(key_a_, ChatBody(1, false)).status, 200);
+  EXPECT_EQ(sims_[0]->Served().finished, 10);
+}
+
+TEST_F(GatewayTest, ARevokedKeyStopsWorkingOnTheNextPolicy) {
+  AddDeployment("dep_1", {{StartSim("instant"), 8}});
+  StartGateway();
+  EXPECT_EQ(Post(key_a_, ChatBody(1, false)).status, 200);
+  ChangeRows([&](GatewayPolicyRows& rows) {
+    std::erase_if(rows.keys, [&](const GatewayKeyRow& k) { return k.key.id == key_ids_[key_a_]; });
+  });
+  EXPECT_EQ(Post(key_a_, ChatBody(1, false)).status, 401);
+  ChangeRows([&](GatewayPolicyRows& rows) { rows.tenants[1].state = "suspended"; });
+  EXPECT_EQ(Post(key_b_, ChatBody(1, false)).status, 401);
+}
+
+TEST_F(GatewayTest, ServesTheTenantWithTheSmallerCounterFirst) {
+  AddDeployment("dep_1", {{StartSim("h100-llama3-8b", 1), 1}});
+  StartGateway();
+  // Tenant A queues six requests; tenant B arrives last with one.
+  std::vector<std::unique_ptr<Connection>> a;
+  for (int i = 0; i < 6; ++i) {
+    a.push_back(std::make_unique<Connection>(port_));
+    a.back()->Send("POST", "/v1/chat/completions", ChatBody(4, false),
+                   {{"Authorization", "Bearer " + key_a_}});
+    std::this_thread::sleep_for(5ms);
+  }
+  for (int i = 0; i < 200 && gateway_->dispatcher().QueuedFor("dep_1") < 5; ++i) {
+    std::this_thread::sleep_for(5ms);
+  }
+  Connection b(port_);
+  b.Send("POST", "/v1/chat/completions", ChatBody(4, false),
+         {{"Authorization", "Bearer " + key_b_}});
+  RawResponse rb = b.Read();
+  ASSERT_EQ(rb.status, 200);
+  // B was served after at most the request running and the next one, not
+  // after all of A's backlog.
+  int a_done = 0;
+  for (auto& c : a) {
+    RawResponse ra = c->Read();
+    EXPECT_EQ(ra.status, 200);
+    auto rec = RecordOf(ra.headers["x-request-id"]);
+    auto recb = RecordOf(rb.headers["x-request-id"]);
+    ASSERT_TRUE(rec && recb);
+    if (rec->created_at + rec->total_ms <= recb->created_at + recb->total_ms) ++a_done;
+  }
+  EXPECT_LE(a_done, 2);
+}
+
+}  // namespace
+}  // namespace atrium::gateway_server

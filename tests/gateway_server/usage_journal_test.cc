@@ -1,0 +1,190 @@
+#include "gateway_server/usage_journal.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+
+#include "support/result_matchers.h"
+
+namespace atrium::gateway_server {
+namespace {
+
+// A store stand-in that keeps records by id, as InsertUsageRecords does, and
+// can be told to fail.
+struct FakeStore {
+  std::mutex mu;
+  std::map<std::string, UsageRecord> rows;
+  int inserts = 0;      // calls, successful or not
+  int64_t offered = 0;  // records offered, duplicates included
+  bool down = false;
+  Status Insert(const std::vector<UsageRecord>& records) {
+    std::lock_guard lock(mu);
+    ++inserts;
+    if (down) return Error::Unavailable("store down");
+    for (const auto& r : records) {
+      ++offered;
+      rows.emplace(r.id, r);
+    }
+    return OkStatus();
+  }
+  size_t size() {
+    std::lock_guard lock(mu);
+    return rows.size();
+  }
+};
+
+UsageRecord Record(int i) {
+  UsageRecord r;
+  r.id = "req_" + std::to_string(i);
+  r.tenant_id = "tn_a";
+  r.key_id = "key1";
+  r.model = "m";
+  r.deployment_id = "dep_1";
+  r.endpoint = "http://127.0.0.1:1";
+  r.api = "chat.completions";
+  r.stream = i % 2 == 0;
+  r.input_tokens = 10 + i;
+  r.output_tokens = 20 + i;
+  r.cached_tokens = i % 3;
+  r.queue_ms = 1;
+  r.ttft_ms = 2;
+  r.total_ms = 3;
+  r.status = "completed";
+  r.http_status = 200;
+  r.created_at = 1'790'000'000'000 + i;
+  return r;
+}
+
+class UsageJournalTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("atrium-journal-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  UsageJournalOptions Options() {
+    UsageJournalOptions o;
+    o.directory = dir_.string();
+    o.flush_ms = 10;
+    o.ship_ms = 10;
+    o.batch = 7;
+    return o;
+  }
+  UsageSink Sink() {
+    return [this](const std::vector<UsageRecord>& r) { return store_.Insert(r); };
+  }
+
+  std::filesystem::path dir_;
+  FakeStore store_;
+};
+
+TEST(UsageLineTest, RoundTrips) {
+  UsageRecord r = Record(4);
+  auto back = DecodeUsageLine(EncodeUsageLine(r));
+  ASSERT_OK(back);
+  EXPECT_EQ(back->id, r.id);
+  EXPECT_EQ(back->tenant_id, r.tenant_id);
+  EXPECT_EQ(back->input_tokens, r.input_tokens);
+  EXPECT_EQ(back->output_tokens, r.output_tokens);
+  EXPECT_EQ(back->cached_tokens, r.cached_tokens);
+  EXPECT_EQ(back->stream, r.stream);
+  EXPECT_EQ(back->created_at, r.created_at);
+  EXPECT_EQ(EncodeUsageLine(r).find('\n'), std::string::npos);
+}
+
+TEST(UsageLineTest, RejectsGarbage) {
+  EXPECT_FALSE(DecodeUsageLine("not json").has_value());
+  EXPECT_FALSE(DecodeUsageLine("{}").has_value());
+  EXPECT_FALSE(DecodeUsageLine(R"({"id":""})").has_value());
+}
+
+TEST_F(UsageJournalTest, ShipsEveryRecordOnce) {
+  UsageJournal journal(Options(), Sink());
+  ASSERT_OK(journal.Start());
+  for (int i = 0; i < 100; ++i) ASSERT_OK(journal.Append(Record(i)));
+  ASSERT_TRUE(journal.WaitShipped(10'000));
+  journal.Stop();
+  EXPECT_EQ(store_.size(), 100u);
+  EXPECT_EQ(store_.offered, 100);  // nothing offered twice without a crash
+}
+
+TEST_F(UsageJournalTest, KeepsRecordsWhileTheStoreIsDownAndShipsThemLater) {
+  store_.down = true;
+  {
+    UsageJournal journal(Options(), Sink());
+    ASSERT_OK(journal.Start());
+    for (int i = 0; i < 20; ++i) ASSERT_OK(journal.Append(Record(i)));
+    EXPECT_FALSE(journal.WaitShipped(100));
+    journal.Stop();
+  }
+  EXPECT_EQ(store_.size(), 0u);
+  store_.down = false;
+  UsageJournal journal(Options(), Sink());
+  ASSERT_OK(journal.Start());  // the earlier process's records are shipped now
+  for (int i = 0; i < 200 && store_.size() < 20; ++i) usleep(10'000);
+  journal.Stop();
+  EXPECT_EQ(store_.size(), 20u);
+}
+
+TEST_F(UsageJournalTest, ACrashBeforeTheOffsetIsSavedReshipsWithoutDuplicates) {
+  {
+    UsageJournal journal(Options(), Sink());
+    ASSERT_OK(journal.Start());
+    for (int i = 0; i < 30; ++i) ASSERT_OK(journal.Append(Record(i)));
+    ASSERT_TRUE(journal.WaitShipped(10'000));
+    journal.Stop();
+  }
+  // As if the process died after inserting but before saving the offset.
+  std::ofstream(dir_ / "usage.shipped") << "0\n";
+  UsageJournal journal(Options(), Sink());
+  ASSERT_OK(journal.Start());
+  ASSERT_OK(journal.Append(Record(30)));
+  for (int i = 0; i < 200 && store_.size() < 31; ++i) usleep(10'000);
+  journal.Stop();
+  EXPECT_EQ(store_.size(), 31u);
+  EXPECT_GT(store_.offered, 31);  // re-offered, and the store kept one of each
+}
+
+TEST_F(UsageJournalTest, ATornLastLineIsSkippedAndLaterRecordsStillShip) {
+  std::filesystem::create_directories(dir_);
+  {
+    std::ofstream out(dir_ / "usage.journal");
+    out << EncodeUsageLine(Record(1)) << "\n"
+        << R"({"id":"req_torn","tenant)";
+  }
+  UsageJournal journal(Options(), Sink());
+  ASSERT_OK(journal.Start());
+  ASSERT_OK(journal.Append(Record(2)));
+  for (int i = 0; i < 200 && store_.size() < 2; ++i) usleep(10'000);
+  journal.Stop();
+  EXPECT_EQ(store_.size(), 2u);
+  EXPECT_TRUE(store_.rows.contains("req_1"));
+  EXPECT_TRUE(store_.rows.contains("req_2"));
+}
+
+TEST_F(UsageJournalTest, EmptiesTheFileOnceEverythingIsShipped) {
+  UsageJournalOptions o = Options();
+  o.truncate_bytes = 1;
+  UsageJournal journal(o, Sink());
+  ASSERT_OK(journal.Start());
+  for (int i = 0; i < 10; ++i) ASSERT_OK(journal.Append(Record(i)));
+  ASSERT_TRUE(journal.WaitShipped(10'000));
+  for (int i = 0; i < 200 && std::filesystem::file_size(dir_ / "usage.journal") > 0; ++i) {
+    usleep(10'000);
+  }
+  EXPECT_EQ(std::filesystem::file_size(dir_ / "usage.journal"), 0u);
+  ASSERT_OK(journal.Append(Record(10)));
+  ASSERT_TRUE(journal.WaitShipped(10'000));
+  journal.Stop();
+  EXPECT_EQ(store_.size(), 11u);
+}
+
+}  // namespace
+}  // namespace atrium::gateway_server

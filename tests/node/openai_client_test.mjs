@@ -1,0 +1,148 @@
+// The official `openai` npm client against the gateway of a real `atrium dev`:
+// what a tenant's SDK does, streaming and not, and the errors it maps.
+// Run: node --test tests/node/openai_client_test.mjs  (ATRIUM_BIN = the binary)
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import OpenAI from 'openai';
+
+const BIN = process.env.ATRIUM_BIN ?? 'build/apps/atrium/atrium';
+const MODEL = 'llama-3.1-8b-instruct';
+
+let dev;
+let dataDir;
+let apiUrl;
+let gatewayUrl;
+let demoKey;
+let client;
+
+function startDev() {
+  return new Promise((resolve, reject) => {
+    dev = spawn(BIN, ['dev', '--data', dataDir, '--api-listen', '127.0.0.1:0',
+                      '--gateway-listen', '127.0.0.1:0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let started = false;
+    const timer = setTimeout(() => reject(new Error('atrium dev did not start:\n' + out)), 30000);
+    dev.stdout.on('data', (d) => {
+      out += d;
+      if (started) return;
+      const api = out.match(/^API: (\S+)$/m);
+      const gw = out.match(/^Gateway: (\S+)$/m);
+      const key = out.match(/^Demo tenant key: (\S+)/m);
+      if (api && gw && key) {
+        started = true;
+        clearTimeout(timer);
+        apiUrl = api[1];
+        gatewayUrl = gw[1];
+        demoKey = readFileSync(key[1], 'utf8').trim();
+        resolve();
+      }
+    });
+    dev.stderr.on('data', (d) => { out += d; });
+    dev.on('exit', (code) => {
+      if (!started) reject(new Error(`atrium dev exited ${code}:\n${out}`));
+    });
+  });
+}
+
+before(async () => {
+  dataDir = mkdtempSync(join(tmpdir(), 'atrium-openai-'));
+  await startDev();
+  client = new OpenAI({ baseURL: gatewayUrl + '/v1', apiKey: demoKey, maxRetries: 0 });
+});
+
+after(() => {
+  if (dev) dev.kill('SIGTERM');
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+test('lists the models the caller may use', async () => {
+  const models = await client.models.list();
+  const ids = models.data.map((m) => m.id);
+  assert.ok(ids.includes(MODEL), `models: ${ids}`);
+});
+
+test('chat completion without streaming', async () => {
+  const r = await client.chat.completions.create({
+    model: MODEL,
+    messages: [{ role: 'user', content: 'Say hello to the gateway test.' }],
+    max_tokens: 12,
+  });
+  assert.equal(r.object, 'chat.completion');
+  assert.ok(r.choices[0].message.content.length > 0);
+  assert.equal(r.usage.completion_tokens, 12);
+  assert.ok(r.usage.prompt_tokens > 0);
+});
+
+test('streamed chat completion arrives chunk by chunk, usage only when asked', async () => {
+  const stream = await client.chat.completions.create({
+    model: MODEL,
+    messages: [{ role: 'user', content: 'Stream me eight tokens.' }],
+    max_tokens: 8,
+    stream: true,
+  });
+  let contentChunks = 0;
+  let usageChunks = 0;
+  for await (const chunk of stream) {
+    if (chunk.usage) usageChunks += 1;
+    if (chunk.choices.length > 0 && chunk.choices[0].delta?.content) contentChunks += 1;
+  }
+  assert.equal(contentChunks, 8);
+  assert.equal(usageChunks, 0, 'the gateway asked for usage itself; the client did not');
+
+  const withUsage = await client.chat.completions.create({
+    model: MODEL,
+    messages: [{ role: 'user', content: 'Stream me five tokens with usage.' }],
+    max_tokens: 5,
+    stream: true,
+    stream_options: { include_usage: true },
+  });
+  let usage;
+  for await (const chunk of withUsage) if (chunk.usage) usage = chunk.usage;
+  assert.ok(usage, 'a usage chunk');
+  assert.equal(usage.completion_tokens, 5);
+});
+
+test('legacy completions and embeddings', async () => {
+  const c = await client.completions.create({ model: MODEL, prompt: 'Once upon', max_tokens: 4 });
+  assert.ok(c.choices[0].text.length > 0);
+  const e = await client.embeddings.create({ model: MODEL, input: ['a', 'b'] });
+  assert.equal(e.data.length, 2);
+  assert.ok(e.data[0].embedding.length > 0);
+});
+
+test('errors come back as the SDK expects them', async () => {
+  const bad = new OpenAI({ baseURL: gatewayUrl + '/v1', apiKey: 'atr_nope', maxRetries: 0 });
+  await assert.rejects(bad.models.list(), (e) => e instanceof OpenAI.AuthenticationError);
+  await assert.rejects(
+    client.chat.completions.create({ model: 'no-such-model', messages: [{ role: 'user', content: 'x' }] }),
+    (e) => e instanceof OpenAI.NotFoundError && e.code === 'model_not_found');
+  await assert.rejects(
+    client.chat.completions.create({ model: MODEL }),
+    (e) => e instanceof OpenAI.BadRequestError);
+});
+
+test('every request is metered and the tenant can read its usage', async () => {
+  const me = await (await fetch(apiUrl + '/api/v1/whoami', {
+    headers: { authorization: 'Bearer ' + demoKey } })).json();
+  const tenant = me.tenant?.id;
+  assert.ok(tenant, JSON.stringify(me));
+  let items = [];
+  for (let i = 0; i < 50; i += 1) {
+    const r = await fetch(`${apiUrl}/api/v1/tenants/${tenant}/usage?limit=100`, {
+      headers: { authorization: 'Bearer ' + demoKey } });
+    assert.equal(r.status, 200);
+    items = (await r.json()).items;
+    if (items.length >= 7) break;
+    await new Promise((res) => setTimeout(res, 100));
+  }
+  // 1 + 2 + 1 + 1 successful calls, plus the unknown model and the missing messages.
+  assert.ok(items.length >= 7, `usage records: ${items.length}`);
+  const streamed = items.filter((u) => u.stream && u.status === 'completed');
+  assert.ok(streamed.some((u) => u.output_tokens === 8));
+  assert.ok(items.every((u) => u.tenant_id === tenant));
+  assert.equal(new Set(items.map((u) => u.id)).size, items.length);
+});
