@@ -177,6 +177,7 @@ class SqliteConnection final : public Connection {
     if (statements_.size() >= kMaxCachedStatements) {
       for (auto& [cached_sql, cached] : statements_) sqlite3_finalize(cached);
       statements_.clear();
+      param_numbers_.clear();
     }
     statements_.emplace(std::move(key), stmt);
     return stmt;
@@ -203,10 +204,26 @@ class SqliteConnection final : public Connection {
     return *end == '\0' ? n : 0;
   }
 
+  // The "$N" number of each parameter slot, computed once per statement:
+  // sqlite3_bind_parameter_name walks a list, so naming every slot on every
+  // bind costs O(slots^2) for a multi-row INSERT.
+  const std::vector<long>& ParamNumbers(sqlite3_stmt* stmt) {
+    auto [it, inserted] = param_numbers_.try_emplace(stmt);
+    if (inserted) {
+      const int count = sqlite3_bind_parameter_count(stmt);
+      it->second.reserve(static_cast<size_t>(count));
+      for (int i = 1; i <= count; ++i) {
+        it->second.push_back(ParamNumber(sqlite3_bind_parameter_name(stmt, i)));
+      }
+    }
+    return it->second;
+  }
+
   Status Bind(sqlite3_stmt* stmt, const std::vector<Value>& params) {
-    const int count = sqlite3_bind_parameter_count(stmt);
+    const std::vector<long>& numbers = ParamNumbers(stmt);
+    const int count = static_cast<int>(numbers.size());
     for (int i = 1; i <= count; ++i) {
-      const long n = ParamNumber(sqlite3_bind_parameter_name(stmt, i));
+      const long n = numbers[static_cast<size_t>(i - 1)];
       if (n < 1 || static_cast<size_t>(n) > params.size()) {
         return Error::Internal("statement uses $" + std::to_string(n) + " but only " +
                                std::to_string(params.size()) +
@@ -253,6 +270,7 @@ class SqliteConnection final : public Connection {
   sqlite3* db_;
   // SQL text -> prepared statement owned by this connection.
   std::unordered_map<std::string, sqlite3_stmt*> statements_;
+  std::unordered_map<sqlite3_stmt*, std::vector<long>> param_numbers_;  // of statements_
 };
 
 }  // namespace
