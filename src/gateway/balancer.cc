@@ -108,7 +108,9 @@ void Balancer::Abandoned(const std::string& url) {
 }
 
 void Balancer::HealthCheck(const std::string& url, bool ok, int64_t now_ms) {
-  endpoints_[url].healthy = ok;
+  EndpointState& state = endpoints_[url];
+  state.failed_checks = ok ? 0 : state.failed_checks + 1;
+  state.healthy = state.failed_checks < std::max(1, options_.unhealthy_after_checks);
 }
 
 int Balancer::Outstanding(const std::string& url) const {

@@ -23,6 +23,9 @@ struct BalancerOptions {
   int breaker_failures = 5;      // failures within the window that open the circuit (0: never)
   int64_t breaker_window_ms = 10000;
   int64_t breaker_open_ms = 10000;  // open this long, then half-open
+  // Failed active checks in a row before an endpoint counts as unhealthy (one
+  // slow answer under load must not empty a deployment); one success heals.
+  int unhealthy_after_checks = 2;
 };
 
 class Balancer {
@@ -58,7 +61,8 @@ class Balancer {
   enum class Circuit { kClosed, kOpen, kHalfOpen };
   struct EndpointState {
     int outstanding = 0;
-    bool healthy = true;  // until a check says otherwise
+    bool healthy = true;    // until checks say otherwise
+    int failed_checks = 0;  // in a row
     int consecutive_failures = 0;
     int64_t ejected_until_ms = 0;
     std::deque<int64_t> recent_failures;  // within the breaker window, oldest first

@@ -9,12 +9,12 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -47,11 +47,13 @@ using tcp = net::ip::tcp;
 using Millis = std::chrono::milliseconds;
 template <class T>
 using awaitable = net::awaitable<T>;
-using Strand = net::strand<net::io_context::executor_type>;
+using Executor = net::io_context::executor_type;
 
 constexpr size_t kPieceBytes = 4096;  // upstream body read size: SSE events are small
 // Output tokens are charged to the fair queue every this many streamed chunks.
 constexpr int64_t kChargeEveryChunks = 16;
+// An active health check must be answered within this.
+constexpr int kHealthTimeoutMs = 2000;
 // Tokens-per-minute reserved for the answer of a request without max_tokens.
 constexpr int64_t kDefaultOutputReserve = 1024;
 
@@ -67,7 +69,17 @@ std::string_view UpstreamPath(gateway::Api api) {
   return "";
 }
 
-std::string NewRequestId() { return "req_" + crypto::HexEncode(crypto::RandomBytes(12)); }
+// Request ids: a random per-process prefix (ids from different processes
+// and restarts never collide; they are the usage records' keys) and a
+// counter, so that the hot path makes no system call for randomness.
+std::string NewRequestId() {
+  static const std::string prefix = "req_" + crypto::HexEncode(crypto::RandomBytes(8));
+  static std::atomic<uint64_t> counter{0};
+  char digits[24];
+  int n = std::snprintf(digits, sizeof digits, "%012llx",
+                        static_cast<unsigned long long>(counter.fetch_add(1) + 1));
+  return prefix + std::string(digits, static_cast<size_t>(n));
+}
 
 std::string_view ReasonPhrase(int status) {
   switch (status) {
@@ -205,9 +217,19 @@ struct GatewayServer::Impl {
         journal(j),
         clock(c),
         dispatcher(options.dispatcher),
-        io_context(std::max(1, options.threads)),
-        acceptor(net::make_strand(io_context)),
-        maintenance_timer(io_context) {}
+        loops(MakeLoops(std::max(1, options.threads))),
+        pools(loops.size()),
+        acceptor(*loops[0]),
+        maintenance_timer(*loops[0]) {}
+
+  // One event loop per thread, each single-threaded: a connection, its
+  // upstream connections and its timers live on one loop, so nothing on the
+  // hot path needs a strand or contends for a lock across threads.
+  static std::vector<std::unique_ptr<net::io_context>> MakeLoops(int n) {
+    std::vector<std::unique_ptr<net::io_context>> out;
+    for (int i = 0; i < n; ++i) out.push_back(std::make_unique<net::io_context>(1));
+    return out;
+  }
 
   awaitable<void> AcceptLoop();
   awaitable<void> Maintenance();
@@ -218,20 +240,26 @@ struct GatewayServer::Impl {
   UsageJournal& journal;
   const Clock& clock;
   Dispatcher dispatcher;
-  UpstreamPool pool;
   std::atomic<uint64_t> next_slot_id{1};
 
-  net::io_context io_context;
-  tcp::acceptor acceptor;
-  net::steady_timer maintenance_timer;
-  std::vector<std::thread> threads;
-
+  // Sessions still queued in a loop when it is destroyed unregister here:
+  // declared before the loops, so destroyed after them.
   std::atomic<bool> stopping{false};
   std::mutex sessions_mu;
   std::condition_variable sessions_done;
   int sessions = 0;  // GUARDED_BY(sessions_mu)
   // Per live session: ends it if it is waiting for a request (Stop()).
   std::unordered_map<const void*, std::function<void()>> closers;  // GUARDED_BY(sessions_mu)
+
+  // The I/O objects below are destroyed before the loops they live on.
+  std::vector<std::unique_ptr<net::io_context>> loops;
+  std::vector<UpstreamPool> pools;  // per loop: a connection stays on its loop
+  size_t next_loop = 0;             // accept loop only
+  std::vector<net::executor_work_guard<net::io_context::executor_type>> keep_running;
+  tcp::acceptor acceptor;
+  net::steady_timer maintenance_timer;
+  std::vector<std::thread> threads;
+
   bool running = false;
 };
 
@@ -239,8 +267,12 @@ namespace {
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(GatewayServer::Impl& server, tcp::socket socket)
-      : server_(server), strand_(net::make_strand(server.io_context)), stream_(std::move(socket)) {}
+  Session(GatewayServer::Impl& server, size_t loop, tcp::socket socket)
+      : server_(server),
+        loop_(loop),
+        executor_(server.loops[loop]->get_executor()),
+        pool_(server.pools[loop]),
+        stream_(std::move(socket)) {}
 
   ~Session() {
     std::lock_guard lock(server_.sessions_mu);
@@ -253,14 +285,14 @@ class Session : public std::enable_shared_from_this<Session> {
       std::lock_guard lock(server_.sessions_mu);
       server_.closers[this] = [weak = weak_from_this()] {
         if (auto self = weak.lock()) {
-          net::post(self->strand_, [self] {
+          net::post(self->executor_, [self] {
             if (self->idle_) self->stream_.cancel();
           });
         }
       };
     }
     net::co_spawn(
-        strand_, [self = shared_from_this()]() { return self->Run(); }, net::detached);
+        executor_, [self = shared_from_this()]() { return self->Run(); }, net::detached);
   }
 
  private:
@@ -278,10 +310,12 @@ class Session : public std::enable_shared_from_this<Session> {
   void WatchClient(const std::shared_ptr<Interrupts>& interrupts);
 
   GatewayServer::Impl& server_;
-  Strand strand_;
+  const size_t loop_;
+  const Executor executor_;  // the connection's loop: everything below runs there
+  UpstreamPool& pool_;
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
-  bool idle_ = false;  // waiting for the next request (strand only)
+  bool idle_ = false;  // waiting for the next request
 };
 
 awaitable<bool> Session::WriteAll(std::string_view a, std::string_view b) {
@@ -309,7 +343,7 @@ awaitable<bool> Session::SendError(const ApiError& error, bool keep_alive,
 void Session::WatchClient(const std::shared_ptr<Interrupts>& interrupts) {
   stream_.socket().async_wait(
       tcp::socket::wait_read,
-      net::bind_executor(strand_, [self = shared_from_this(), interrupts](beast::error_code ec) {
+      net::bind_executor(executor_, [self = shared_from_this(), interrupts](beast::error_code ec) {
         if (interrupts->done || ec == net::error::operation_aborted) return;
         char byte;
         ssize_t n =
@@ -338,8 +372,8 @@ awaitable<void> Session::Run() {
                                net::redirect_error(net::use_awaitable, ec));
     idle_ = false;
     stream_.expires_never();
-    const std::string request_id = NewRequestId();
     if (ec) {
+      const std::string request_id = NewRequestId();
       std::optional<ApiError> error;
       if (ec == bhttp::error::body_limit) {
         error = ApiError{
@@ -544,9 +578,9 @@ awaitable<bool> Session::Proxy(bhttp::request<bhttp::string_body>& request, gate
   WatchClient(interrupts);
 
   // Fair queue.
-  net::steady_timer queue_timer(strand_);
-  Admission admission = server_.dispatcher.Admit(slot, Now(), [strand = strand_, interrupts] {
-    net::post(strand, [interrupts] {
+  std::optional<net::steady_timer> queue_timer;  // only when the request waits
+  Admission admission = server_.dispatcher.Admit(slot, Now(), [executor = executor_, interrupts] {
+    net::post(executor, [interrupts] {
       if (!interrupts->done && interrupts->queue_timer) interrupts->queue_timer->cancel();
     });
   });
@@ -562,11 +596,12 @@ awaitable<bool> Session::Proxy(bhttp::request<bhttp::string_body>& request, gate
   if (admission.kind == Admission::Kind::kStarted) {
     endpoint = admission.endpoint;
   } else {
-    interrupts->queue_timer = &queue_timer;
-    queue_timer.expires_after(Millis(std::max<int64_t>(0, slot.deadline_ms - Now())));
+    queue_timer.emplace(executor_);
+    interrupts->queue_timer = &*queue_timer;
+    queue_timer->expires_after(Millis(std::max<int64_t>(0, slot.deadline_ms - Now())));
     beast::error_code ec;
     if (!interrupts->client_gone) {
-      co_await queue_timer.async_wait(net::redirect_error(net::use_awaitable, ec));
+      co_await queue_timer->async_wait(net::redirect_error(net::use_awaitable, ec));
     }
     interrupts->queue_timer = nullptr;
     if (auto grant = server_.dispatcher.TakeGrant(slot.id)) {
@@ -620,10 +655,10 @@ awaitable<bool> Session::Proxy(bhttp::request<bhttp::string_body>& request, gate
       // one fresh connection to the same endpoint, which is no verdict on it.
       for (int fresh = 0; fresh < 2; ++fresh) {
         beast::error_code ec;
-        connection = server_.pool.TakeIdle(endpoint);
+        connection = pool_.TakeIdle(endpoint);
         if (!connection) {
           connection =
-              co_await Connect(server_.pool, endpoint, *address, options().connect_timeout_ms, ec);
+              co_await Connect(pool_, endpoint, *address, options().connect_timeout_ms, ec);
           if (!connection) {
             failure = "cannot connect to " + endpoint + ": " + ec.message();
             break;
@@ -712,6 +747,8 @@ awaitable<bool> Session::Proxy(bhttp::request<bhttp::string_body>& request, gate
   int64_t charged = 0;
   int64_t chunks_since_charge = 0;
 
+  // Usage as the upstream reported it; without it, streamed content chunks
+  // or (not streamed) an estimate from the body's size.
   auto tokens_now = [&]() {
     gateway::Usage usage = streaming ? relay.usage() : gateway::UsageFromResponse(whole);
     if (usage.present) {
@@ -720,6 +757,8 @@ awaitable<bool> Session::Proxy(bhttp::request<bhttp::string_body>& request, gate
       record.cached_tokens = usage.cached_tokens;
     } else if (streaming) {
       record.output_tokens = relay.StreamedTokens();
+    } else if (upstream_status == 200) {
+      record.output_tokens = gateway::EstimateTokens(whole);
     }
   };
 
@@ -820,9 +859,6 @@ awaitable<bool> Session::Proxy(bhttp::request<bhttp::string_body>& request, gate
     }
   } else {
     tokens_now();
-    if (!gateway::UsageFromResponse(whole).present && upstream_status == 200) {
-      record.output_tokens = gateway::EstimateTokens(whole);
-    }
     int status = upstream_status;
     if (status >= 500) {
       outcome = Dispatcher::Outcome::kFailed;
@@ -840,7 +876,7 @@ awaitable<bool> Session::Proxy(bhttp::request<bhttp::string_body>& request, gate
   if (upstream_ok && response.is_done() && response.get().keep_alive() && connection &&
       !interrupts->client_gone) {
     connection->reused = false;
-    server_.pool.GiveBack(endpoint, std::move(connection));
+    pool_.GiveBack(endpoint, std::move(connection));
   }
   co_return keep_open;
 }
@@ -851,7 +887,7 @@ awaitable<void> GatewayServer::Impl::AcceptLoop() {
   for (;;) {
     beast::error_code ec;
     tcp::socket socket = co_await acceptor.async_accept(
-        net::make_strand(io_context), net::redirect_error(net::use_awaitable, ec));
+        *loops[next_loop], net::redirect_error(net::use_awaitable, ec));
     if (stopping.load() || !acceptor.is_open()) co_return;
     if (ec) {  // e.g. out of file descriptors: back off instead of spinning
       net::steady_timer backoff(co_await net::this_coro::executor, Millis(50));
@@ -865,7 +901,9 @@ awaitable<void> GatewayServer::Impl::AcceptLoop() {
     }
     beast::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
-    std::make_shared<Session>(*this, std::move(socket))->Start();
+    const size_t loop = next_loop;
+    next_loop = (next_loop + 1) % loops.size();  // connections round-robin over the loops
+    std::make_shared<Session>(*this, loop, std::move(socket))->Start();
   }
 }
 
@@ -877,13 +915,13 @@ awaitable<void> GatewayServer::Impl::CheckHealth(std::string url) {
   }
   beast::error_code ec;
   UpstreamPool probe_pool(0);
-  auto connection = co_await Connect(probe_pool, url, *address, 1000, ec);
+  auto connection = co_await Connect(probe_pool, url, *address, kHealthTimeoutMs, ec);
   bool ok = false;
   if (connection) {
     std::string head = "GET " + address->base_path +
                        "/v1/models HTTP/1.1\r\nHost: " + address->host_header +
                        "\r\nConnection: close\r\n\r\n";
-    connection->stream.expires_after(Millis(1000));
+    connection->stream.expires_after(Millis(kHealthTimeoutMs));
     co_await net::async_write(connection->stream, net::buffer(head),
                               net::redirect_error(net::use_awaitable, ec));
     if (!ec) {
@@ -909,7 +947,7 @@ awaitable<void> GatewayServer::Impl::Maintenance() {
       std::vector<std::string> urls;
       auto snapshot = policy.Current();
       for (const std::string& url : snapshot->EndpointUrls()) {
-        net::co_spawn(io_context, CheckHealth(url), net::detached);
+        net::co_spawn(*loops[0], CheckHealth(url), net::detached);
       }
     }
     dispatcher.Pump(now);
@@ -947,12 +985,14 @@ Result<int> GatewayServer::Start() {
   }
   crypto::InitCrypto();
   net::co_spawn(impl.acceptor.get_executor(), impl.AcceptLoop(), net::detached);
-  net::co_spawn(impl.io_context, impl.Maintenance(), net::detached);
-  for (int i = 0; i < std::max(1, impl.options.threads); ++i) {
-    impl.threads.emplace_back([&impl] {
+  net::co_spawn(*impl.loops[0], impl.Maintenance(), net::detached);
+  for (auto& loop : impl.loops) {
+    // A loop with nothing to do yet must keep running until Stop().
+    impl.keep_running.push_back(net::make_work_guard(*loop));
+    impl.threads.emplace_back([&impl, loop = loop.get()] {
       for (;;) {
         try {
-          impl.io_context.run();
+          loop->run();
           return;
         } catch (const std::exception& e) {  // a bug in one exchange must not stop the others
           spdlog::error("gateway: uncaught exception: {}", e.what());
@@ -973,7 +1013,7 @@ void GatewayServer::Stop(int drain_ms) {
     beast::error_code ignored;
     impl.acceptor.close(ignored);
   });
-  net::post(impl.io_context, [&impl] { impl.maintenance_timer.cancel(); });
+  net::post(*impl.loops[0], [&impl] { impl.maintenance_timer.cancel(); });
   std::vector<std::function<void()>> closers;
   {
     std::lock_guard lock(impl.sessions_mu);
@@ -985,10 +1025,11 @@ void GatewayServer::Stop(int drain_ms) {
     std::unique_lock lock(impl.sessions_mu);
     impl.sessions_done.wait_for(lock, Millis(drain_ms), [&] { return impl.sessions == 0; });
   }
-  impl.io_context.stop();
+  impl.keep_running.clear();
+  for (auto& loop : impl.loops) loop->stop();
   for (auto& t : impl.threads) t.join();
   impl.threads.clear();
-  impl.pool.Clear();
+  for (auto& pool : impl.pools) pool.Clear();
 }
 
 }  // namespace atrium::gateway_server

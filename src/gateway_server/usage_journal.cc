@@ -33,25 +33,63 @@ Status WriteAll(int fd, std::string_view data) {
 
 }  // namespace
 
+namespace {
+
+// JSON text by hand: this runs once per request on the gateway's hot path.
+void AppendString(std::string& out, std::string_view key, std::string_view value) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += '"';
+  out += key;
+  out += "\":\"";
+  for (char c : value) {
+    auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20) {
+      out += "\\u00";
+      out += kHex[u >> 4];
+      out += kHex[u & 0xf];
+    } else {
+      out += c;
+    }
+  }
+  out += "\",";
+}
+
+void AppendInt(std::string& out, std::string_view key, int64_t value) {
+  out += '"';
+  out += key;
+  out += "\":";
+  out += std::to_string(value);
+  out += ',';
+}
+
+}  // namespace
+
 std::string EncodeUsageLine(const UsageRecord& r) {
-  Json j = {{"id", r.id},
-            {"tenant_id", r.tenant_id},
-            {"key_id", r.key_id},
-            {"model", r.model},
-            {"deployment_id", r.deployment_id},
-            {"endpoint", r.endpoint},
-            {"api", r.api},
-            {"stream", r.stream},
-            {"input_tokens", r.input_tokens},
-            {"output_tokens", r.output_tokens},
-            {"cached_tokens", r.cached_tokens},
-            {"queue_ms", r.queue_ms},
-            {"ttft_ms", r.ttft_ms},
-            {"total_ms", r.total_ms},
-            {"status", r.status},
-            {"http_status", r.http_status},
-            {"created_at", r.created_at}};
-  return j.dump();
+  std::string out;
+  out.reserve(384);
+  out += '{';
+  AppendString(out, "id", r.id);
+  AppendString(out, "tenant_id", r.tenant_id);
+  AppendString(out, "key_id", r.key_id);
+  AppendString(out, "model", r.model);
+  AppendString(out, "deployment_id", r.deployment_id);
+  AppendString(out, "endpoint", r.endpoint);
+  AppendString(out, "api", r.api);
+  out += r.stream ? "\"stream\":true," : "\"stream\":false,";
+  AppendInt(out, "input_tokens", r.input_tokens);
+  AppendInt(out, "output_tokens", r.output_tokens);
+  AppendInt(out, "cached_tokens", r.cached_tokens);
+  AppendInt(out, "queue_ms", r.queue_ms);
+  AppendInt(out, "ttft_ms", r.ttft_ms);
+  AppendInt(out, "total_ms", r.total_ms);
+  AppendString(out, "status", r.status);
+  AppendInt(out, "http_status", r.http_status);
+  AppendInt(out, "created_at", r.created_at);
+  out.back() = '}';
+  return out;
 }
 
 Result<UsageRecord> DecodeUsageLine(std::string_view line) {

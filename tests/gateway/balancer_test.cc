@@ -60,6 +60,8 @@ TEST(BalancerTest, SkipsEndpointsFailingTheActiveCheck) {
   Balancer balancer;
   auto endpoints = Endpoints();
   balancer.HealthCheck(kA, false, 0);
+  EXPECT_EQ(balancer.Describe(kA, 0), "healthy");  // one slow answer is no verdict
+  balancer.HealthCheck(kA, false, 0);
   EXPECT_EQ(balancer.Describe(kA, 0), "unhealthy (health check failed)");
   EXPECT_EQ(Start(balancer, endpoints, 0), kB);
   EXPECT_EQ(Start(balancer, endpoints, 0), kC);
@@ -177,6 +179,7 @@ TEST(BalancerTest, DescribesEveryProblemAtOnce) {
     balancer.Started(kA);
     balancer.Failed(kA, 0);
   }
+  balancer.HealthCheck(kA, false, 0);
   balancer.HealthCheck(kA, false, 0);
   EXPECT_EQ(balancer.Describe(kA, 0),
             "unhealthy (health check failed), ejected until 5000 ms, circuit open until 10000 ms");

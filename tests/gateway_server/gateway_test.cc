@@ -265,7 +265,10 @@ class GatewayTest : public ::testing::Test {
         [this](const std::vector<UsageRecord>& r) { return store_.Insert(r); });
     ASSERT_OK(journal_->Start());
     policy_ = std::make_unique<PolicyLoader>(
-        PolicySource{[this]() -> Result<int64_t> { return marker_.load(); },
+        PolicySource{[this]() -> Result<int64_t> {
+                       if (store_down_) return Error::Unavailable("store down");
+                       return marker_.load();
+                     },
                      [this]() -> Result<GatewayPolicyRows> {
                        std::lock_guard lock(rows_mu_);
                        GatewayPolicyRows rows = rows_;
@@ -322,6 +325,7 @@ class GatewayTest : public ::testing::Test {
   std::mutex rows_mu_;
   GatewayPolicyRows rows_;
   std::atomic<int64_t> marker_{1};
+  std::atomic<bool> store_down_{false};
   std::map<std::string, std::string> key_ids_;
   std::string key_a_, key_b_, viewer_;
   std::vector<std::unique_ptr<engine_sim::Server>> sims_;
@@ -533,6 +537,27 @@ TEST_F(GatewayTest, ARevokedKeyStopsWorkingOnTheNextPolicy) {
   EXPECT_EQ(Post(key_a_, ChatBody(1, false)).status, 401);
   ChangeRows([&](GatewayPolicyRows& rows) { rows.tenants[1].state = "suspended"; });
   EXPECT_EQ(Post(key_b_, ChatBody(1, false)).status, 401);
+}
+
+TEST_F(GatewayTest, KeepsServingOnTheLastGoodPolicyWhileTheStoreIsUnreachable) {
+  AddDeployment("dep_1", {{StartSim("instant"), 8}});
+  StartGateway();
+  store_down_ = true;
+  marker_.fetch_add(1);
+  EXPECT_FALSE(policy_->Refresh().has_value());
+  std::this_thread::sleep_for(100ms);  // several failed polls
+  EXPECT_GT(policy_->failures(), 1);
+  EXPECT_EQ(Post(key_a_, ChatBody(2, false)).status, 200);
+  EXPECT_EQ(Post("atr_garbage", ChatBody(1, false)).status, 401);
+  // Back: the change made meanwhile (a revoked key) takes effect.
+  {
+    std::lock_guard lock(rows_mu_);
+    std::erase_if(rows_.keys,
+                  [&](const GatewayKeyRow& k) { return k.key.id == key_ids_[key_a_]; });
+  }
+  store_down_ = false;
+  ASSERT_OK(policy_->Refresh());
+  EXPECT_EQ(Post(key_a_, ChatBody(1, false)).status, 401);
 }
 
 TEST_F(GatewayTest, ServesTheTenantWithTheSmallerCounterFirst) {

@@ -97,6 +97,11 @@ TEST(UsageLineTest, RoundTrips) {
   EXPECT_EQ(back->stream, r.stream);
   EXPECT_EQ(back->created_at, r.created_at);
   EXPECT_EQ(EncodeUsageLine(r).find('\n'), std::string::npos);
+  r.model = "a \"quoted\" \\ model\n\x01";
+  auto odd = DecodeUsageLine(EncodeUsageLine(r));
+  ASSERT_OK(odd);
+  EXPECT_EQ(odd->model, r.model);
+  EXPECT_EQ(EncodeUsageLine(r).find('\n'), std::string::npos);
 }
 
 TEST(UsageLineTest, RejectsGarbage) {
