@@ -264,18 +264,19 @@ class GatewayTest : public ::testing::Test {
         UsageJournalOptions{dir_.string(), 10, 10, 100, 16 << 20},
         [this](const std::vector<UsageRecord>& r) { return store_.Insert(r); });
     ASSERT_OK(journal_->Start());
-    policy_ = std::make_unique<PolicyLoader>(
-        PolicySource{[this]() -> Result<int64_t> {
-                       if (store_down_) return Error::Unavailable("store down");
-                       return marker_.load();
-                     },
-                     [this]() -> Result<GatewayPolicyRows> {
-                       std::lock_guard lock(rows_mu_);
-                       GatewayPolicyRows rows = rows_;
-                       rows.marker = marker_.load();
-                       return rows;
-                     }},
-        20);
+    policy_ =
+        std::make_unique<PolicyLoader>(PolicySource{[this]() -> Result<int64_t> {
+                                                      if (store_down_)
+                                                        return Error::Unavailable("store down");
+                                                      return marker_.load();
+                                                    },
+                                                    [this]() -> Result<GatewayPolicyRows> {
+                                                      std::lock_guard lock(rows_mu_);
+                                                      GatewayPolicyRows rows = rows_;
+                                                      rows.marker = marker_.load();
+                                                      return rows;
+                                                    }},
+                                       20);
     ASSERT_OK(policy_->Start());
     options.health_interval_ms = 200;
     gateway_ =
@@ -552,8 +553,7 @@ TEST_F(GatewayTest, KeepsServingOnTheLastGoodPolicyWhileTheStoreIsUnreachable) {
   // Back: the change made meanwhile (a revoked key) takes effect.
   {
     std::lock_guard lock(rows_mu_);
-    std::erase_if(rows_.keys,
-                  [&](const GatewayKeyRow& k) { return k.key.id == key_ids_[key_a_]; });
+    std::erase_if(rows_.keys, [&](const GatewayKeyRow& k) { return k.key.id == key_ids_[key_a_]; });
   }
   store_down_ = false;
   ASSERT_OK(policy_->Refresh());
