@@ -146,3 +146,32 @@ test('every request is metered and the tenant can read its usage', async () => {
   assert.ok(items.every((u) => u.tenant_id === tenant));
   assert.equal(new Set(items.map((u) => u.id)).size, items.length);
 });
+
+test('a key revoked in the control plane stops working at the gateway within 1 s', async () => {
+  const auth = { authorization: 'Bearer ' + demoKey, 'content-type': 'application/json' };
+  const me = await (await fetch(apiUrl + '/api/v1/whoami', { headers: auth })).json();
+  const tenant = me.tenant.id;
+  const created = await (await fetch(`${apiUrl}/api/v1/tenants/${tenant}/keys`, {
+    method: 'POST', headers: auth, body: JSON.stringify({ name: 'short-lived' }) })).json();
+  const key = new OpenAI({ baseURL: gatewayUrl + '/v1', apiKey: created.key, maxRetries: 0 });
+  let ok = false;
+  for (let i = 0; i < 40 && !ok; i += 1) {  // a new key also arrives by the policy poll
+    try { await key.models.list(); ok = true; } catch { await new Promise((r) => setTimeout(r, 50)); }
+  }
+  assert.ok(ok, 'the new key works at the gateway');
+  const revoked = await fetch(`${apiUrl}/api/v1/tenants/${tenant}/keys/${created.id}/revoke`, {
+    method: 'POST', headers: auth });
+  assert.equal(revoked.status, 200);
+  const start = Date.now();
+  let refusedAfter = -1;
+  while (Date.now() - start < 3000) {
+    try {
+      await key.models.list();
+    } catch (e) {
+      if (e instanceof OpenAI.AuthenticationError) { refusedAfter = Date.now() - start; break; }
+      throw e;
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  assert.ok(refusedAfter >= 0 && refusedAfter < 1000, `refused after ${refusedAfter} ms`);
+});
