@@ -87,11 +87,9 @@ int Create(Context& ctx, const CreateArgs& args) {
   }
   ApiSession* api = ctx.Connect();
   if (api == nullptr) return kExitUsage;
-  if (!args.tenant.empty()) {
-    auto id = ctx.TenantIdOf(args.tenant);
-    if (!id.has_value()) return ctx.Fail(id.error());
-    body["tenant_id"] = *id;
-  }
+  auto id = ctx.TenantIdOf(args.tenant);
+  if (!id.has_value()) return ctx.Fail(id.error());
+  if (!id->empty()) body["tenant_id"] = *id;
   auto allocation = api->Post("/api/v1/allocations", body);
   if (!allocation.has_value()) return ctx.Fail(allocation.error());
   ctx.PrintObject(*allocation, kAllocationFieldOrder);
@@ -111,14 +109,10 @@ struct ListArgsAlloc {
 int List(Context& ctx, const ListArgsAlloc& args) {
   ApiSession* api = ctx.Connect();
   if (api == nullptr) return kExitUsage;
-  std::string tenant_id;
-  if (!args.tenant.empty()) {
-    auto id = ctx.TenantIdOf(args.tenant);
-    if (!id.has_value()) return ctx.Fail(id.error());
-    tenant_id = *id;
-  }
+  auto tenant_id = ctx.TenantIdOf(args.tenant);
+  if (!tenant_id.has_value()) return ctx.Fail(tenant_id.error());
   std::string target =
-      WithQuery("/api/v1/allocations", {{"tenant_id", tenant_id}, {"state", args.state}});
+      WithQuery("/api/v1/allocations", {{"tenant_id", *tenant_id}, {"state", args.state}});
   if (ctx.json_output()) return RunList(ctx, *api, target, args.list, kAllocationColumns);
   // Tables get two derived cells; fetch the pages here to add them.
   if (args.list.all && !args.list.cursor.empty()) {

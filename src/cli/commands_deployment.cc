@@ -111,11 +111,9 @@ int Create(Context& ctx, const CreateArgs& args) {
   if (!args.visibility.empty()) (*body)["visibility"] = args.visibility;
   ApiSession* api = ctx.Connect();
   if (api == nullptr) return kExitUsage;
-  if (!args.tenant.empty()) {
-    auto id = ctx.TenantIdOf(args.tenant);
-    if (!id.has_value()) return ctx.Fail(id.error());
-    (*body)["tenant_id"] = *id;
-  }
+  auto id = ctx.TenantIdOf(args.tenant);
+  if (!id.has_value()) return ctx.Fail(id.error());
+  if (!id->empty()) (*body)["tenant_id"] = *id;
   auto created = api->Post("/api/v1/deployments", *body);
   if (!created.has_value()) return ctx.Fail(created.error());
   PrintDeployment(ctx, *created);
@@ -131,15 +129,11 @@ struct ListDeploymentArgs {
 int List(Context& ctx, const ListDeploymentArgs& args) {
   ApiSession* api = ctx.Connect();
   if (api == nullptr) return kExitUsage;
-  std::string tenant_id;
-  if (!args.tenant.empty()) {
-    auto id = ctx.TenantIdOf(args.tenant);
-    if (!id.has_value()) return ctx.Fail(id.error());
-    tenant_id = *id;
-  }
+  auto tenant_id = ctx.TenantIdOf(args.tenant);
+  if (!tenant_id.has_value()) return ctx.Fail(tenant_id.error());
   return RunList(
       ctx, *api,
-      WithQuery("/api/v1/deployments", {{"tenant_id", tenant_id}, {"model", args.model}}),
+      WithQuery("/api/v1/deployments", {{"tenant_id", *tenant_id}, {"model", args.model}}),
       args.list, kDeploymentColumns);
 }
 

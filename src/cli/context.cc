@@ -87,7 +87,7 @@ void Context::PrintObject(const Json& object, const std::vector<std::string>& fi
 }
 
 Result<std::string> Context::TenantIdOf(const std::string& id_or_name) {
-  if (IsWellFormedId(id_or_name, "tn")) return id_or_name;
+  if (id_or_name.empty() || IsWellFormedId(id_or_name, "tn")) return id_or_name;
   ApiSession* api = session_.get();
   if (api == nullptr) return Error::Internal("TenantIdOf before Connect");
   ATRIUM_ASSIGN_OR_RETURN(Json me, api->WhoAmI());

@@ -48,7 +48,8 @@ class Context {
   void PrintObject(const Json& object, const std::vector<std::string>& first);
 
   // The tenant id for an argument that is an id or a tenant name (a name is
-  // looked up among the caller's own tenant, then the tenant list).
+  // looked up among the caller's own tenant, then the tenant list); "" for
+  // "" (an optional --tenant that was not given).
   // Errors: kNotFound when no tenant has that name; the API's errors.
   Result<std::string> TenantIdOf(const std::string& id_or_name);
   // The collection prefix users and keys live under: /api/v1/tenants/{id}

@@ -67,8 +67,9 @@ Dispatcher::DeploymentQueue& Dispatcher::QueueOf(const DeploymentRecord& deploym
       queue.fifo = std::make_unique<gateway::FifoQueue>();
     }
   }
-  // The newest snapshot's endpoints: a deployment change applies to the queue.
-  queue.endpoints = deployment.endpoints;
+  // The newest snapshot's endpoints: a deployment change applies to the
+  // queue. Compared first: copying the list on every request is hot-path work.
+  if (queue.endpoints != deployment.endpoints) queue.endpoints = deployment.endpoints;
   return queue;
 }
 

@@ -144,9 +144,9 @@ Status UsageJournal::Start() {
     if (std::fscanf(f, "%lld", &v) == 1 && v >= 0) offset = v;
     std::fclose(f);
   }
-  // An offset beyond the file means a crash between saving offset 0 and
-  // truncating cannot have happened (0 is saved first) — only a damaged side
-  // file; re-shipping from the start is safe because inserts are idempotent.
+  // Offset 0 is saved before the file is emptied, so an offset beyond the
+  // file means a damaged side file: ship from the start (inserts ignore ids
+  // the store already has).
   if (offset > size) offset = 0;
   {
     std::lock_guard lock(append_mu_);

@@ -14,6 +14,7 @@ namespace atrium {
 struct DeploymentEndpoint {
   std::string url;       // base URL of an OpenAI-compatible server, e.g. http://10.0.0.5:8000
   int64_t capacity = 8;  // requests the endpoint serves at once
+  bool operator==(const DeploymentEndpoint&) const = default;
 };
 
 // A served model: what clients name in "model", and where it runs.
