@@ -21,6 +21,8 @@ PACKAGES=(
   postgresql
   # JSON, logging, command line and TOML config parsing.
   nlohmann-json3-dev libspdlog-dev libcli11-dev libtomlplusplus-dev
+  # simdjson: the gateway parses every request, response and stream chunk.
+  libsimdjson-dev
   # Unit tests and micro-benchmarks.
   libgtest-dev libgmock-dev libbenchmark-dev
   # HTTP load generator for the gateway benchmarks, and nginx as the reverse

@@ -148,10 +148,6 @@ Status UsageJournal::Start() {
   // file means a damaged side file: ship from the start (inserts ignore ids
   // the store already has).
   if (offset > size) offset = 0;
-  {
-    std::lock_guard lock(append_mu_);
-    size_ = size;
-  }
   shipped_offset_ = offset;
   // A torn last line from a killed process (no newline) would glue onto the
   // next record: end it so that it is skipped as unreadable.
@@ -159,10 +155,17 @@ Status UsageJournal::Start() {
     char last = 0;
     if (::pread(fd_, &last, 1, size - 1) == 1 && last != '\n') {
       ATRIUM_RETURN_IF_ERROR(WriteAll(fd_, "\n"));
-      std::lock_guard lock(append_mu_);
-      size_ += 1;
+      size += 1;
     }
   }
+  {
+    std::lock_guard lock(append_mu_);
+    size_ = size;
+    memory_from_ = size;
+    pending_.clear();
+  }
+  taken_.clear();
+  taken_bytes_ = 0;
   stopping_ = false;
   started_ = true;
   flusher_ = std::thread([this] { FlushLoop(); });
@@ -178,6 +181,7 @@ Status UsageJournal::Append(const UsageRecord& record) {
     if (fd_ < 0) return Error::Unavailable("usage journal is not open");
     ATRIUM_RETURN_IF_ERROR(WriteAll(fd_, line));
     size_ += static_cast<int64_t>(line.size());
+    pending_.push_back({record, static_cast<int64_t>(line.size())});
   }
   dirty_ = true;
   appended_.fetch_add(1);
@@ -205,11 +209,27 @@ void UsageJournal::ShipLoop() {
 }
 
 bool UsageJournal::ShipOnce() {
-  int64_t end = 0;
+  int64_t memory_from = 0;
   {
     std::lock_guard lock(append_mu_);
-    end = size_;
+    memory_from = memory_from_;
   }
+  if (shipped_offset_ < memory_from && !ShipFromFile(memory_from)) return false;
+  if (shipped_offset_ >= memory_from && !ShipFromMemory()) return false;
+  // Everything shipped: empty a large file. Offset 0 first, so that a crash
+  // in between re-ships (harmlessly) rather than skips.
+  std::lock_guard lock(append_mu_);
+  if (shipped_offset_ == size_ && pending_.empty() && size_ >= options_.truncate_bytes) {
+    if (SaveOffset(0).has_value() && ::ftruncate(fd_, 0) == 0) {
+      size_ = 0;
+      memory_from_ = 0;
+      shipped_offset_ = 0;
+    }
+  }
+  return true;
+}
+
+bool UsageJournal::ShipFromFile(int64_t end) {
   while (shipped_offset_ < end) {
     size_t want = static_cast<size_t>(std::min<int64_t>(kReadChunk, end - shipped_offset_));
     std::string chunk(want, '\0');
@@ -244,16 +264,33 @@ bool UsageJournal::ShipOnce() {
     shipped_offset_ = next;
     shipped_.fetch_add(static_cast<int64_t>(batch.size()));
   }
-  // Everything shipped: empty a large file. Offset 0 first, so that a crash
-  // in between re-ships (harmlessly) rather than skips.
-  std::lock_guard lock(append_mu_);
-  if (shipped_offset_ == size_ && size_ >= options_.truncate_bytes) {
-    if (SaveOffset(0).has_value() && ::ftruncate(fd_, 0) == 0) {
-      size_ = 0;
-      shipped_offset_ = 0;
-    }
-  }
   return true;
+}
+
+bool UsageJournal::ShipFromMemory() {
+  for (;;) {
+    if (taken_.size() < options_.batch) {  // a failed round's batch is retried as it was
+      std::lock_guard lock(append_mu_);
+      while (taken_.size() < options_.batch && !pending_.empty()) {
+        taken_.push_back(std::move(pending_.front().record));
+        taken_bytes_ += pending_.front().line_bytes;
+        pending_.pop_front();
+      }
+    }
+    if (taken_.empty()) return true;
+    Status s = sink_(taken_);
+    if (!s.has_value()) {
+      spdlog::warn("usage journal: store unavailable, {} records wait: {}", taken_.size(),
+                   s.error().message);
+      return false;
+    }
+    const int64_t next = shipped_offset_ + taken_bytes_;
+    if (!SaveOffset(next).has_value()) return false;
+    shipped_offset_ = next;
+    shipped_.fetch_add(static_cast<int64_t>(taken_.size()));
+    taken_.clear();
+    taken_bytes_ = 0;
+  }
 }
 
 Status UsageJournal::SaveOffset(int64_t offset) {

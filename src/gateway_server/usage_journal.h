@@ -3,9 +3,12 @@
 // before the request's last bytes go to the client, so a killed gateway
 // (SIGKILL: the page cache survives) never loses the record of a request the
 // client saw complete; a flusher fdatasync()s the file every flush_ms for
-// machine crashes. A shipper thread reads the lines after the shipped offset,
-// inserts them into the store in batches (InsertUsageRecords ignores ids it
-// already has), then records the new offset in a side file. A crash between
+// machine crashes. A shipper thread inserts the records after the shipped
+// offset into the store in batches (InsertUsageRecords ignores ids it already
+// has), then records the new offset in a side file. Lines an earlier process
+// left are read back from the file; this process's own records are handed to
+// the shipper in memory as well, so that the hot path's records are never
+// parsed again. A crash between
 // insert and offset only re-ships lines the store already holds, so the
 // store never holds a record twice; when everything is shipped the file is
 // emptied (offset set to 0 first, then truncated, for the same reason).
@@ -15,6 +18,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -64,8 +68,12 @@ class UsageJournal {
  private:
   void FlushLoop();
   void ShipLoop();
-  // One round: reads lines after the offset, ships them. False on a store error.
+  // One round: ships the records after the offset. False on a store error.
   bool ShipOnce();
+  // Lines [shipped_offset_, end) read back from the file, in batches.
+  bool ShipFromFile(int64_t end);
+  // This process's records, from memory.
+  bool ShipFromMemory();
   Status SaveOffset(int64_t offset);
 
   const UsageJournalOptions options_;
@@ -74,8 +82,20 @@ class UsageJournal {
   std::string offset_path_;
   int fd_ = -1;
 
-  std::mutex append_mu_;        // serialises write(2) with truncation
-  int64_t size_ = 0;            // GUARDED_BY(append_mu_)
+  std::mutex append_mu_;  // serialises write(2) with truncation
+  int64_t size_ = 0;      // GUARDED_BY(append_mu_)
+  // Where this process's appends began: lines before it are read from the
+  // file, the rest are in pending_ (0 once the file has been emptied).
+  int64_t memory_from_ = 0;  // GUARDED_BY(append_mu_)
+  struct Pending {
+    UsageRecord record;
+    int64_t line_bytes;  // its line's length, newline included
+  };
+  std::deque<Pending> pending_;  // GUARDED_BY(append_mu_): appended, not yet taken
+  // Shipper thread: taken from pending_, not yet in the store, and the bytes
+  // of their lines.
+  std::vector<UsageRecord> taken_;
+  int64_t taken_bytes_ = 0;
   int64_t shipped_offset_ = 0;  // shipper thread only (and Start/Stop)
 
   std::mutex wake_mu_;

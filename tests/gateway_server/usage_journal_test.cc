@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -20,7 +21,7 @@ struct FakeStore {
   std::map<std::string, UsageRecord> rows;
   int inserts = 0;      // calls, successful or not
   int64_t offered = 0;  // records offered, duplicates included
-  bool down = false;
+  std::atomic<bool> down{false};
   Status Insert(const std::vector<UsageRecord>& records) {
     std::lock_guard lock(mu);
     ++inserts;
@@ -136,6 +137,35 @@ TEST_F(UsageJournalTest, KeepsRecordsWhileTheStoreIsDownAndShipsThemLater) {
   for (int i = 0; i < 200 && store_.size() < 20; ++i) usleep(10'000);
   journal.Stop();
   EXPECT_EQ(store_.size(), 20u);
+}
+
+TEST_F(UsageJournalTest, RecordsHeldWhileTheStoreIsDownShipAfterItReturnsInTheSameProcess) {
+  // An earlier process's unshipped lines come from the file, this process's
+  // records from memory; both reach the store once it is back, each once.
+  store_.down = true;
+  {
+    UsageJournal journal(Options(), Sink());
+    ASSERT_OK(journal.Start());
+    for (int i = 0; i < 5; ++i) ASSERT_OK(journal.Append(Record(i)));
+    journal.Stop();
+  }
+  UsageJournal journal(Options(), Sink());
+  ASSERT_OK(journal.Start());
+  for (int i = 5; i < 25; ++i) ASSERT_OK(journal.Append(Record(i)));
+  EXPECT_FALSE(journal.WaitShipped(300));
+  EXPECT_EQ(store_.size(), 0u);
+  store_.down = false;
+  ASSERT_TRUE(journal.WaitShipped(10'000));
+  EXPECT_EQ(store_.size(), 25u);
+  journal.Stop();
+  // Restarting ships nothing again: the saved offset covers both parts.
+  const int64_t offered = store_.offered;
+  UsageJournal again(Options(), Sink());
+  ASSERT_OK(again.Start());
+  usleep(300'000);
+  again.Stop();
+  EXPECT_EQ(store_.offered, offered);
+  EXPECT_EQ(store_.size(), 25u);
 }
 
 TEST_F(UsageJournalTest, ACrashBeforeTheOffsetIsSavedReshipsWithoutDuplicates) {
