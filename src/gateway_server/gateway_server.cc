@@ -219,6 +219,7 @@ struct GatewayServer::Impl {
         dispatcher(options.dispatcher),
         loops(MakeLoops(std::max(1, options.threads))),
         pools(loops.size()),
+        journal_batches(loops.size()),
         acceptor(*loops[0]),
         maintenance_timer(*loops[0]) {}
 
@@ -234,6 +235,39 @@ struct GatewayServer::Impl {
   awaitable<void> AcceptLoop();
   awaitable<void> Maintenance();
   awaitable<void> CheckHealth(std::string url);
+
+  // Group commit of usage records, per loop: records finished during one
+  // turn of a loop go to the journal with one write(2) at the end of that
+  // turn, and a request's last bytes wait for the write that holds its record.
+  struct JournalBatch {
+    std::vector<UsageRecord> records;
+    uint64_t filling = 1;  // the generation `records` belong to
+    uint64_t written = 0;  // every generation up to this one is in the journal
+    bool flush_posted = false;
+  };
+  // Queues `record` on `loop`'s batch; returns its generation.
+  uint64_t StageRecord(size_t loop, const UsageRecord& record) {
+    JournalBatch& batch = journal_batches[loop];
+    batch.records.push_back(record);
+    if (!batch.flush_posted) {
+      batch.flush_posted = true;
+      net::post(*loops[loop], [this, loop] { FlushJournal(loop); });
+    }
+    return batch.filling;
+  }
+  void FlushJournal(size_t loop) {
+    JournalBatch& batch = journal_batches[loop];
+    batch.flush_posted = false;
+    if (!batch.records.empty()) {
+      Status s = journal.AppendBatch(batch.records);
+      if (!s.has_value()) {
+        spdlog::error("gateway: {} usage records not journaled: {}", batch.records.size(),
+                      s.error().message);
+      }
+      batch.records.clear();
+    }
+    batch.written = batch.filling++;
+  }
 
   const GatewayOptions options;
   PolicyLoader& policy;
@@ -253,8 +287,9 @@ struct GatewayServer::Impl {
 
   // The I/O objects below are destroyed before the loops they live on.
   std::vector<std::unique_ptr<net::io_context>> loops;
-  std::vector<UpstreamPool> pools;  // per loop: a connection stays on its loop
-  size_t next_loop = 0;             // accept loop only
+  std::vector<UpstreamPool> pools;            // per loop: a connection stays on its loop
+  std::vector<JournalBatch> journal_batches;  // per loop, used on that loop only
+  size_t next_loop = 0;                       // accept loop only
   std::vector<net::executor_work_guard<net::io_context::executor_type>> keep_running;
   tcp::acceptor acceptor;
   net::steady_timer maintenance_timer;
@@ -315,10 +350,19 @@ class Session : public std::enable_shared_from_this<Session> {
   UpstreamPool& pool_;
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
-  bool idle_ = false;  // waiting for the next request
+  std::string piece_;          // a streamed response's bytes on their way through the relay
+  uint64_t journal_wait_ = 0;  // the journal batch the next write waits for (0: none)
+  bool idle_ = false;          // waiting for the next request
 };
 
 awaitable<bool> Session::WriteAll(std::string_view a, std::string_view b) {
+  if (journal_wait_ > server_.journal_batches[loop_].written) {
+    // The record of this request is in the loop's batch: let the batch be
+    // written (at the end of this turn) before the client sees the end.
+    co_await net::post(executor_, net::use_awaitable);
+    if (journal_wait_ > server_.journal_batches[loop_].written) server_.FlushJournal(loop_);
+  }
+  journal_wait_ = 0;
   beast::error_code ec;
   std::array<net::const_buffer, 2> buffers{net::buffer(a.data(), a.size()),
                                            net::buffer(b.data(), b.size())};
@@ -492,9 +536,7 @@ awaitable<bool> Session::Proxy(bhttp::request<bhttp::string_body>& request, gate
     record.http_status = http_status;
     record.total_ms = Now() - arrived;
     record.ttft_ms = first_byte_at > 0 ? first_byte_at - arrived : 0;
-    Status s = server_.journal.Append(record);
-    if (!s.has_value())
-      spdlog::error("gateway: usage record {} not journaled: {}", record.id, s.error().message);
+    journal_wait_ = server_.StageRecord(loop_, record);
   };
   // Coroutine arguments are named lvalues, never temporaries: g++ 12
   // destroys some temporaries of a co_await expression twice.
@@ -740,7 +782,7 @@ awaitable<bool> Session::Proxy(bhttp::request<bhttp::string_body>& request, gate
                          content_type.find("text/event-stream") != std::string::npos;
   gateway::SseRelay relay(parsed->client_wants_usage);
   std::string whole;  // non-streamed body
-  std::string piece(kPieceBytes, '\0');
+  if (streaming && piece_.empty()) piece_.resize(kPieceBytes);
   bool journaled = false;
   bool client_ok = true;
   bool upstream_ok = true;
@@ -767,29 +809,44 @@ awaitable<bool> Session::Proxy(bhttp::request<bhttp::string_body>& request, gate
     const std::string head = ResponseHead(200, "text/event-stream", -1, keep_alive, request_id);
     client_ok = co_await WriteAll(head);
   }
+  const size_t max_body = options().max_upstream_body_bytes;
   while (client_ok && !response.is_done()) {
-    response.get().body().data = piece.data();
-    response.get().body().size = piece.size();
+    // A stream is read piece by piece into the connection's buffer; a whole
+    // body straight into `whole`, sized by its Content-Length when it has one.
+    char* into = piece_.data();
+    size_t room = piece_.size();
+    if (!streaming) {
+      const size_t have = whole.size();
+      const auto length = response.content_length();
+      room = length && *length > have
+                 ? static_cast<size_t>(std::min<uint64_t>(*length, max_body + 1)) - have
+                 : kPieceBytes;
+      if (have + room > max_body + 1) room = max_body + 1 - have;
+      whole.resize(have + room);
+      into = whole.data() + have;
+    }
+    response.get().body().data = into;
+    response.get().body().size = room;
     beast::error_code ec;
     connection->stream.expires_after(Millis(options().stream_idle_timeout_ms));
     // read_some: hand on what has arrived, not a full buffer.
     co_await bhttp::async_read_some(connection->stream, connection->buffer, response,
                                     net::redirect_error(net::use_awaitable, ec));
+    const size_t n = room - response.get().body().size;
+    if (!streaming) whole.resize(whole.size() - room + n);
     if (ec == bhttp::error::need_buffer) ec = {};
     if (ec) {
       upstream_ok = false;
       break;
     }
-    const size_t n = piece.size() - response.get().body().size;
     if (!streaming) {
-      if (whole.size() + n > options().max_upstream_body_bytes) {
+      if (whole.size() > max_body) {
         upstream_ok = false;
         break;
       }
-      whole.append(piece.data(), n);
       continue;
     }
-    std::string out = relay.Feed(std::string_view(piece.data(), n));
+    std::string out = relay.Feed(std::string_view(piece_.data(), n));
     if (relay.saw_done() && !journaled) {
       // The client may treat [DONE] as the end: the record is durable first.
       tokens_now();
@@ -1029,6 +1086,8 @@ void GatewayServer::Stop(int drain_ms) {
   for (auto& loop : impl.loops) loop->stop();
   for (auto& t : impl.threads) t.join();
   impl.threads.clear();
+  // Records staged in a turn that did not run to its end.
+  for (size_t loop = 0; loop < impl.loops.size(); ++loop) impl.FlushJournal(loop);
   for (auto& pool : impl.pools) pool.Clear();
 }
 

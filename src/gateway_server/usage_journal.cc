@@ -67,9 +67,10 @@ void AppendInt(std::string& out, std::string_view key, int64_t value) {
 
 }  // namespace
 
-std::string EncodeUsageLine(const UsageRecord& r) {
-  std::string out;
-  out.reserve(384);
+namespace {
+
+// EncodeUsageLine's text, appended to `out`.
+void AppendUsageLine(std::string& out, const UsageRecord& r) {
   out += '{';
   AppendString(out, "id", r.id);
   AppendString(out, "tenant_id", r.tenant_id);
@@ -89,6 +90,14 @@ std::string EncodeUsageLine(const UsageRecord& r) {
   AppendInt(out, "http_status", r.http_status);
   AppendInt(out, "created_at", r.created_at);
   out.back() = '}';
+}
+
+}  // namespace
+
+std::string EncodeUsageLine(const UsageRecord& r) {
+  std::string out;
+  out.reserve(384);
+  AppendUsageLine(out, r);
   return out;
 }
 
@@ -174,17 +183,33 @@ Status UsageJournal::Start() {
 }
 
 Status UsageJournal::Append(const UsageRecord& record) {
-  std::string line = EncodeUsageLine(record);
-  line.push_back('\n');
+  std::vector<UsageRecord> one{record};
+  return AppendBatch(one);
+}
+
+Status UsageJournal::AppendBatch(std::vector<UsageRecord>& records) {
+  if (records.empty()) return OkStatus();
+  std::string text;
+  text.reserve(records.size() * 400);
+  std::vector<int64_t> line_bytes;
+  line_bytes.reserve(records.size());
+  for (const UsageRecord& record : records) {
+    const size_t before = text.size();
+    AppendUsageLine(text, record);
+    text.push_back('\n');
+    line_bytes.push_back(static_cast<int64_t>(text.size() - before));
+  }
   {
     std::lock_guard lock(append_mu_);
     if (fd_ < 0) return Error::Unavailable("usage journal is not open");
-    ATRIUM_RETURN_IF_ERROR(WriteAll(fd_, line));
-    size_ += static_cast<int64_t>(line.size());
-    pending_.push_back({record, static_cast<int64_t>(line.size())});
+    ATRIUM_RETURN_IF_ERROR(WriteAll(fd_, text));
+    size_ += static_cast<int64_t>(text.size());
+    for (size_t i = 0; i < records.size(); ++i) {
+      pending_.push_back({std::move(records[i]), line_bytes[i]});
+    }
   }
   dirty_ = true;
-  appended_.fetch_add(1);
+  appended_.fetch_add(static_cast<int64_t>(records.size()));
   return OkStatus();
 }
 

@@ -56,6 +56,8 @@ class UsageJournal {
   Status Start();
   // Durable against a process kill when it returns OK.
   Status Append(const UsageRecord& record);
+  // Several records with one write(2); the same guarantee for each.
+  Status AppendBatch(std::vector<UsageRecord>& records);
   // Ships what is left (one last attempt), syncs, joins the threads.
   void Stop();
 
