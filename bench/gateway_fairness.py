@@ -73,6 +73,8 @@ class Platform:
         self.api = re.search(r"^API: (\S+)", text, re.M).group(1)
         self.gateway = re.search(r"^Gateway: (\S+)", text, re.M).group(1)
         admin = open(self.tmp + "/data/admin.token").read().strip()
+        self.admin = admin
+        self.tenant_ids = {}
         call(self.api, "POST", "/api/v1/deployments", admin, {
             "model": MODEL, "version": "bench", "region": "local",
             "latency_tier": "interactive", "visibility": "shared",
@@ -89,9 +91,24 @@ class Platform:
                  {"requests_per_minute": 0, "tokens_per_minute": 0, "max_concurrent": 0,
                   "max_queued": 100000})
             self.keys[name] = k["key"]
+            self.tenant_ids[name] = t["id"]
         time.sleep(1.0)  # the gateway picks the policy up within its poll period
         host, port = self.gateway[len("http://"):].rsplit(":", 1)
         self.host, self.port = host, int(port)
+
+    def records(self, tenant, since, until):
+        """The gateway's own view of a tenant's requests in [since, until]
+        (usage records: queue_ms, ttft_ms as the gateway measured them)."""
+        time.sleep(1.0)  # records reach the store within the journal's ship period
+        path = "/api/v1/tenants/%s/usage?limit=1000&from=%d&to=%d" % (
+            self.tenant_ids[tenant], int(since * 1000), int(until * 1000))
+        out, cursor = [], None
+        while True:
+            page = call(self.api, "GET", path + ("&cursor=" + cursor if cursor else ""), self.admin)
+            out += page["items"]
+            cursor = page["next_cursor"]
+            if not cursor:
+                return out
 
     def close(self):
         self.proc.terminate()
@@ -122,6 +139,14 @@ def both(p, a_rate, b_rate, duration, max_tokens, seeds, a_deadline, b_deadline)
     a = out.get()
     proc.join()
     return a, b
+
+
+def gateway_stats(records):
+    """(n, TTFT p50, TTFT p99, queue p99) of completed requests as the gateway saw them."""
+    done = [r for r in records if r["status"] == "completed"]
+    ttft = [r["ttft_ms"] for r in done]
+    queue = [r["queue_ms"] for r in done]
+    return len(done), percentile(ttft, 50), percentile(ttft, 99), percentile(queue, 99)
 
 
 def ttft_stats(results):
@@ -170,16 +195,22 @@ def main():
             try:
                 cap = asyncio.run(capacity(p, args.max_tokens, 5.0))
                 share = cap / 2
+                t0 = time.time()
                 alone = asyncio.run(run_tenant(p, "tenant-b", share / 2, args.duration,
                                                args.max_tokens, 1, None))
+                t1 = time.time()
                 a_res, b_res = both(p, share * 10, share / 2, args.duration, args.max_tokens,
                                     (2, 3), 5000, None)
+                t2 = time.time()
+                gw_alone = gateway_stats(p.records("tenant-b", t0, t1))
+                gw_contended = gateway_stats(p.records("tenant-b", t1, t2))
                 ba, bb = both(p, share * 5, share * 5, args.backlog_duration, args.max_tokens,
                               (4, 5), 3000, 3000)
                 tokens_a = sum(r["tokens"] for r in ba)
                 tokens_b = sum(r["tokens"] for r in bb)
                 rows[queue] = {
                     "capacity_rps": cap, "alone": ttft_stats(alone), "contended": ttft_stats(b_res),
+                    "gw_alone": gw_alone, "gw_contended": gw_contended,
                     "a_served": sum(1 for r in a_res if r["status"] == 200),
                     "tokens_a": tokens_a, "tokens_b": tokens_b}
             finally:
@@ -201,6 +232,14 @@ def main():
         print("%-6s %9.1f %12.1f / %6.1f ms %12.1f / %6.1f ms %8.2f %12d %12d %8.1f%%" % (
             queue, r["capacity_rps"], a50, a99, c50, c99, c99 / a99, r["tokens_a"],
             r["tokens_b"], 100 * diff))
+    print("B's requests as the gateway measured them (usage records: arrival to first upstream "
+          "byte, and the wait in the gateway's queue):")
+    print("%-6s %26s %26s %18s" % ("queue", "B alone TTFT p50/p99", "B + A flood p50/p99",
+                                   "queue p99 flood"))
+    for queue, r in rows.items():
+        _, g50, g99, _ = r["gw_alone"]
+        _, h50, h99, q99 = r["gw_contended"]
+        print("%-6s %16.1f / %6.1f ms %16.1f / %6.1f ms %15.1f ms" % (queue, g50, g99, h50, h99, q99))
     print("bars: B's p99 TTFT with A flooding within 1.5x of B alone; backlogged tokens within 5%")
 
 

@@ -30,6 +30,29 @@ void FairQueue::AddToCounter(TenantState& tenant, double amount) {
   tenant.counter += amount;
 }
 
+void FairQueue::Lift(TenantState& tenant, int k) {
+  // A tenant that was not waiting banks at most max_credit for the time it
+  // was away.
+  std::optional<double> floor;
+  if (!backlog_[k].empty()) {
+    floor = backlog_[k].begin()->counter - options_.max_credit;
+  } else if (last_left_[k]) {
+    floor = Counter(*last_left_[k]) - options_.max_credit;
+  }
+  if (floor && *floor > tenant.counter) AddToCounter(tenant, *floor - tenant.counter);
+}
+
+void FairQueue::StartedWithoutWaiting(const std::string& tenant, double weight, Priority priority,
+                                      int64_t input_tokens) {
+  TenantState& state = StateOf(tenant);
+  const int k = ClassOf(priority);
+  if (state.classes[k].size == 0) {
+    Lift(state, k);
+    last_left_[k] = tenant;
+  }
+  AddToCounter(state, Weighted(options_.input_weight * static_cast<double>(input_tokens), weight));
+}
+
 void FairQueue::Push(QueuedItem item) {
   if (items_.count(item.id) != 0) {
     assert(false && "FairQueue::Push: duplicate id");
@@ -39,15 +62,7 @@ void FairQueue::Push(QueuedItem item) {
   int k = ClassOf(item.priority);
   ClassQueue& queue = tenant.classes[k];
   if (queue.size == 0) {
-    // The VTC lift: a tenant that was not waiting banks no credit for the time
-    // it was away.
-    std::optional<double> floor;
-    if (!backlog_[k].empty()) {
-      floor = backlog_[k].begin()->counter;
-    } else if (last_left_[k]) {
-      floor = Counter(*last_left_[k]);
-    }
-    if (floor && *floor > tenant.counter) AddToCounter(tenant, *floor - tenant.counter);
+    Lift(tenant, k);
     backlog_[k].insert({tenant.counter, tenant.name, &tenant});
   }
   uint64_t seq = next_seq_++;

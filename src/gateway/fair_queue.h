@@ -5,10 +5,13 @@
 // weight — and the backlogged tenant with the smallest counter goes next.
 // When a tenant becomes backlogged its counter is lifted to the smallest
 // counter among backlogged tenants (to the counter of the tenant that last
-// left the backlog when there is none), so idle time banks no credit. Then
+// left the backlog when there is none) less `max_credit`, so idle time banks
+// at most max_credit of credit (none with the paper's max_credit = 0). Then
 // two tenants that stay backlogged receive service within about
-// 2·max(input_weight·L_in, output_weight·M) of each other (L_in the longest
-// input, M the longest output), weighted by their weights.
+// 2·max(input_weight·L_in, output_weight·M) + max_credit of each other (L_in
+// the longest input, M the longest output), weighted by their weights. The
+// credit is what lets a tenant that sends below its share have its
+// occasional burst served ahead of a tenant that floods.
 //
 // Priority classes are strict: interactive items go before batch ones. Each
 // class has its own backlog; the counters are the tenant's, shared by both.
@@ -35,6 +38,9 @@ namespace atrium::gateway {
 struct FairQueueOptions {
   double input_weight = 1.0;   // w_in: cost of one input (prompt) token
   double output_weight = 2.0;  // w_out: cost of one output token
+  // How far below the backlog's smallest counter a tenant's counter may stay
+  // when it becomes backlogged (weighted tokens).
+  double max_credit = 0;
 };
 
 enum class Priority { kInteractive = 0, kBatch = 1 };
@@ -71,6 +77,12 @@ class FairQueue {
   // Charges input_weight·input_tokens/weight to the tenant. nullopt when the
   // queue is empty or nothing may start.
   std::optional<QueuedItem> Pop(const CanStartFn& can_start);
+  // A request that started without being queued (nothing was waiting):
+  // lifted and charged as if it had been pushed and popped at once, so that
+  // its tenant counts as the last to leave the backlog and a tenant arriving
+  // after it is lifted to its level.
+  void StartedWithoutWaiting(const std::string& tenant, double weight, Priority priority,
+                             int64_t input_tokens);
   // Service to charge after Pop: output tokens as they stream and/or at
   // completion, and corrections of the input estimate (negative allowed).
   void ChargeOutput(const std::string& tenant, double weight, int64_t output_tokens);
@@ -112,6 +124,8 @@ class FairQueue {
 
   TenantState& StateOf(const std::string& tenant);
   void AddToCounter(TenantState& tenant, double amount);
+  // The VTC lift of a tenant joining class k's backlog.
+  void Lift(TenantState& tenant, int k);
   // Takes a queued item out of every index.
   QueuedItem Take(uint64_t id);
 

@@ -28,8 +28,8 @@ double SlotShares::ShareOf(const std::string& tenant, int64_t capacity, int64_t 
   return static_cast<double>(capacity) * self->second.weight / total;
 }
 
-bool SlotShares::MayStart(const std::string& tenant, int64_t capacity, int64_t free,
-                          int64_t now_ms) const {
+bool SlotShares::MayStart(const std::string& tenant, int64_t capacity, int64_t free, int64_t now_ms,
+                          const QueuedFn& queued) const {
   if (free <= 0) return false;
   auto self = tenants_.find(tenant);
   const double self_weight = self == tenants_.end() ? 1 : self->second.weight;
@@ -43,7 +43,8 @@ bool SlotShares::MayStart(const std::string& tenant, int64_t capacity, int64_t f
   double reserve = 0;
   for (const auto& [name, t] : tenants_) {
     if (name == tenant || !Active(t, now_ms)) continue;
-    reserve += std::max(0.0, t.weight * per_weight - static_cast<double>(t.in_flight));
+    const int64_t waiting = queued ? queued(name) : 0;
+    reserve += std::max(0.0, t.weight * per_weight - static_cast<double>(t.in_flight + waiting));
   }
   // Rounded up: a share of 2.5 slots keeps 3 free (the epsilon absorbs
   // floating-point noise in exact shares).

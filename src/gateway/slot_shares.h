@@ -8,11 +8,17 @@
 // shares stay idle while the light tenant is active. With one tenant active
 // there is no reserve: the deployment is work-conserving. The fair queue
 // (VTC) still decides which waiting request goes next; this only decides
-// whether the flooding tenant may take the last free slots. Pure and
-// thread-compatible; the Dispatcher serialises calls.
+// whether the flooding tenant may take the last free slots. What is kept
+// free for a tenant is the part of its share that neither its running nor its
+// waiting requests fill: waiting requests are served from the fair queue in
+// VTC order, so a tenant with a backlog (the flooding one, typically) holds no
+// slots back from others, and a light tenant's burst above its share can be
+// served from a slot the flooder's request freed. Pure and thread-compatible;
+// the Dispatcher serialises calls.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <unordered_map>
 
@@ -27,8 +33,13 @@ class SlotShares {
   void Started(const std::string& tenant);
   void Finished(const std::string& tenant);
 
+  // How many requests of a tenant wait in the deployment's queue.
+  using QueuedFn = std::function<int64_t(const std::string& tenant)>;
   // May `tenant` start a request now, with `free` of `capacity` slots free?
-  bool MayStart(const std::string& tenant, int64_t capacity, int64_t free, int64_t now_ms) const;
+  // `queued` (optional; none waiting without it) counts each tenant's waiting
+  // requests, which are taken off the slots kept for it.
+  bool MayStart(const std::string& tenant, int64_t capacity, int64_t free, int64_t now_ms,
+                const QueuedFn& queued = nullptr) const;
   // The tenant's share of `capacity` slots among the tenants active now.
   double ShareOf(const std::string& tenant, int64_t capacity, int64_t now_ms) const;
 

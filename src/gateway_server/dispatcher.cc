@@ -39,9 +39,15 @@ bool Dispatcher::MayStartLocked(DeploymentQueue& queue, const SlotRequest& reque
   if (!limiter_.CanStart(request.subjects)) return false;
   // Only the fair discipline reserves slots for light tenants; FIFO is the
   // plain baseline.
-  if (queue.fair && !queue.shares.MayStart(request.tenant_id, queue.capacity(),
-                                           queue.capacity() - queue.in_flight, now_ms)) {
-    return false;
+  if (queue.fair) {
+    const gateway::FairQueue& fair = *queue.fair;
+    auto queued = [&fair](const std::string& tenant) {
+      return static_cast<int64_t>(fair.QueuedFor(tenant));
+    };
+    if (!queue.shares.MayStart(request.tenant_id, queue.capacity(),
+                               queue.capacity() - queue.in_flight, now_ms, queued)) {
+      return false;
+    }
   }
   return true;
 }
@@ -102,8 +108,10 @@ Admission Dispatcher::Admit(const SlotRequest& request, int64_t now_ms, Wake wak
       if (auto pick = balancer_.Pick(queue.endpoints, {}, now_ms)) {
         const std::string& url = queue.endpoints[*pick].url;
         StartLocked(queue, request, url);
-        if (queue.fair)
-          queue.fair->ChargeInput(request.tenant_id, request.weight, request.input_tokens);
+        if (queue.fair) {
+          queue.fair->StartedWithoutWaiting(request.tenant_id, request.weight, request.priority,
+                                            request.input_tokens);
+        }
         admission.kind = Admission::Kind::kStarted;
         admission.endpoint = url;
         return admission;

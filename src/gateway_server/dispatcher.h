@@ -27,9 +27,14 @@ namespace atrium::gateway_server {
 
 enum class QueueDiscipline { kFair, kFifo };
 
+// A tenant's counter may lag the backlog by this much service (weighted
+// tokens: a few typical chat requests), so that the bursts of a tenant that
+// sends below its share go ahead of a flooding tenant's requests.
+constexpr double kDefaultFairCredit = 1024;
+
 struct DispatcherOptions {
   QueueDiscipline discipline = QueueDiscipline::kFair;
-  gateway::FairQueueOptions fair;
+  gateway::FairQueueOptions fair{.max_credit = kDefaultFairCredit};
   gateway::BalancerOptions balancer;
 };
 

@@ -207,6 +207,34 @@ TEST(FairQueueTest, LiftsToTheLastTenantToLeaveWhenNobodyWaits) {
   EXPECT_DOUBLE_EQ(q.Counter("c"), 2000);
 }
 
+TEST(FairQueueTest, ACreditLetsALightTenantsBurstGoFirstButNoFurther) {
+  FairQueueOptions options;
+  options.max_credit = 250;
+  FairQueue q(options);
+  uint64_t next_id = 1;
+  for (int i = 0; i < 100; ++i) {  // a is backlogged and served for a long time
+    q.Push(Item(next_id++, "a", 100));
+    q.Push(Item(next_id++, "a", 100));
+    ASSERT_TRUE(q.Pop(kAny).has_value());
+  }
+  const double a_counter = q.Counter("a");
+  // b arrives far behind: lifted to a's counter less the credit, not to a's.
+  q.Push(Item(next_id++, "b", 100));
+  EXPECT_DOUBLE_EQ(q.Counter("b"), a_counter - 250);
+  for (int i = 0; i < 5; ++i) q.Push(Item(next_id++, "b", 100));
+  // b's burst goes first until the credit is spent (3 requests of 100), then
+  // the two alternate as before.
+  std::string order;
+  for (int i = 0; i < 7; ++i) order += q.Pop(kAny)->tenant;
+  EXPECT_EQ(order.substr(0, 3), "bbb");
+  EXPECT_NE(order.substr(3).find('a'), std::string::npos);
+  // A lift never lowers a counter that is already within the credit.
+  FairQueue fresh(options);
+  fresh.ChargeOutput("c", 1, 1000);
+  fresh.Push(Item(1, "c", 10));
+  EXPECT_DOUBLE_EQ(fresh.Counter("c"), 2000);
+}
+
 TEST(FairQueueTest, InteractiveBeforeBatch) {
   FairQueue q;
   q.ChargeOutput("b", 1, 1000);  // b has had far more service...

@@ -33,6 +33,34 @@ TEST(SlotSharesTest, AFloodingTenantLeavesALightOnesShareFree) {
   EXPECT_TRUE(s.MayStart("a", 8, 4, 2500));
 }
 
+TEST(SlotSharesTest, WaitingRequestsAreTakenOffTheSlotsKeptForATenant) {
+  SlotShares s;
+  s.Seen("a", 1, 0);
+  s.Seen("b", 1, 0);
+  for (int i = 0; i < 4; ++i) s.Started("b");  // b at its share of 8
+  for (int i = 0; i < 3; ++i) s.Started("a");  // a one below its share, 1 free
+  // With nothing of a's waiting, that last free slot is kept for a.
+  EXPECT_FALSE(s.MayStart("b", 8, 1, 0));
+  // With a's requests waiting, it is not: the fair queue orders a's waiting
+  // requests and b's.
+  auto a_backlog = [](const std::string& tenant) { return tenant == "a" ? int64_t{50} : 0; };
+  EXPECT_TRUE(s.MayStart("b", 8, 1, 0, a_backlog));
+  EXPECT_TRUE(s.MayStart("a", 8, 1, 0, a_backlog));
+  // A light tenant with one request waiting still has the rest kept: b runs
+  // 1 of its 4 with 1 waiting, so 2 of the 4 free slots stay b's.
+  SlotShares light;
+  light.Seen("a", 1, 0);
+  light.Seen("b", 1, 0);
+  light.Started("b");
+  for (int i = 0; i < 3; ++i) light.Started("a");
+  auto b_one = [](const std::string& tenant) { return tenant == "b" ? int64_t{1} : 0; };
+  EXPECT_TRUE(light.MayStart("a", 8, 4, 0, b_one));  // a below its share
+  light.Started("a");
+  EXPECT_TRUE(light.MayStart("a", 8, 3, 0, b_one));  // leaves 2 free
+  light.Started("a");
+  EXPECT_FALSE(light.MayStart("a", 8, 2, 0, b_one));  // would leave 1 of the 2
+}
+
 TEST(SlotSharesTest, AboveItsShareATenantStillGetsSlotsNobodyReserves) {
   SlotShares s;
   s.Seen("a", 1, 0);
