@@ -26,6 +26,7 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -49,7 +50,14 @@ template <class T>
 using awaitable = net::awaitable<T>;
 using Executor = net::io_context::executor_type;
 
-constexpr size_t kPieceBytes = 4096;  // upstream body read size: SSE events are small
+class Session;
+
+constexpr size_t kPieceBytes = 4096;
+// A request that started at once has its client watched for a disconnect
+// from this long after it started: most exchanges are over sooner, and arming
+// the watch costs a system call (epoll_ctl) per request.
+constexpr auto kWatchAfter =
+    std::chrono::milliseconds(10);  // upstream body read size: SSE events are small
 // Output tokens are charged to the fair queue every this many streamed chunks.
 constexpr int64_t kChargeEveryChunks = 16;
 // An active health check must be answered within this.
@@ -199,6 +207,8 @@ awaitable<std::unique_ptr<UpstreamConnection>> Connect(UpstreamPool& pool, const
 struct Interrupts {
   bool done = false;
   bool client_gone = false;
+  bool watched = false;            // the client's socket is being watched
+  std::weak_ptr<Session> session;  // whose client it is
   net::steady_timer* queue_timer = nullptr;
   UpstreamConnection* upstream = nullptr;
   void Interrupt() {
@@ -221,7 +231,9 @@ struct GatewayServer::Impl {
         pools(loops.size()),
         journal_batches(loops.size()),
         acceptor(*loops[0]),
-        maintenance_timer(*loops[0]) {}
+        maintenance_timer(*loops[0]) {
+    for (auto& loop : loops) deferred_watches.push_back(std::make_unique<DeferredWatches>(*loop));
+  }
 
   // One event loop per thread, each single-threaded: a connection, its
   // upstream connections and its timers live on one loop, so nothing on the
@@ -235,6 +247,16 @@ struct GatewayServer::Impl {
   awaitable<void> AcceptLoop();
   awaitable<void> Maintenance();
   awaitable<void> CheckHealth(std::string url);
+
+  // Watches armed late (kWatchAfter), per loop, in the order they are due.
+  struct DeferredWatches {
+    explicit DeferredWatches(net::io_context& loop) : timer(loop) {}
+    std::deque<std::pair<std::chrono::steady_clock::time_point, std::weak_ptr<Interrupts>>> due;
+    net::steady_timer timer;
+    bool armed = false;
+  };
+  void DeferWatch(size_t loop, const std::shared_ptr<Interrupts>& interrupts);
+  void ArmDueWatches(size_t loop);
 
   // Group commit of usage records, per loop: records finished during one
   // turn of a loop go to the journal with one write(2) at the end of that
@@ -289,7 +311,8 @@ struct GatewayServer::Impl {
   std::vector<std::unique_ptr<net::io_context>> loops;
   std::vector<UpstreamPool> pools;            // per loop: a connection stays on its loop
   std::vector<JournalBatch> journal_batches;  // per loop, used on that loop only
-  size_t next_loop = 0;                       // accept loop only
+  std::vector<std::unique_ptr<DeferredWatches>> deferred_watches;  // per loop
+  size_t next_loop = 0;                                            // accept loop only
   std::vector<net::executor_work_guard<net::io_context::executor_type>> keep_running;
   tcp::acceptor acceptor;
   net::steady_timer maintenance_timer;
@@ -330,6 +353,10 @@ class Session : public std::enable_shared_from_this<Session> {
         executor_, [self = shared_from_this()]() { return self->Run(); }, net::detached);
   }
 
+  // Notices the client going away while its request waits or runs: takes it
+  // out of the queue or aborts the upstream request (Interrupts).
+  void WatchClient(const std::shared_ptr<Interrupts>& interrupts);
+
  private:
   const GatewayOptions& options() const { return server_.options; }
   int64_t Now() const { return server_.clock.NowMillis(); }
@@ -342,7 +369,6 @@ class Session : public std::enable_shared_from_this<Session> {
                          const std::string& request_id);
   awaitable<bool> WriteAll(std::string_view a, std::string_view b = {});
   awaitable<bool> SendError(const ApiError& error, bool keep_alive, const std::string& request_id);
-  void WatchClient(const std::shared_ptr<Interrupts>& interrupts);
 
   GatewayServer::Impl& server_;
   const size_t loop_;
@@ -385,6 +411,7 @@ awaitable<bool> Session::SendError(const ApiError& error, bool keep_alive,
 }
 
 void Session::WatchClient(const std::shared_ptr<Interrupts>& interrupts) {
+  interrupts->watched = true;
   stream_.socket().async_wait(
       tcp::socket::wait_read,
       net::bind_executor(executor_, [self = shared_from_this(), interrupts](beast::error_code ec) {
@@ -617,7 +644,7 @@ awaitable<bool> Session::Proxy(bhttp::request<bhttp::string_body>& request, gate
     std::shared_ptr<Interrupts> i;
     ~DoneOnExit() { i->done = true; }
   } done_on_exit{interrupts};
-  WatchClient(interrupts);
+  interrupts->session = weak_from_this();
 
   // Fair queue.
   std::optional<net::steady_timer> queue_timer;  // only when the request waits
@@ -637,7 +664,9 @@ awaitable<bool> Session::Proxy(bhttp::request<bhttp::string_body>& request, gate
   }
   if (admission.kind == Admission::Kind::kStarted) {
     endpoint = admission.endpoint;
+    server_.DeferWatch(loop_, interrupts);
   } else {
+    WatchClient(interrupts);  // a wait in the queue may be long
     queue_timer.emplace(executor_);
     interrupts->queue_timer = &*queue_timer;
     queue_timer->expires_after(Millis(std::max<int64_t>(0, slot.deadline_ms - Now())));
@@ -939,6 +968,31 @@ awaitable<bool> Session::Proxy(bhttp::request<bhttp::string_body>& request, gate
 }
 
 }  // namespace
+
+void GatewayServer::Impl::DeferWatch(size_t loop, const std::shared_ptr<Interrupts>& interrupts) {
+  DeferredWatches& watches = *deferred_watches[loop];
+  watches.due.emplace_back(std::chrono::steady_clock::now() + kWatchAfter, interrupts);
+  if (watches.armed) return;
+  watches.armed = true;
+  watches.timer.expires_after(kWatchAfter);
+  watches.timer.async_wait([this, loop](beast::error_code) { ArmDueWatches(loop); });
+}
+
+void GatewayServer::Impl::ArmDueWatches(size_t loop) {
+  DeferredWatches& watches = *deferred_watches[loop];
+  watches.armed = false;
+  const auto now = std::chrono::steady_clock::now();
+  while (!watches.due.empty() && watches.due.front().first <= now) {
+    std::shared_ptr<Interrupts> interrupts = watches.due.front().second.lock();
+    watches.due.pop_front();
+    if (!interrupts || interrupts->done || interrupts->watched) continue;
+    if (auto session = interrupts->session.lock()) session->WatchClient(interrupts);
+  }
+  if (watches.due.empty() || stopping.load()) return;
+  watches.armed = true;
+  watches.timer.expires_at(watches.due.front().first);
+  watches.timer.async_wait([this, loop](beast::error_code) { ArmDueWatches(loop); });
+}
 
 awaitable<void> GatewayServer::Impl::AcceptLoop() {
   for (;;) {

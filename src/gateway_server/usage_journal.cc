@@ -293,10 +293,19 @@ bool UsageJournal::ShipFromFile(int64_t end) {
 }
 
 bool UsageJournal::ShipFromMemory() {
+  // This round ships what was appended before it began, in batches: records
+  // that keep arriving wait for the next round rather than each making a
+  // small transaction of their own.
+  size_t round = 0;
+  {
+    std::lock_guard lock(append_mu_);
+    round = pending_.size();
+  }
   for (;;) {
-    if (taken_.size() < options_.batch) {  // a failed round's batch is retried as it was
+    if (taken_.size() < options_.batch && round > 0) {  // a failed batch is retried as it was
       std::lock_guard lock(append_mu_);
-      while (taken_.size() < options_.batch && !pending_.empty()) {
+      while (taken_.size() < options_.batch && round > 0 && !pending_.empty()) {
+        --round;
         taken_.push_back(std::move(pending_.front().record));
         taken_bytes_ += pending_.front().line_bytes;
         pending_.pop_front();
