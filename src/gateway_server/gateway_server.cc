@@ -379,6 +379,9 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string piece_;          // a streamed response's bytes on their way through the relay
   uint64_t journal_wait_ = 0;  // the journal batch the next write waits for (0: none)
   bool idle_ = false;          // waiting for the next request
+  net::steady_timer read_timer_{executor_};  // the whole of a request must arrive in time
+  uint64_t reads_ = 0;                       // requests read so far, the current one included
+  bool read_timed_out_ = false;
 };
 
 awaitable<bool> Session::WriteAll(std::string_view a, std::string_view b) {
@@ -436,13 +439,24 @@ awaitable<void> Session::Run() {
     parser.header_limit(static_cast<std::uint32_t>(options().max_header_bytes));
     parser.body_limit(options().max_body_bytes);
     beast::error_code ec;
-    stream_.expires_after(Millis(first ? options().read_timeout_ms : options().idle_timeout_ms));
+    // Not the stream's own timeout: that closes the socket, and a request
+    // that arrived only in part is answered 408.
+    const uint64_t read = ++reads_;
+    read_timed_out_ = false;
+    read_timer_.expires_after(
+        Millis(first ? options().read_timeout_ms : options().idle_timeout_ms));
+    read_timer_.async_wait([self = shared_from_this(), read](beast::error_code e) {
+      if (e || !self->idle_ || self->reads_ != read) return;
+      self->read_timed_out_ = true;
+      beast::error_code ignored;
+      self->stream_.socket().cancel(ignored);
+    });
     if (server_.stopping.load()) break;
     idle_ = true;
     co_await bhttp::async_read(stream_, buffer_, parser,
                                net::redirect_error(net::use_awaitable, ec));
     idle_ = false;
-    stream_.expires_never();
+    read_timer_.cancel();
     if (ec) {
       const std::string request_id = NewRequestId();
       std::optional<ApiError> error;
@@ -450,6 +464,12 @@ awaitable<void> Session::Run() {
         error = ApiError{
             413, "invalid_request_error", "request_too_large",
             "request body is larger than " + std::to_string(options().max_body_bytes) + " bytes"};
+      } else if (read_timed_out_ && parser.got_some()) {
+        // Part of a request came, the rest not in time (an idle keep-alive
+        // connection that times out is just closed).
+        error = ApiError{408, "invalid_request_error", "request_timeout",
+                         "the request did not arrive within " +
+                             std::to_string(options().read_timeout_ms) + " ms"};
       } else if (ec == bhttp::error::header_limit) {
         error = ApiError{431, "invalid_request_error", "headers_too_large",
                          "request headers are too large"};

@@ -75,6 +75,12 @@ class Connection {
               static_cast<ssize_t>(text.size()));
   }
 
+  void SendRaw(const std::string& text) {
+    sent_ms_ = NowMs();
+    ASSERT_EQ(::send(fd_, text.data(), text.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(text.size()));
+  }
+
   // Reads until `stop(bytes so far)` or the response is complete.
   RawResponse Read(int timeout_ms = 10'000, size_t stop_after_chunks = 0) {
     RawResponse r;
@@ -435,6 +441,23 @@ TEST_F(GatewayTest, BadRequestsGet400AndTheControlPlaneIsNotReachable) {
   RawResponse models = m.Read();
   ASSERT_EQ(models.status, 200);
   EXPECT_EQ(Json::parse(models.body)["data"][0]["id"], "sim-model");
+}
+
+TEST_F(GatewayTest, ARequestThatArrivesTooSlowlyGets408) {
+  AddDeployment("dep_1", {{StartSim("instant"), 8}});
+  GatewayOptions options;
+  options.read_timeout_ms = 300;
+  StartGateway(options);
+  Connection slow(port_);
+  slow.SendRaw("POST /v1/chat/completions HTTP/1.1\r\nHost: test\r\nContent-Length: 100\r\n");
+  RawResponse r = slow.Read(5'000);
+  EXPECT_EQ(r.status, 408);
+  EXPECT_EQ(Json::parse(r.body)["error"]["code"], "request_timeout");
+  EXPECT_EQ(r.headers["connection"], "close");
+  // A connection that sends nothing is closed without an answer.
+  Connection quiet(port_);
+  RawResponse none = quiet.Read(5'000);
+  EXPECT_EQ(none.status, 0);
 }
 
 TEST_F(GatewayTest, RateLimitAnswers429WithRetryAfterAndIsMetered) {
