@@ -50,6 +50,17 @@ bool Balancer::HasFreeSlot(const std::vector<DeploymentEndpoint>& endpoints, int
   return Pick(endpoints, {}, now_ms).has_value();
 }
 
+bool Balancer::AnyUp(const std::vector<DeploymentEndpoint>& endpoints, int64_t now_ms) const {
+  for (const DeploymentEndpoint& endpoint : endpoints) {
+    auto it = endpoints_.find(endpoint.url);
+    if (it == endpoints_.end()) return true;  // never failed
+    EndpointState state = it->second;
+    state.outstanding = 0;  // busy is up
+    if (Usable(state, 1, now_ms)) return true;
+  }
+  return false;
+}
+
 void Balancer::Started(const std::string& url) {
   EndpointState& state = endpoints_[url];
   ++state.outstanding;

@@ -42,6 +42,9 @@ class Balancer {
                              const std::vector<std::string>& exclude, int64_t now_ms);
   // Pick would succeed with nothing excluded.
   bool HasFreeSlot(const std::vector<DeploymentEndpoint>& endpoints, int64_t now_ms);
+  // Some endpoint is up: healthy, not ejected, circuit not open (busy counts
+  // as up: a full deployment is waited for, a down one is not).
+  bool AnyUp(const std::vector<DeploymentEndpoint>& endpoints, int64_t now_ms) const;
 
   void Started(const std::string& url);
   // Each ends one outstanding request. Failed: connect error, 5xx or timeout.

@@ -260,6 +260,16 @@ void Dispatcher::HealthCheck(const std::string& url, bool ok, int64_t now_ms) {
   balancer_.HealthCheck(url, ok, now_ms);
 }
 
+const DeploymentRecord* Dispatcher::Choose(const std::vector<const DeploymentRecord*>& candidates,
+                                           int64_t now_ms) const {
+  if (candidates.size() == 1) return candidates.front();
+  std::lock_guard lock(mu_);
+  for (const DeploymentRecord* d : candidates) {
+    if (balancer_.AnyUp(d->endpoints, now_ms)) return d;
+  }
+  return candidates.front();
+}
+
 void Dispatcher::Pump(int64_t now_ms) {
   std::vector<Wake> wakes;
   {

@@ -96,6 +96,10 @@ class Dispatcher {
   void ChargeOutput(const SlotRequest& request, int64_t output_tokens);
 
   void HealthCheck(const std::string& url, bool ok, int64_t now_ms);
+  // Of a model's candidate deployments (preferred first), the first with an
+  // endpoint up; the first of all when every one is down (its queue waits).
+  const DeploymentRecord* Choose(const std::vector<const DeploymentRecord*>& candidates,
+                                 int64_t now_ms) const;
   // Grants free slots to queued requests; called after every Finish and on a
   // timer (ejections and open circuits end with time).
   void Pump(int64_t now_ms);

@@ -605,7 +605,8 @@ awaitable<bool> Session::Proxy(bhttp::request<bhttp::string_body>& request, gate
     finish_record("rejected", refusal->status);
     co_return co_await SendError(*refusal, keep_alive, request_id);
   }
-  const DeploymentRecord* deployment = route->deployments.front();
+  // The tenant's dedicated deployment first, unless all its endpoints are down.
+  const DeploymentRecord* deployment = server_.dispatcher.Choose(route->deployments, arrived);
   record.deployment_id = deployment->id;
 
   SlotRequest slot;

@@ -98,6 +98,23 @@ TEST(BalancerTest, EjectsAfterConsecutiveFailuresForAWhile) {
   EXPECT_EQ(balancer.Outstanding(kA), 0);
 }
 
+TEST(BalancerTest, AFullDeploymentIsUpADownOneIsNot) {
+  Balancer balancer;
+  std::vector<DeploymentEndpoint> endpoints = {{kA, 1}, {kB, 1}};
+  EXPECT_TRUE(balancer.AnyUp(endpoints, 0));  // never seen: up
+  balancer.Started(kA);
+  balancer.Started(kB);
+  EXPECT_FALSE(balancer.HasFreeSlot(endpoints, 0));
+  EXPECT_TRUE(balancer.AnyUp(endpoints, 0));  // full, not down
+  for (int i = 0; i < 2; ++i) {
+    balancer.HealthCheck(kA, false, 0);
+    balancer.HealthCheck(kB, false, 0);
+  }
+  EXPECT_FALSE(balancer.AnyUp(endpoints, 0));
+  balancer.HealthCheck(kB, true, 0);
+  EXPECT_TRUE(balancer.AnyUp(endpoints, 0));
+}
+
 TEST(BalancerTest, CircuitOpensThenLetsOneTrialThrough) {
   BalancerOptions options;
   options.eject_after_failures = 0;  // only the breaker here

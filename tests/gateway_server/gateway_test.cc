@@ -551,6 +551,40 @@ TEST_F(GatewayTest, RetriesAnotherEndpointWhenOneIsDown) {
   EXPECT_EQ(sims_[0]->Served().finished, 10);
 }
 
+TEST_F(GatewayTest, FallsOverFromADedicatedDeploymentWhoseEndpointsAreAllDown) {
+  int dead_fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(dead_fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(dead_fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int dead_port = ntohs(addr.sin_port);
+  ::close(dead_fd);
+  AddDeployment("dep_shared", {{StartSim("instant"), 8}});
+  DeploymentRecord dedicated;
+  dedicated.id = "dep_dedicated";
+  dedicated.model = "sim-model";
+  dedicated.endpoints = {{"http://127.0.0.1:" + std::to_string(dead_port), 8}};
+  dedicated.region = "eu-1";
+  dedicated.latency_tier = "interactive";
+  dedicated.visibility = "dedicated";
+  dedicated.tenant_id = "tn_a";
+  rows_.deployments.push_back(dedicated);
+  StartGateway();
+  // Until the checks find the dedicated endpoint down, tn_a's requests go to
+  // it (and fail: it has no other endpoint); then to the shared deployment.
+  int64_t deadline = NowMs() + 10'000;
+  while (NowMs() < deadline && Post(key_a_, ChatBody(1, false)).status != 200) usleep(50'000);
+  for (int i = 0; i < 5; ++i) {
+    RawResponse r = Post(key_a_, ChatBody(1, false));
+    ASSERT_EQ(r.status, 200);
+    auto record = RecordOf(r.headers["x-request-id"]);
+    ASSERT_TRUE(record.has_value());
+    EXPECT_EQ(record->deployment_id, "dep_shared");
+  }
+}
+
 TEST_F(GatewayTest, ARevokedKeyStopsWorkingOnTheNextPolicy) {
   AddDeployment("dep_1", {{StartSim("instant"), 8}});
   StartGateway();
