@@ -85,12 +85,6 @@ TEST_F(DispatcherTest, ALightTenantWithNothingWaitingStillFindsItsShareFree) {
   EXPECT_TRUE(dispatcher_.TakeGrant(b2.id).has_value());  // ...but granted at once
 }
 
-}  // namespace
-}  // namespace atrium::gateway_server
-
-namespace atrium::gateway_server {
-namespace {
-
 // A millisecond-stepped run of the dispatcher alone: one deployment of 16
 // slots, every request holds its slot for 420 ms (as the h100 engine
 // simulator does for a 32-token answer). Tenant B arrives at random (Poisson)
