@@ -52,12 +52,11 @@ using Executor = net::io_context::executor_type;
 
 class Session;
 
-constexpr size_t kPieceBytes = 4096;
+constexpr size_t kPieceBytes = 4096;  // streamed upstream body read size: SSE events are small
 // A request that started at once has its client watched for a disconnect
 // from this long after it started: most exchanges are over sooner, and arming
 // the watch costs a system call (epoll_ctl) per request.
-constexpr auto kWatchAfter =
-    std::chrono::milliseconds(10);  // upstream body read size: SSE events are small
+constexpr auto kWatchAfter = std::chrono::milliseconds(10);
 // Output tokens are charged to the fair queue every this many streamed chunks.
 constexpr int64_t kChargeEveryChunks = 16;
 // An active health check must be answered within this.
@@ -442,9 +441,9 @@ awaitable<void> Session::Run() {
     // Not the stream's own timeout: that closes the socket, and a request
     // that arrived only in part is answered 408.
     const uint64_t read = ++reads_;
+    const int timeout_ms = first ? options().read_timeout_ms : options().idle_timeout_ms;
     read_timed_out_ = false;
-    read_timer_.expires_after(
-        Millis(first ? options().read_timeout_ms : options().idle_timeout_ms));
+    read_timer_.expires_after(Millis(timeout_ms));
     read_timer_.async_wait([self = shared_from_this(), read](beast::error_code e) {
       if (e || !self->idle_ || self->reads_ != read) return;
       self->read_timed_out_ = true;
@@ -468,8 +467,7 @@ awaitable<void> Session::Run() {
         // Part of a request came, the rest not in time (an idle keep-alive
         // connection that times out is just closed).
         error = ApiError{408, "invalid_request_error", "request_timeout",
-                         "the request did not arrive within " +
-                             std::to_string(options().read_timeout_ms) + " ms"};
+                         "the request did not arrive within " + std::to_string(timeout_ms) + " ms"};
       } else if (ec == bhttp::error::header_limit) {
         error = ApiError{431, "invalid_request_error", "headers_too_large",
                          "request headers are too large"};
