@@ -1,5 +1,8 @@
 #include "runtime/dev_models.h"
 
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
 #include <fstream>
 
 #include "crypto/crypto.h"
@@ -11,6 +14,25 @@ constexpr int kSimulators = 2;
 constexpr const char* kDemoTenant = "demo";
 constexpr const char* kDemoAccount = "demo-app";
 
+// What `atrium dev` sets up is in the audit trail like any change: actor
+// "system", no HTTP request behind it (status 0), source "atrium dev".
+void AuditSetUp(Store& store, const std::string& tenant_id, const std::string& action,
+                const std::string& target) {
+  AuditRecord r;
+  r.time = SystemClock::Instance().NowMillis();
+  r.actor = "system";
+  r.actor_role = std::string(RoleName(Role::kPlatformAdmin));
+  r.tenant_id = tenant_id;
+  r.action = action;
+  r.target = target;
+  r.outcome = "allowed";
+  r.source = "atrium dev";
+  auto appended = store.AppendAudit(std::move(r));
+  if (!appended.has_value()) {
+    spdlog::error("atrium dev: audit append failed for {}: {}", action, appended.error().message);
+  }
+}
+
 Result<Tenant> EnsureDemoTenant(Platform& platform) {
   auto existing = platform.store().GetTenantByName(kDemoTenant);
   if (existing.has_value()) return existing;
@@ -18,7 +40,11 @@ Result<Tenant> EnsureDemoTenant(Platform& platform) {
   NewTenant req;
   req.name = kDemoTenant;
   req.display_name = "Demo tenant (atrium dev)";
-  return platform.tenants().Create(req);
+  auto created = platform.tenants().Create(req);
+  if (created.has_value()) {
+    AuditSetUp(platform.store(), created->id, "tenant.create", "tenant/" + created->id);
+  }
+  return created;
 }
 
 Result<std::string> EnsureDemoKey(Platform& platform, const Tenant& tenant,
@@ -40,6 +66,8 @@ Result<std::string> EnsureDemoKey(Platform& platform, const Tenant& tenant,
     req.role = std::string(RoleName(Role::kTenantAdmin));
     req.kind = "service";
     ATRIUM_ASSIGN_OR_RETURN(user, platform.identity().CreateUser(system, scope, req));
+    AuditSetUp(platform.store(), tenant.id, "user.create",
+               "tenant/" + tenant.id + "/user/" + user->id);
   }
   Principal actor;
   actor.tenant_id = tenant.id;
@@ -48,6 +76,8 @@ Result<std::string> EnsureDemoKey(Platform& platform, const Tenant& tenant,
   NewApiKey key_req;
   key_req.name = "demo";
   ATRIUM_ASSIGN_OR_RETURN(auto created, platform.identity().CreateApiKey(actor, scope, key_req));
+  AuditSetUp(platform.store(), tenant.id, "key.create",
+             "tenant/" + tenant.id + "/key/" + created.first.id);
   ATRIUM_RETURN_IF_ERROR(WriteSecretFile(path.string(), created.second));
   return created.second;
 }
@@ -86,12 +116,23 @@ Result<std::unique_ptr<DevModels>> DevModels::Start(Platform& platform,
   if (existing.has_value()) {
     deployment.created_at = existing->created_at;
     ATRIUM_RETURN_IF_ERROR(store.UpdateDeployment(TenantScope::Platform(), deployment));
+    // The simulators listen on new ports each start.
+    AuditSetUp(store, "", "deployment.update", std::string("platform/deployment/") + deployment.id);
   } else {
     deployment.created_at = now;
     ATRIUM_RETURN_IF_ERROR(store.CreateDeployment(deployment));
+    AuditSetUp(store, "", "deployment.create", std::string("platform/deployment/") + deployment.id);
   }
   ATRIUM_ASSIGN_OR_RETURN(Tenant demo, EnsureDemoTenant(platform));
+  auto entitled = store.ListEntitlements(TenantScope::Of(demo.id));
+  const bool had = entitled.has_value() &&
+                   std::any_of(entitled->begin(), entitled->end(),
+                               [](const EntitlementRecord& e) { return e.model == kDevModel; });
   ATRIUM_RETURN_IF_ERROR(store.GrantEntitlement(TenantScope::Of(demo.id), kDevModel, now));
+  if (!had) {
+    AuditSetUp(store, demo.id, "entitlement.grant",
+               "tenant/" + demo.id + "/entitlement/" + std::string(kDevModel));
+  }
   models->demo_key_path_ = (data_dir / "demo.key").string();
   ATRIUM_RETURN_IF_ERROR(EnsureDemoKey(platform, demo, models->demo_key_path_));
   // The gateway polls for changes; reload now so the first call finds them.

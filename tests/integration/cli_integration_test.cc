@@ -456,11 +456,18 @@ TEST_F(CliIntegrationTest, AuditVerifyFindsTruncationAndTamperingInTheStore) {
   EXPECT_EQ(page["items"][0]["seq"], 1);
   ProcessResult listed = Admin({"audit", "list", "--all"});
   EXPECT_NE(listed.out.find("tenant.suspend"), std::string::npos) << listed.out;
+  // `atrium dev`'s own set-up is in the trail too: the simulated deployment
+  // (platform chain), the demo tenant, its account, key and entitlement.
+  for (const char* action :
+       {"deployment.create", "tenant.create", "user.create", "key.create", "entitlement.grant"}) {
+    EXPECT_NE(listed.out.find(action), std::string::npos) << action << "\n" << listed.out;
+  }
 
   ASSERT_EQ(StopServer(), 0) << server_->Output();
   ProcessResult stored = Admin({"audit", "verify", "--data", data_dir_});
   EXPECT_EQ(stored.exit_code, 0) << Describe(stored);
-  EXPECT_EQ(stored.out, "audit chain OK: 5 records in 2 chains\n");
+  // 5 records of this test in 2 chains, and atrium dev's 5 in 2 more.
+  EXPECT_EQ(stored.out, "audit chain OK: 10 records in 4 chains\n");
   ProcessResult by_url =
       Admin({"audit", "verify", "--store", "sqlite://" + data_dir_ + "/atrium.db"});
   EXPECT_EQ(by_url.exit_code, 0) << Describe(by_url);
