@@ -35,6 +35,7 @@
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
+#include <boost/beast/http/status.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <chrono>
 #include <ctime>
@@ -70,29 +71,13 @@ constexpr int kLingerMs = 2000;
 // Buffers larger than this are released after their response.
 constexpr size_t kKeepBufferBytes = size_t{64} * 1024;
 
+// The standard phrase of a status code (Beast's table).
 std::string_view ReasonPhrase(int status) {
-  switch (status) {
-    case 100:
-      return "Continue";
-    case 200:
-      return "OK";
-    case 400:
-      return "Bad Request";
-    case 404:
-      return "Not Found";
-    case 405:
-      return "Method Not Allowed";
-    case 408:
-      return "Request Timeout";
-    case 413:
-      return "Payload Too Large";
-    case 431:
-      return "Request Header Fields Too Large";
-    case 500:
-      return "Internal Server Error";
-    default:
-      return "Unknown";
+  if (bhttp::int_to_status(static_cast<unsigned>(status)) == bhttp::status::unknown) {
+    return "Unknown";  // e.g. a model server's own code, relayed
   }
+  auto phrase = bhttp::obsolete_reason(static_cast<bhttp::status>(status));
+  return {phrase.data(), phrase.size()};
 }
 
 bool IsParseError(const beast::error_code& ec) {

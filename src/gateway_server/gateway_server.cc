@@ -22,6 +22,7 @@
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
+#include <boost/beast/http/status.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <cerrno>
 #include <chrono>
@@ -88,41 +89,13 @@ std::string NewRequestId() {
   return prefix + std::string(digits, static_cast<size_t>(n));
 }
 
+// The standard phrase of a status code (Beast's table).
 std::string_view ReasonPhrase(int status) {
-  switch (status) {
-    case 200:
-      return "OK";
-    case 400:
-      return "Bad Request";
-    case 401:
-      return "Unauthorized";
-    case 403:
-      return "Forbidden";
-    case 404:
-      return "Not Found";
-    case 405:
-      return "Method Not Allowed";
-    case 408:
-      return "Request Timeout";
-    case 413:
-      return "Payload Too Large";
-    case 422:
-      return "Unprocessable Entity";
-    case 429:
-      return "Too Many Requests";
-    case 431:
-      return "Request Header Fields Too Large";
-    case 500:
-      return "Internal Server Error";
-    case 502:
-      return "Bad Gateway";
-    case 503:
-      return "Service Unavailable";
-    case 504:
-      return "Gateway Timeout";
-    default:
-      return status < 400 ? "OK" : "Error";
+  if (bhttp::int_to_status(static_cast<unsigned>(status)) == bhttp::status::unknown) {
+    return "Unknown";  // e.g. a model server's own code, relayed
   }
+  auto phrase = bhttp::obsolete_reason(static_cast<bhttp::status>(status));
+  return {phrase.data(), phrase.size()};
 }
 
 // Status line and headers. content_length < 0: chunked.

@@ -44,6 +44,19 @@ struct RawResponse {
   int64_t last_body_ms = 0;
 };
 
+// A loopback port nothing listens on.
+int DeadPort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
 class Connection {
  public:
   explicit Connection(int port) {
@@ -534,16 +547,7 @@ TEST_F(GatewayTest, AClientThatLeavesMidStreamAbortsTheUpstreamRequest) {
 }
 
 TEST_F(GatewayTest, RetriesAnotherEndpointWhenOneIsDown) {
-  // A port nothing listens on.
-  int dead_fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(dead_fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(dead_fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  const int dead_port = ntohs(addr.sin_port);
-  ::close(dead_fd);
+  const int dead_port = DeadPort();
   AddDeployment("dep_1",
                 {{"http://127.0.0.1:" + std::to_string(dead_port), 8}, {StartSim("instant"), 8}});
   StartGateway();
@@ -555,15 +559,7 @@ TEST_F(GatewayTest, RetriesAnotherEndpointWhenOneIsDown) {
 }
 
 TEST_F(GatewayTest, FallsOverFromADedicatedDeploymentWhoseEndpointsAreAllDown) {
-  int dead_fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(dead_fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(dead_fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  const int dead_port = ntohs(addr.sin_port);
-  ::close(dead_fd);
+  const int dead_port = DeadPort();
   AddDeployment("dep_shared", {{StartSim("instant"), 8}});
   DeploymentRecord dedicated;
   dedicated.id = "dep_dedicated";
