@@ -113,6 +113,10 @@ int main(int argc, char** argv) {
   dev->add_option("--gateway-threads", gateway_threads, "Gateway I/O threads")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
+  std::string gateway_upstream_ca;
+  dev->add_option("--gateway-upstream-ca", gateway_upstream_ca,
+                  "PEM file of CAs to trust, besides the system's, for https model endpoints")
+      ->check(CLI::ExistingFile);
   std::string fleet_spec;
   dev->add_option("--fleet", fleet_spec,
                   "Simulated GPU fleet as COUNTxMODELxGPUS items, e.g. "
@@ -181,6 +185,7 @@ int main(int argc, char** argv) {
     config.gateway_listen = gateway_listen;
     config.gateway_queue = gateway_queue;
     config.gateway_threads = gateway_threads;
+    config.gateway_upstream_ca_file = gateway_upstream_ca;
     config.gateway_journal_dir = (dir / "gateway").string();
     if (auto fleet = atrium::capacity::ParseFleetSpec(fleet_spec);
         !fleet_spec.empty() && !fleet.has_value()) {

@@ -147,29 +147,52 @@ ApiError ErrorOf(const Error& e) {
   }
 }
 
-// Fresh connection to one endpoint, with the connect timeout.
+// Fresh connection to one endpoint, with the connect timeout (which covers
+// the TLS handshake of an https endpoint too). On failure `why` says what
+// failed.
 awaitable<std::unique_ptr<UpstreamConnection>> Connect(UpstreamPool& pool, const std::string& url,
                                                        const UpstreamAddress& address,
-                                                       int timeout_ms, beast::error_code& ec) {
+                                                       net::ssl::context* tls_context,
+                                                       int timeout_ms, std::string& why) {
+  beast::error_code ec;
   auto executor = co_await net::this_coro::executor;
   std::vector<tcp::endpoint> endpoints = pool.Cached(url);
   if (endpoints.empty()) {
     tcp::resolver resolver(executor);
     auto results = co_await resolver.async_resolve(address.host, address.port,
                                                    net::redirect_error(net::use_awaitable, ec));
-    if (ec) co_return nullptr;
+    if (ec) {
+      why = "cannot resolve " + address.host + ": " + ec.message();
+      co_return nullptr;
+    }
     for (const auto& r : results) endpoints.push_back(r.endpoint());
     pool.Remember(url, endpoints);
   }
-  auto connection = std::make_unique<UpstreamConnection>(executor);
-  connection->stream.expires_after(Millis(timeout_ms));
-  co_await connection->stream.async_connect(endpoints, net::redirect_error(net::use_awaitable, ec));
+  auto connection =
+      std::make_unique<UpstreamConnection>(executor, address.tls ? tls_context : nullptr);
+  beast::tcp_stream& tcp_layer = connection->tcp();
+  tcp_layer.expires_after(Millis(timeout_ms));
+  co_await tcp_layer.async_connect(endpoints, net::redirect_error(net::use_awaitable, ec));
   if (ec) {
     pool.Forget(url);
+    why = "cannot connect to " + url + ": " + ec.message();
     co_return nullptr;
   }
   beast::error_code ignored;
-  connection->stream.socket().set_option(tcp::no_delay(true), ignored);
+  tcp_layer.socket().set_option(tcp::no_delay(true), ignored);
+  if (connection->tls) {
+    if (auto expected = ExpectPeer(*connection->tls, address.host); !expected.has_value()) {
+      why = expected.error().message;
+      co_return nullptr;
+    }
+    co_await connection->tls->async_handshake(net::ssl::stream_base::client,
+                                              net::redirect_error(net::use_awaitable, ec));
+    if (ec) {
+      why = "TLS handshake with " + url + " failed: " + ec.message();
+      co_return nullptr;
+    }
+  }
+  tcp_layer.expires_never();
   co_return connection;
 }
 
@@ -187,7 +210,7 @@ struct Interrupts {
     if (queue_timer) queue_timer->cancel();
     if (upstream) {
       beast::error_code ignored;
-      upstream->stream.socket().close(ignored);
+      upstream->tcp().socket().close(ignored);
     }
   }
 };
@@ -281,8 +304,9 @@ struct GatewayServer::Impl {
 
   // The I/O objects below are destroyed before the loops they live on.
   std::vector<std::unique_ptr<net::io_context>> loops;
-  std::vector<UpstreamPool> pools;            // per loop: a connection stays on its loop
-  std::vector<JournalBatch> journal_batches;  // per loop, used on that loop only
+  std::vector<UpstreamPool> pools;                  // per loop: a connection stays on its loop
+  std::shared_ptr<net::ssl::context> upstream_tls;  // for https endpoints; set by Start()
+  std::vector<JournalBatch> journal_batches;        // per loop, used on that loop only
   std::vector<std::unique_ptr<DeferredWatches>> deferred_watches;  // per loop
   size_t next_loop = 0;                                            // accept loop only
   std::vector<net::executor_work_guard<net::io_context::executor_type>> keep_running;
@@ -720,27 +744,29 @@ awaitable<bool> Session::Proxy(bhttp::request<bhttp::string_body>& request, gate
         beast::error_code ec;
         connection = pool_.TakeIdle(endpoint);
         if (!connection) {
-          connection =
-              co_await Connect(pool_, endpoint, *address, options().connect_timeout_ms, ec);
-          if (!connection) {
-            failure = "cannot connect to " + endpoint + ": " + ec.message();
-            break;
-          }
+          connection = co_await Connect(pool_, endpoint, *address, server_.upstream_tls.get(),
+                                        options().connect_timeout_ms, failure);
+          if (!connection) break;
         }
         interrupts->upstream = connection.get();
         if (interrupts->client_gone) break;
         std::array<net::const_buffer, 2> out{net::buffer(head), net::buffer(upstream_body)};
-        connection->stream.expires_after(Millis(options().first_byte_timeout_ms));
-        co_await net::async_write(connection->stream, out,
-                                  net::redirect_error(net::use_awaitable, ec));
+        connection->tcp().expires_after(Millis(options().first_byte_timeout_ms));
+        auto write = connection->With([&](auto& stream) {
+          return net::async_write(stream, out, net::redirect_error(net::use_awaitable, ec));
+        });
+        co_await std::move(write);
         if (!ec) {
           parser.emplace();
           // No limit here (streams run long; non-streamed bodies are capped
           // below). Not boost::none: Boost 1.74 then rejects every
           // Content-Length body.
           parser->body_limit(std::numeric_limits<std::uint64_t>::max());
-          co_await bhttp::async_read_header(connection->stream, connection->buffer, *parser,
+          auto read = connection->With([&](auto& stream) {
+            return bhttp::async_read_header(stream, connection->buffer, *parser,
                                             net::redirect_error(net::use_awaitable, ec));
+          });
+          co_await std::move(read);
         }
         if (!ec) break;
         const bool was_reused = connection->reused;
@@ -849,10 +875,13 @@ awaitable<bool> Session::Proxy(bhttp::request<bhttp::string_body>& request, gate
     response.get().body().data = into;
     response.get().body().size = room;
     beast::error_code ec;
-    connection->stream.expires_after(Millis(options().stream_idle_timeout_ms));
+    connection->tcp().expires_after(Millis(options().stream_idle_timeout_ms));
     // read_some: hand on what has arrived, not a full buffer.
-    co_await bhttp::async_read_some(connection->stream, connection->buffer, response,
+    auto read = connection->With([&](auto& stream) {
+      return bhttp::async_read_some(stream, connection->buffer, response,
                                     net::redirect_error(net::use_awaitable, ec));
+    });
+    co_await std::move(read);
     const size_t n = room - response.get().body().size;
     if (!streaming) whole.resize(whole.size() - room + n);
     if (ec == bhttp::error::need_buffer) ec = {};
@@ -1018,19 +1047,27 @@ awaitable<void> GatewayServer::Impl::CheckHealth(std::string url) {
   }
   beast::error_code ec;
   UpstreamPool probe_pool(0);
-  auto connection = co_await Connect(probe_pool, url, *address, kHealthTimeoutMs, ec);
+  std::string why;
+  auto connection =
+      co_await Connect(probe_pool, url, *address, upstream_tls.get(), kHealthTimeoutMs, why);
   bool ok = false;
   if (connection) {
     std::string head = "GET " + address->base_path +
                        "/v1/models HTTP/1.1\r\nHost: " + address->host_header +
                        "\r\nConnection: close\r\n\r\n";
-    connection->stream.expires_after(Millis(kHealthTimeoutMs));
-    co_await net::async_write(connection->stream, net::buffer(head),
+    connection->tcp().expires_after(Millis(kHealthTimeoutMs));
+    auto write = connection->With([&](auto& stream) {
+      return net::async_write(stream, net::buffer(head),
                               net::redirect_error(net::use_awaitable, ec));
+    });
+    co_await std::move(write);
     if (!ec) {
       bhttp::response_parser<bhttp::string_body> parser;
-      co_await bhttp::async_read(connection->stream, connection->buffer, parser,
+      auto read = connection->With([&](auto& stream) {
+        return bhttp::async_read(stream, connection->buffer, parser,
                                  net::redirect_error(net::use_awaitable, ec));
+      });
+      co_await std::move(read);
       ok = !ec && parser.get().result_int() == 200;
     }
   }
@@ -1067,6 +1104,7 @@ Dispatcher& GatewayServer::dispatcher() { return impl_->dispatcher; }
 
 Result<int> GatewayServer::Start() {
   Impl& impl = *impl_;
+  ATRIUM_ASSIGN_OR_RETURN(impl.upstream_tls, MakeUpstreamTlsContext(impl.options.upstream_ca_file));
   beast::error_code ec;
   auto address = net::ip::make_address(impl.options.host, ec);
   if (ec)

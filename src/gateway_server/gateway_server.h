@@ -41,6 +41,10 @@ struct GatewayOptions {
   int max_retries = 1;                   // other endpoints tried before the first byte
   int health_interval_ms = 2'000;        // active checks: GET <endpoint>/v1/models
   size_t max_upstream_body_bytes = 64 * 1024 * 1024;
+  // https endpoints: certificates are checked against the system's CAs and,
+  // when set, the CAs in this PEM file (e.g. the private CA of in-cluster
+  // model servers).
+  std::string upstream_ca_file;
   DispatcherOptions dispatcher;
 };
 

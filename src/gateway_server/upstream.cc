@@ -1,17 +1,31 @@
 #include "gateway_server/upstream.h"
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+#include <boost/asio/ip/address.hpp>
+
 namespace atrium::gateway_server {
+
+namespace ssl = boost::asio::ssl;
 
 Result<UpstreamAddress> ParseUpstreamUrl(const std::string& url) {
   constexpr std::string_view kHttp = "http://";
-  if (url.rfind("https://", 0) == 0) {
-    return Error::Unavailable("endpoint " + url + ": https upstreams are not supported yet");
+  constexpr std::string_view kHttps = "https://";
+  UpstreamAddress out;
+  std::string rest;
+  if (url.rfind(kHttps, 0) == 0) {
+    out.tls = true;
+    rest = url.substr(kHttps.size());
+  } else if (url.rfind(kHttp, 0) == 0) {
+    rest = url.substr(kHttp.size());
+  } else {
+    return Error::InvalidArgument("endpoint " + url + ": not http:// or https://");
   }
-  if (url.rfind(kHttp, 0) != 0) return Error::InvalidArgument("endpoint " + url + ": not http://");
-  std::string rest = url.substr(kHttp.size());
+  const std::string default_port = out.tls ? "443" : "80";
   size_t slash = rest.find('/');
   std::string authority = rest.substr(0, slash);
-  UpstreamAddress out;
   if (slash != std::string::npos) out.base_path = rest.substr(slash);
   while (!out.base_path.empty() && out.base_path.back() == '/') out.base_path.pop_back();
   if (authority.empty() || authority.find('@') != std::string::npos) {
@@ -24,16 +38,55 @@ Result<UpstreamAddress> ParseUpstreamUrl(const std::string& url) {
     out.host = authority.substr(1, close - 1);
     out.port = close + 1 < authority.size() && authority[close + 1] == ':'
                    ? authority.substr(close + 2)
-                   : "80";
+                   : default_port;
   } else {
     size_t colon = authority.rfind(':');
     out.host = authority.substr(0, colon);
-    out.port = colon == std::string::npos ? "80" : authority.substr(colon + 1);
+    out.port = colon == std::string::npos ? default_port : authority.substr(colon + 1);
   }
   if (out.host.empty() || out.port.empty()) {
     return Error::InvalidArgument("endpoint " + url + ": bad host or port");
   }
   return out;
+}
+
+Result<std::shared_ptr<ssl::context>> MakeUpstreamTlsContext(const std::string& extra_ca_file) {
+  auto context = std::make_shared<ssl::context>(ssl::context::tls_client);
+  boost::system::error_code ec;
+  context->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                           ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
+                           ssl::context::no_tlsv1_1,
+                       ec);
+  if (!ec) context->set_verify_mode(ssl::verify_peer, ec);
+  if (!ec) context->set_default_verify_paths(ec);
+  if (ec) return Error::Internal("TLS client set-up: " + ec.message());
+  if (!extra_ca_file.empty()) {
+    context->load_verify_file(extra_ca_file, ec);
+    if (ec) {
+      return Error::InvalidArgument("cannot load the upstream CA file '" + extra_ca_file +
+                                    "': " + ec.message());
+    }
+  }
+  return context;
+}
+
+Status ExpectPeer(boost::beast::ssl_stream<boost::beast::tcp_stream>& stream,
+                  const std::string& host) {
+  SSL* ssl = stream.native_handle();
+  boost::system::error_code ec;
+  boost::asio::ip::make_address(host, ec);
+  const bool is_ip = !ec;
+  bool ok = true;
+  if (is_ip) {  // no SNI for an address (RFC 6066); the certificate must name it
+    ok = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host.c_str()) == 1;
+  } else {
+    ok = SSL_set_tlsext_host_name(ssl, host.c_str()) == 1 && SSL_set1_host(ssl, host.c_str()) == 1;
+  }
+  if (!ok) {
+    ERR_clear_error();
+    return Error::InvalidArgument("cannot expect a TLS certificate for '" + host + "'");
+  }
+  return OkStatus();
 }
 
 std::unique_ptr<UpstreamConnection> UpstreamPool::TakeIdle(const std::string& url) {

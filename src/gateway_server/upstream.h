@@ -4,10 +4,13 @@
 #pragma once
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -18,18 +21,47 @@ namespace atrium::gateway_server {
 
 struct UpstreamAddress {
   std::string host;         // name or address, without brackets
-  std::string port;         // "80" when the URL has none
+  std::string port;         // "80" (http) or "443" (https) when the URL has none
   std::string base_path;    // "" or "/prefix" (no trailing slash)
   std::string host_header;  // what goes into Host:
+  bool tls = false;         // https
 };
 
-// "http://host[:port][/prefix]". https endpoints are refused with a clear
-// error (the gateway does not speak TLS to upstreams yet).
+// "http://host[:port][/prefix]" or "https://...".
 Result<UpstreamAddress> ParseUpstreamUrl(const std::string& url);
 
+// The client-side TLS settings for https endpoints: TLS 1.2 or later, the
+// peer's certificate checked against the system's CAs plus those in
+// `extra_ca_file` (PEM; "" for none), e.g. a private CA of the model servers.
+Result<std::shared_ptr<boost::asio::ssl::context>> MakeUpstreamTlsContext(
+    const std::string& extra_ca_file);
+
+// Prepares `stream` for a handshake with `host`: SNI (for a name) and the
+// check that the certificate is for that name or IP address.
+Status ExpectPeer(boost::beast::ssl_stream<boost::beast::tcp_stream>& stream,
+                  const std::string& host);
+
+// One connection to an endpoint: plain TCP, or TLS over TCP (https).
 struct UpstreamConnection {
-  explicit UpstreamConnection(const boost::asio::any_io_executor& executor) : stream(executor) {}
-  boost::beast::tcp_stream stream;
+  UpstreamConnection(const boost::asio::any_io_executor& executor,
+                     boost::asio::ssl::context* tls_context) {
+    if (tls_context) {
+      tls.emplace(executor, *tls_context);
+    } else {
+      plain.emplace(executor);
+    }
+  }
+  // The TCP layer: timeouts, the socket.
+  boost::beast::tcp_stream& tcp() { return tls ? tls->next_layer() : *plain; }
+  // Calls f with the stream HTTP is spoken over; f's result is returned
+  // (the same type for both, e.g. an awaitable<std::size_t>).
+  template <class F>
+  auto With(F&& f) {
+    return tls ? f(*tls) : f(*plain);
+  }
+
+  std::optional<boost::beast::tcp_stream> plain;
+  std::optional<boost::beast::ssl_stream<boost::beast::tcp_stream>> tls;
   boost::beast::flat_buffer buffer;
   bool reused = false;  // came from the idle pool (may have been closed by the peer)
 };

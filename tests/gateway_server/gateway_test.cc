@@ -9,6 +9,14 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -18,6 +26,7 @@
 
 #include "engine_sim/server.h"
 #include "gateway_server/gateway_server.h"
+#include "gateway_server/upstream.h"
 #include "identity/api_key.h"
 #include "support/result_matchers.h"
 
@@ -56,6 +65,86 @@ int DeadPort() {
   ::close(fd);
   return ntohs(addr.sin_port);
 }
+
+// What an https model endpoint looks like to the gateway: TLS terminated in
+// front of a plain-HTTP server (as an ingress or sidecar does for vLLM), here
+// bytes pumped both ways between a TLS connection and one to `backend_port`.
+class TlsFront {
+ public:
+  TlsFront(int backend_port, const std::string& name)
+      : tls_(boost::asio::ssl::context::tls_server),
+        acceptor_(io_, {boost::asio::ip::make_address("127.0.0.1"), 0}),
+        backend_port_(backend_port) {
+    const std::string dir = ATRIUM_TEST_TLS_DIR;
+    tls_.use_certificate_chain_file(dir + "/" + name + ".crt");
+    tls_.use_private_key_file(dir + "/" + name + ".key", boost::asio::ssl::context::pem);
+    port_ = acceptor_.local_endpoint().port();
+    boost::asio::co_spawn(io_, Accept(), boost::asio::detached);
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  ~TlsFront() {
+    io_.stop();
+    thread_.join();
+  }
+  int port() const { return port_; }
+  int handshakes() const { return handshakes_.load(); }
+
+ private:
+  using Tcp = boost::asio::ip::tcp;
+  using TlsStream = boost::asio::ssl::stream<Tcp::socket>;
+  static auto Redirect(boost::system::error_code& ec) {
+    return boost::asio::redirect_error(boost::asio::use_awaitable, ec);
+  }
+
+  boost::asio::awaitable<void> Accept() {
+    for (;;) {
+      boost::system::error_code ec;
+      Tcp::socket socket = co_await acceptor_.async_accept(Redirect(ec));
+      if (ec) co_return;
+      boost::asio::co_spawn(io_, Serve(std::move(socket)), boost::asio::detached);
+    }
+  }
+
+  boost::asio::awaitable<void> Serve(Tcp::socket socket) {
+    auto client = std::make_shared<TlsStream>(std::move(socket), tls_);
+    boost::system::error_code ec;
+    co_await client->async_handshake(boost::asio::ssl::stream_base::server, Redirect(ec));
+    if (ec) co_return;
+    handshakes_.fetch_add(1);
+    auto backend = std::make_shared<Tcp::socket>(io_);
+    const Tcp::endpoint to(boost::asio::ip::make_address("127.0.0.1"),
+                           static_cast<uint16_t>(backend_port_));
+    co_await backend->async_connect(to, Redirect(ec));
+    if (ec) co_return;
+    boost::asio::co_spawn(io_, Pump(*client, *backend, client, backend), boost::asio::detached);
+    co_await Pump(*backend, *client, client, backend);
+  }
+
+  // Copies from -> to until either side ends, then closes both.
+  template <class From, class To>
+  static boost::asio::awaitable<void> Pump(From& from, To& to, std::shared_ptr<TlsStream> client,
+                                           std::shared_ptr<Tcp::socket> backend) {
+    std::array<char, 16384> buf;
+    for (;;) {
+      boost::system::error_code ec;
+      size_t n = co_await from.async_read_some(boost::asio::buffer(buf), Redirect(ec));
+      if (ec) break;
+      co_await boost::asio::async_write(to, boost::asio::buffer(buf.data(), n), Redirect(ec));
+      if (ec) break;
+    }
+    boost::system::error_code ignored;
+    client->next_layer().close(ignored);
+    backend->close(ignored);
+  }
+
+  boost::asio::io_context io_;
+  boost::asio::ssl::context tls_;
+  Tcp::acceptor acceptor_;
+  const int backend_port_;
+  int port_ = 0;
+  std::atomic<int> handshakes_{0};
+  std::thread thread_;
+};
 
 class Connection {
  public:
@@ -582,6 +671,97 @@ TEST_F(GatewayTest, FallsOverFromADedicatedDeploymentWhoseEndpointsAreAllDown) {
     ASSERT_TRUE(record.has_value());
     EXPECT_EQ(record->deployment_id, "dep_shared");
   }
+}
+
+// The port of a URL "http://127.0.0.1:PORT".
+int PortOf(const std::string& url) { return std::stoi(url.substr(url.rfind(':') + 1)); }
+
+TEST_F(GatewayTest, RelaysToAnHttpsEndpointWhoseCertificateItTrusts) {
+  TlsFront front(PortOf(StartSim("instant")), "localhost");
+  // By name (SNI and the name check) and by address (the IP address check).
+  AddDeployment("dep_1", {{"https://localhost:" + std::to_string(front.port()), 8},
+                          {"https://127.0.0.1:" + std::to_string(front.port()) + "/", 8}});
+  GatewayOptions options;
+  options.upstream_ca_file = std::string(ATRIUM_TEST_TLS_DIR) + "/ca.crt";
+  StartGateway(options);
+  for (int i = 0; i < 6; ++i) {
+    RawResponse r = Post(key_a_, ChatBody(5, false));
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(Json::parse(r.body)["usage"]["completion_tokens"], 5);
+  }
+  RawResponse streamed = Post(key_b_, ChatBody(4, true));
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  EXPECT_NE(streamed.body.find("data: [DONE]"), std::string::npos);
+  auto record = RecordOf(streamed.headers["x-request-id"]);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->status, "completed");
+  EXPECT_EQ(record->output_tokens, 4);
+  EXPECT_EQ(record->endpoint.rfind("https://", 0), 0u) << record->endpoint;
+  EXPECT_GE(front.handshakes(), 1);
+}
+
+TEST_F(GatewayTest, RefusesAnHttpsEndpointWhoseCertificateItCannotTrust) {
+  TlsFront untrusted(PortOf(StartSim("instant")), "localhost");
+  TlsFront elsewhere(PortOf(StartSim("instant")), "elsewhere");
+  AddDeployment("dep_1", {{"https://localhost:" + std::to_string(untrusted.port()), 8}});
+  StartGateway();  // no extra CA: the test CA is unknown
+  RawResponse r = Post(key_a_, ChatBody(1, false));
+  EXPECT_EQ(r.status, 502);
+  EXPECT_NE(r.body.find("certificate verify failed"), std::string::npos) << r.body;
+  EXPECT_EQ(sims_[0]->Served().finished, 0);
+  gateway_->Stop(1000);
+  gateway_.reset();
+  policy_->Stop();
+  journal_->Stop();
+
+  // A CA it trusts, but a certificate for another host.
+  rows_.deployments.clear();
+  rows_.entitlements.clear();
+  AddDeployment("dep_2", {{"https://localhost:" + std::to_string(elsewhere.port()), 8}});
+  GatewayOptions options;
+  options.upstream_ca_file = std::string(ATRIUM_TEST_TLS_DIR) + "/ca.crt";
+  StartGateway(options);
+  r = Post(key_a_, ChatBody(1, false));
+  EXPECT_EQ(r.status, 502);
+  EXPECT_NE(r.body.find("certificate verify failed"), std::string::npos) << r.body;
+  EXPECT_EQ(sims_[1]->Served().finished, 0);
+}
+
+TEST_F(GatewayTest, DoesNotStartWithAnUnreadableUpstreamCaFile) {
+  journal_ = std::make_unique<UsageJournal>(
+      UsageJournalOptions{dir_.string(), 10, 10, 100, 16 << 20},
+      [this](const std::vector<UsageRecord>& r) { return store_.Insert(r); });
+  policy_ = std::make_unique<PolicyLoader>(
+      PolicySource{[] { return Result<int64_t>(1); },
+                   [this]() -> Result<GatewayPolicyRows> { return rows_; }},
+      20);
+  GatewayOptions options;
+  options.upstream_ca_file = (dir_ / "missing.pem").string();
+  GatewayServer gateway(options, *policy_, *journal_, SystemClock::Instance());
+  auto started = gateway.Start();
+  ASSERT_FALSE(started.has_value());
+  EXPECT_NE(started.error().message.find("missing.pem"), std::string::npos);
+}
+
+TEST(UpstreamUrlTest, ParsesHttpAndHttpsWithTheirDefaultPorts) {
+  auto plain = ParseUpstreamUrl("http://gpu-1.internal/v1prefix/");
+  ASSERT_OK(plain);
+  EXPECT_FALSE(plain->tls);
+  EXPECT_EQ(plain->port, "80");
+  EXPECT_EQ(plain->base_path, "/v1prefix");
+  auto secure = ParseUpstreamUrl("https://gpu-1.internal");
+  ASSERT_OK(secure);
+  EXPECT_TRUE(secure->tls);
+  EXPECT_EQ(secure->host, "gpu-1.internal");
+  EXPECT_EQ(secure->port, "443");
+  auto v6 = ParseUpstreamUrl("https://[::1]:8443");
+  ASSERT_OK(v6);
+  EXPECT_EQ(v6->host, "::1");
+  EXPECT_EQ(v6->port, "8443");
+  EXPECT_EQ(v6->host_header, "[::1]:8443");
+  EXPECT_FALSE(ParseUpstreamUrl("ftp://h").has_value());
+  EXPECT_FALSE(ParseUpstreamUrl("https://").has_value());
+  EXPECT_FALSE(ParseUpstreamUrl("https://user@h").has_value());
 }
 
 TEST_F(GatewayTest, ARevokedKeyStopsWorkingOnTheNextPolicy) {
