@@ -60,6 +60,8 @@ constexpr size_t kPieceBytes = 4096;  // streamed upstream body read size: SSE e
 constexpr auto kWatchAfter = std::chrono::milliseconds(10);
 // Output tokens are charged to the fair queue every this many streamed chunks.
 constexpr int64_t kChargeEveryChunks = 16;
+// A running stream's checkpoint (UsageJournal::Checkpoint) is refreshed this often.
+constexpr int64_t kCheckpointEveryMs = 1000;
 // An active health check must be answered within this.
 constexpr int kHealthTimeoutMs = 2000;
 // Tokens-per-minute reserved for the answer of a request without max_tokens.
@@ -851,8 +853,23 @@ awaitable<bool> Session::Proxy(bhttp::request<bhttp::string_body>& request, gate
     }
   };
 
+  // From a stream's first byte on the client receives tokens: until its final
+  // record, a checkpoint (refreshed every second) stands for it should the
+  // gateway die.
+  int64_t checkpointed_at = 0;
+  auto checkpoint = [&]() {
+    tokens_now();
+    record.http_status = 200;
+    checkpointed_at = Now();
+    record.total_ms = checkpointed_at - arrived;
+    record.ttft_ms = first_byte_at - arrived;
+    if (auto s = server_.journal.Checkpoint(record); !s.has_value()) {
+      spdlog::warn("gateway: cannot checkpoint request {}: {}", request_id, s.error().message);
+    }
+  };
   if (streaming) {
     first_byte_at = Now();
+    checkpoint();
     const std::string head = ResponseHead(200, "text/event-stream", -1, keep_alive, request_id);
     client_ok = co_await WriteAll(head);
   }
@@ -909,6 +926,7 @@ awaitable<bool> Session::Proxy(bhttp::request<bhttp::string_body>& request, gate
       out += "\r\n";
       client_ok = co_await WriteAll(std::string_view(size_line, static_cast<size_t>(len)), out);
     }
+    if (!journaled && Now() - checkpointed_at >= kCheckpointEveryMs) checkpoint();
     if (++chunks_since_charge >= kChargeEveryChunks) {
       chunks_since_charge = 0;
       int64_t served = relay.StreamedTokens();

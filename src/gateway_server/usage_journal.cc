@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 namespace atrium::gateway_server {
@@ -130,6 +131,26 @@ Result<UsageRecord> DecodeUsageLine(std::string_view line) {
   }
 }
 
+namespace {
+
+// The last checkpoint per id in an inflight file ("" when it does not exist).
+void ReadCheckpoints(const std::string& path, std::unordered_map<std::string, UsageRecord>& out) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    auto record = DecodeUsageLine(line);
+    if (!record.has_value() || record->status != kInterruptedStatus) {
+      spdlog::warn("usage journal: skipping an unreadable checkpoint in {}", path);
+      continue;
+    }
+    std::string id = record->id;
+    out[id] = std::move(*record);
+  }
+}
+
+}  // namespace
+
 UsageJournal::UsageJournal(UsageJournalOptions options, UsageSink sink)
     : options_(std::move(options)), sink_(std::move(sink)) {}
 
@@ -141,6 +162,9 @@ Status UsageJournal::Start() {
   if (ec) return Error::Unavailable("cannot create " + options_.directory + ": " + ec.message());
   journal_path_ = (std::filesystem::path(options_.directory) / "usage.journal").string();
   offset_path_ = (std::filesystem::path(options_.directory) / "usage.shipped").string();
+  inflight_path_ = (std::filesystem::path(options_.directory) / "usage.inflight").string();
+  recovered_path_ = inflight_path_ + ".recovered";
+  ATRIUM_RETURN_IF_ERROR(RecoverCheckpoints());
   fd_ = ::open(journal_path_.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (fd_ < 0)
     return Error::Unavailable("cannot open " + journal_path_ + ": " + std::strerror(errno));
@@ -182,6 +206,95 @@ Status UsageJournal::Start() {
   return OkStatus();
 }
 
+Status UsageJournal::RecoverCheckpoints() {
+  std::unordered_map<std::string, UsageRecord> last;
+  ReadCheckpoints(recovered_path_, last);  // left by a start that died before shipping them
+  ReadCheckpoints(inflight_path_, last);
+  recovered_.clear();
+  if (!last.empty()) {
+    std::string text;
+    for (auto& [id, record] : last) {
+      text += EncodeUsageLine(record);
+      text += '\n';
+      recovered_.push_back(std::move(record));
+    }
+    const std::string tmp = recovered_path_ + ".tmp";
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return Error::Unavailable("cannot write " + tmp + ": " + std::strerror(errno));
+    Status written = WriteAll(fd, text);
+    ::fdatasync(fd);
+    ::close(fd);
+    ATRIUM_RETURN_IF_ERROR(written);
+    if (::rename(tmp.c_str(), recovered_path_.c_str()) != 0) {
+      return Error::Unavailable("cannot rename " + tmp + ": " + std::strerror(errno));
+    }
+  }
+  std::lock_guard lock(inflight_mu_);
+  inflight_fd_ =
+      ::open(inflight_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
+  if (inflight_fd_ < 0) {
+    return Error::Unavailable("cannot open " + inflight_path_ + ": " + std::strerror(errno));
+  }
+  inflight_size_ = 0;
+  live_.clear();
+  any_live_ = false;
+  return OkStatus();
+}
+
+bool UsageJournal::ShipRecovered() {
+  for (size_t start = 0; start < recovered_.size(); start += options_.batch) {
+    const size_t end = std::min(recovered_.size(), start + options_.batch);
+    std::vector<UsageRecord> batch(recovered_.begin() + static_cast<std::ptrdiff_t>(start),
+                                   recovered_.begin() + static_cast<std::ptrdiff_t>(end));
+    Status s = sink_(batch);
+    if (!s.has_value()) {
+      spdlog::warn("usage journal: store unavailable, {} interrupted requests wait: {}",
+                   recovered_.size(), s.error().message);
+      return false;
+    }
+  }
+  spdlog::info("usage journal: {} requests the last process left running shipped as interrupted",
+               recovered_.size());
+  recovered_shipped_.fetch_add(static_cast<int64_t>(recovered_.size()));
+  recovered_.clear();
+  ::unlink(recovered_path_.c_str());
+  return true;
+}
+
+Status UsageJournal::Checkpoint(UsageRecord record) {
+  record.status = kInterruptedStatus;
+  std::string line = EncodeUsageLine(record);
+  line += '\n';
+  std::lock_guard lock(inflight_mu_);
+  if (inflight_fd_ < 0) return Error::Unavailable("usage journal is not open");
+  if (inflight_size_ + static_cast<int64_t>(line.size()) > options_.inflight_compact_bytes) {
+    ATRIUM_RETURN_IF_ERROR(CompactInflight());
+  }
+  ATRIUM_RETURN_IF_ERROR(WriteAll(inflight_fd_, line));
+  inflight_size_ += static_cast<int64_t>(line.size());
+  live_[record.id] = std::move(line);
+  any_live_ = true;
+  dirty_ = true;
+  return OkStatus();
+}
+
+Status UsageJournal::CompactInflight() {
+  std::string text;
+  for (const auto& [id, line] : live_) text += line;
+  const std::string tmp = inflight_path_ + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
+  if (fd < 0) return Error::Unavailable("cannot write " + tmp + ": " + std::strerror(errno));
+  Status written = WriteAll(fd, text);
+  if (!written.has_value() || ::rename(tmp.c_str(), inflight_path_.c_str()) != 0) {
+    ::close(fd);
+    return written.has_value() ? Error::Unavailable("cannot rename " + tmp) : written;
+  }
+  ::close(inflight_fd_);
+  inflight_fd_ = fd;
+  inflight_size_ = static_cast<int64_t>(text.size());
+  return OkStatus();
+}
+
 Status UsageJournal::Append(const UsageRecord& record) {
   std::vector<UsageRecord> one{record};
   return AppendBatch(one);
@@ -204,6 +317,11 @@ Status UsageJournal::AppendBatch(std::vector<UsageRecord>& records) {
     if (fd_ < 0) return Error::Unavailable("usage journal is not open");
     ATRIUM_RETURN_IF_ERROR(WriteAll(fd_, text));
     size_ += static_cast<int64_t>(text.size());
+    if (any_live_.load()) {  // these requests' checkpoints are moot now
+      std::lock_guard inflight(inflight_mu_);
+      for (const UsageRecord& record : records) live_.erase(record.id);
+      any_live_ = !live_.empty();
+    }
     for (size_t i = 0; i < records.size(); ++i) {
       pending_.push_back({std::move(records[i]), line_bytes[i]});
     }
@@ -217,7 +335,11 @@ void UsageJournal::FlushLoop() {
   std::unique_lock lock(wake_mu_);
   while (!stopping_) {
     wake_.wait_for(lock, std::chrono::milliseconds(options_.flush_ms));
-    if (dirty_.exchange(false)) ::fdatasync(fd_);
+    if (dirty_.exchange(false)) {
+      ::fdatasync(fd_);
+      std::lock_guard inflight(inflight_mu_);
+      if (inflight_fd_ >= 0) ::fdatasync(inflight_fd_);
+    }
   }
 }
 
@@ -240,6 +362,9 @@ bool UsageJournal::ShipOnce() {
     memory_from = memory_from_;
   }
   if (shipped_offset_ < memory_from && !ShipFromFile(memory_from)) return false;
+  // An earlier process's checkpoints go after its final records: the store
+  // keeps the first record of an id.
+  if (!recovered_.empty() && !ShipRecovered()) return false;
   if (shipped_offset_ >= memory_from && !ShipFromMemory()) return false;
   // Everything shipped: empty a large file. Offset 0 first, so that a crash
   // in between re-ships (harmlessly) rather than skips.
@@ -367,6 +492,20 @@ void UsageJournal::Stop() {
     std::lock_guard lock(append_mu_);
     ::close(fd_);
     fd_ = -1;
+  }
+  {
+    // Requests cut off without a final record keep their checkpoints for the
+    // next start; otherwise there is nothing to keep.
+    std::lock_guard lock(inflight_mu_);
+    if (inflight_fd_ >= 0) {
+      if (live_.empty()) {
+        ::unlink(inflight_path_.c_str());
+      } else {
+        ::fdatasync(inflight_fd_);
+      }
+      ::close(inflight_fd_);
+      inflight_fd_ = -1;
+    }
   }
   started_ = false;
 }

@@ -13,6 +13,17 @@
 // store never holds a record twice; when everything is shipped the file is
 // emptied (offset set to 0 first, then truncated, for the same reason).
 // While the store is unreachable, records wait in the file.
+//
+// A request still running when the process dies has no record in that file.
+// For one whose client has started to receive tokens (a stream) the gateway
+// writes checkpoints: the record as it would be were the request cut off now
+// (status "interrupted", the tokens relayed so far), to a second file,
+// usage.inflight, at the stream's start and then every second; its final
+// record makes the checkpoint moot. The next Start() takes the last
+// checkpoint of every request the earlier process left and ships them after
+// that process's final records: the store keeps the first record of an id,
+// so a request that did finish keeps its final record and one that did not
+// is billed for what it had relayed by its last checkpoint.
 #pragma once
 
 #include <atomic>
@@ -23,6 +34,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "common/result.h"
@@ -31,12 +43,16 @@
 namespace atrium::gateway_server {
 
 struct UsageJournalOptions {
-  std::string directory;              // holds usage.journal and usage.shipped
-  int flush_ms = 200;                 // fdatasync period
-  int ship_ms = 200;                  // how often new lines are shipped
-  size_t batch = 1000;                // records per store transaction
-  int64_t truncate_bytes = 16 << 20;  // empty the file once shipped and this large
+  std::string directory;                     // holds usage.journal and usage.shipped
+  int flush_ms = 200;                        // fdatasync period
+  int ship_ms = 200;                         // how often new lines are shipped
+  size_t batch = 1000;                       // records per store transaction
+  int64_t truncate_bytes = 16 << 20;         // empty the file once shipped and this large
+  int64_t inflight_compact_bytes = 4 << 20;  // usage.inflight is rewritten past this
 };
+
+// A checkpoint's status: the request was cut off by the gateway's end.
+inline constexpr const char* kInterruptedStatus = "interrupted";
 
 // Inserts records idempotently (by id); the store's InsertUsageRecords.
 using UsageSink = std::function<Status(const std::vector<UsageRecord>&)>;
@@ -58,12 +74,19 @@ class UsageJournal {
   Status Append(const UsageRecord& record);
   // Several records with one write(2); the same guarantee for each.
   Status AppendBatch(std::vector<UsageRecord>& records);
+  // The record of a request still running, as it would be if the process
+  // died now (its status is set to "interrupted"); durable against a process
+  // kill when it returns OK. The request's final record supersedes it.
+  Status Checkpoint(UsageRecord record);
   // Ships what is left (one last attempt), syncs, joins the threads.
   void Stop();
 
   // For tests and /metrics: lines appended and shipped by this process.
   int64_t appended() const { return appended_.load(); }
   int64_t shipped() const { return shipped_.load(); }
+  // Checkpoints of an earlier process shipped as interrupted records (the
+  // store ignored those whose request had a final record).
+  int64_t recovered() const { return recovered_shipped_.load(); }
   // Blocks until everything appended so far is in the store (or timeout).
   bool WaitShipped(int timeout_ms);
 
@@ -77,6 +100,13 @@ class UsageJournal {
   // This process's records, from memory.
   bool ShipFromMemory();
   Status SaveOffset(int64_t offset);
+  // Start(): an earlier process's last checkpoint per request, kept in
+  // usage.inflight.recovered until shipped; a fresh usage.inflight.
+  Status RecoverCheckpoints();
+  // Ships them once the earlier process's final records are in the store.
+  bool ShipRecovered();
+  // Rewrites usage.inflight with the live checkpoints only.
+  Status CompactInflight();  // REQUIRES(inflight_mu_)
 
   const UsageJournalOptions options_;
   const UsageSink sink_;
@@ -99,6 +129,17 @@ class UsageJournal {
   std::vector<UsageRecord> taken_;
   int64_t taken_bytes_ = 0;
   int64_t shipped_offset_ = 0;  // shipper thread only (and Start/Stop)
+
+  // Checkpoints.
+  std::string inflight_path_;
+  std::string recovered_path_;
+  std::mutex inflight_mu_;
+  int inflight_fd_ = -1;                               // GUARDED_BY(inflight_mu_)
+  int64_t inflight_size_ = 0;                          // GUARDED_BY(inflight_mu_)
+  std::unordered_map<std::string, std::string> live_;  // GUARDED_BY(inflight_mu_): id -> line
+  std::atomic<bool> any_live_{false};                  // live_ is not empty (spares finals a lock)
+  std::vector<UsageRecord> recovered_;                 // shipper thread only (and Start)
+  std::atomic<int64_t> recovered_shipped_{0};
 
   std::mutex wake_mu_;
   std::condition_variable wake_;

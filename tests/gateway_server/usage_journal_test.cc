@@ -221,5 +221,132 @@ TEST_F(UsageJournalTest, EmptiesTheFileOnceEverythingIsShipped) {
   EXPECT_EQ(store_.size(), 11u);
 }
 
+// The files of a journal as a process killed now would leave them (what has
+// been written is in the page cache, which survives the process).
+std::filesystem::path SnapshotOf(const std::filesystem::path& dir) {
+  const std::filesystem::path copy = dir.string() + "-killed";
+  std::filesystem::remove_all(copy);
+  std::filesystem::copy(dir, copy);
+  return copy;
+}
+
+TEST_F(UsageJournalTest, ARequestCutOffByACrashIsShippedAsInterruptedWithItsLastCheckpoint) {
+  std::filesystem::path killed;
+  {
+    UsageJournal journal(Options(), Sink());
+    ASSERT_OK(journal.Start());
+    UsageRecord finished = Record(1);
+    ASSERT_OK(journal.Checkpoint(finished));  // it streamed, then finished
+    ASSERT_OK(journal.Append(finished));
+    UsageRecord running = Record(2);
+    running.output_tokens = 3;
+    ASSERT_OK(journal.Checkpoint(running));
+    running.output_tokens = 9;
+    ASSERT_OK(journal.Checkpoint(running));
+    ASSERT_TRUE(journal.WaitShipped(10'000));
+    killed = SnapshotOf(dir_);
+    journal.Stop();
+  }
+  EXPECT_EQ(store_.size(), 1u);
+  UsageJournalOptions o = Options();
+  o.directory = killed.string();
+  UsageJournal restarted(o, Sink());
+  ASSERT_OK(restarted.Start());
+  for (int i = 0; i < 200 && restarted.recovered() == 0; ++i) usleep(10'000);
+  restarted.Stop();
+  EXPECT_EQ(restarted.recovered(), 2);  // both offered; the store kept the final record of req_1
+  ASSERT_EQ(store_.size(), 2u);
+  EXPECT_EQ(store_.rows["req_1"].status, "completed");
+  EXPECT_EQ(store_.rows["req_2"].status, kInterruptedStatus);
+  EXPECT_EQ(store_.rows["req_2"].output_tokens, 9);
+  EXPECT_FALSE(std::filesystem::exists(killed / "usage.inflight.recovered"));
+  // Shipped once: a further start finds nothing to recover.
+  UsageJournal again(o, Sink());
+  ASSERT_OK(again.Start());
+  usleep(100'000);
+  again.Stop();
+  EXPECT_EQ(again.recovered(), 0);
+  std::filesystem::remove_all(killed);
+}
+
+TEST_F(UsageJournalTest, AFinalRecordStillInTheJournalWinsOverItsCheckpoint) {
+  std::filesystem::path killed;
+  store_.down = true;  // the final record is written but not shipped when the process dies
+  {
+    UsageJournal journal(Options(), Sink());
+    ASSERT_OK(journal.Start());
+    UsageRecord r = Record(3);
+    r.output_tokens = 1;
+    ASSERT_OK(journal.Checkpoint(r));
+    r.output_tokens = 40;
+    ASSERT_OK(journal.Append(r));
+    killed = SnapshotOf(dir_);
+    journal.Stop();
+  }
+  store_.down = false;
+  UsageJournalOptions o = Options();
+  o.directory = killed.string();
+  UsageJournal restarted(o, Sink());
+  ASSERT_OK(restarted.Start());
+  for (int i = 0; i < 200 && (store_.size() < 1 || restarted.recovered() == 0); ++i) {
+    usleep(10'000);
+  }
+  restarted.Stop();
+  ASSERT_EQ(store_.size(), 1u);
+  EXPECT_EQ(store_.rows["req_3"].status, "completed");
+  EXPECT_EQ(store_.rows["req_3"].output_tokens, 40);
+  std::filesystem::remove_all(killed);
+}
+
+TEST_F(UsageJournalTest, CheckpointsWaitWhileTheStoreIsDownAndTheFileStaysSmall) {
+  UsageJournalOptions o = Options();
+  o.inflight_compact_bytes = 4096;
+  std::filesystem::path killed;
+  {
+    UsageJournal journal(o, Sink());
+    ASSERT_OK(journal.Start());
+    for (int step = 0; step < 200; ++step) {  // two long streams, checkpointed often
+      for (int id : {5, 6}) {
+        UsageRecord r = Record(id);
+        r.output_tokens = step;
+        ASSERT_OK(journal.Checkpoint(r));
+      }
+    }
+    EXPECT_LE(std::filesystem::file_size(dir_ / "usage.inflight"), 4096u);
+    killed = SnapshotOf(dir_);
+    journal.Stop();
+  }
+  // Stopped while 5 and 6 still run: their checkpoints stay for the next start.
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "usage.inflight"));
+  o.directory = killed.string();
+  store_.down = true;
+  {
+    UsageJournal restarted(o, Sink());
+    ASSERT_OK(restarted.Start());
+    usleep(100'000);
+    restarted.Stop();
+    EXPECT_EQ(restarted.recovered(), 0);
+  }
+  EXPECT_TRUE(std::filesystem::exists(killed / "usage.inflight.recovered"));
+  store_.down = false;
+  UsageJournal later(o, Sink());
+  ASSERT_OK(later.Start());
+  for (int i = 0; i < 200 && later.recovered() < 2; ++i) usleep(10'000);
+  later.Stop();
+  ASSERT_EQ(store_.size(), 2u);
+  EXPECT_EQ(store_.rows["req_5"].output_tokens, 199);
+  EXPECT_EQ(store_.rows["req_6"].output_tokens, 199);
+  std::filesystem::remove_all(killed);
+}
+
+TEST_F(UsageJournalTest, AGracefulStopWithNothingRunningLeavesNoCheckpoints) {
+  UsageJournal journal(Options(), Sink());
+  ASSERT_OK(journal.Start());
+  ASSERT_OK(journal.Checkpoint(Record(7)));
+  ASSERT_OK(journal.Append(Record(7)));
+  journal.Stop();
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "usage.inflight"));
+}
+
 }  // namespace
 }  // namespace atrium::gateway_server

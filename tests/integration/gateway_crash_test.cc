@@ -2,7 +2,8 @@
 // the real `atrium dev` in front of a separate `atrium engine-sim`, clients
 // streaming and not on several threads, SIGKILL mid-load, a restart on the
 // same data directory, then the stored records are compared with what the
-// clients saw complete and with what the engine simulator says it served.
+// clients saw complete and with what the engine simulator says it served;
+// streams the kill cut off are billed as interrupted from their checkpoint.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -42,9 +43,14 @@ std::vector<std::string> Env() {
 
 int PortOf(const std::string& url) { return std::stoi(url.substr(url.rfind(':') + 1)); }
 
-// One request on a fresh connection; returns the X-Request-Id when the whole
-// response arrived with 200 (the client saw it complete), else "".
-std::string CallOnce(int port, const std::string& key, bool stream, int max_tokens) {
+// What a client saw of one request.
+struct Seen {
+  std::string id;         // X-Request-Id of a 200 answer ("" for none)
+  bool complete = false;  // the whole response arrived
+};
+
+// One request on a fresh connection.
+Seen CallOnce(int port, const std::string& key, bool stream, int max_tokens) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -52,7 +58,7 @@ std::string CallOnce(int port, const std::string& key, bool stream, int max_toke
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     ::close(fd);
-    return "";
+    return {};
   }
   Json body = {{"model", "crash-model"},
                {"messages", {{{"role", "user"}, {"content", "Count the records, please."}}}},
@@ -73,22 +79,25 @@ std::string CallOnce(int port, const std::string& key, bool stream, int max_toke
     raw.append(buf, static_cast<size_t>(n));
   }
   ::close(fd);
-  if (raw.rfind("HTTP/1.1 200", 0) != 0) return "";
+  Seen seen;
+
+  if (raw.rfind("HTTP/1.1 200", 0) != 0) return seen;
   size_t head_end = raw.find("\r\n\r\n");
-  if (head_end == std::string::npos) return "";
+  if (head_end == std::string::npos) return seen;
   std::string head = raw.substr(0, head_end);
   std::string rest = raw.substr(head_end + 4);
+  size_t id = head.find("X-Request-Id: ");
+  if (id == std::string::npos) return seen;
+  seen.id = head.substr(id + 14, head.find("\r\n", id) - id - 14);
   // Complete: the chunked terminator, or the whole Content-Length.
   if (stream) {
-    if (rest.size() < 5 || rest.compare(rest.size() - 5, 5, "0\r\n\r\n") != 0) return "";
-    if (rest.find("data: [DONE]") == std::string::npos) return "";
+    seen.complete = rest.size() >= 5 && rest.compare(rest.size() - 5, 5, "0\r\n\r\n") == 0 &&
+                    rest.find("data: [DONE]") != std::string::npos;
   } else {
     size_t cl = head.find("Content-Length: ");
-    if (cl == std::string::npos || rest.size() < std::stoul(head.substr(cl + 16))) return "";
+    seen.complete = cl != std::string::npos && rest.size() >= std::stoul(head.substr(cl + 16));
   }
-  size_t id = head.find("X-Request-Id: ");
-  if (id == std::string::npos) return "";
-  return head.substr(id + 14, head.find("\r\n", id) - id - 14);
+  return seen;
 }
 
 Json Get(const std::string& base, const std::string& target, const std::string& token) {
@@ -162,16 +171,22 @@ TEST(GatewayCrashTest, KillNineLosesNoCompletedRecordAndRestartDuplicatesNone) {
   // Load from 8 threads, half streamed; kill -9 while it runs.
   std::mutex mu;
   std::set<std::string> completed;
+  std::set<std::string> cut_off;  // streams whose client got the head, not the end
   std::atomic<bool> stop{false};
   std::vector<std::thread> clients;
   const int port = PortOf(gateway);
   for (int t = 0; t < 8; ++t) {
     clients.emplace_back([&, t] {
       for (int i = 0; !stop.load(); ++i) {
-        std::string id = CallOnce(port, key, (t + i) % 2 == 0, 8 + (i % 5) * 8);
-        if (!id.empty()) {
-          std::lock_guard lock(mu);
-          completed.insert(id);
+        const bool stream = (t + i) % 2 == 0;
+        // Lengths differ between threads, so that their streams do not end
+        // in step (and the kill finds some in the middle).
+        Seen seen = CallOnce(port, key, stream, stream ? 64 + (i + t) % 5 * 16 : 8 + (i % 5) * 8);
+        std::lock_guard lock(mu);
+        if (seen.complete) {
+          completed.insert(seen.id);
+        } else if (!seen.id.empty() && stream) {
+          cut_off.insert(seen.id);
         }
       }
     });
@@ -179,8 +194,9 @@ TEST(GatewayCrashTest, KillNineLosesNoCompletedRecordAndRestartDuplicatesNone) {
   for (int i = 0; i < 200; ++i) {
     std::this_thread::sleep_for(50ms);
     std::lock_guard lock(mu);
-    if (completed.size() >= 150) break;
+    if (completed.size() >= 60) break;
   }
+  std::this_thread::sleep_for(300ms);  // not just as a request completes
   EXPECT_EQ(dev->Stop(SIGKILL, 10s), 128 + SIGKILL);
   stop = true;
   for (auto& c : clients) c.join();
@@ -209,10 +225,16 @@ TEST(GatewayCrashTest, KillNineLosesNoCompletedRecordAndRestartDuplicatesNone) {
     EXPECT_EQ(listed, records.size()) << "a record is stored twice";
     bool all = true;
     for (const auto& id : completed) all = all && records.count(id);
+    for (const auto& id : cut_off) all = all && records.count(id);
     if (all) break;
     std::this_thread::sleep_for(100ms);
   }
   for (const auto& id : completed) EXPECT_TRUE(records.count(id)) << "lost the record of " << id;
+  // Streams the kill cut off are billed from their last checkpoint (or their
+  // final record, if it was written before the kill), never for more than
+  // the upstream produced.
+  ASSERT_GE(cut_off.size(), 1u) << "the kill cut off no stream: nothing to check";
+  int interrupted = 0;
 
   // Every completed record matches what the upstream says it served.
   Json served =
@@ -228,9 +250,23 @@ TEST(GatewayCrashTest, KillNineLosesNoCompletedRecordAndRestartDuplicatesNone) {
     ++compared;
   }
   EXPECT_GE(compared, static_cast<int>(completed.size()));
-  std::cout << "clients saw " << completed.size() << " requests complete; " << records.size()
-            << " records after the restart, " << compared
-            << " completed ones matched with the upstream's count\n";
+  for (const auto& id : cut_off) {
+    ASSERT_TRUE(records.count(id)) << "no record of the cut-off stream " << id;
+    const Json& r = records[id];
+    if (r["status"] == "interrupted") {
+      ++interrupted;
+      ASSERT_TRUE(by_id.count(id)) << id;
+      EXPECT_LE(r["output_tokens"].get<int64_t>(), by_id[id]["completion_tokens"].get<int64_t>())
+          << id;
+      EXPECT_EQ(r["http_status"], 200) << id;
+    } else {
+      EXPECT_EQ(r["status"], "completed") << id;
+    }
+  }
+  std::cout << "clients saw " << completed.size() << " requests complete and " << cut_off.size()
+            << " streams cut off; " << records.size() << " records after the restart, " << compared
+            << " completed ones matched with the upstream's count, " << interrupted
+            << " interrupted\n";
   EXPECT_EQ(dev->Stop(SIGTERM, 20s), 0) << dev->Output();
   sim.Stop(SIGTERM, 10s);
   std::filesystem::remove_all(dir);
