@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -237,6 +238,7 @@ Status UsageJournal::RecoverCheckpoints() {
   }
   inflight_size_ = 0;
   live_.clear();
+  live_bytes_ = 0;
   any_live_ = false;
   return OkStatus();
 }
@@ -267,12 +269,17 @@ Status UsageJournal::Checkpoint(UsageRecord record) {
   line += '\n';
   std::lock_guard lock(inflight_mu_);
   if (inflight_fd_ < 0) return Error::Unavailable("usage journal is not open");
-  if (inflight_size_ + static_cast<int64_t>(line.size()) > options_.inflight_compact_bytes) {
+  // Rewritten when mostly superseded lines (with many streams running, the
+  // live lines alone may pass the threshold: then at twice their size).
+  if (inflight_size_ + static_cast<int64_t>(line.size()) >
+      std::max(options_.inflight_compact_bytes, 2 * live_bytes_)) {
     ATRIUM_RETURN_IF_ERROR(CompactInflight());
   }
   ATRIUM_RETURN_IF_ERROR(WriteAll(inflight_fd_, line));
   inflight_size_ += static_cast<int64_t>(line.size());
-  live_[record.id] = std::move(line);
+  std::string& live = live_[record.id];
+  live_bytes_ += static_cast<int64_t>(line.size()) - static_cast<int64_t>(live.size());
+  live = std::move(line);
   any_live_ = true;
   dirty_ = true;
   return OkStatus();
@@ -319,7 +326,12 @@ Status UsageJournal::AppendBatch(std::vector<UsageRecord>& records) {
     size_ += static_cast<int64_t>(text.size());
     if (any_live_.load()) {  // these requests' checkpoints are moot now
       std::lock_guard inflight(inflight_mu_);
-      for (const UsageRecord& record : records) live_.erase(record.id);
+      for (const UsageRecord& record : records) {
+        auto it = live_.find(record.id);
+        if (it == live_.end()) continue;
+        live_bytes_ -= static_cast<int64_t>(it->second.size());
+        live_.erase(it);
+      }
       any_live_ = !live_.empty();
     }
     for (size_t i = 0; i < records.size(); ++i) {

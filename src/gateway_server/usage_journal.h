@@ -137,6 +137,7 @@ class UsageJournal {
   int inflight_fd_ = -1;                               // GUARDED_BY(inflight_mu_)
   int64_t inflight_size_ = 0;                          // GUARDED_BY(inflight_mu_)
   std::unordered_map<std::string, std::string> live_;  // GUARDED_BY(inflight_mu_): id -> line
+  int64_t live_bytes_ = 0;                             // GUARDED_BY(inflight_mu_)
   std::atomic<bool> any_live_{false};                  // live_ is not empty (spares finals a lock)
   std::vector<UsageRecord> recovered_;                 // shipper thread only (and Start)
   std::atomic<int64_t> recovered_shipped_{0};
