@@ -5,6 +5,9 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <string_view>
+
+#include "common/result.h"
 
 namespace atrium {
 
@@ -43,5 +46,11 @@ class ManualClock final : public Clock {
 
 // RFC 3339 UTC with milliseconds, e.g. 2026-11-29T20:19:13.123Z.
 std::string FormatTimestamp(int64_t unix_millis);
+
+// A point in time as the API and CLI accept it: milliseconds since the epoch
+// ("1790000000000") or RFC 3339 ("2026-09-21T14:00:00Z", with an optional
+// fraction, of which milliseconds count, and Z or a ±HH:MM offset). Errors:
+// kInvalidArgument naming `what`.
+Result<int64_t> ParseTimestamp(std::string_view text, const std::string& what);
 
 }  // namespace atrium
