@@ -292,6 +292,7 @@ Status UsageJournal::CompactInflight() {
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
   if (fd < 0) return Error::Unavailable("cannot write " + tmp + ": " + std::strerror(errno));
   Status written = WriteAll(fd, text);
+  ::fdatasync(fd);  // before it replaces the old file
   if (!written.has_value() || ::rename(tmp.c_str(), inflight_path_.c_str()) != 0) {
     ::close(fd);
     return written.has_value() ? Error::Unavailable("cannot rename " + tmp) : written;
@@ -374,10 +375,11 @@ bool UsageJournal::ShipOnce() {
     memory_from = memory_from_;
   }
   if (shipped_offset_ < memory_from && !ShipFromFile(memory_from)) return false;
+  const bool earlier_shipped = shipped_offset_ >= memory_from;
   // An earlier process's checkpoints go after its final records: the store
   // keeps the first record of an id.
-  if (!recovered_.empty() && !ShipRecovered()) return false;
-  if (shipped_offset_ >= memory_from && !ShipFromMemory()) return false;
+  if (earlier_shipped && !recovered_.empty() && !ShipRecovered()) return false;
+  if (earlier_shipped && !ShipFromMemory()) return false;
   // Everything shipped: empty a large file. Offset 0 first, so that a crash
   // in between re-ships (harmlessly) rather than skips.
   std::lock_guard lock(append_mu_);
