@@ -1,5 +1,7 @@
 #include "gateway_server/gateway_server.h"
 
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
@@ -170,6 +172,10 @@ awaitable<std::unique_ptr<UpstreamConnection>> Connect(UpstreamPool& pool, const
     for (const auto& r : results) endpoints.push_back(r.endpoint());
     pool.Remember(url, endpoints);
   }
+  if (address.tls && tls_context == nullptr) {  // never https in cleartext
+    why = "no TLS set-up for " + url;
+    co_return nullptr;
+  }
   auto connection =
       std::make_unique<UpstreamConnection>(executor, address.tls ? tls_context : nullptr);
   beast::tcp_stream& tcp_layer = connection->tcp();
@@ -191,6 +197,10 @@ awaitable<std::unique_ptr<UpstreamConnection>> Connect(UpstreamPool& pool, const
                                               net::redirect_error(net::use_awaitable, ec));
     if (ec) {
       why = "TLS handshake with " + url + " failed: " + ec.message();
+      // Which check the certificate failed (wrong host, unknown CA, expired).
+      const long verify = SSL_get_verify_result(connection->tls->native_handle());
+      if (verify != X509_V_OK)
+        why += std::string(" (") + X509_verify_cert_error_string(verify) + ")";
       co_return nullptr;
     }
   }

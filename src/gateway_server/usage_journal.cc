@@ -165,10 +165,14 @@ Status UsageJournal::Start() {
   offset_path_ = (std::filesystem::path(options_.directory) / "usage.shipped").string();
   inflight_path_ = (std::filesystem::path(options_.directory) / "usage.inflight").string();
   recovered_path_ = inflight_path_ + ".recovered";
-  ATRIUM_RETURN_IF_ERROR(RecoverCheckpoints());
   fd_ = ::open(journal_path_.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (fd_ < 0)
     return Error::Unavailable("cannot open " + journal_path_ + ": " + std::strerror(errno));
+  if (Status recovered = RecoverCheckpoints(); !recovered.has_value()) {
+    ::close(fd_);
+    fd_ = -1;
+    return recovered;
+  }
   struct stat st {};
   ::fstat(fd_, &st);
   int64_t size = st.st_size;
@@ -188,7 +192,14 @@ Status UsageJournal::Start() {
   if (size > 0) {
     char last = 0;
     if (::pread(fd_, &last, 1, size - 1) == 1 && last != '\n') {
-      ATRIUM_RETURN_IF_ERROR(WriteAll(fd_, "\n"));
+      if (Status ended = WriteAll(fd_, "\n"); !ended.has_value()) {
+        ::close(fd_);
+        fd_ = -1;
+        std::lock_guard lock(inflight_mu_);
+        ::close(inflight_fd_);
+        inflight_fd_ = -1;
+        return ended;
+      }
       size += 1;
     }
   }
@@ -228,6 +239,12 @@ Status UsageJournal::RecoverCheckpoints() {
     ATRIUM_RETURN_IF_ERROR(written);
     if (::rename(tmp.c_str(), recovered_path_.c_str()) != 0) {
       return Error::Unavailable("cannot rename " + tmp + ": " + std::strerror(errno));
+    }
+    // The rename must be on disk before usage.inflight is emptied below.
+    if (int dir = ::open(options_.directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        dir >= 0) {
+      ::fsync(dir);
+      ::close(dir);
     }
   }
   std::lock_guard lock(inflight_mu_);
@@ -269,12 +286,6 @@ Status UsageJournal::Checkpoint(UsageRecord record) {
   line += '\n';
   std::lock_guard lock(inflight_mu_);
   if (inflight_fd_ < 0) return Error::Unavailable("usage journal is not open");
-  // Rewritten when mostly superseded lines (with many streams running, the
-  // live lines alone may pass the threshold: then at twice their size).
-  if (inflight_size_ + static_cast<int64_t>(line.size()) >
-      std::max(options_.inflight_compact_bytes, 2 * live_bytes_)) {
-    ATRIUM_RETURN_IF_ERROR(CompactInflight());
-  }
   ATRIUM_RETURN_IF_ERROR(WriteAll(inflight_fd_, line));
   inflight_size_ += static_cast<int64_t>(line.size());
   std::string& live = live_[record.id];
@@ -282,24 +293,35 @@ Status UsageJournal::Checkpoint(UsageRecord record) {
   live = std::move(line);
   any_live_ = true;
   dirty_ = true;
+  // Mostly superseded lines: the flusher rewrites the file (with many
+  // streams running the live lines alone may pass the threshold: then at
+  // twice their size).
+  if (inflight_size_ > std::max(options_.inflight_compact_bytes, 2 * live_bytes_)) {
+    compact_due_ = true;
+  }
   return OkStatus();
 }
 
 Status UsageJournal::CompactInflight() {
   std::string text;
+  text.reserve(static_cast<size_t>(live_bytes_));
   for (const auto& [id, line] : live_) text += line;
   const std::string tmp = inflight_path_ + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
   if (fd < 0) return Error::Unavailable("cannot write " + tmp + ": " + std::strerror(errno));
-  Status written = WriteAll(fd, text);
-  ::fdatasync(fd);  // before it replaces the old file
-  if (!written.has_value() || ::rename(tmp.c_str(), inflight_path_.c_str()) != 0) {
+  Status done = WriteAll(fd, text);
+  if (done.has_value() && ::rename(tmp.c_str(), inflight_path_.c_str()) != 0) {
+    done = Error::Unavailable("cannot rename " + tmp + ": " + std::strerror(errno));
+  }
+  if (!done.has_value()) {  // the old file stays in use
     ::close(fd);
-    return written.has_value() ? Error::Unavailable("cannot rename " + tmp) : written;
+    ::unlink(tmp.c_str());
+    return done;
   }
   ::close(inflight_fd_);
   inflight_fd_ = fd;
   inflight_size_ = static_cast<int64_t>(text.size());
+  dirty_ = true;  // the flusher syncs the new file
   return OkStatus();
 }
 
@@ -348,11 +370,28 @@ void UsageJournal::FlushLoop() {
   std::unique_lock lock(wake_mu_);
   while (!stopping_) {
     wake_.wait_for(lock, std::chrono::milliseconds(options_.flush_ms));
+    lock.unlock();
+    if (compact_due_.exchange(false)) {
+      std::lock_guard inflight(inflight_mu_);
+      if (auto s = CompactInflight(); !s.has_value()) {
+        spdlog::warn("usage journal: cannot compact {}: {}", inflight_path_, s.error().message);
+      }
+    }
     if (dirty_.exchange(false)) {
       ::fdatasync(fd_);
-      std::lock_guard inflight(inflight_mu_);
-      if (inflight_fd_ >= 0) ::fdatasync(inflight_fd_);
+      // Synced through a duplicate, outside the lock: checkpoints (on the
+      // I/O loops) do not wait for the disk.
+      int inflight_fd = -1;
+      {
+        std::lock_guard inflight(inflight_mu_);
+        if (inflight_fd_ >= 0) inflight_fd = ::dup(inflight_fd_);
+      }
+      if (inflight_fd >= 0) {
+        ::fdatasync(inflight_fd);
+        ::close(inflight_fd);
+      }
     }
+    lock.lock();
   }
 }
 

@@ -23,7 +23,8 @@
 // checkpoint of every request the earlier process left and ships them after
 // that process's final records: the store keeps the first record of an id,
 // so a request that did finish keeps its final record and one that did not
-// is billed for what it had relayed by its last checkpoint.
+// is billed for what it had relayed by its last checkpoint. (Should the
+// final record's write fail, the checkpoint is what remains of the request.)
 #pragma once
 
 #include <atomic>
@@ -139,6 +140,7 @@ class UsageJournal {
   std::unordered_map<std::string, std::string> live_;  // GUARDED_BY(inflight_mu_): id -> line
   int64_t live_bytes_ = 0;                             // GUARDED_BY(inflight_mu_)
   std::atomic<bool> any_live_{false};                  // live_ is not empty (spares finals a lock)
+  std::atomic<bool> compact_due_{false};               // the flusher is to CompactInflight()
   std::vector<UsageRecord> recovered_;                 // shipper thread only (and Start)
   std::atomic<int64_t> recovered_shipped_{0};
 

@@ -367,7 +367,7 @@ class GatewayTest : public ::testing::Test {
     for (const auto& t : entitled) rows_.entitlements.push_back({t, "sim-model", 0});
   }
 
-  void StartGateway(GatewayOptions options = {}) {
+  void StartGateway(GatewayOptions options = {}, int health_interval_ms = 200) {
     journal_ = std::make_unique<UsageJournal>(
         UsageJournalOptions{dir_.string(), 10, 10, 100, 16 << 20},
         [this](const std::vector<UsageRecord>& r) { return store_.Insert(r); });
@@ -386,7 +386,7 @@ class GatewayTest : public ::testing::Test {
                                                     }},
                                        20);
     ASSERT_OK(policy_->Start());
-    options.health_interval_ms = 200;
+    options.health_interval_ms = health_interval_ms;
     gateway_ =
         std::make_unique<GatewayServer>(options, *policy_, *journal_, SystemClock::Instance());
     auto port = gateway_->Start();
@@ -678,9 +678,8 @@ int PortOf(const std::string& url) { return std::stoi(url.substr(url.rfind(':') 
 
 TEST_F(GatewayTest, RelaysToAnHttpsEndpointWhoseCertificateItTrusts) {
   TlsFront front(PortOf(StartSim("instant")), "localhost");
-  // By name (SNI and the name check) and by address (the IP address check).
-  AddDeployment("dep_1", {{"https://localhost:" + std::to_string(front.port()), 8},
-                          {"https://127.0.0.1:" + std::to_string(front.port()) + "/", 8}});
+  // By name first (SNI and the name check), then by address (the IP check).
+  AddDeployment("dep_1", {{"https://localhost:" + std::to_string(front.port()), 8}});
   GatewayOptions options;
   options.upstream_ca_file = std::string(ATRIUM_TEST_TLS_DIR) + "/ca.crt";
   StartGateway(options);
@@ -696,34 +695,51 @@ TEST_F(GatewayTest, RelaysToAnHttpsEndpointWhoseCertificateItTrusts) {
   ASSERT_TRUE(record.has_value());
   EXPECT_EQ(record->status, "completed");
   EXPECT_EQ(record->output_tokens, 4);
-  EXPECT_EQ(record->endpoint.rfind("https://", 0), 0u) << record->endpoint;
+  EXPECT_EQ(record->endpoint.rfind("https://localhost:", 0), 0u) << record->endpoint;
   EXPECT_GE(front.handshakes(), 1);
+
+  const std::string by_address = "https://127.0.0.1:" + std::to_string(front.port()) + "/";
+  ChangeRows([&](GatewayPolicyRows& rows) { rows.deployments[0].endpoints = {{by_address, 8}}; });
+  RawResponse r = Post(key_a_, ChatBody(2, false));
+  ASSERT_EQ(r.status, 200) << r.body;
+  record = RecordOf(r.headers["x-request-id"]);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->endpoint, by_address);
 }
 
 TEST_F(GatewayTest, RefusesAnHttpsEndpointWhoseCertificateItCannotTrust) {
   TlsFront untrusted(PortOf(StartSim("instant")), "localhost");
   TlsFront elsewhere(PortOf(StartSim("instant")), "elsewhere");
   AddDeployment("dep_1", {{"https://localhost:" + std::to_string(untrusted.port()), 8}});
-  StartGateway();  // no extra CA: the test CA is unknown
+  // Health checks rarely, so that they cannot mark the endpoint down before
+  // the request sees why it fails.
+  StartGateway({}, 60'000);  // no extra CA: the test CA is unknown
   RawResponse r = Post(key_a_, ChatBody(1, false));
   EXPECT_EQ(r.status, 502);
   EXPECT_NE(r.body.find("certificate verify failed"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("unable to get local issuer certificate"), std::string::npos) << r.body;
   EXPECT_EQ(sims_[0]->Served().finished, 0);
   gateway_->Stop(1000);
   gateway_.reset();
   policy_->Stop();
   journal_->Stop();
 
-  // A CA it trusts, but a certificate for another host.
+  // A CA it trusts, but a certificate for another host: by name, by address.
   rows_.deployments.clear();
   rows_.entitlements.clear();
   AddDeployment("dep_2", {{"https://localhost:" + std::to_string(elsewhere.port()), 8}});
   GatewayOptions options;
   options.upstream_ca_file = std::string(ATRIUM_TEST_TLS_DIR) + "/ca.crt";
-  StartGateway(options);
+  StartGateway(options, 60'000);
   r = Post(key_a_, ChatBody(1, false));
   EXPECT_EQ(r.status, 502);
-  EXPECT_NE(r.body.find("certificate verify failed"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("hostname mismatch"), std::string::npos) << r.body;
+  ChangeRows([&](GatewayPolicyRows& rows) {
+    rows.deployments[0].endpoints = {{"https://127.0.0.1:" + std::to_string(elsewhere.port()), 8}};
+  });
+  r = Post(key_a_, ChatBody(1, false));
+  EXPECT_EQ(r.status, 502);
+  EXPECT_NE(r.body.find("IP address mismatch"), std::string::npos) << r.body;
   EXPECT_EQ(sims_[1]->Served().finished, 0);
 }
 
