@@ -318,7 +318,9 @@ struct GatewayServer::Impl {
   std::vector<std::unique_ptr<net::io_context>> loops;
   std::vector<UpstreamPool> pools;                  // per loop: a connection stays on its loop
   std::shared_ptr<net::ssl::context> upstream_tls;  // for https endpoints; set by Start()
-  std::vector<JournalBatch> journal_batches;        // per loop, used on that loop only
+  // The last health check's verdict per endpoint URL (loop 0 only: checks run there).
+  std::unordered_map<std::string, bool> health_verdicts;
+  std::vector<JournalBatch> journal_batches;  // per loop, used on that loop only
   std::vector<std::unique_ptr<DeferredWatches>> deferred_watches;  // per loop
   size_t next_loop = 0;                                            // accept loop only
   std::vector<net::executor_work_guard<net::io_context::executor_type>> keep_running;
@@ -1097,8 +1099,22 @@ awaitable<void> GatewayServer::Impl::CheckHealth(std::string url) {
       });
       co_await std::move(read);
       ok = !ec && parser.get().result_int() == 200;
+      if (!ok) {
+        why = ec ? "GET /v1/models: " + ec.message()
+                 : "GET /v1/models answered " + std::to_string(parser.get().result_int());
+      }
+    } else {
+      why = "GET /v1/models: " + ec.message();
     }
   }
+  // Said once per change, not every check.
+  auto last = health_verdicts.try_emplace(url, true).first;
+  if (!ok && last->second) {
+    spdlog::warn("gateway: endpoint {} fails its health check: {}", url, why);
+  } else if (ok && !last->second) {
+    spdlog::info("gateway: endpoint {} passes its health check again", url);
+  }
+  last->second = ok;
   dispatcher.HealthCheck(url, ok, clock.NowMillis());
 }
 
