@@ -16,6 +16,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl/error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
@@ -914,6 +915,13 @@ awaitable<bool> Session::Proxy(bhttp::request<bhttp::string_body>& request, gate
     const size_t n = room - response.get().body().size;
     if (!streaming) whole.resize(whole.size() - room + n);
     if (ec == bhttp::error::need_buffer) ec = {};
+    // A TLS peer that ends a body delimited by the connection's close without
+    // a close_notify: the end of the body all the same (over plain TCP that
+    // close is an eof, which the parser takes as the end).
+    if (ec == net::ssl::error::stream_truncated && response.need_eof()) {
+      ec = {};
+      response.put_eof(ec);
+    }
     if (ec) {
       upstream_ok = false;
       break;

@@ -146,6 +146,62 @@ class TlsFront {
   std::thread thread_;
 };
 
+// A model server of the old school: answers every request with a JSON body
+// delimited by closing the connection (no Content-Length, not chunked).
+class CloseDelimitedServer {
+ public:
+  explicit CloseDelimitedServer(std::string body) : body_(std::move(body)) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    ::listen(fd_, 16);
+    socklen_t len = sizeof addr;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~CloseDelimitedServer() {
+    ::shutdown(fd_, SHUT_RDWR);  // wakes accept()
+    thread_.join();
+    ::close(fd_);
+  }
+  int port() const { return port_; }
+
+ private:
+  void Serve() {
+    for (;;) {
+      int c = ::accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      std::string in;
+      char buf[4096];
+      // The request: its head, then Content-Length bytes.
+      for (;;) {
+        size_t head_end = in.find("\r\n\r\n");
+        if (head_end != std::string::npos) {
+          size_t cl = in.find("Content-Length: ");
+          size_t want =
+              cl == std::string::npos || cl > head_end ? 0 : std::stoul(in.substr(cl + 16));
+          if (in.size() >= head_end + 4 + want) break;
+        }
+        ssize_t n = ::recv(c, buf, sizeof buf, 0);
+        if (n <= 0) break;
+        in.append(buf, static_cast<size_t>(n));
+      }
+      const std::string out =
+          "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n" + body_;
+      ::send(c, out.data(), out.size(), MSG_NOSIGNAL);
+      ::close(c);
+    }
+  }
+
+  const std::string body_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+};
+
 class Connection {
  public:
   explicit Connection(int port) {
@@ -705,6 +761,28 @@ TEST_F(GatewayTest, RelaysToAnHttpsEndpointWhoseCertificateItTrusts) {
   record = RecordOf(r.headers["x-request-id"]);
   ASSERT_TRUE(record.has_value());
   EXPECT_EQ(record->endpoint, by_address);
+}
+
+TEST_F(GatewayTest, TakesTheCloseOfAnHttpsConnectionAsTheEndOfABodyWithoutALength) {
+  // The TLS front closes without a close_notify, as many servers do.
+  const std::string body =
+      R"({"id":"x","object":"chat.completion","choices":[{"index":0,"message":)"
+      R"({"role":"assistant","content":"old school"},"finish_reason":"stop"}],)"
+      R"("usage":{"prompt_tokens":11,"completion_tokens":2,"total_tokens":13}})";
+  CloseDelimitedServer server(body);
+  TlsFront front(server.port(), "localhost");
+  AddDeployment("dep_1", {{"https://localhost:" + std::to_string(front.port()), 8}});
+  GatewayOptions options;
+  options.upstream_ca_file = std::string(ATRIUM_TEST_TLS_DIR) + "/ca.crt";
+  StartGateway(options);
+  RawResponse r = Post(key_a_, ChatBody(2, false));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, body);
+  auto record = RecordOf(r.headers["x-request-id"]);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->status, "completed");
+  EXPECT_EQ(record->output_tokens, 2);
+  EXPECT_EQ(record->input_tokens, 11);
 }
 
 TEST_F(GatewayTest, RefusesAnHttpsEndpointWhoseCertificateItCannotTrust) {
