@@ -12,6 +12,19 @@
 namespace atrium::gateway_server {
 namespace {
 
+// A request of `tenant` (its key: "<tenant>_key") to `deployment`.
+SlotRequest MakeRequest(uint64_t id, const std::string& tenant, const DeploymentRecord* deployment,
+                        int64_t input_tokens, int64_t reserved_tokens) {
+  SlotRequest r;
+  r.id = id;
+  r.tenant_id = tenant;
+  r.key_id = tenant + "_key";
+  r.deployment = deployment;
+  r.input_tokens = input_tokens;
+  r.reserved_tokens = reserved_tokens;
+  return r;
+}
+
 // One deployment of 4 slots shared by a flooding tenant and a light one.
 class DispatcherTest : public ::testing::Test {
  protected:
@@ -22,14 +35,7 @@ class DispatcherTest : public ::testing::Test {
   }
 
   SlotRequest Request(const std::string& tenant) {
-    SlotRequest r;
-    r.id = next_id_++;
-    r.tenant_id = tenant;
-    r.key_id = tenant + "_key";
-    r.deployment = &deployment_;
-    r.input_tokens = 40;
-    r.reserved_tokens = 100;
-    return r;
+    return MakeRequest(next_id_++, tenant, &deployment_, 40, 100);
   }
   Admission Admit(const SlotRequest& r) {
     return dispatcher_.Admit(r, now_, [] {});
@@ -101,14 +107,7 @@ std::vector<int64_t> SimulateFlood(double b_rate, int64_t b_alone, int64_t secon
   constexpr int64_t kServiceMs = 420;
   uint64_t next_id = 1;
   auto make = [&](const std::string& tenant) {
-    SlotRequest r;
-    r.id = next_id++;
-    r.tenant_id = tenant;
-    r.key_id = tenant + "_key";
-    r.deployment = &deployment;
-    r.input_tokens = 37;
-    r.reserved_tokens = 37 + 32;
-    return r;
+    return MakeRequest(next_id++, tenant, &deployment, 37, 37 + 32);
   };
   struct Running {
     SlotRequest request;
