@@ -134,7 +134,8 @@ Result<UsageRecord> DecodeUsageLine(std::string_view line) {
 
 namespace {
 
-// The last checkpoint per id in an inflight file ("" when it does not exist).
+// Adds the last checkpoint per id in a checkpoint file (none when it does
+// not exist) to `out`, later lines replacing earlier ones.
 void ReadCheckpoints(const std::string& path, std::unordered_map<std::string, UsageRecord>& out) {
   std::ifstream in(path);
   std::string line;
