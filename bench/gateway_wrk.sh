@@ -8,7 +8,10 @@
 # Every case sends the same non-streamed chat completion (max_tokens 8). The
 # cases run WRK_REPS times interleaved (a b c a b c ...) so that noise on a
 # shared machine lands on each alike; medians are reported with the ratio
-# (c)/(b) of requests/s and the p99 each proxy adds over (a).
+# (c)/(b) of requests/s and the p99 each proxy adds over (a). With
+# PROXY_FLOOR=path/to/proxy_floor (bench/proxy_floor.cc) a fourth case runs:
+#   (d) floor    the gateway's I/O design alone (Asio coroutines, Beast
+#                streams and parsers, a keep-alive pool) without its work
 #
 # usage: bench/gateway_wrk.sh [path/to/atrium]     (default build/apps/atrium/atrium)
 # env:   WRK_THREADS=2 WRK_CONNECTIONS=64 WRK_DURATION=10s WRK_REPS=3
@@ -90,6 +93,13 @@ EOF
 nginx -p "$TMP/nginx" -c "$TMP/nginx.conf"
 NGINX_URL="http://127.0.0.1:$NGINX_PORT"
 
+# (d) the floor, when asked for.
+if [[ -n "${PROXY_FLOOR:-}" ]]; then
+  "$PROXY_FLOOR" 0 "$SIM_HOSTPORT" "$GATEWAY_THREADS" >"$TMP/floor.out" 2>&1 &
+  PIDS+=($!)
+  FLOOR_URL=$(await_line "$TMP/floor.out" 's/.*listening on \(http:\/\/[^ ]*\).*/\1/p' "${PIDS[-1]}")
+fi
+
 # (c) the gateway, in `atrium dev`.
 "$BIN" dev --data "$TMP/data" --api-listen 127.0.0.1:0 --gateway-listen 127.0.0.1:0 \
   --gateway-threads "$GATEWAY_THREADS" >"$TMP/dev.out" 2>"$TMP/dev.err" &
@@ -114,7 +124,13 @@ BODY="{\"model\":\"$MODEL\",\"messages\":[{\"role\":\"user\",\"content\":\"How f
 NAMES=(direct nginx gateway)
 URLS=("$SIM_URL" "$NGINX_URL" "$GATEWAY_URL")
 TOKENS=("" "" "$KEY")
-for i in 0 1 2; do  # every case must answer 200 before it is loaded
+if [[ -n "${FLOOR_URL:-}" ]]; then
+  NAMES+=(floor)
+  URLS+=("$FLOOR_URL")
+  TOKENS+=("")
+fi
+CASES=$(seq 0 $((${#NAMES[@]} - 1)))
+for i in $CASES; do  # every case must answer 200 before it is loaded
   for _ in $(seq 1 50); do
     code=$(curl -s -o "$TMP/check" -w '%{http_code}' --max-time 10 -H 'Content-Type: application/json' \
       ${TOKENS[$i]:+-H "Authorization: Bearer ${TOKENS[$i]}"} -d "$BODY" "${URLS[$i]}/v1/chat/completions")
@@ -127,7 +143,7 @@ done
 echo "wrk -t$THREADS -c$CONNECTIONS -d$DURATION, $REPS interleaved rounds; nginx workers $NGINX_WORKERS, gateway threads $GATEWAY_THREADS"
 declare -A RPS P50 P99
 for rep in $(seq 1 "$REPS"); do
-  for i in 0 1 2; do
+  for i in $CASES; do
     line=$(ATRIUM_BENCH_TOKEN="${TOKENS[$i]}" ATRIUM_BENCH_BODY="$BODY" \
       wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" -s "$LUA" "${URLS[$i]}/v1/chat/completions" |
       grep '^RESULT')
@@ -141,7 +157,7 @@ done
 median() { tr ' ' '\n' <<<"$1" | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 echo
 printf '%-8s %12s %10s %10s\n' case "requests/s" "p50 us" "p99 us"
-for i in 0 1 2; do
+for i in $CASES; do
   printf '%-8s %12s %10s %10s\n' "${NAMES[$i]}" "$(median "${RPS[$i]}")" "$(median "${P50[$i]}")" "$(median "${P99[$i]}")"
 done
 python3 - "$(median "${RPS[0]}")" "$(median "${RPS[1]}")" "$(median "${RPS[2]}")" \
@@ -151,3 +167,7 @@ a, b, c, pa, pb, pc = map(float, sys.argv[1:])
 print(f"gateway/nginx requests/s: {c / b:.2f}x   (bar: >= 1.0)")
 print(f"p99 added over direct: nginx {(pb - pa) / 1000:.2f} ms, gateway {(pc - pa) / 1000:.2f} ms   (bar: gateway < 1 ms)")
 EOF
+if [[ -n "${FLOOR_URL:-}" ]]; then
+  python3 -c 'import sys; f, b, c = map(float, sys.argv[1:]); print(f"floor/nginx requests/s: {f / b:.2f}x   gateway/floor: {c / f:.2f}x")' \
+    "$(median "${RPS[3]}")" "$(median "${RPS[1]}")" "$(median "${RPS[2]}")"
+fi
