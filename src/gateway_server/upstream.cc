@@ -80,6 +80,8 @@ Status ExpectPeer(boost::beast::ssl_stream<boost::beast::tcp_stream>& stream,
   if (is_ip) {  // no SNI for an address (RFC 6066); the certificate must name it
     ok = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host.c_str()) == 1;
   } else {
+    // "*.example.com" may match a name, "w*.example.com" may not.
+    SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
     ok = SSL_set_tlsext_host_name(ssl, host.c_str()) == 1 && SSL_set1_host(ssl, host.c_str()) == 1;
   }
   if (!ok) {
