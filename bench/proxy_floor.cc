@@ -10,8 +10,7 @@
 //
 // usage: proxy_floor LISTEN_PORT UPSTREAM_HOST:PORT [THREADS]
 // prints "proxy-floor listening on http://127.0.0.1:PORT" once ready.
-#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without it
-
+#include <array>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -25,12 +24,12 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
-#include <array>
 #include <chrono>
 #include <cstdio>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without it
 #include <vector>
 
 namespace net = boost::asio;
@@ -77,8 +76,7 @@ awaitable<void> Serve(Loop& loop, tcp::socket socket) {
       if (ec) break;
       up->stream.socket().set_option(tcp::no_delay(true));
     }
-    std::string head = std::string(request.method_string()) + " " +
-                       std::string(request.target()) +
+    std::string head = std::string(request.method_string()) + " " + std::string(request.target()) +
                        " HTTP/1.1\r\nHost: upstream\r\nContent-Type: application/json\r\n"
                        "Content-Length: " +
                        std::to_string(request.body().size()) + "\r\n\r\n";
@@ -91,9 +89,10 @@ awaitable<void> Serve(Loop& loop, tcp::socket socket) {
                                net::redirect_error(net::use_awaitable, ec));
     if (ec) break;
     const std::string& body = response.get().body();
-    std::string reply = "HTTP/1.1 " + std::to_string(response.get().result_int()) +
-                        " OK\r\nContent-Type: application/json\r\nContent-Length: " +
-                        std::to_string(body.size()) + "\r\n\r\n";
+    std::string reply =
+        "HTTP/1.1 " + std::to_string(response.get().result_int()) +
+        " OK\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+        "\r\n\r\n";
     std::array<net::const_buffer, 2> back{net::buffer(reply), net::buffer(body)};
     client.expires_after(kTimeout);
     co_await net::async_write(client, back, net::redirect_error(net::use_awaitable, ec));
