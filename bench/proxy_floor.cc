@@ -11,6 +11,9 @@
 // usage: proxy_floor LISTEN_PORT UPSTREAM_HOST:PORT [THREADS]
 // prints "proxy-floor listening on http://127.0.0.1:PORT" once ready.
 #include <array>
+// clang-format off
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without it
+// clang-format on
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -29,7 +32,6 @@
 #include <memory>
 #include <string>
 #include <thread>
-#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without it
 #include <vector>
 
 namespace net = boost::asio;
