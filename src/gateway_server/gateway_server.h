@@ -1,11 +1,11 @@
 // GatewayServer: the OpenAI-compatible front door (POST /v1/chat/completions,
 // /v1/completions, /v1/embeddings; GET /v1/models) on a listener of its own.
 // Each request runs the chain authenticate -> parse -> entitle -> limit ->
-// fair queue -> route -> relay -> meter; the pieces are the pure cores in
-// src/gateway and the Dispatcher; this file is the asynchronous I/O around
-// them (Boost.Beast/Asio coroutines on one single-threaded event loop per
-// thread, connections spread over the loops, keep-alive connection pools to
-// the upstream endpoints per loop). Streams are relayed
+// fair queue -> route -> relay -> meter (session.h, exchange.cc); the pieces
+// are the pure cores in src/gateway and the Dispatcher; the shell is the
+// asynchronous I/O around them (Boost.Beast/Asio coroutines on one
+// single-threaded event loop per thread, connections spread over the loops,
+// keep-alive connection pools to the upstream endpoints per loop). Streams are relayed
 // chunk by chunk as the upstream produces them; a client that disconnects
 // leaves the queue or has its upstream request aborted at once. Every
 // authenticated request yields exactly one usage record, written to the

@@ -2,13 +2,23 @@
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
 #include <boost/asio/ip/address.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl/error.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <chrono>
 
 namespace atrium::gateway_server {
 
 namespace ssl = boost::asio::ssl;
+namespace net = boost::asio;
+namespace beast = boost::beast;
+using tcp = net::ip::tcp;
+using Millis = std::chrono::milliseconds;
 
 Result<UpstreamAddress> ParseUpstreamUrl(const std::string& url) {
   constexpr std::string_view kHttp = "http://";
@@ -130,6 +140,59 @@ void UpstreamPool::Clear() {
   std::lock_guard lock(mu_);
   idle_.clear();
   resolved_.clear();
+}
+
+boost::asio::awaitable<std::unique_ptr<UpstreamConnection>> ConnectUpstream(
+    UpstreamPool& pool, const std::string& url, const UpstreamAddress& address,
+    boost::asio::ssl::context* tls_context, int timeout_ms, std::string& why) {
+  beast::error_code ec;
+  auto executor = co_await net::this_coro::executor;
+  std::vector<tcp::endpoint> endpoints = pool.Cached(url);
+  if (endpoints.empty()) {
+    tcp::resolver resolver(executor);
+    auto results = co_await resolver.async_resolve(address.host, address.port,
+                                                   net::redirect_error(net::use_awaitable, ec));
+    if (ec) {
+      why = "cannot resolve " + address.host + ": " + ec.message();
+      co_return nullptr;
+    }
+    for (const auto& r : results) endpoints.push_back(r.endpoint());
+    pool.Remember(url, endpoints);
+  }
+  if (address.tls && tls_context == nullptr) {  // never https in cleartext
+    why = "no TLS set-up for " + url;
+    co_return nullptr;
+  }
+  auto connection =
+      std::make_unique<UpstreamConnection>(executor, address.tls ? tls_context : nullptr);
+  beast::tcp_stream& tcp_layer = connection->tcp();
+  tcp_layer.expires_after(Millis(timeout_ms));
+  co_await tcp_layer.async_connect(endpoints, net::redirect_error(net::use_awaitable, ec));
+  if (ec) {
+    pool.Forget(url);
+    why = "cannot connect to " + url + ": " + ec.message();
+    co_return nullptr;
+  }
+  beast::error_code ignored;
+  tcp_layer.socket().set_option(tcp::no_delay(true), ignored);
+  if (connection->tls) {
+    if (auto expected = ExpectPeer(*connection->tls, address.host); !expected.has_value()) {
+      why = expected.error().message;
+      co_return nullptr;
+    }
+    co_await connection->tls->async_handshake(net::ssl::stream_base::client,
+                                              net::redirect_error(net::use_awaitable, ec));
+    if (ec) {
+      why = "TLS handshake with " + url + " failed: " + ec.message();
+      // Which check the certificate failed (wrong host, unknown CA, expired).
+      const long verify = SSL_get_verify_result(connection->tls->native_handle());
+      if (verify != X509_V_OK)
+        why += std::string(" (") + X509_verify_cert_error_string(verify) + ")";
+      co_return nullptr;
+    }
+  }
+  tcp_layer.expires_never();
+  co_return connection;
 }
 
 }  // namespace atrium::gateway_server

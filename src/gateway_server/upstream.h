@@ -1,8 +1,13 @@
 // Upstream endpoints as the gateway's I/O sees them: the address parsed from
-// a deployment endpoint URL, and a pool of idle keep-alive connections per
+// a deployment endpoint URL, connecting to it (TCP, or TLS with the
+// certificate checked), and a pool of idle keep-alive connections per
 // endpoint so that a request rarely pays for a TCP handshake.
 #pragma once
 
+// clang-format off
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without it
+// clang-format on
+#include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -86,5 +91,13 @@ class UpstreamPool {
   std::unordered_map<std::string, std::vector<std::unique_ptr<UpstreamConnection>>> idle_;
   std::unordered_map<std::string, std::vector<boost::asio::ip::tcp::endpoint>> resolved_;
 };
+
+// A fresh connection to one endpoint (its resolved addresses cached in
+// `pool`), within `timeout_ms` including the TLS handshake of an https
+// endpoint; never https in cleartext (no tls_context: a failure). On failure
+// nullptr, and `why` says what failed (for a certificate: which check).
+boost::asio::awaitable<std::unique_ptr<UpstreamConnection>> ConnectUpstream(
+    UpstreamPool& pool, const std::string& url, const UpstreamAddress& address,
+    boost::asio::ssl::context* tls_context, int timeout_ms, std::string& why);
 
 }  // namespace atrium::gateway_server

@@ -522,6 +522,18 @@ TEST_F(GatewayTest, RelaysACompletionAndMetersItOnce) {
   EXPECT_EQ(sims_[0]->Served().finished, 1);
 }
 
+TEST_F(GatewayTest, ANonStreamedAnswersFirstByteIsWhenTheWholeAnswerGoesOut) {
+  // The engine simulator's H100 profile takes tens of milliseconds for 5 tokens.
+  AddDeployment("dep_1", {{StartSim("h100-llama3-8b"), 8}});
+  StartGateway();
+  RawResponse r = Post(key_a_, ChatBody(5, false));
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto record = RecordOf(r.headers["x-request-id"]);
+  ASSERT_TRUE(record);
+  EXPECT_GT(record->ttft_ms, 10);
+  EXPECT_LE(record->ttft_ms, record->total_ms);
+}
+
 TEST_F(GatewayTest, StreamsChunkByChunkAndHidesTheUsageChunkUnlessAsked) {
   AddDeployment("dep_1", {{StartSim("h100-llama3-8b"), 8}});
   StartGateway();

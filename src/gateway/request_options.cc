@@ -1,0 +1,45 @@
+#include "gateway/request_options.h"
+
+#include <string>
+
+namespace atrium::gateway {
+
+std::variant<RequestOptions, Refusal> ReadRequestOptions(std::string_view priority_header,
+                                                         std::string_view deadline_header,
+                                                         Priority key_priority,
+                                                         const DeadlineBounds& bounds) {
+  RequestOptions options;
+  options.priority = key_priority;
+  if (priority_header == "interactive") {
+    options.priority = Priority::kInteractive;
+  } else if (priority_header == "batch") {
+    options.priority = Priority::kBatch;
+  } else if (!priority_header.empty()) {
+    return Refusal{400, "invalid_request_error", "invalid_priority",
+                   "X-Atrium-Priority must be interactive or batch"};
+  }
+  options.deadline_ms = bounds.default_ms;
+  if (!deadline_header.empty()) {
+    // At most 18 digits: the value fits an int64_t before the bound is checked.
+    bool digits = deadline_header.size() <= 18;
+    int64_t value = 0;
+    for (char c : deadline_header) {
+      digits = digits && c >= '0' && c <= '9';
+      if (digits) value = value * 10 + (c - '0');
+    }
+    if (!digits || value <= 0 || value > bounds.max_ms) {
+      return Refusal{400, "invalid_request_error", "invalid_deadline",
+                     "X-Atrium-Deadline-Ms must be 1.." + std::to_string(bounds.max_ms)};
+    }
+    options.deadline_ms = value;
+  }
+  return options;
+}
+
+int64_t ReservedTokens(Api api, const ParsedRequest& request, int64_t default_output) {
+  int64_t output = request.max_tokens;
+  if (output <= 0) output = api == Api::kEmbeddings ? 0 : default_output;
+  return request.estimated_input_tokens + output;
+}
+
+}  // namespace atrium::gateway

@@ -1,0 +1,62 @@
+// The metering stage: the one usage record of an authenticated request,
+// filled in as the request passes the other stages (parse, route, queue,
+// upstream, first byte, tokens) and finished once with how it ended.
+//
+// Tokens: what the upstream reported in its usage wins; without a report the
+// gateway's own count stands for the output (a stream's content chunks, or
+// an estimate from a non-streamed body) and the input stays the admission
+// estimate.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "gateway/openai.h"
+#include "gateway/policy.h"
+#include "store/gateway_records.h"
+
+namespace atrium::gateway {
+
+// How a request ended, as UsageRecord::status spells it.
+enum class UsageStatus {
+  kCompleted,  // answered (2xx/3xx/4xx relayed from the model server)
+  kFailed,     // the model server failed or broke off, or none could be reached
+  kRejected,   // refused by the gateway before reaching a model server
+  kCancelled,  // the client went away
+};
+std::string_view UsageStatusName(UsageStatus status);
+
+class UsageMeter {
+ public:
+  UsageMeter(std::string request_id, const Caller& caller, Api api, int64_t arrived_ms);
+
+  void Parsed(const ParsedRequest& request);  // model, stream, input estimate
+  void Routed(const std::string& deployment_id);
+  void Dequeued(int64_t now_ms);  // the wait in the fair queue ends
+  void Upstream(const std::string& endpoint);
+  void FirstByte(int64_t now_ms);  // the response's first bytes go to the client
+  // `reported`: the upstream's usage (present or not); `counted`: the
+  // gateway's own output count, used only when nothing was reported.
+  void Tokens(const Usage& reported, std::optional<int64_t> counted);
+
+  // The record as the request ends now; total and first-byte times are
+  // measured from arrival (first byte 0 when none was sent).
+  const UsageRecord& Finish(UsageStatus status, int http_status, int64_t now_ms);
+  // The record a running stream would have if cut off now (its status is
+  // set by the journal): HTTP 200 and the times so far.
+  const UsageRecord& Snapshot(int64_t now_ms);
+
+  const UsageRecord& record() const { return record_; }
+  bool finished() const { return finished_; }
+
+ private:
+  void Times(int64_t now_ms);
+
+  UsageRecord record_;
+  int64_t first_byte_at_ = 0;
+  bool finished_ = false;
+};
+
+}  // namespace atrium::gateway

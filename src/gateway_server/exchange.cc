@@ -1,0 +1,505 @@
+// One inference request through the gateway's chain of stages (see
+// session.h): Proxy() runs them in order; each stage either passes the
+// Exchange on or ends it with an Early (refused, failed, cancelled).
+// clang-format off
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without it
+// clang-format on
+#include <array>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl/error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <cstdio>
+#include <limits>
+#include <variant>
+#include <vector>
+
+#include "gateway/request_options.h"
+#include "gateway_server/session.h"
+
+namespace atrium::gateway_server {
+
+using gateway::Refusal;
+using gateway::UsageStatus;
+
+namespace {
+
+std::string_view UpstreamPath(gateway::Api api) {
+  switch (api) {
+    case gateway::Api::kChatCompletions:
+      return "/v1/chat/completions";
+    case gateway::Api::kCompletions:
+      return "/v1/completions";
+    case gateway::Api::kEmbeddings:
+      return "/v1/embeddings";
+  }
+  return "";
+}
+
+std::string_view HeaderOf(const HttpRequest& request, bhttp::field field) {
+  auto value = request[field];
+  return {value.data(), value.size()};
+}
+
+}  // namespace
+
+struct Session::Exchange {
+  Exchange(const std::string& id, gateway::Caller who, gateway::Api kind, int64_t at, bool keep,
+           std::shared_ptr<const gateway::PolicySnapshot> policy)
+      : request_id(id),
+        api(kind),
+        arrived(at),
+        keep_alive(keep),
+        snapshot(std::move(policy)),
+        caller(std::move(who)),
+        meter(id, caller, kind, at) {}
+  ~Exchange() {
+    if (interrupts) interrupts->done = true;  // a watch still armed ignores what follows
+  }
+  Exchange(const Exchange&) = delete;
+  Exchange& operator=(const Exchange&) = delete;
+
+  const std::string& request_id;
+  const gateway::Api api;
+  const int64_t arrived;
+  const bool keep_alive;
+  const std::shared_ptr<const gateway::PolicySnapshot> snapshot;  // owns the deployments
+  const gateway::Caller caller;
+  gateway::UsageMeter meter;
+  std::string_view body;  // the client's request body (owned by Session::Run)
+  gateway::ParsedRequest parsed;
+  SlotRequest slot;
+  int64_t deadline_ms = 0;  // the longest wait in the fair queue, from arrival
+  std::shared_ptr<Interrupts> interrupts;
+  std::string endpoint;  // granted by the dispatcher; after Route() the one that answers
+  std::unique_ptr<UpstreamConnection> connection;
+  std::optional<bhttp::response_parser<bhttp::buffer_body>> response;
+};
+
+awaitable<bool> Session::Proxy(HttpRequest& request, gateway::Api api, bool keep_alive,
+                               const std::string& request_id, int64_t arrived) {
+  auto snapshot = server_.policy.Current();
+  // Authenticate. Without a tenant there is nobody to bill: no record.
+  auto caller = snapshot->Authenticate(HeaderOf(request, bhttp::field::authorization), arrived);
+  if (!caller.has_value()) {
+    const Refusal refusal = gateway::RefusalOf(caller.error());
+    co_return co_await SendError(refusal, keep_alive, request_id);
+  }
+  // From here on the request has a tenant: it ends with exactly one record.
+  Exchange x(request_id, std::move(*caller), api, arrived, keep_alive, std::move(snapshot));
+  // Coroutine arguments are named lvalues, never temporaries: g++ 12
+  // destroys some temporaries of a co_await expression twice.
+  std::optional<Early> early = Prepare(x, request);
+  if (!early) early = co_await Queue(x);
+  if (!early) early = co_await Route(x);
+  if (early) co_return co_await End(x, *early);
+  co_return co_await Relay(x);
+}
+
+void Session::Meter(Exchange& x, UsageStatus status, int http_status) {
+  journal_wait_ = server_.StageRecord(loop_, x.meter.Finish(status, http_status, Now()));
+}
+
+awaitable<bool> Session::End(Exchange& x, const Early& early) {
+  Meter(x, early.status, early.refusal ? early.refusal->status : 499);
+  if (!early.refusal) co_return false;  // the client has gone: close
+  co_return co_await SendError(*early.refusal, x.keep_alive, x.request_id);
+}
+
+// Parse, entitle, limit: the stages that need no waiting.
+std::optional<Session::Early> Session::Prepare(Exchange& x, const HttpRequest& request) {
+  x.body = request.body();
+  auto parsed = gateway::ParseRequest(x.api, x.body);
+  if (!parsed.has_value()) return Early::Rejected(gateway::RefusalOf(parsed.error()));
+  x.parsed = std::move(*parsed);
+  x.meter.Parsed(x.parsed);
+
+  auto route = x.snapshot->Resolve(x.caller, x.parsed.model);
+  if (!route.has_value()) return Early::Rejected(gateway::RefusalOf(route.error()));
+  // The tenant's dedicated deployment first, unless all its endpoints are down.
+  const DeploymentRecord* deployment = server_.dispatcher.Choose(route->deployments, x.arrived);
+  x.meter.Routed(deployment->id);
+
+  std::string_view priority_header;
+  std::string_view deadline_header;
+  for (const auto& field : request) {
+    if (beast::iequals(field.name_string(), "x-atrium-priority")) {
+      priority_header = std::string_view(field.value().data(), field.value().size());
+    } else if (beast::iequals(field.name_string(), "x-atrium-deadline-ms")) {
+      deadline_header = std::string_view(field.value().data(), field.value().size());
+    }
+  }
+  auto read = gateway::ReadRequestOptions(
+      priority_header, deadline_header, x.caller.priority,
+      gateway::DeadlineBounds{options().default_deadline_ms, options().max_deadline_ms});
+  if (auto* refusal = std::get_if<Refusal>(&read)) return Early::Rejected(std::move(*refusal));
+  const auto& request_options = std::get<gateway::RequestOptions>(read);
+  x.deadline_ms = request_options.deadline_ms;
+
+  SlotRequest& slot = x.slot;
+  slot.id = server_.next_slot_id.fetch_add(1);
+  slot.tenant_id = x.caller.tenant_id;
+  slot.key_id = x.caller.key_id;
+  slot.weight = x.caller.weight;
+  slot.priority = request_options.priority;
+  slot.subjects = x.caller.subjects;
+  slot.deployment = deployment;
+  slot.input_tokens = x.parsed.estimated_input_tokens;
+  slot.reserved_tokens = gateway::ReservedTokens(x.api, x.parsed, kDefaultOutputReserve);
+  slot.deadline_ms = x.arrived + request_options.deadline_ms;
+  return std::nullopt;
+}
+
+// The fair queue: an immediate start, or a wait for a grant until the
+// deadline, the client's disconnect (which frees the place) or the grant.
+awaitable<std::optional<Session::Early>> Session::Queue(Exchange& x) {
+  x.interrupts = std::make_shared<Interrupts>();
+  x.interrupts->session = weak_from_this();
+  std::optional<net::steady_timer> queue_timer;  // only when the request waits
+  Admission admission =
+      server_.dispatcher.Admit(x.slot, Now(), [executor = executor_, interrupts = x.interrupts] {
+        net::post(executor, [interrupts] {
+          if (!interrupts->done && interrupts->queue_timer) interrupts->queue_timer->cancel();
+        });
+      });
+  if (admission.kind == Admission::Kind::kRefused) {
+    const bool limited = admission.http_status == 429;
+    co_return Early::Rejected(Refusal{admission.http_status,
+                                      limited ? "rate_limit_error" : "server_error",
+                                      limited ? "rate_limit_exceeded" : "service_unavailable",
+                                      admission.reason, admission.retry_after_ms});
+  }
+  if (admission.kind == Admission::Kind::kStarted) {
+    x.endpoint = admission.endpoint;
+    x.meter.Dequeued(Now());
+    server_.DeferWatch(loop_, x.interrupts);
+    co_return std::nullopt;
+  }
+  WatchClient(x.interrupts);  // a wait in the queue may be long
+  queue_timer.emplace(executor_);
+  x.interrupts->queue_timer = &*queue_timer;
+  queue_timer->expires_after(Millis(std::max<int64_t>(0, x.slot.deadline_ms - Now())));
+  beast::error_code ec;
+  if (!x.interrupts->client_gone) {
+    co_await queue_timer->async_wait(net::redirect_error(net::use_awaitable, ec));
+  }
+  x.interrupts->queue_timer = nullptr;
+  x.meter.Dequeued(Now());
+  if (auto grant = server_.dispatcher.TakeGrant(x.slot.id)) {
+    x.endpoint = *grant;
+  } else if (server_.dispatcher.Cancel(x.slot.id)) {
+    if (x.interrupts->client_gone) co_return Early::Cancelled();
+    co_return Early::Rejected(Refusal{504, "timeout", "queue_timeout",
+                                      "the request waited " + std::to_string(x.deadline_ms) +
+                                          " ms in the queue without being served"});
+  } else {  // granted between the wake-up and Cancel()
+    x.endpoint = server_.dispatcher.TakeGrant(x.slot.id).value_or("");
+  }
+  if (x.interrupts->client_gone && !x.endpoint.empty()) {
+    server_.dispatcher.Finish(x.slot, x.endpoint, Dispatcher::Outcome::kAbandoned,
+                              {x.meter.record().input_tokens, 0, 0}, Now());
+    co_return Early::Cancelled();
+  }
+  co_return std::nullopt;
+}
+
+// Sends the request upstream and reads the response's head, retrying
+// another endpoint (bounded) only before the first byte: on a connection
+// that fails, or a 502/503/504 answer.
+awaitable<std::optional<Session::Early>> Session::Route(Exchange& x) {
+  const std::string upstream_body = gateway::UpstreamBody(x.body, x.parsed);
+  std::vector<std::string> tried;
+  std::string failure;
+  int failure_status = 502;
+  for (int attempt = 0;; ++attempt) {
+    tried.push_back(x.endpoint);
+    x.meter.Upstream(x.endpoint);
+    failure.clear();
+    auto address = ParseUpstreamUrl(x.endpoint);
+    if (!address.has_value()) {
+      failure = address.error().message;
+    } else {
+      std::string head = "POST " + address->base_path + std::string(UpstreamPath(x.api)) +
+                         " HTTP/1.1\r\nHost: " + address->host_header +
+                         "\r\nContent-Type: application/json\r\nAccept: " +
+                         (x.parsed.stream ? "text/event-stream" : "application/json") +
+                         "\r\nX-Request-Id: " + x.request_id +
+                         "\r\nContent-Length: " + std::to_string(upstream_body.size()) + "\r\n\r\n";
+      // A pooled connection the peer closed meanwhile fails at once: then
+      // one fresh connection to the same endpoint, which is no verdict on it.
+      for (int fresh = 0; fresh < 2; ++fresh) {
+        beast::error_code ec;
+        x.connection = pool_.TakeIdle(x.endpoint);
+        if (!x.connection) {
+          x.connection =
+              co_await ConnectUpstream(pool_, x.endpoint, *address, server_.upstream_tls.get(),
+                                       options().connect_timeout_ms, failure);
+          if (!x.connection) break;
+        }
+        UpstreamConnection& connection = *x.connection;
+        x.interrupts->upstream = &connection;
+        if (x.interrupts->client_gone) break;
+        std::array<net::const_buffer, 2> out{net::buffer(head), net::buffer(upstream_body)};
+        connection.tcp().expires_after(Millis(options().first_byte_timeout_ms));
+        auto write = connection.With([&](auto& stream) {
+          return net::async_write(stream, out, net::redirect_error(net::use_awaitable, ec));
+        });
+        co_await std::move(write);
+        if (!ec) {
+          x.response.emplace();
+          // No limit here (streams run long; non-streamed bodies are capped
+          // in Relay). Not boost::none: Boost 1.74 then rejects every
+          // Content-Length body.
+          x.response->body_limit(std::numeric_limits<std::uint64_t>::max());
+          auto read = connection.With([&](auto& stream) {
+            return bhttp::async_read_header(stream, connection.buffer, *x.response,
+                                            net::redirect_error(net::use_awaitable, ec));
+          });
+          co_await std::move(read);
+        }
+        if (!ec) break;
+        const bool was_reused = connection.reused;
+        x.interrupts->upstream = nullptr;
+        x.connection.reset();
+        if (ec == beast::error::timeout) {
+          failure = "no response from " + x.endpoint + " within " +
+                    std::to_string(options().first_byte_timeout_ms) + " ms";
+          failure_status = 504;
+          break;
+        }
+        failure = "upstream " + x.endpoint + ": " + ec.message();
+        if (!was_reused || x.interrupts->client_gone) break;
+      }
+    }
+    if (x.interrupts->client_gone) {
+      x.interrupts->upstream = nullptr;
+      x.connection.reset();
+      server_.dispatcher.Finish(x.slot, x.endpoint, Dispatcher::Outcome::kAbandoned,
+                                {x.meter.record().input_tokens, 0, 0}, Now());
+      co_return Early::Cancelled();
+    }
+    const int upstream_status = x.connection ? static_cast<int>(x.response->get().result_int()) : 0;
+    const bool retryable =
+        !x.connection || upstream_status == 502 || upstream_status == 503 || upstream_status == 504;
+    if (!retryable) co_return std::nullopt;
+    if (x.connection) {  // a 5xx verdict: this connection's body is not wanted
+      failure = "upstream " + x.endpoint + " answered " + std::to_string(upstream_status);
+      failure_status = upstream_status == 504 ? 504 : 502;
+      x.interrupts->upstream = nullptr;
+      x.connection.reset();
+    }
+    // Retry() settles the failed endpoint itself; without a next one the
+    // request finishes with no endpoint left to settle.
+    std::optional<std::string> next;
+    bool settled = false;
+    if (attempt < options().max_retries) {
+      next = server_.dispatcher.Retry(x.slot, x.endpoint, tried, Now());
+      settled = true;
+    }
+    if (!next) {
+      server_.dispatcher.Finish(x.slot, settled ? "" : x.endpoint, Dispatcher::Outcome::kFailed,
+                                {x.meter.record().input_tokens, 0, 0}, Now());
+      co_return Early::Failed(Refusal{failure_status, "server_error",
+                                      failure_status == 504 ? "upstream_timeout" : "upstream_error",
+                                      failure});
+    }
+    x.endpoint = *next;
+  }
+}
+
+// Relays the response: a stream event by event as it is read (the usage
+// chunk hidden from a client that did not ask for it), a whole body at once;
+// then meters the exchange and settles it with the dispatcher.
+awaitable<bool> Session::Relay(Exchange& x) {
+  auto& response = *x.response;
+  UpstreamConnection& connection = *x.connection;
+  const int upstream_status = static_cast<int>(response.get().result_int());
+  auto content_type_field = response.get()[bhttp::field::content_type];
+  std::string content_type(content_type_field.data(), content_type_field.size());
+  if (content_type.empty()) content_type = "application/json";
+  const bool streaming = x.parsed.stream && upstream_status == 200 &&
+                         content_type.find("text/event-stream") != std::string::npos;
+  gateway::SseRelay relay(x.parsed.client_wants_usage);
+  std::string whole;  // non-streamed body
+  if (streaming && piece_.empty()) piece_.resize(kPieceBytes);
+  bool client_ok = true;
+  bool upstream_ok = true;
+  int64_t charged = 0;  // output tokens charged to the fair queue so far
+  int64_t chunks_since_charge = 0;
+
+  // Tokens as the upstream reported them; without a report a stream's
+  // content chunks, or (not streamed, answered) an estimate from the body.
+  auto count_tokens = [&]() {
+    if (streaming) {
+      x.meter.Tokens(relay.usage(), relay.StreamedTokens());
+    } else {
+      std::optional<int64_t> estimate;
+      if (upstream_status == 200) estimate = gateway::EstimateTokens(whole);
+      x.meter.Tokens(gateway::UsageFromResponse(whole), estimate);
+    }
+  };
+
+  // From a stream's first byte on the client receives tokens: until its final
+  // record, a checkpoint (refreshed every second) stands for it should the
+  // gateway die.
+  int64_t checkpointed_at = 0;
+  auto checkpoint = [&]() {
+    count_tokens();
+    checkpointed_at = Now();
+    if (auto s = server_.journal.Checkpoint(x.meter.Snapshot(checkpointed_at)); !s.has_value()) {
+      spdlog::warn("gateway: cannot checkpoint request {}: {}", x.request_id, s.error().message);
+    }
+  };
+  if (streaming) {
+    x.meter.FirstByte(Now());
+    checkpoint();
+    const std::string head = ResponseHead(200, "text/event-stream", -1, x.keep_alive, x.request_id);
+    client_ok = co_await WriteAll(head);
+  }
+  const size_t max_body = options().max_upstream_body_bytes;
+  while (client_ok && !response.is_done()) {
+    // A stream is read piece by piece into the connection's buffer; a whole
+    // body straight into `whole`, sized by its Content-Length when it has one.
+    char* into = piece_.data();
+    size_t room = piece_.size();
+    if (!streaming) {
+      const size_t have = whole.size();
+      const auto length = response.content_length();
+      room = length && *length > have
+                 ? static_cast<size_t>(std::min<uint64_t>(*length, max_body + 1)) - have
+                 : kPieceBytes;
+      if (have + room > max_body + 1) room = max_body + 1 - have;
+      whole.resize(have + room);
+      into = whole.data() + have;
+    }
+    response.get().body().data = into;
+    response.get().body().size = room;
+    beast::error_code ec;
+    connection.tcp().expires_after(Millis(options().stream_idle_timeout_ms));
+    // read_some: hand on what has arrived, not a full buffer.
+    auto read = connection.With([&](auto& stream) {
+      return bhttp::async_read_some(stream, connection.buffer, response,
+                                    net::redirect_error(net::use_awaitable, ec));
+    });
+    co_await std::move(read);
+    const size_t n = room - response.get().body().size;
+    if (!streaming) whole.resize(whole.size() - room + n);
+    if (ec == bhttp::error::need_buffer) ec = {};
+    // A TLS peer that ends a body delimited by the connection's close without
+    // a close_notify: the end of the body all the same (over plain TCP that
+    // close is an eof, which the parser takes as the end).
+    if (ec == net::ssl::error::stream_truncated && response.need_eof()) {
+      ec = {};
+      response.put_eof(ec);
+    }
+    if (ec) {
+      upstream_ok = false;
+      break;
+    }
+    if (!streaming) {
+      if (whole.size() > max_body) {
+        upstream_ok = false;
+        break;
+      }
+      continue;
+    }
+    std::string out = relay.Feed(std::string_view(piece_.data(), n));
+    if (relay.saw_done() && !x.meter.finished()) {
+      // The client may treat [DONE] as the end: the record is durable first.
+      count_tokens();
+      Meter(x, UsageStatus::kCompleted, 200);
+    }
+    if (!out.empty()) {
+      char size_line[32];
+      int len = std::snprintf(size_line, sizeof size_line, "%zx\r\n", out.size());
+      out += "\r\n";
+      client_ok = co_await WriteAll(std::string_view(size_line, static_cast<size_t>(len)), out);
+    }
+    if (!x.meter.finished() && Now() - checkpointed_at >= kCheckpointEveryMs) checkpoint();
+    if (++chunks_since_charge >= kChargeEveryChunks) {
+      chunks_since_charge = 0;
+      int64_t served = relay.StreamedTokens();
+      if (served > charged) {
+        server_.dispatcher.ChargeOutput(x.slot, served - charged);
+        charged = served;
+      }
+    }
+  }
+  x.interrupts->upstream = nullptr;
+  if (x.interrupts->client_gone) client_ok = false;
+
+  Dispatcher::Outcome outcome = Dispatcher::Outcome::kSucceeded;
+  bool keep_open = client_ok;
+  if (streaming) {
+    if (client_ok && upstream_ok) {
+      std::string tail = relay.Finish();
+      count_tokens();
+      if (!x.meter.finished()) Meter(x, UsageStatus::kCompleted, 200);
+      std::string framed;
+      if (!tail.empty()) {
+        char size_line[32];
+        int len = std::snprintf(size_line, sizeof size_line, "%zx\r\n", tail.size());
+        framed.append(size_line, static_cast<size_t>(len));
+        framed += tail;
+        framed += "\r\n";
+      }
+      framed += "0\r\n\r\n";
+      client_ok = co_await WriteAll(framed);
+      keep_open = client_ok;
+    } else {
+      count_tokens();
+      if (!x.meter.finished()) {
+        if (client_ok) {
+          Meter(x, UsageStatus::kFailed, 502);
+        } else {
+          Meter(x, UsageStatus::kCancelled, 499);
+        }
+      }
+      outcome = client_ok ? Dispatcher::Outcome::kFailed : Dispatcher::Outcome::kAbandoned;
+      keep_open = false;  // the client must see the stream break, not end
+    }
+  } else if (!upstream_ok) {
+    count_tokens();
+    if (x.interrupts->client_gone) {
+      outcome = Dispatcher::Outcome::kAbandoned;
+      Meter(x, UsageStatus::kCancelled, 499);
+      keep_open = false;
+    } else {
+      outcome = Dispatcher::Outcome::kFailed;
+      Meter(x, UsageStatus::kFailed, 502);
+      const Refusal error{502, "server_error", "upstream_error",
+                          "the model server's response broke off"};
+      keep_open = co_await SendError(error, x.keep_alive, x.request_id);
+    }
+  } else {
+    count_tokens();
+    // The whole answer goes out now: its first byte is the first token's.
+    x.meter.FirstByte(Now());
+    if (upstream_status >= 500) {
+      outcome = Dispatcher::Outcome::kFailed;
+      Meter(x, UsageStatus::kFailed, upstream_status);
+    } else {
+      Meter(x, upstream_status < 400 ? UsageStatus::kCompleted : UsageStatus::kFailed,
+            upstream_status);
+    }
+    const std::string head =
+        ResponseHead(upstream_status, content_type, static_cast<int64_t>(whole.size()),
+                     x.keep_alive, x.request_id);
+    keep_open = co_await WriteAll(head, whole);
+  }
+  const UsageRecord& record = x.meter.record();
+  server_.dispatcher.Finish(x.slot, x.endpoint, outcome,
+                            {record.input_tokens, record.output_tokens, charged}, Now());
+  if (upstream_ok && response.is_done() && response.get().keep_alive() &&
+      !x.interrupts->client_gone) {
+    x.connection->reused = false;
+    pool_.GiveBack(x.endpoint, std::move(x.connection));
+  }
+  co_return keep_open;
+}
+
+}  // namespace atrium::gateway_server

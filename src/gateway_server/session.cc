@@ -1,0 +1,261 @@
+#include "gateway_server/session.h"
+
+#include <sys/socket.h>
+
+#include <array>
+#include <atomic>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/status.hpp>
+#include <cerrno>
+#include <nlohmann/json.hpp>
+
+#include "crypto/crypto.h"
+
+namespace atrium::gateway_server {
+namespace {
+
+// Request ids: a random per-process prefix (ids from different processes
+// and restarts never collide; they are the usage records' keys) and a
+// counter, so that the hot path makes no system call for randomness.
+std::string NewRequestId() {
+  static const std::string prefix = "req_" + crypto::HexEncode(crypto::RandomBytes(8));
+  static std::atomic<uint64_t> counter{0};
+  char digits[24];
+  int n = std::snprintf(digits, sizeof digits, "%012llx",
+                        static_cast<unsigned long long>(counter.fetch_add(1) + 1));
+  return prefix + std::string(digits, static_cast<size_t>(n));
+}
+
+// The standard phrase of a status code (Beast's table).
+std::string_view ReasonPhrase(int status) {
+  if (bhttp::int_to_status(static_cast<unsigned>(status)) == bhttp::status::unknown) {
+    return "Unknown";  // e.g. a model server's own code, relayed
+  }
+  auto phrase = bhttp::obsolete_reason(static_cast<bhttp::status>(status));
+  return {phrase.data(), phrase.size()};
+}
+
+}  // namespace
+
+std::string ResponseHead(int status, std::string_view content_type, int64_t content_length,
+                         bool keep_alive, std::string_view request_id,
+                         std::string_view extra_headers) {
+  std::string head;
+  head.reserve(256);
+  head += "HTTP/1.1 ";
+  head += std::to_string(status);
+  head += ' ';
+  head += ReasonPhrase(status);
+  head += "\r\nServer: atrium-gateway\r\nContent-Type: ";
+  head += content_type;
+  if (content_length >= 0) {
+    head += "\r\nContent-Length: ";
+    head += std::to_string(content_length);
+  } else {
+    head += "\r\nTransfer-Encoding: chunked\r\nCache-Control: no-cache";
+  }
+  head += "\r\nX-Request-Id: ";
+  head += request_id;
+  head += keep_alive ? "\r\n" : "\r\nConnection: close\r\n";
+  head += extra_headers;
+  head += "\r\n";
+  return head;
+}
+
+Session::~Session() {
+  std::lock_guard lock(server_.sessions_mu);
+  server_.closers.erase(this);
+  if (--server_.sessions == 0) server_.sessions_done.notify_all();
+}
+
+void Session::Start() {
+  {
+    std::lock_guard lock(server_.sessions_mu);
+    server_.closers[this] = [weak = weak_from_this()] {
+      if (auto self = weak.lock()) {
+        net::post(self->executor_, [self] {
+          if (self->idle_) self->stream_.cancel();
+        });
+      }
+    };
+  }
+  net::co_spawn(
+      executor_, [self = shared_from_this()]() { return self->Run(); }, net::detached);
+}
+
+awaitable<bool> Session::WriteAll(std::string_view a, std::string_view b) {
+  if (journal_wait_ > server_.journal_batches[loop_].written) {
+    // The record of this request is in the loop's batch: let the batch be
+    // written (at the end of this turn) before the client sees the end.
+    co_await net::post(executor_, net::use_awaitable);
+    if (journal_wait_ > server_.journal_batches[loop_].written) server_.FlushJournal(loop_);
+  }
+  journal_wait_ = 0;
+  beast::error_code ec;
+  std::array<net::const_buffer, 2> buffers{net::buffer(a.data(), a.size()),
+                                           net::buffer(b.data(), b.size())};
+  stream_.expires_after(Millis(options().read_timeout_ms));
+  co_await net::async_write(stream_, buffers, net::redirect_error(net::use_awaitable, ec));
+  stream_.expires_never();
+  co_return !ec;
+}
+
+awaitable<bool> Session::SendError(const gateway::Refusal& error, bool keep_alive,
+                                   const std::string& request_id) {
+  std::string body = gateway::ErrorBody(error.message, error.type, error.code);
+  const std::string extra = gateway::RetryAfterHeader(error);
+  std::string head = ResponseHead(error.status, "application/json",
+                                  static_cast<int64_t>(body.size()), keep_alive, request_id, extra);
+  co_return co_await WriteAll(head, body);
+}
+
+void Session::WatchClient(const std::shared_ptr<Interrupts>& interrupts) {
+  interrupts->watched = true;
+  stream_.socket().async_wait(
+      tcp::socket::wait_read,
+      net::bind_executor(executor_, [self = shared_from_this(), interrupts](beast::error_code ec) {
+        if (interrupts->done || ec == net::error::operation_aborted) return;
+        char byte;
+        ssize_t n =
+            ec ? 0
+               : ::recv(self->stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (n > 0) return;  // the client's next request: it is still there
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+          return self->WatchClient(interrupts);
+        }
+        interrupts->client_gone = true;
+        interrupts->Interrupt();
+      }));
+}
+
+awaitable<void> Session::Run() {
+  bool first = true;
+  for (;;) {
+    bhttp::request_parser<bhttp::string_body> parser;
+    parser.header_limit(static_cast<std::uint32_t>(options().max_header_bytes));
+    parser.body_limit(options().max_body_bytes);
+    beast::error_code ec;
+    // Not the stream's own timeout: that closes the socket, and a request
+    // that arrived only in part is answered 408.
+    const uint64_t read = ++reads_;
+    const int timeout_ms = first ? options().read_timeout_ms : options().idle_timeout_ms;
+    read_timed_out_ = false;
+    read_timer_.expires_after(Millis(timeout_ms));
+    read_timer_.async_wait([self = shared_from_this(), read](beast::error_code e) {
+      if (e || !self->idle_ || self->reads_ != read) return;
+      self->read_timed_out_ = true;
+      beast::error_code ignored;
+      self->stream_.socket().cancel(ignored);
+    });
+    if (server_.stopping.load()) break;
+    idle_ = true;
+    co_await bhttp::async_read(stream_, buffer_, parser,
+                               net::redirect_error(net::use_awaitable, ec));
+    idle_ = false;
+    read_timer_.cancel();
+    if (ec) {
+      const std::string request_id = NewRequestId();
+      std::optional<gateway::Refusal> error;
+      if (ec == bhttp::error::body_limit) {
+        error = gateway::Refusal{
+            413, "invalid_request_error", "request_too_large",
+            "request body is larger than " + std::to_string(options().max_body_bytes) + " bytes"};
+      } else if (read_timed_out_ && parser.got_some()) {
+        // Part of a request came, the rest not in time (an idle keep-alive
+        // connection that times out is just closed).
+        error = gateway::Refusal{
+            408, "invalid_request_error", "request_timeout",
+            "the request did not arrive within " + std::to_string(timeout_ms) + " ms"};
+      } else if (ec == bhttp::error::header_limit) {
+        error = gateway::Refusal{431, "invalid_request_error", "headers_too_large",
+                                 "request headers are too large"};
+      } else if (ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message &&
+                 ec.category() == bhttp::make_error_code(bhttp::error::bad_target).category()) {
+        error = gateway::Refusal{400, "invalid_request_error", "invalid_request",
+                                 "malformed HTTP request: " + ec.message()};
+      }
+      if (error) co_await SendError(*error, false, request_id);
+      break;
+    }
+    first = false;
+    auto request = parser.release();
+    bool keep_alive = request.keep_alive() && !server_.stopping.load();
+    bool ok = co_await Handle(request, keep_alive);
+    if (!ok || !keep_alive || server_.stopping.load()) break;
+  }
+  beast::error_code ignored;
+  stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  stream_.close();
+}
+
+awaitable<bool> Session::Handle(HttpRequest& request, bool keep_alive) {
+  const std::string request_id = NewRequestId();
+  const int64_t arrived = Now();
+  std::string_view target(request.target().data(), request.target().size());
+  std::string_view path = target.substr(0, target.find('?'));
+  const bool post = request.method() == bhttp::verb::post;
+  const bool get = request.method() == bhttp::verb::get;
+  std::optional<gateway::Api> api;
+  if (path == "/v1/chat/completions") api = gateway::Api::kChatCompletions;
+  if (path == "/v1/completions") api = gateway::Api::kCompletions;
+  if (path == "/v1/embeddings") api = gateway::Api::kEmbeddings;
+  if (api) {
+    if (!post) {
+      const gateway::Refusal error{405, "invalid_request_error", "method_not_allowed",
+                                   "use POST for " + std::string(path)};
+      co_return co_await SendError(error, keep_alive, request_id);
+    }
+    co_return co_await Proxy(request, *api, keep_alive, request_id, arrived);
+  }
+  if (path == "/v1/models") {
+    if (!get) {
+      const gateway::Refusal error{405, "invalid_request_error", "method_not_allowed",
+                                   "use GET for /v1/models"};
+      co_return co_await SendError(error, keep_alive, request_id);
+    }
+    co_return co_await Models(request, keep_alive, request_id);
+  }
+  if (path == "/healthz" && get) {
+    const std::string body = R"({"status":"ok"})";
+    const std::string head = ResponseHead(
+        200, "application/json", static_cast<int64_t>(body.size()), keep_alive, request_id);
+    co_return co_await WriteAll(head, body);
+  }
+  // Everything else, the control-plane API included, is not served here.
+  const gateway::Refusal error{
+      404, "invalid_request_error", "unknown_url",
+      "Unknown request URL: " + std::string(request.method_string()) + " " + std::string(path)};
+  co_return co_await SendError(error, keep_alive, request_id);
+}
+
+awaitable<bool> Session::Models(HttpRequest& request, bool keep_alive,
+                                const std::string& request_id) {
+  auto snapshot = server_.policy.Current();
+  auto caller =
+      snapshot->Authenticate(std::string_view(request[bhttp::field::authorization].data(),
+                                              request[bhttp::field::authorization].size()),
+                             Now());
+  if (!caller.has_value()) {
+    const gateway::Refusal error = gateway::RefusalOf(caller.error());
+    co_return co_await SendError(error, keep_alive, request_id);
+  }
+  std::string body = R"({"object":"list","data":[)";
+  bool first = true;
+  for (const std::string& model : snapshot->ModelsFor(*caller)) {
+    if (!first) body += ',';
+    first = false;
+    body += R"({"id":)" + nlohmann::json(model).dump() +
+            R"(,"object":"model","created":0,"owned_by":"atrium"})";
+  }
+  body += "]}";
+  const std::string head = ResponseHead(200, "application/json", static_cast<int64_t>(body.size()),
+                                        keep_alive, request_id);
+  co_return co_await WriteAll(head, body);
+}
+
+}  // namespace atrium::gateway_server

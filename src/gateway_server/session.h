@@ -1,0 +1,112 @@
+// One client connection to the gateway (session.cc): reads requests one
+// after another (keep-alive), answers /v1/models and /healthz itself and
+// sends each inference request through the chain of stages (exchange.cc):
+//
+//   authenticate -> parse -> entitle -> limit -> queue -> route -> relay -> meter
+//
+// The pure parts of each stage live in src/gateway (PolicySnapshot,
+// ParseRequest, ReadRequestOptions, the Dispatcher's cores, SseRelay,
+// UsageMeter); here is their I/O. A stage either passes the exchange on or
+// ends it early (an `Early`: refused, failed or cancelled), and every
+// exchange with a tenant ends with exactly one usage record.
+#pragma once
+
+// clang-format off
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without it
+// clang-format on
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "gateway/openai.h"
+#include "gateway/refusal.h"
+#include "gateway/usage_meter.h"
+#include "gateway_server/server_impl.h"
+
+namespace atrium::gateway_server {
+
+namespace bhttp = boost::beast::http;
+using HttpRequest = bhttp::request<bhttp::string_body>;
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(GatewayServer::Impl& server, size_t loop, tcp::socket socket)
+      : server_(server),
+        loop_(loop),
+        executor_(server.loops[loop]->get_executor()),
+        pool_(server.pools[loop]),
+        stream_(std::move(socket)) {}
+
+  ~Session();
+
+  // Registers the session (Stop() can end it while idle) and runs it.
+  void Start();
+
+  // Notices the client going away while its request waits or runs: takes it
+  // out of the queue or aborts the upstream request (Interrupts).
+  void WatchClient(const std::shared_ptr<Interrupts>& interrupts);
+
+ private:
+  // One request on its way through the chain (exchange.cc).
+  struct Exchange;
+  // How a stage ends an exchange before its answer is relayed: the record's
+  // status and what the client is told (nothing when it has gone).
+  struct Early {
+    gateway::UsageStatus status;
+    std::optional<gateway::Refusal> refusal;
+    static Early Rejected(gateway::Refusal r) { return {gateway::UsageStatus::kRejected, r}; }
+    static Early Failed(gateway::Refusal r) { return {gateway::UsageStatus::kFailed, r}; }
+    static Early Cancelled() { return {gateway::UsageStatus::kCancelled, std::nullopt}; }
+  };
+
+  const GatewayOptions& options() const { return server_.options; }
+  int64_t Now() const { return server_.clock.NowMillis(); }
+
+  // session.cc: the connection.
+  awaitable<void> Run();
+  awaitable<bool> Handle(HttpRequest& request, bool keep_alive);
+  awaitable<bool> Models(HttpRequest& request, bool keep_alive, const std::string& request_id);
+  // Writes a and b; first lets the journal write hold this request's record.
+  awaitable<bool> WriteAll(std::string_view a, std::string_view b = {});
+  awaitable<bool> SendError(const gateway::Refusal& refusal, bool keep_alive,
+                            const std::string& request_id);
+
+  // exchange.cc: the chain. Each stage returns the Early that ends the
+  // exchange, or nothing to pass it on.
+  awaitable<bool> Proxy(HttpRequest& request, gateway::Api api, bool keep_alive,
+                        const std::string& request_id, int64_t arrived);
+  std::optional<Early> Prepare(Exchange& x, const HttpRequest& request);  // parse, entitle, limit
+  awaitable<std::optional<Early>> Queue(Exchange& x);
+  awaitable<std::optional<Early>> Route(Exchange& x);
+  awaitable<bool> Relay(Exchange& x);
+  awaitable<bool> End(Exchange& x, const Early& early);
+  // Finishes the exchange's record and stages it for this turn's journal write.
+  void Meter(Exchange& x, gateway::UsageStatus status, int http_status);
+
+  GatewayServer::Impl& server_;
+  const size_t loop_;
+  const Executor executor_;  // the connection's loop: everything below runs there
+  UpstreamPool& pool_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::string piece_;          // a streamed response's bytes on their way through the relay
+  uint64_t journal_wait_ = 0;  // the journal batch the next write waits for (0: none)
+  bool idle_ = false;          // waiting for the next request
+  net::steady_timer read_timer_{executor_};  // the whole of a request must arrive in time
+  uint64_t reads_ = 0;                       // requests read so far, the current one included
+  bool read_timed_out_ = false;
+};
+
+// Status line and headers. content_length < 0: chunked.
+std::string ResponseHead(int status, std::string_view content_type, int64_t content_length,
+                         bool keep_alive, std::string_view request_id,
+                         std::string_view extra_headers = {});
+
+}  // namespace atrium::gateway_server

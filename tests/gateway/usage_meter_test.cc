@@ -1,0 +1,100 @@
+#include "gateway/usage_meter.h"
+
+#include <gtest/gtest.h>
+
+namespace atrium::gateway {
+namespace {
+
+Caller TheCaller() {
+  Caller c;
+  c.tenant_id = "ten_1";
+  c.key_id = "key_1";
+  return c;
+}
+
+ParsedRequest Request(bool stream) {
+  ParsedRequest r;
+  r.model = "llama";
+  r.stream = stream;
+  r.estimated_input_tokens = 40;
+  return r;
+}
+
+TEST(UsageMeterTest, ARelayedRequestRecordsWhoWhatWhereAndHowLong) {
+  UsageMeter meter("req_1", TheCaller(), Api::kChatCompletions, 1'000);
+  meter.Parsed(Request(false));
+  meter.Routed("dep_1");
+  meter.Dequeued(1'007);
+  meter.Upstream("http://a:8000");
+  meter.FirstByte(1'050);
+  meter.Tokens(Usage{true, 38, 12, 6}, 99);  // the report wins over the count
+  EXPECT_FALSE(meter.finished());
+  const UsageRecord& r = meter.Finish(UsageStatus::kCompleted, 200, 1'060);
+  EXPECT_TRUE(meter.finished());
+  EXPECT_EQ(r.id, "req_1");
+  EXPECT_EQ(r.tenant_id, "ten_1");
+  EXPECT_EQ(r.key_id, "key_1");
+  EXPECT_EQ(r.api, "chat.completions");
+  EXPECT_EQ(r.model, "llama");
+  EXPECT_FALSE(r.stream);
+  EXPECT_EQ(r.deployment_id, "dep_1");
+  EXPECT_EQ(r.endpoint, "http://a:8000");
+  EXPECT_EQ(r.input_tokens, 38);
+  EXPECT_EQ(r.output_tokens, 12);
+  EXPECT_EQ(r.cached_tokens, 6);
+  EXPECT_EQ(r.queue_ms, 7);
+  EXPECT_EQ(r.ttft_ms, 50);
+  EXPECT_EQ(r.total_ms, 60);
+  EXPECT_EQ(r.status, "completed");
+  EXPECT_EQ(r.http_status, 200);
+  EXPECT_EQ(r.created_at, 1'000);
+}
+
+TEST(UsageMeterTest, WithoutAReportTheGatewaysCountStandsForTheOutput) {
+  UsageMeter meter("req_2", TheCaller(), Api::kCompletions, 0);
+  meter.Parsed(Request(true));
+  meter.Tokens(Usage{}, 17);                   // e.g. a stream's content chunks
+  EXPECT_EQ(meter.record().input_tokens, 40);  // the admission estimate stays
+  EXPECT_EQ(meter.record().output_tokens, 17);
+  meter.Tokens(Usage{}, std::nullopt);  // nothing to count: unchanged
+  EXPECT_EQ(meter.record().output_tokens, 17);
+}
+
+TEST(UsageMeterTest, ARefusedRequestHasNoFirstByteAndNoEndpoint) {
+  UsageMeter meter("req_3", TheCaller(), Api::kEmbeddings, 500);
+  const UsageRecord& r = meter.Finish(UsageStatus::kRejected, 429, 502);
+  EXPECT_EQ(r.api, "embeddings");
+  EXPECT_EQ(r.status, "rejected");
+  EXPECT_EQ(r.http_status, 429);
+  EXPECT_EQ(r.ttft_ms, 0);
+  EXPECT_EQ(r.total_ms, 2);
+  EXPECT_EQ(r.endpoint, "");
+  EXPECT_EQ(r.deployment_id, "");
+}
+
+TEST(UsageMeterTest, ASnapshotIsTheRecordSoFarThenFinishSupersedesIt) {
+  UsageMeter meter("req_4", TheCaller(), Api::kChatCompletions, 100);
+  meter.Parsed(Request(true));
+  meter.FirstByte(130);
+  meter.Tokens(Usage{}, 5);
+  const UsageRecord& snap = meter.Snapshot(1'100);
+  EXPECT_EQ(snap.http_status, 200);
+  EXPECT_EQ(snap.total_ms, 1'000);
+  EXPECT_EQ(snap.ttft_ms, 30);
+  EXPECT_EQ(snap.output_tokens, 5);
+  EXPECT_FALSE(meter.finished());
+  const UsageRecord& r = meter.Finish(UsageStatus::kCancelled, 499, 1'500);
+  EXPECT_EQ(r.status, "cancelled");
+  EXPECT_EQ(r.http_status, 499);
+  EXPECT_EQ(r.total_ms, 1'400);
+}
+
+TEST(UsageMeterTest, StatusNamesAreTheStoredOnes) {
+  EXPECT_EQ(UsageStatusName(UsageStatus::kCompleted), "completed");
+  EXPECT_EQ(UsageStatusName(UsageStatus::kFailed), "failed");
+  EXPECT_EQ(UsageStatusName(UsageStatus::kRejected), "rejected");
+  EXPECT_EQ(UsageStatusName(UsageStatus::kCancelled), "cancelled");
+}
+
+}  // namespace
+}  // namespace atrium::gateway
