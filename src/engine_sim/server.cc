@@ -45,6 +45,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/thread_name.h"
 #include "crypto/crypto.h"
 #include "engine_sim/json_text.h"
 #include "engine_sim/openai.h"
@@ -954,7 +955,10 @@ Result<int> Server::Start() {
   for (char c : nonce) core->id_nonce = (core->id_nonce << 8) | static_cast<unsigned char>(c);
   core->DoAccept();  // no thread runs the loop yet
   for (int i = 0; i < options_.threads; ++i) {
-    core->threads.emplace_back([c = core.get()] { c->RunLoop(); });
+    core->threads.emplace_back([c = core.get(), i] {
+      NameThisThread("engine-sim-" + std::to_string(i));
+      c->RunLoop();
+    });
   }
   core_ = std::move(core);
   lifecycle_ = Lifecycle::kRunning;

@@ -12,6 +12,7 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 
+#include "common/thread_name.h"
 #include "crypto/crypto.h"
 #include "gateway_server/server_impl.h"
 #include "gateway_server/session.h"
@@ -169,10 +170,12 @@ Result<int> GatewayServer::Start() {
   crypto::InitCrypto();
   net::co_spawn(impl.acceptor.get_executor(), impl.AcceptLoop(), net::detached);
   net::co_spawn(*impl.loops[0], impl.Maintenance(), net::detached);
-  for (auto& loop : impl.loops) {
+  for (size_t i = 0; i < impl.loops.size(); ++i) {
+    net::io_context* loop = impl.loops[i].get();
     // A loop with nothing to do yet must keep running until Stop().
     impl.keep_running.push_back(net::make_work_guard(*loop));
-    impl.threads.emplace_back([&impl, loop = loop.get()] {
+    impl.threads.emplace_back([&impl, loop, i] {
+      NameThisThread("gw-loop-" + std::to_string(i));
       for (;;) {
         try {
           loop->run();

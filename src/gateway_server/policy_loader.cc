@@ -4,6 +4,8 @@
 
 #include <chrono>
 
+#include "common/thread_name.h"
+
 namespace atrium::gateway_server {
 
 PolicyLoader::PolicyLoader(PolicySource source, int poll_ms)
@@ -13,7 +15,10 @@ PolicyLoader::~PolicyLoader() { Stop(); }
 
 Status PolicyLoader::Start() {
   ATRIUM_RETURN_IF_ERROR(Refresh());
-  thread_ = std::thread([this] { Loop(); });
+  thread_ = std::thread([this] {
+    NameThisThread("gw-policy");
+    Loop();
+  });
   return OkStatus();
 }
 

@@ -13,6 +13,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/thread_name.h"
+
 namespace atrium::gateway_server {
 namespace {
 
@@ -214,8 +216,14 @@ Status UsageJournal::Start() {
   taken_bytes_ = 0;
   stopping_ = false;
   started_ = true;
-  flusher_ = std::thread([this] { FlushLoop(); });
-  shipper_ = std::thread([this] { ShipLoop(); });
+  flusher_ = std::thread([this] {
+    NameThisThread("usage-flush");
+    FlushLoop();
+  });
+  shipper_ = std::thread([this] {
+    NameThisThread("usage-ship");
+    ShipLoop();
+  });
   return OkStatus();
 }
 

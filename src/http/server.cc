@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/thread_name.h"
 #include "crypto/crypto.h"
 #include "http/beast_request.h"
 
@@ -530,7 +531,10 @@ Result<int> Server::Start() {
   impl_->DoAccept();     // no thread runs the loop yet, so no strand is needed here
   const int threads = std::max(1, options.threads);
   for (int i = 0; i < threads; ++i)
-    impl_->threads.emplace_back([impl = impl_.get()] { impl->RunLoop(); });
+    impl_->threads.emplace_back([impl = impl_.get(), i] {
+      NameThisThread("api-http-" + std::to_string(i));
+      impl->RunLoop();
+    });
   impl_->lifecycle = Impl::Lifecycle::kRunning;
   return static_cast<int>(bound.port());
 }

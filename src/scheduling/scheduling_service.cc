@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "capacity/fleet_spec.h"
+#include "common/thread_name.h"
 #include "crypto/ids.h"
 #include "scheduling/codec.h"
 
@@ -55,7 +56,10 @@ Status SchedulingService::Start() {
       std::lock_guard<std::mutex> lock(timer_mu_);
       stopping_ = false;
     }
-    timer_ = std::thread([this] { TimerLoop(); });
+    timer_ = std::thread([this] {
+      NameThisThread("sched-timer");
+      TimerLoop();
+    });
   }
   return OkStatus();
 }
