@@ -1,6 +1,7 @@
 #include "gateway/policy.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 
 #include "crypto/crypto.h"
@@ -92,8 +93,10 @@ Result<Caller> KeyVerdict(
 
 std::shared_ptr<const PolicySnapshot> PolicySnapshot::Build(GatewayPolicyRows rows,
                                                             int64_t version) {
+  static std::atomic<uint64_t> serials{0};
   std::shared_ptr<PolicySnapshot> snapshot(new PolicySnapshot());
   snapshot->version_ = version;
+  snapshot->serial_ = serials.fetch_add(1) + 1;
 
   snapshot->deployments_ = std::move(rows.deployments);
   auto& deployments = snapshot->deployments_;
@@ -131,23 +134,35 @@ std::shared_ptr<const PolicySnapshot> PolicySnapshot::Build(GatewayPolicyRows ro
   return snapshot;
 }
 
-Result<Caller> PolicySnapshot::Authenticate(std::string_view authorization_header,
-                                            int64_t now_ms) const {
-  if (Trim(authorization_header).empty()) {
-    return Error::Unauthenticated(
-        "You didn't provide an API key. Send it in the Authorization header: Bearer <API key>");
+Result<Caller> PolicySnapshot::Authenticate(std::string_view authorization_header, int64_t now_ms,
+                                            KeyMemo* memo) const {
+  const KeyEntry* remembered = nullptr;
+  if (memo != nullptr && memo->snapshot == serial_ && memo->header == authorization_header) {
+    if (auto it = keys_.find(memo->key_id); it != keys_.end()) remembered = &it->second;
   }
-  std::string_view token = BearerToken(authorization_header);
-  if (token.empty()) {
-    return Error::Unauthenticated("the Authorization header must be: Bearer <API key>");
+  if (remembered == nullptr) {
+    if (Trim(authorization_header).empty()) {
+      return Error::Unauthenticated(
+          "You didn't provide an API key. Send it in the Authorization header: Bearer <API key>");
+    }
+    std::string_view token = BearerToken(authorization_header);
+    if (token.empty()) {
+      return Error::Unauthenticated("the Authorization header must be: Bearer <API key>");
+    }
+    ATRIUM_ASSIGN_OR_RETURN(ParsedApiKey parsed, ParseApiKey(token));
+    auto it = keys_.find(parsed.key_id);
+    if (it == keys_.end()) return Error::Unauthenticated("invalid API key");
+    if (!crypto::ConstantTimeEquals(it->second.secret_hash, HashApiKeySecret(parsed.secret))) {
+      return Error::Unauthenticated("invalid API key");
+    }
+    remembered = &it->second;
+    if (memo != nullptr) {
+      memo->snapshot = serial_;
+      memo->header.assign(authorization_header);
+      memo->key_id = parsed.key_id;
+    }
   }
-  ATRIUM_ASSIGN_OR_RETURN(ParsedApiKey parsed, ParseApiKey(token));
-  auto it = keys_.find(parsed.key_id);
-  if (it == keys_.end()) return Error::Unauthenticated("invalid API key");
-  const KeyEntry& entry = it->second;
-  if (!crypto::ConstantTimeEquals(entry.secret_hash, HashApiKeySecret(parsed.secret))) {
-    return Error::Unauthenticated("invalid API key");
-  }
+  const KeyEntry& entry = *remembered;
   if (entry.revoked) return Error::Unauthenticated("API key revoked");
   if (entry.expires_at != 0 && now_ms >= entry.expires_at) {
     return Error::Unauthenticated("API key expired");

@@ -52,8 +52,25 @@ class PolicySnapshot {
   // suspended included, with "tenant is suspended", as the control plane
   // answers. kPermissionDenied for a platform key (no tenant) and a role
   // without Permission::kModelInvoke (tenant-viewer). Cost: one SHA-256, a
-  // hash lookup and a constant-time compare.
-  Result<Caller> Authenticate(std::string_view authorization_header, int64_t now_ms) const;
+  // hash lookup and a constant-time compare — or, with a memo that this
+  // snapshot filled for the same header, the lookup alone.
+  struct KeyMemo;
+  Result<Caller> Authenticate(std::string_view authorization_header, int64_t now_ms,
+                              KeyMemo* memo = nullptr) const;
+
+  // One client connection's memo of the key it presented last and that
+  // verified against a snapshot: a client sends the same key with every
+  // request of a keep-alive connection, so its secret is hashed once per
+  // connection and snapshot. Revocation, expiry and the owner's and tenant's
+  // state are still checked on every request (a new snapshot voids the
+  // memo). Never shared between connections: it holds the key as presented.
+  struct KeyMemo {
+    uint64_t snapshot = 0;  // serial() of the snapshot it verified against; 0: empty
+    std::string header;     // the Authorization header, as presented
+    std::string key_id;
+  };
+  // Distinct for every snapshot this process builds.
+  uint64_t serial() const { return serial_; }
 
   // The deployments that may serve `model` for `caller`. A model is usable
   // when the tenant has a dedicated deployment of it, or is entitled to it and
@@ -85,6 +102,7 @@ class PolicySnapshot {
   void AppendShared(const Caller& caller, const std::string& model, Deployments& out) const;
 
   int64_t version_ = 0;
+  uint64_t serial_ = 0;
   std::vector<DeploymentRecord> deployments_;  // id order; everything below points here
   std::unordered_map<std::string, const DeploymentRecord*> by_id_;
   std::unordered_map<std::string, Deployments> shared_;  // model → shared deployments

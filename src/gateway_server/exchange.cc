@@ -40,6 +40,21 @@ std::string_view UpstreamPath(gateway::Api api) {
   return "";
 }
 
+// Feeds `response` the bytes `connection` has buffered (after the head, or
+// left over from an earlier read): true when that made progress (body bytes,
+// the message's end, or a malformed message in `ec`), false when the next
+// bytes must be read from the network.
+bool ParseBuffered(UpstreamConnection& connection,
+                   bhttp::response_parser<bhttp::buffer_body>& response, beast::error_code& ec) {
+  if (connection.buffer.size() == 0 || response.is_done()) return false;
+  const size_t room = response.get().body().size;
+  const size_t used = response.put(connection.buffer.data(), ec);
+  connection.buffer.consume(used);
+  if (ec == bhttp::error::need_more) ec = {};
+  if (ec) return true;
+  return response.is_done() || response.get().body().size != room;
+}
+
 std::string_view HeaderOf(const HttpRequest& request, bhttp::field field) {
   auto value = request[field];
   return {value.data(), value.size()};
@@ -84,7 +99,8 @@ awaitable<bool> Session::Proxy(HttpRequest& request, gateway::Api api, bool keep
                                const std::string& request_id, int64_t arrived) {
   auto snapshot = server_.policy.Current();
   // Authenticate. Without a tenant there is nobody to bill: no record.
-  auto caller = snapshot->Authenticate(HeaderOf(request, bhttp::field::authorization), arrived);
+  auto caller =
+      snapshot->Authenticate(HeaderOf(request, bhttp::field::authorization), arrived, &key_memo_);
   if (!caller.has_value()) {
     const Refusal refusal = gateway::RefusalOf(caller.error());
     co_return co_await SendError(refusal, keep_alive, request_id);
@@ -379,13 +395,18 @@ awaitable<bool> Session::Relay(Exchange& x) {
     response.get().body().data = into;
     response.get().body().size = room;
     beast::error_code ec;
-    connection.tcp().expires_after(Millis(options().stream_idle_timeout_ms));
-    // read_some: hand on what has arrived, not a full buffer.
-    auto read = connection.With([&](auto& stream) {
-      return bhttp::async_read_some(stream, connection.buffer, response,
-                                    net::redirect_error(net::use_awaitable, ec));
-    });
-    co_await std::move(read);
+    // What arrived with the head (often the whole answer) or with an earlier
+    // read is parsed here: Beast's read would hand it over only after a
+    // round through the event loop.
+    if (!ParseBuffered(connection, response, ec)) {
+      connection.tcp().expires_after(Millis(options().stream_idle_timeout_ms));
+      // read_some: hand on what has arrived, not a full buffer.
+      auto read = connection.With([&](auto& stream) {
+        return bhttp::async_read_some(stream, connection.buffer, response,
+                                      net::redirect_error(net::use_awaitable, ec));
+      });
+      co_await std::move(read);
+    }
     const size_t n = room - response.get().body().size;
     if (!streaming) whole.resize(whole.size() - room + n);
     if (ec == bhttp::error::need_buffer) ec = {};

@@ -142,22 +142,15 @@ awaitable<void> Session::Run() {
     beast::error_code ec;
     // Not the stream's own timeout: that closes the socket, and a request
     // that arrived only in part is answered 408.
-    const uint64_t read = ++reads_;
     const int timeout_ms = first ? options().read_timeout_ms : options().idle_timeout_ms;
     read_timed_out_ = false;
-    read_timer_.expires_after(Millis(timeout_ms));
-    read_timer_.async_wait([self = shared_from_this(), read](beast::error_code e) {
-      if (e || !self->idle_ || self->reads_ != read) return;
-      self->read_timed_out_ = true;
-      beast::error_code ignored;
-      self->stream_.socket().cancel(ignored);
-    });
+    read_deadline_ = std::chrono::steady_clock::now() + Millis(timeout_ms);
+    ArmReadTimer();
     if (server_.stopping.load()) break;
     idle_ = true;
     co_await bhttp::async_read(stream_, buffer_, parser,
                                net::redirect_error(net::use_awaitable, ec));
     idle_ = false;
-    read_timer_.cancel();
     if (ec) {
       const std::string request_id = NewRequestId();
       std::optional<gateway::Refusal> error;
@@ -188,9 +181,27 @@ awaitable<void> Session::Run() {
     bool ok = co_await Handle(request, keep_alive);
     if (!ok || !keep_alive || server_.stopping.load()) break;
   }
+  read_timer_.cancel();  // its handler holds the session
   beast::error_code ignored;
   stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
   stream_.close();
+}
+
+void Session::ArmReadTimer() {
+  if (read_timer_armed_) return;  // it fires early at worst, and then waits on
+  read_timer_armed_ = true;
+  read_timer_.expires_at(read_deadline_);
+  read_timer_.async_wait([self = shared_from_this()](beast::error_code e) {
+    self->read_timer_armed_ = false;
+    if (e || !self->idle_) return;  // cancelled, or a request is being served
+    if (std::chrono::steady_clock::now() < self->read_deadline_) {
+      self->ArmReadTimer();  // a later read's deadline
+      return;
+    }
+    self->read_timed_out_ = true;
+    beast::error_code ignored;
+    self->stream_.socket().cancel(ignored);
+  });
 }
 
 awaitable<bool> Session::Handle(HttpRequest& request, bool keep_alive) {
@@ -239,7 +250,7 @@ awaitable<bool> Session::Models(HttpRequest& request, bool keep_alive,
   auto caller =
       snapshot->Authenticate(std::string_view(request[bhttp::field::authorization].data(),
                                               request[bhttp::field::authorization].size()),
-                             Now());
+                             Now(), &key_memo_);
   if (!caller.has_value()) {
     const gateway::Refusal error = gateway::RefusalOf(caller.error());
     co_return co_await SendError(error, keep_alive, request_id);

@@ -71,6 +71,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // session.cc: the connection.
   awaitable<void> Run();
+  void ArmReadTimer();  // unless armed: wakes at read_deadline_ to end a late read
   awaitable<bool> Handle(HttpRequest& request, bool keep_alive);
   awaitable<bool> Models(HttpRequest& request, bool keep_alive, const std::string& request_id);
   // Writes a and b; first lets the journal write hold this request's record.
@@ -99,8 +100,13 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string piece_;          // a streamed response's bytes on their way through the relay
   uint64_t journal_wait_ = 0;  // the journal batch the next write waits for (0: none)
   bool idle_ = false;          // waiting for the next request
-  net::steady_timer read_timer_{executor_};  // the whole of a request must arrive in time
-  uint64_t reads_ = 0;                       // requests read so far, the current one included
+  gateway::PolicySnapshot::KeyMemo key_memo_;  // this client's key, verified
+  // The whole of a request must arrive by read_deadline_. One timer per
+  // connection, re-armed only when it fires: moving the deadline for the
+  // next request costs no timer operation.
+  net::steady_timer read_timer_{executor_};
+  std::chrono::steady_clock::time_point read_deadline_;
+  bool read_timer_armed_ = false;
   bool read_timed_out_ = false;
 };
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -44,28 +45,38 @@ void AppendString(std::string& out, std::string_view key, std::string_view value
   static constexpr char kHex[] = "0123456789abcdef";
   out += '"';
   out += key;
-  out += "\":\"";
+  out += std::string_view("\":\"");
+  const bool plain = std::none_of(value.begin(), value.end(), [](char c) {
+    return c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20;
+  });
+  if (plain) {  // ids, names, URLs: the usual case, copied whole
+    out += value;
+    out += std::string_view("\",");
+    return;
+  }
   for (char c : value) {
     auto u = static_cast<unsigned char>(c);
     if (c == '"' || c == '\\') {
       out += '\\';
       out += c;
     } else if (u < 0x20) {
-      out += "\\u00";
+      out += std::string_view("\\u00");
       out += kHex[u >> 4];
       out += kHex[u & 0xf];
     } else {
       out += c;
     }
   }
-  out += "\",";
+  out += std::string_view("\",");
 }
 
 void AppendInt(std::string& out, std::string_view key, int64_t value) {
+  char digits[24];
+  const auto end = std::to_chars(digits, digits + sizeof digits, value).ptr;
   out += '"';
   out += key;
-  out += "\":";
-  out += std::to_string(value);
+  out += std::string_view("\":");
+  out.append(digits, static_cast<size_t>(end - digits));
   out += ',';
 }
 
@@ -83,7 +94,7 @@ void AppendUsageLine(std::string& out, const UsageRecord& r) {
   AppendString(out, "deployment_id", r.deployment_id);
   AppendString(out, "endpoint", r.endpoint);
   AppendString(out, "api", r.api);
-  out += r.stream ? "\"stream\":true," : "\"stream\":false,";
+  out += r.stream ? std::string_view("\"stream\":true,") : std::string_view("\"stream\":false,");
   AppendInt(out, "input_tokens", r.input_tokens);
   AppendInt(out, "output_tokens", r.output_tokens);
   AppendInt(out, "cached_tokens", r.cached_tokens);

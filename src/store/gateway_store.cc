@@ -138,6 +138,43 @@ constexpr size_t kUsageColumnCount = 17;
 // 999 parameters per statement.
 constexpr size_t kUsageRowsPerInsert = 50;
 
+// Rows in the next INSERT with `left` rows to go: full statements of
+// kUsageRowsPerInsert, the rest in powers of two. A batch of any size then
+// uses at most seven distinct statements, which the connection prepares once
+// and keeps (SQLite's parse of an 850-parameter statement costs more than
+// inserting its rows).
+size_t RowsInNextUsageInsert(size_t left) {
+  if (left >= kUsageRowsPerInsert) return kUsageRowsPerInsert;
+  size_t rows = 1;
+  while (rows * 2 <= left) rows *= 2;
+  return rows;
+}
+
+// The INSERT of `rows` usage records, written once per row count. The
+// idempotency: a record already stored (a re-shipped batch, or the same id
+// twice in one) is skipped, in both dialects.
+const std::string& UsageInsertSql(size_t rows) {
+  static const std::vector<std::string> texts = [] {
+    std::vector<std::string> out(kUsageRowsPerInsert + 1);
+    for (size_t n = 1; n <= kUsageRowsPerInsert; ++n) {
+      std::string q = std::string("INSERT INTO usage_records (") + kUsageColumns + ") VALUES ";
+      size_t param = 0;
+      for (size_t row = 0; row < n; ++row) {
+        q += row ? ", (" : "(";
+        for (size_t col = 0; col < kUsageColumnCount; ++col) {
+          if (col) q += ", ";
+          q += P(++param);
+        }
+        q += ")";
+      }
+      q += " ON CONFLICT (id) DO NOTHING";
+      out[n] = std::move(q);
+    }
+    return out;
+  }();
+  return texts.at(rows);
+}
+
 UsageRecord UsageFromRow(const Row& r) {
   UsageRecord u;
   u.id = r.Text(0);
@@ -394,25 +431,12 @@ Status Store::InsertUsageRecords(const std::vector<UsageRecord>& records) {
     for (const auto& u : records) {
       if (live.count(u.tenant_id)) kept.push_back(&u);
     }
-    for (size_t start = 0; start < kept.size(); start += kUsageRowsPerInsert) {
-      size_t end = std::min(kept.size(), start + kUsageRowsPerInsert);
-      std::string q = std::string("INSERT INTO usage_records (") + kUsageColumns + ") VALUES ";
+    for (size_t start = 0, end = 0; start < kept.size(); start = end) {
+      end = start + RowsInNextUsageInsert(kept.size() - start);
       std::vector<Value> params;
       params.reserve((end - start) * kUsageColumnCount);
-      for (size_t i = start; i < end; ++i) {
-        if (i > start) q += ", ";
-        q += "(";
-        for (size_t col = 0; col < kUsageColumnCount; ++col) {
-          if (col) q += ", ";
-          q += P(params.size() + col + 1);
-        }
-        q += ")";
-        AppendUsageValues(*kept[i], params);
-      }
-      // The idempotency: a record already stored (a re-shipped batch, or the
-      // same id twice in this one) is skipped, in both dialects.
-      q += " ON CONFLICT (id) DO NOTHING";
-      ATRIUM_RETURN_IF_ERROR(c.Exec(q, params));
+      for (size_t i = start; i < end; ++i) AppendUsageValues(*kept[i], params);
+      ATRIUM_RETURN_IF_ERROR(c.Exec(UsageInsertSql(end - start), params));
     }
     return true;
   }));

@@ -245,7 +245,9 @@ class SqliteConnection final : public Connection {
           return Error::InvalidArgument("text parameter $" + std::to_string(n) +
                                         " contains a NUL byte");
         }
-        rc = sqlite3_bind_text64(stmt, i, s.data(), s.size(), SQLITE_TRANSIENT, SQLITE_UTF8);
+        // Not copied: `params` outlives the statement's run, and
+        // StatementReset clears the bindings before Exec returns.
+        rc = sqlite3_bind_text64(stmt, i, s.data(), s.size(), SQLITE_STATIC, SQLITE_UTF8);
       }
       if (rc != SQLITE_OK) return ErrorFromSqlite(db_, rc, "sqlite bind");
     }

@@ -118,6 +118,49 @@ TEST_F(PolicyTest, AuthenticatesATenantKey) {
   EXPECT_EQ(caller.subjects[1].limits.max_concurrent, 2);
 }
 
+TEST_F(PolicyTest, AConnectionsKeyMemoSkipsTheHashButNotTheChecks) {
+  std::string key = AddKey("tn_any", "tenant-member");
+  LastKey().key.expires_at = kNow + 1000;
+  std::string other = AddKey("tn_any", "tenant-member");
+  auto policy = Build();
+  PolicySnapshot::KeyMemo memo;
+
+  // A failure fills nothing.
+  EXPECT_FALSE(policy->Authenticate("Bearer " + key + "x", kNow, &memo).has_value());
+  EXPECT_EQ(memo.snapshot, 0u);
+
+  auto first = policy->Authenticate("Bearer " + key, kNow, &memo);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(memo.snapshot, policy->serial());
+  EXPECT_EQ(memo.key_id, first->key_id);
+  auto again = policy->Authenticate("Bearer " + key, kNow, &memo);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->key_id, first->key_id);
+
+  // Expiry is checked on every request, remembered or not.
+  auto late = policy->Authenticate("Bearer " + key, kNow + 1000, &memo);
+  ASSERT_FALSE(late.has_value());
+  EXPECT_EQ(late.error().message, "API key expired");
+
+  // Another header is verified afresh (and a wrong secret still fails).
+  std::string wrong = key;
+  wrong.back() = wrong.back() == 'a' ? 'b' : 'a';
+  EXPECT_FALSE(policy->Authenticate("Bearer " + wrong, kNow, &memo).has_value());
+  auto switched = policy->Authenticate("Bearer " + other, kNow, &memo);
+  ASSERT_TRUE(switched.has_value());
+  EXPECT_NE(switched->key_id, first->key_id);
+  EXPECT_EQ(memo.key_id, switched->key_id);
+
+  // A new snapshot does not trust the old one's memo: there the key id has
+  // another secret, and the remembered header fails.
+  rows_.keys.back().key.secret_hash = rows_.keys.front().key.secret_hash;
+  auto next = Build();
+  EXPECT_NE(next->serial(), policy->serial());
+  auto stale = next->Authenticate("Bearer " + other, kNow, &memo);
+  ASSERT_FALSE(stale.has_value());
+  EXPECT_EQ(stale.error().message, "invalid API key");
+}
+
 TEST_F(PolicyTest, KeysWithoutLimitRecordsAreUnlimitedAndInteractive) {
   std::string key = AddKey("tn_any", "tenant-admin");
   Caller caller = MustAuthenticate(*Build(), key);

@@ -422,6 +422,19 @@ TEST_P(GatewayStoreTest, UsageBatchesLargerThanOneStatementAndBadRecords) {
       store_->InsertUsageRecords({Usage("req_gone", "tn_gone", 1), Usage("req_ok", a.id, 1)}));
   EXPECT_EQ(Count("SELECT COUNT(*) FROM usage_records"), 124);
   EXPECT_EQ(Count("SELECT COUNT(*) FROM usage_records WHERE tenant_id = 'tn_gone'"), 0);
+
+  // Batches of every shape: full statements, the rest in powers of two.
+  int64_t total = 124;
+  int next = 0;
+  for (int n : {1, 2, 3, 31, 49, 50, 51, 99, 127}) {
+    std::vector<UsageRecord> more;
+    for (int i = 0; i < n; ++i) {
+      more.push_back(Usage("req_more_" + std::to_string(next++), a.id, 9000 + i));
+    }
+    ASSERT_OK(store_->InsertUsageRecords(more));
+    total += n;
+    EXPECT_EQ(Count("SELECT COUNT(*) FROM usage_records"), total) << n;
+  }
 }
 
 TEST_P(GatewayStoreTest, ListUsagePagesNewestFirstFilteredAndScoped) {
