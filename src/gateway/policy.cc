@@ -134,8 +134,8 @@ std::shared_ptr<const PolicySnapshot> PolicySnapshot::Build(GatewayPolicyRows ro
   return snapshot;
 }
 
-Result<Caller> PolicySnapshot::Authenticate(std::string_view authorization_header, int64_t now_ms,
-                                            KeyMemo* memo) const {
+Result<const Caller*> PolicySnapshot::Authenticate(std::string_view authorization_header,
+                                                   int64_t now_ms, KeyMemo* memo) const {
   const KeyEntry* remembered = nullptr;
   if (memo != nullptr && memo->snapshot == serial_ && memo->header == authorization_header) {
     if (auto it = keys_.find(memo->key_id); it != keys_.end()) remembered = &it->second;
@@ -167,7 +167,8 @@ Result<Caller> PolicySnapshot::Authenticate(std::string_view authorization_heade
   if (entry.expires_at != 0 && now_ms >= entry.expires_at) {
     return Error::Unauthenticated("API key expired");
   }
-  return entry.verdict;
+  if (!entry.verdict.has_value()) return entry.verdict.error();
+  return &*entry.verdict;
 }
 
 void PolicySnapshot::AppendShared(const Caller& caller, const std::string& model,

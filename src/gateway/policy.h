@@ -54,9 +54,10 @@ class PolicySnapshot {
   // without Permission::kModelInvoke (tenant-viewer). Cost: one SHA-256, a
   // hash lookup and a constant-time compare — or, with a memo that this
   // snapshot filled for the same header, the lookup alone.
+  // The caller returned is the snapshot's own: valid while the snapshot lives.
   struct KeyMemo;
-  Result<Caller> Authenticate(std::string_view authorization_header, int64_t now_ms,
-                              KeyMemo* memo = nullptr) const;
+  Result<const Caller*> Authenticate(std::string_view authorization_header, int64_t now_ms,
+                                     KeyMemo* memo = nullptr) const;
 
   // One client connection's memo of the key it presented last and that
   // verified against a snapshot: a client sends the same key with every

@@ -63,14 +63,14 @@ std::string_view HeaderOf(const HttpRequest& request, bhttp::field field) {
 }  // namespace
 
 struct Session::Exchange {
-  Exchange(const std::string& id, gateway::Caller who, gateway::Api kind, int64_t at, bool keep,
-           std::shared_ptr<const gateway::PolicySnapshot> policy)
+  Exchange(const std::string& id, const gateway::Caller& who, gateway::Api kind, int64_t at,
+           bool keep, std::shared_ptr<const gateway::PolicySnapshot> policy)
       : request_id(id),
         api(kind),
         arrived(at),
         keep_alive(keep),
         snapshot(std::move(policy)),
-        caller(std::move(who)),
+        caller(who),
         meter(id, caller, kind, at) {}
   ~Exchange() {
     if (interrupts) interrupts->done = true;  // a watch still armed ignores what follows
@@ -83,7 +83,7 @@ struct Session::Exchange {
   const int64_t arrived;
   const bool keep_alive;
   const std::shared_ptr<const gateway::PolicySnapshot> snapshot;  // owns the deployments
-  const gateway::Caller caller;
+  const gateway::Caller& caller;                                  // the snapshot's
   gateway::UsageMeter meter;
   std::string_view body;  // the client's request body (owned by Session::Run)
   gateway::ParsedRequest parsed;
@@ -106,7 +106,7 @@ awaitable<bool> Session::Proxy(HttpRequest& request, gateway::Api api, bool keep
     co_return co_await SendError(refusal, keep_alive, request_id);
   }
   // From here on the request has a tenant: it ends with exactly one record.
-  Exchange x(request_id, std::move(*caller), api, arrived, keep_alive, std::move(snapshot));
+  Exchange x(request_id, **caller, api, arrived, keep_alive, std::move(snapshot));
   // Coroutine arguments are named lvalues, never temporaries: g++ 12
   // destroys some temporaries of a co_await expression twice.
   std::optional<Early> early = Prepare(x, request);

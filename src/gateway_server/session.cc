@@ -257,7 +257,7 @@ awaitable<bool> Session::Models(HttpRequest& request, bool keep_alive,
   }
   std::string body = R"({"object":"list","data":[)";
   bool first = true;
-  for (const std::string& model : snapshot->ModelsFor(*caller)) {
+  for (const std::string& model : snapshot->ModelsFor(**caller)) {
     if (!first) body += ',';
     first = false;
     body += R"({"id":)" + nlohmann::json(model).dump() +

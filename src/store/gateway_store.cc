@@ -197,11 +197,14 @@ UsageRecord UsageFromRow(const Row& r) {
   return u;
 }
 
+// The record's text is referenced, not copied: `u` outlives the insert.
 void AppendUsageValues(const UsageRecord& u, std::vector<Value>& out) {
+  using sql::TextRef;
   out.insert(out.end(),
-             {u.id, u.tenant_id, u.key_id, u.model, u.deployment_id, u.endpoint, u.api,
-              Flag(u.stream), u.input_tokens, u.output_tokens, u.cached_tokens, u.queue_ms,
-              u.ttft_ms, u.total_ms, u.status, int64_t{u.http_status}, u.created_at});
+             {TextRef{u.id}, TextRef{u.tenant_id}, TextRef{u.key_id}, TextRef{u.model},
+              TextRef{u.deployment_id}, TextRef{u.endpoint}, TextRef{u.api}, Flag(u.stream),
+              u.input_tokens, u.output_tokens, u.cached_tokens, u.queue_ms, u.ttft_ms, u.total_ms,
+              TextRef{u.status}, int64_t{u.http_status}, u.created_at});
 }
 
 // The usage cursor: "<created_at>.<id>" of the last record of a page.

@@ -84,15 +84,19 @@ class PostgresConnection final : public Connection {
       } else if (const auto* dv = std::get_if<double>(&v)) {
         text[i] = DoubleToText(*dv);
       } else {
-        const std::string& s = std::get<std::string>(v);
+        const auto* ref = std::get_if<TextRef>(&v);
+        const std::string_view s = ref ? ref->text : std::string_view(std::get<std::string>(v));
         // A text-format parameter ends at its first NUL, which would store a
         // silently truncated value; PostgreSQL text cannot hold NUL anyway.
-        if (s.find('\0') != std::string::npos) {
+        if (s.find('\0') != std::string_view::npos) {
           return Error::InvalidArgument("text parameter $" + std::to_string(i + 1) +
                                         " contains a NUL byte");
         }
-        values[i] = s.c_str();  // params outlive the call
-        continue;
+        if (!ref) {
+          values[i] = std::get<std::string>(v).c_str();  // params outlive the call
+          continue;
+        }
+        text[i] = std::string(s);  // the wire wants it NUL-terminated
       }
       values[i] = text[i].c_str();
     }

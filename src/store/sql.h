@@ -21,7 +21,14 @@ namespace atrium::sql {
 
 enum class Dialect { kSqlite, kPostgres };
 
-using Value = std::variant<std::monostate, int64_t, double, std::string>;
+// Text that the caller keeps alive and unchanged until Exec returns: SQLite
+// binds it without a copy (bulk inserts of records the caller holds anyway).
+// Never made implicitly, so a string literal stays a std::string.
+struct TextRef {
+  std::string_view text;
+};
+
+using Value = std::variant<std::monostate, int64_t, double, std::string, TextRef>;
 inline Value Null() { return std::monostate{}; }
 
 // One result row; columns in SELECT order, NULL as nullopt.

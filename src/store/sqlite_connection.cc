@@ -238,7 +238,8 @@ class SqliteConnection final : public Connection {
       } else if (const auto* dv = std::get_if<double>(&v)) {
         rc = sqlite3_bind_double(stmt, i, *dv);
       } else {
-        const std::string& s = std::get<std::string>(v);
+        const auto* ref = std::get_if<TextRef>(&v);
+        const std::string_view s = ref ? ref->text : std::string_view(std::get<std::string>(v));
         // Refused as on PostgreSQL, whose text type cannot hold NUL, so that
         // a value the SQLite store accepts is never lost on PostgreSQL.
         if (s.find('\0') != std::string::npos) {

@@ -81,7 +81,7 @@ class PolicyTest : public ::testing::Test {
   Caller MustAuthenticate(const PolicySnapshot& policy, const std::string& key) {
     auto caller = policy.Authenticate("Bearer " + key, kNow);
     EXPECT_TRUE(caller.has_value()) << caller.error().message;
-    return caller.has_value() ? *caller : Caller{};
+    return caller.has_value() ? **caller : Caller{};
   }
 
   std::vector<std::string> Route(const PolicySnapshot& policy, const Caller& caller,
@@ -132,10 +132,10 @@ TEST_F(PolicyTest, AConnectionsKeyMemoSkipsTheHashButNotTheChecks) {
   auto first = policy->Authenticate("Bearer " + key, kNow, &memo);
   ASSERT_TRUE(first.has_value());
   EXPECT_EQ(memo.snapshot, policy->serial());
-  EXPECT_EQ(memo.key_id, first->key_id);
+  EXPECT_EQ(memo.key_id, (*first)->key_id);
   auto again = policy->Authenticate("Bearer " + key, kNow, &memo);
   ASSERT_TRUE(again.has_value());
-  EXPECT_EQ(again->key_id, first->key_id);
+  EXPECT_EQ((*again)->key_id, (*first)->key_id);
 
   // Expiry is checked on every request, remembered or not.
   auto late = policy->Authenticate("Bearer " + key, kNow + 1000, &memo);
@@ -148,8 +148,8 @@ TEST_F(PolicyTest, AConnectionsKeyMemoSkipsTheHashButNotTheChecks) {
   EXPECT_FALSE(policy->Authenticate("Bearer " + wrong, kNow, &memo).has_value());
   auto switched = policy->Authenticate("Bearer " + other, kNow, &memo);
   ASSERT_TRUE(switched.has_value());
-  EXPECT_NE(switched->key_id, first->key_id);
-  EXPECT_EQ(memo.key_id, switched->key_id);
+  EXPECT_NE((*switched)->key_id, (*first)->key_id);
+  EXPECT_EQ(memo.key_id, (*switched)->key_id);
 
   // A new snapshot does not trust the old one's memo: there the key id has
   // another secret, and the remembered header fails.

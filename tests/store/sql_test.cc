@@ -274,6 +274,26 @@ TEST_P(SqlTest, NulInTextIsInvalidArgument) {
   auto r = db_->Exec("SELECT $1", {std::string("a\0b", 3)});
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
+  const std::string held("a\0b", 3);
+  auto by_ref = db_->Exec("SELECT $1", {sql::TextRef{held}});
+  ASSERT_FALSE(by_ref.has_value());
+  EXPECT_EQ(by_ref.error().code, ErrorCode::kInvalidArgument);
+}
+
+TEST_P(SqlTest, TextByReferenceIsStoredLikeText) {
+  CreateItems();
+  // Views that do not end where their string ends: only `size` bytes count.
+  const std::string held = "first-name|second-name";
+  const std::string_view first(held.data(), 10);
+  const std::string_view second(held.data() + 11, 11);
+  MustExec("INSERT INTO items (id, name) VALUES ($1, $2), ($3, $4)",
+           {int64_t{1}, sql::TextRef{first}, int64_t{2}, sql::TextRef{second}});
+  Rows rows = MustExec("SELECT name FROM items ORDER BY id");
+  ASSERT_EQ(rows.rows.size(), 2u);
+  EXPECT_EQ(rows.rows[0].Text(0), "first-name");
+  EXPECT_EQ(rows.rows[1].Text(0), "second-name");
+  EXPECT_EQ(MustExec("SELECT id FROM items WHERE name = $1", {sql::TextRef{second}}).rows.size(),
+            1u);
 }
 
 TEST_P(SqlTest, Int64ExtremesRoundTrip) {
