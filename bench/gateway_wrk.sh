@@ -27,7 +27,8 @@ NGINX_WORKERS=${NGINX_WORKERS:-2}
 GATEWAY_THREADS=${GATEWAY_THREADS:-2}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 LUA="$HERE/gateway_wrk.lua"
-MODEL=bench-instant
+# shellcheck source=bench/gateway_env.sh
+source "$HERE/gateway_env.sh"
 
 for tool in wrk nginx curl python3; do
   command -v "$tool" >/dev/null || PATH=$PATH:/usr/sbin
@@ -35,36 +36,10 @@ for tool in wrk nginx curl python3; do
 done
 [[ -x "$BIN" ]] || { echo "gateway_wrk.sh: no executable at $BIN" >&2; exit 2; }
 
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/atrium-gwbench-XXXXXX")
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  [[ -f "$TMP/nginx.pid" ]] && kill -QUIT "$(cat "$TMP/nginx.pid")" 2>/dev/null || true
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# Waits for a line matching a sed expression in a file; prints the match.
-await_line() {
-  local file=$1 expr=$2 pid=$3 got=""
-  for _ in $(seq 1 300); do
-    got=$(sed -n "$expr" "$file" | head -n1)
-    [[ -n "$got" ]] && { echo "$got"; return 0; }
-    kill -0 "$pid" 2>/dev/null || { cat "$file" >&2; return 1; }
-    sleep 0.1
-  done
-  return 1
-}
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+gw_env_init gateway_wrk.sh
 
 # (a) the fast upstream.
-"$BIN" engine-sim --listen 127.0.0.1:0 --profile instant --model "$MODEL" --threads 2 \
-  >"$TMP/sim.out" 2>&1 &
-PIDS+=($!)
-SIM_URL=$(await_line "$TMP/sim.out" 's/.*listening on \(http:\/\/[^ ]*\).*/\1/p' "${PIDS[-1]}")
-SIM_HOSTPORT=${SIM_URL#http://}
+gw_start_sim "$BIN"
 
 # (b) nginx.
 NGINX_PORT=$(free_port)
@@ -101,26 +76,8 @@ if [[ -n "${PROXY_FLOOR:-}" ]]; then
 fi
 
 # (c) the gateway, in `atrium dev`.
-"$BIN" dev --data "$TMP/data" --api-listen 127.0.0.1:0 --gateway-listen 127.0.0.1:0 \
-  --gateway-threads "$GATEWAY_THREADS" >"$TMP/dev.out" 2>"$TMP/dev.err" &
-PIDS+=($!)
-await_line "$TMP/dev.out" 's/^Demo tenant key: \([^ ]*\).*/\1/p' "${PIDS[-1]}" >/dev/null
-API_URL=$(sed -n 's/^API: \(.*\)$/\1/p' "$TMP/dev.out")
-GATEWAY_URL=$(sed -n 's/^Gateway: \(.*\)$/\1/p' "$TMP/dev.out")
-ADMIN=$(cat "$TMP/data/admin.token")
-KEY=$(cat "$TMP/data/demo.key")
-api() {
-  curl -fsS --max-time 30 -X "$1" -H "Authorization: Bearer $ADMIN" \
-    -H 'Content-Type: application/json' ${3:+-d "$3"} "$API_URL$2"
-}
-TENANT_ID=$(curl -fsS -H "Authorization: Bearer $KEY" "$API_URL/api/v1/whoami" |
-  python3 -c 'import json,sys; print(json.load(sys.stdin)["tenant"]["id"])')
-api POST /api/v1/deployments "{\"model\":\"$MODEL\",\"version\":\"bench\",\"endpoints\":[{\"url\":\"$SIM_URL\",\"capacity\":4096}],\"region\":\"local\",\"latency_tier\":\"interactive\",\"visibility\":\"shared\"}" >/dev/null
-api PUT "/api/v1/tenants/$TENANT_ID/entitlements/$MODEL" >/dev/null
-api PUT "/api/v1/tenants/$TENANT_ID/gateway-limits" \
-  '{"requests_per_minute":1000000000,"tokens_per_minute":1000000000000,"max_concurrent":100000,"max_queued":100000}' >/dev/null
+gw_start_dev "$BIN" "$GATEWAY_THREADS"
 
-BODY="{\"model\":\"$MODEL\",\"messages\":[{\"role\":\"user\",\"content\":\"How fast is the gateway?\"}],\"max_tokens\":8}"
 NAMES=(direct nginx gateway)
 URLS=("$SIM_URL" "$NGINX_URL" "$GATEWAY_URL")
 TOKENS=("" "" "$KEY")
@@ -131,13 +88,7 @@ if [[ -n "${FLOOR_URL:-}" ]]; then
 fi
 CASES=$(seq 0 $((${#NAMES[@]} - 1)))
 for i in $CASES; do  # every case must answer 200 before it is loaded
-  for _ in $(seq 1 50); do
-    code=$(curl -s -o "$TMP/check" -w '%{http_code}' --max-time 10 -H 'Content-Type: application/json' \
-      ${TOKENS[$i]:+-H "Authorization: Bearer ${TOKENS[$i]}"} -d "$BODY" "${URLS[$i]}/v1/chat/completions")
-    [[ "$code" == 200 ]] && break
-    sleep 0.1
-  done
-  [[ "$code" == 200 ]] || { echo "gateway_wrk.sh: ${NAMES[$i]} answered $code: $(cat "$TMP/check")" >&2; exit 1; }
+  gw_await_200 "${NAMES[$i]}" "${URLS[$i]}" "${TOKENS[$i]}"
 done
 
 echo "wrk -t$THREADS -c$CONNECTIONS -d$DURATION, $REPS interleaved rounds; nginx workers $NGINX_WORKERS, gateway threads $GATEWAY_THREADS"
