@@ -53,12 +53,14 @@ void UsageMeter::Times(int64_t now_ms) {
   record_.ttft_ms = first_byte_at_ > 0 ? first_byte_at_ - record_.created_at : 0;
 }
 
-const UsageRecord& UsageMeter::Finish(UsageStatus status, int http_status, int64_t now_ms) {
+UsageRecord UsageMeter::Finish(UsageStatus status, int http_status, int64_t now_ms) {
   record_.status = std::string(UsageStatusName(status));
   record_.http_status = http_status;
   Times(now_ms);
   finished_ = true;
-  return record_;
+  // Moving leaves the numbers in record_ (the caller settles with them);
+  // the text goes with the record.
+  return std::move(record_);
 }
 
 const UsageRecord& UsageMeter::Snapshot(int64_t now_ms) {

@@ -41,9 +41,10 @@ class UsageMeter {
   // gateway's own output count, used only when nothing was reported.
   void Tokens(const Usage& reported, std::optional<int64_t> counted);
 
-  // The record as the request ends now; total and first-byte times are
-  // measured from arrival (first byte 0 when none was sent).
-  const UsageRecord& Finish(UsageStatus status, int http_status, int64_t now_ms);
+  // The record as the request ends now, handed over (moved out: record()
+  // keeps the counts and times, not the text); total and first-byte times
+  // are measured from arrival (first byte 0 when none was sent).
+  UsageRecord Finish(UsageStatus status, int http_status, int64_t now_ms);
   // The record a running stream would have if cut off now (its status is
   // set by the journal): HTTP 200 and the times so far.
   const UsageRecord& Snapshot(int64_t now_ms);

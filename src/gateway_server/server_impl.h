@@ -129,9 +129,9 @@ struct GatewayServer::Impl {
     bool flush_posted = false;
   };
   // Queues `record` on `loop`'s batch; returns its generation.
-  uint64_t StageRecord(size_t loop, const UsageRecord& record) {
+  uint64_t StageRecord(size_t loop, UsageRecord record) {
     JournalBatch& batch = journal_batches[loop];
-    batch.records.push_back(record);
+    batch.records.push_back(std::move(record));
     if (!batch.flush_posted) {
       batch.flush_posted = true;
       net::post(*loops[loop], [this, loop] { FlushJournal(loop); });

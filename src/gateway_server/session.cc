@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <boost/asio/bind_executor.hpp>
@@ -25,10 +26,12 @@ namespace {
 std::string NewRequestId() {
   static const std::string prefix = "req_" + crypto::HexEncode(crypto::RandomBytes(8));
   static std::atomic<uint64_t> counter{0};
-  char digits[24];
-  int n = std::snprintf(digits, sizeof digits, "%012llx",
-                        static_cast<unsigned long long>(counter.fetch_add(1) + 1));
-  return prefix + std::string(digits, static_cast<size_t>(n));
+  static constexpr char kHex[] = "0123456789abcdef";
+  const uint64_t n = counter.fetch_add(1) + 1;
+  std::string id(prefix.size() + 16, '0');  // fixed width: ids sort in issue order
+  std::copy(prefix.begin(), prefix.end(), id.begin());
+  for (size_t i = 0; i < 16; ++i) id[id.size() - 1 - i] = kHex[(n >> (4 * i)) & 0xf];
+  return id;
 }
 
 // The standard phrase of a status code (Beast's table).

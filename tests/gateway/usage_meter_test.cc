@@ -48,6 +48,9 @@ TEST(UsageMeterTest, ARelayedRequestRecordsWhoWhatWhereAndHowLong) {
   EXPECT_EQ(r.status, "completed");
   EXPECT_EQ(r.http_status, 200);
   EXPECT_EQ(r.created_at, 1'000);
+  // The record is handed over; the counts stay for settling.
+  EXPECT_EQ(meter.record().input_tokens, 38);
+  EXPECT_EQ(meter.record().output_tokens, 12);
 }
 
 TEST(UsageMeterTest, WithoutAReportTheGatewaysCountStandsForTheOutput) {
