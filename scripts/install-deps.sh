@@ -28,6 +28,8 @@ PACKAGES=(
   # HTTP load generator for the gateway benchmarks, and nginx as the reverse
   # proxy the gateway's overhead is compared with (bench/gateway_wrk.sh).
   wrk nginx
+  # Instruction counts per gateway request (callgrind; bench/gateway_instructions.sh).
+  valgrind
   # Node.js (with npm, below): the official `openai` client in the gateway's
   # integration test (tests/node).
   nodejs
