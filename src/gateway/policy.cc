@@ -137,7 +137,9 @@ std::shared_ptr<const PolicySnapshot> PolicySnapshot::Build(GatewayPolicyRows ro
 Result<const Caller*> PolicySnapshot::Authenticate(std::string_view authorization_header,
                                                    int64_t now_ms, KeyMemo* memo) const {
   const KeyEntry* remembered = nullptr;
-  if (memo != nullptr && memo->snapshot == serial_ && memo->header == authorization_header) {
+  // Compared in constant time like a secret: the memo holds a verified key.
+  if (memo != nullptr && memo->snapshot == serial_ &&
+      crypto::ConstantTimeEquals(memo->header, authorization_header)) {
     if (auto it = keys_.find(memo->key_id); it != keys_.end()) remembered = &it->second;
   }
   if (remembered == nullptr) {

@@ -137,6 +137,12 @@ void Session::WatchClient(const std::shared_ptr<Interrupts>& interrupts) {
 }
 
 awaitable<void> Session::Run() {
+  // However Run ends (an exception included), the read timer's handler must
+  // not keep the session, and its socket, alive.
+  struct CancelOnExit {
+    net::steady_timer& timer;
+    ~CancelOnExit() { timer.cancel(); }
+  } cancel_read_timer{read_timer_};
   bool first = true;
   for (;;) {
     bhttp::request_parser<bhttp::string_body> parser;
@@ -184,17 +190,21 @@ awaitable<void> Session::Run() {
     bool ok = co_await Handle(request, keep_alive);
     if (!ok || !keep_alive || server_.stopping.load()) break;
   }
-  read_timer_.cancel();  // its handler holds the session
   beast::error_code ignored;
   stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
   stream_.close();
 }
 
 void Session::ArmReadTimer() {
-  if (read_timer_armed_) return;  // it fires early at worst, and then waits on
+  // Armed for no later than the deadline: it fires early at worst, and then
+  // waits on. A deadline earlier than the armed one (a shorter idle timeout
+  // than the first request's) re-arms it.
+  if (read_timer_armed_ && read_timer_.expiry() <= read_deadline_) return;
   read_timer_armed_ = true;
-  read_timer_.expires_at(read_deadline_);
-  read_timer_.async_wait([self = shared_from_this()](beast::error_code e) {
+  const uint64_t arm = ++read_timer_arms_;
+  read_timer_.expires_at(read_deadline_);  // a wait it replaces ends, and is ignored
+  read_timer_.async_wait([self = shared_from_this(), arm](beast::error_code e) {
+    if (arm != self->read_timer_arms_) return;  // replaced by a later arming
     self->read_timer_armed_ = false;
     if (e || !self->idle_) return;  // cancelled, or a request is being served
     if (std::chrono::steady_clock::now() < self->read_deadline_) {

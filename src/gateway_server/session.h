@@ -107,6 +107,7 @@ class Session : public std::enable_shared_from_this<Session> {
   net::steady_timer read_timer_{executor_};
   std::chrono::steady_clock::time_point read_deadline_;
   bool read_timer_armed_ = false;
+  uint64_t read_timer_arms_ = 0;  // which arming a wait belongs to
   bool read_timed_out_ = false;
 };
 

@@ -630,6 +630,26 @@ TEST_F(GatewayTest, ARequestThatArrivesTooSlowlyGets408) {
   EXPECT_EQ(none.status, 0);
 }
 
+TEST_F(GatewayTest, AKeptAliveConnectionsShorterIdleTimeoutStillEndsASlowRequest) {
+  // The connection's read timer was armed for the first request's longer
+  // deadline; the second request's earlier one must still hold.
+  AddDeployment("dep_1", {{StartSim("instant"), 8}});
+  GatewayOptions options;
+  options.read_timeout_ms = 20'000;
+  options.idle_timeout_ms = 300;
+  StartGateway(options);
+  Connection c(port_);
+  c.Send("POST", "/v1/chat/completions", ChatBody(2, false),
+         {{"Authorization", "Bearer " + key_a_}});
+  RawResponse first = c.Read(5'000);
+  ASSERT_EQ(first.status, 200) << first.body;
+  const int64_t start = NowMs();
+  c.SendRaw("POST /v1/chat/completions HTTP/1.1\r\nHost: test\r\nContent-Length: 100\r\n");
+  RawResponse slow = c.Read(10'000);
+  EXPECT_EQ(slow.status, 408);
+  EXPECT_LT(NowMs() - start, 5'000);
+}
+
 TEST_F(GatewayTest, RateLimitAnswers429WithRetryAfterAndIsMetered) {
   AddDeployment("dep_1", {{StartSim("instant"), 8}});
   GatewayLimitRecord limit;
