@@ -4,7 +4,7 @@
 # proxy floor (bench/proxy_floor.cc: the same I/O design without the
 # gateway's work), counted by valgrind's callgrind while wrk sends the
 # bench request of gateway_wrk.sh. Unlike requests/s on a shared machine the
-# count barely moves between runs (about ±3 %: batching in the shipper), so
+# count barely moves between runs (about ±4 %: batching in the shipper), so
 # it shows what a change to the hot path saves.
 #
 # usage: bench/gateway_instructions.sh [path/to/atrium] [path/to/proxy_floor]

@@ -55,11 +55,6 @@ bool ParseBuffered(UpstreamConnection& connection,
   return response.is_done() || response.get().body().size != room;
 }
 
-std::string_view HeaderOf(const HttpRequest& request, bhttp::field field) {
-  auto value = request[field];
-  return {value.data(), value.size()};
-}
-
 }  // namespace
 
 struct Session::Exchange {
@@ -88,7 +83,6 @@ struct Session::Exchange {
   std::string_view body;  // the client's request body (owned by Session::Run)
   gateway::ParsedRequest parsed;
   SlotRequest slot;
-  int64_t deadline_ms = 0;  // the longest wait in the fair queue, from arrival
   std::shared_ptr<Interrupts> interrupts;
   std::string endpoint;  // granted by the dispatcher; after Route() the one that answers
   std::unique_ptr<UpstreamConnection> connection;
@@ -154,7 +148,6 @@ std::optional<Session::Early> Session::Prepare(Exchange& x, const HttpRequest& r
       gateway::DeadlineBounds{options().default_deadline_ms, options().max_deadline_ms});
   if (auto* refusal = std::get_if<Refusal>(&read)) return Early::Rejected(std::move(*refusal));
   const auto& request_options = std::get<gateway::RequestOptions>(read);
-  x.deadline_ms = request_options.deadline_ms;
 
   SlotRequest& slot = x.slot;
   slot.id = server_.next_slot_id.fetch_add(1);
@@ -210,7 +203,8 @@ awaitable<std::optional<Session::Early>> Session::Queue(Exchange& x) {
   } else if (server_.dispatcher.Cancel(x.slot.id)) {
     if (x.interrupts->client_gone) co_return Early::Cancelled();
     co_return Early::Rejected(Refusal{504, "timeout", "queue_timeout",
-                                      "the request waited " + std::to_string(x.deadline_ms) +
+                                      "the request waited " +
+                                          std::to_string(x.slot.deadline_ms - x.arrived) +
                                           " ms in the queue without being served"});
   } else {  // granted between the wake-up and Cancel()
     x.endpoint = server_.dispatcher.TakeGrant(x.slot.id).value_or("");

@@ -261,9 +261,7 @@ awaitable<bool> Session::Models(HttpRequest& request, bool keep_alive,
                                 const std::string& request_id) {
   auto snapshot = server_.policy.Current();
   auto caller =
-      snapshot->Authenticate(std::string_view(request[bhttp::field::authorization].data(),
-                                              request[bhttp::field::authorization].size()),
-                             Now(), &key_memo_);
+      snapshot->Authenticate(HeaderOf(request, bhttp::field::authorization), Now(), &key_memo_);
   if (!caller.has_value()) {
     const gateway::Refusal error = gateway::RefusalOf(caller.error());
     co_return co_await SendError(error, keep_alive, request_id);

@@ -111,6 +111,12 @@ class Session : public std::enable_shared_from_this<Session> {
   bool read_timed_out_ = false;
 };
 
+// A request header's value ("" when absent).
+inline std::string_view HeaderOf(const HttpRequest& request, bhttp::field field) {
+  auto value = request[field];
+  return {value.data(), value.size()};
+}
+
 // Status line and headers. content_length < 0: chunked.
 std::string ResponseHead(int status, std::string_view content_type, int64_t content_length,
                          bool keep_alive, std::string_view request_id,
