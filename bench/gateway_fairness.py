@@ -62,7 +62,7 @@ def call(base, method, path, token, body=None):
 
 
 class Platform:
-    def __init__(self, atrium, queue, sim_url, slots):
+    def __init__(self, atrium, queue, sim_url, slots, max_prefill):
         self.tmp = tempfile.mkdtemp(prefix="atrium-fair-")
         self.proc = subprocess.Popen(
             [atrium, "dev", "--data", self.tmp + "/data", "--api-listen", "127.0.0.1:0",
@@ -78,7 +78,7 @@ class Platform:
         call(self.api, "POST", "/api/v1/deployments", admin, {
             "model": MODEL, "version": "bench", "region": "local",
             "latency_tier": "interactive", "visibility": "shared",
-            "endpoints": [{"url": sim_url, "capacity": slots}]})
+            "endpoints": [{"url": sim_url, "capacity": slots, "max_prefill": max_prefill}]})
         self.keys = {}
         for name in ("tenant-a", "tenant-b"):
             t = call(self.api, "POST", "/api/v1/tenants", admin, {"name": name, "tier": "shared"})
@@ -176,6 +176,9 @@ def main():
     ap.add_argument("--max-batch", type=int, default=16)
     ap.add_argument("--slots", type=int, default=0,
                     help="the deployment's concurrency capacity (default: the max batch)")
+    ap.add_argument("--max-prefill", type=int, default=0,
+                    help="the endpoint's max_prefill: streams in prefill at once for tenants "
+                         "running their share or more (default 0: no pacing)")
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--duration", type=float, default=30.0)
     ap.add_argument("--backlog-duration", type=float, default=60.0)
@@ -194,7 +197,7 @@ def main():
     rows = {}
     try:
         for queue in ("fair", "fifo"):
-            p = Platform(args.atrium, queue, sim_url, args.slots)
+            p = Platform(args.atrium, queue, sim_url, args.slots, args.max_prefill)
             try:
                 cap = asyncio.run(capacity(p, args.max_tokens, 5.0))
                 share = cap / 2
@@ -222,9 +225,10 @@ def main():
         sim.terminate()
         sim.wait(timeout=30)
 
-    print("engine: h100-llama3-8b profile, max batch %d, deployment capacity %d, max_tokens %d; "
-          "B at half its share, A at 10x; %.0f s per phase, %.0f s backlogged" %
-          (args.max_batch, args.slots, args.max_tokens, args.duration, args.backlog_duration))
+    print("engine: h100-llama3-8b profile, max batch %d, deployment capacity %d, max_prefill %d, "
+          "max_tokens %d; B at half its share, A at 10x; %.0f s per phase, %.0f s backlogged" %
+          (args.max_batch, args.slots, args.max_prefill, args.max_tokens, args.duration,
+           args.backlog_duration))
     print("%-6s %9s %22s %22s %8s %12s %12s %9s" % (
         "queue", "cap req/s", "B alone TTFT p50/p99", "B + A flood p50/p99", "p99 x",
         "tokens A", "tokens B", "A/B diff"))

@@ -104,7 +104,8 @@ Result<std::optional<std::vector<DeploymentEndpoint>>> EndpointsOf(const Json& b
     return std::optional<std::vector<DeploymentEndpoint>>();
   }
   if (is_null || !it->is_array()) {
-    return Error::InvalidArgument("field 'endpoints' must be an array of {url, capacity}");
+    return Error::InvalidArgument(
+        "field 'endpoints' must be an array of {url, capacity, max_prefill}");
   }
   if (it->empty() || it->size() > kMaxEndpoints) {
     return Error::InvalidArgument("field 'endpoints' must hold 1 to 64 endpoints");
@@ -117,6 +118,7 @@ Result<std::optional<std::vector<DeploymentEndpoint>>> EndpointsOf(const Json& b
     DeploymentEndpoint endpoint;
     auto url = e.String("url", true, kMaxEndpointUrlBytes);
     auto capacity = e.Int("capacity", false, 1, kMaxEndpointCapacity);
+    auto max_prefill = e.Int("max_prefill", false, 0, kMaxEndpointCapacity);
     Status read = e.Finish();
     if (!read.has_value()) {
       Error err = std::move(read).error();
@@ -129,6 +131,7 @@ Result<std::optional<std::vector<DeploymentEndpoint>>> EndpointsOf(const Json& b
     }
     endpoint.url = *url;
     if (capacity) endpoint.capacity = *capacity;
+    if (max_prefill) endpoint.max_prefill = *max_prefill;
     out.push_back(std::move(endpoint));
   }
   return std::optional<std::vector<DeploymentEndpoint>>(std::move(out));

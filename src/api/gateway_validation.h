@@ -34,7 +34,8 @@ Status ValidateModelName(std::string_view name, const std::string& what);
 Status ValidateEndpointUrl(std::string_view url);
 
 // The "endpoints" field of a deployment body: 1..64 objects
-// {"url": ..., "capacity": 1..100000 (default 8)}, URLs valid and distinct.
+// {"url": ..., "capacity": 1..100000 (default 8), "max_prefill": 0..100000
+// (default 0: no limit)}, URLs valid and distinct.
 // Marks the field as known to `reader`. nullopt when absent and not
 // required.
 Result<std::optional<std::vector<DeploymentEndpoint>>> EndpointsOf(const Json& body,

@@ -1,6 +1,7 @@
 #include "cli/args.h"
 
 #include <limits>
+#include <optional>
 #include <string>
 
 namespace atrium::cli {
@@ -75,24 +76,45 @@ Result<std::map<std::string, std::string>> ParseLabels(const std::vector<std::st
 
 Result<EndpointArg> ParseEndpointArg(std::string_view text) {
   EndpointArg out;
-  size_t eq = text.rfind('=');
+  const std::string usage = "bad endpoint '" + std::string(text) +
+                            "': expected URL, URL=CAPACITY or URL=CAPACITY:MAX_PREFILL, e.g. "
+                            "http://10.0.0.5:8000=16";
+  // A number of at most six digits in [min, 100000].
+  auto number = [](std::string_view digits, int64_t min) -> std::optional<int64_t> {
+    if (digits.empty() || digits.size() > 6 ||
+        digits.find_first_not_of("0123456789") != std::string_view::npos) {
+      return std::nullopt;
+    }
+    const int64_t n = std::stoll(std::string(digits));
+    if (n < min || n > 100'000) return std::nullopt;
+    return n;
+  };
   std::string_view url = text;
+  size_t eq = text.rfind('=');
   if (eq != std::string_view::npos) {
-    std::string_view digits = text.substr(eq + 1);
-    if (!digits.empty() && digits.find_first_not_of("0123456789") == std::string_view::npos) {
-      if (digits.size() > 6 || std::stoll(std::string(digits)) < 1 ||
-          std::stoll(std::string(digits)) > 100'000) {
+    std::string_view suffix = text.substr(eq + 1);
+    // Only a suffix of digits (and one colon) is a capacity: '=' may also
+    // belong to the URL's path.
+    if (!suffix.empty() && suffix.find_first_not_of("0123456789:") == std::string_view::npos) {
+      const size_t colon = suffix.find(':');
+      auto capacity = number(suffix.substr(0, colon), 1);
+      if (!capacity) {
         return Error::InvalidArgument("bad endpoint '" + std::string(text) +
                                       "': capacity must be 1..100000");
       }
-      out.capacity = std::stoll(std::string(digits));
+      out.capacity = *capacity;
+      if (colon != std::string_view::npos) {
+        auto max_prefill = number(suffix.substr(colon + 1), 0);
+        if (!max_prefill) {
+          return Error::InvalidArgument("bad endpoint '" + std::string(text) +
+                                        "': max_prefill must be 0..100000");
+        }
+        out.max_prefill = *max_prefill;
+      }
       url = text.substr(0, eq);
     }
   }
-  if (url.empty()) {
-    return Error::InvalidArgument("bad endpoint '" + std::string(text) +
-                                  "': expected URL or URL=CAPACITY, e.g. http://10.0.0.5:8000=16");
-  }
+  if (url.empty()) return Error::InvalidArgument(usage);
   out.url = std::string(url);
   return out;
 }

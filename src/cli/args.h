@@ -35,9 +35,11 @@ std::string FormatMilliGpus(int64_t milli);
 // when what follows it is a number (URLs carry no query, so a '=' there is
 // the capacity's). capacity 0 = not given (the server's default). Errors:
 // kInvalidArgument for an empty URL or a capacity outside 1..100000.
+// --endpoint URL[=CAPACITY[:MAX_PREFILL]]; 0: not given.
 struct EndpointArg {
   std::string url;
   int64_t capacity = 0;
+  int64_t max_prefill = 0;
 };
 Result<EndpointArg> ParseEndpointArg(std::string_view text);
 

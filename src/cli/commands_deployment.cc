@@ -25,13 +25,14 @@ const std::vector<Column> kDeploymentColumns = {{"ID", "id"},
 
 std::string DeploymentPath(const std::string& id) { return "/api/v1/deployments/" + UrlEncode(id); }
 
-// The endpoints array of a body from repeated --endpoint URL[=CAPACITY].
+// The endpoints array of a body from repeated --endpoint URL[=CAPACITY[:MAX_PREFILL]].
 Result<Json> EndpointsBody(const std::vector<std::string>& args) {
   Json endpoints = Json::array();
   for (const auto& text : args) {
     ATRIUM_ASSIGN_OR_RETURN(EndpointArg e, ParseEndpointArg(text));
     Json endpoint = {{"url", e.url}};
     if (e.capacity > 0) endpoint["capacity"] = e.capacity;
+    if (e.max_prefill > 0) endpoint["max_prefill"] = e.max_prefill;
     endpoints.push_back(std::move(endpoint));
   }
   return endpoints;
@@ -53,7 +54,12 @@ void PrintDeployment(Context& ctx, const Json& d) {
   }
   for (const auto& e : endpoints) {
     ctx.out() << "endpoint: " << StringAt(e, "url") << " (capacity "
-              << CellText(FieldAt(e, "capacity")) << ")\n";
+              << CellText(FieldAt(e, "capacity"));
+    const Json max_prefill = FieldAt(e, "max_prefill");
+    if (max_prefill.is_number_integer() && max_prefill.get<int64_t>() > 0) {
+      ctx.out() << ", max_prefill " << CellText(max_prefill);
+    }
+    ctx.out() << ")\n";
   }
 }
 
@@ -70,8 +76,9 @@ void AddFieldOptions(CLI::App* command, FieldArgs& args, bool create) {
                                     "Model name clients send, e.g. llama-3.1-8b-instruct");
   auto* endpoint = command->add_option(
       "--endpoint", args.endpoints,
-      "Upstream server URL[=CAPACITY] (repeatable), e.g. http://10.0.0.5:8000=16; capacity "
-      "defaults to 8");
+      "Upstream server URL[=CAPACITY[:MAX_PREFILL]] (repeatable), e.g. "
+      "http://10.0.0.5:8000=16 or http://10.0.0.5:8000=32:2; capacity defaults to 8; "
+      "MAX_PREFILL paces streamed requests awaiting their first token (default: no limit)");
   auto* region = command->add_option("--region", args.region, "Region the servers run in");
   command->add_option("--version", args.version, "Free-text version, e.g. 2024-07");
   command->add_option("--latency-tier", args.latency_tier, "Latency tier (default standard)")

@@ -20,8 +20,9 @@ bool Balancer::Usable(const EndpointState& state, int64_t capacity, int64_t now_
   return false;
 }
 
-std::optional<size_t> Balancer::Pick(const std::vector<DeploymentEndpoint>& endpoints,
-                                     const std::vector<std::string>& exclude, int64_t now_ms) {
+std::optional<size_t> Balancer::Find(const std::vector<DeploymentEndpoint>& endpoints,
+                                     const std::vector<std::string>& exclude, int64_t now_ms,
+                                     bool paced) const {
   static const EndpointState kFresh;
   std::optional<size_t> best;
   int best_outstanding = 0;
@@ -31,11 +32,19 @@ std::optional<size_t> Balancer::Pick(const std::vector<DeploymentEndpoint>& endp
     auto it = endpoints_.find(endpoint.url);
     const EndpointState& state = it == endpoints_.end() ? kFresh : it->second;
     if (!Usable(state, endpoint.capacity, now_ms)) continue;
+    if (paced && endpoint.max_prefill > 0 && state.prefilling >= endpoint.max_prefill) continue;
     if (!best || state.outstanding < best_outstanding) {
       best = i;
       best_outstanding = state.outstanding;
     }
   }
+  return best;
+}
+
+std::optional<size_t> Balancer::Pick(const std::vector<DeploymentEndpoint>& endpoints,
+                                     const std::vector<std::string>& exclude, int64_t now_ms,
+                                     bool paced) {
+  std::optional<size_t> best = Find(endpoints, exclude, now_ms, paced);
   if (best) {
     // An open circuit whose time is up lets this request through as its trial.
     auto it = endpoints_.find(endpoints[*best].url);
@@ -46,8 +55,9 @@ std::optional<size_t> Balancer::Pick(const std::vector<DeploymentEndpoint>& endp
   return best;
 }
 
-bool Balancer::HasFreeSlot(const std::vector<DeploymentEndpoint>& endpoints, int64_t now_ms) {
-  return Pick(endpoints, {}, now_ms).has_value();
+bool Balancer::HasFreeSlot(const std::vector<DeploymentEndpoint>& endpoints, int64_t now_ms,
+                           bool paced) const {
+  return Find(endpoints, {}, now_ms, paced).has_value();
 }
 
 bool Balancer::AnyUp(const std::vector<DeploymentEndpoint>& endpoints, int64_t now_ms) const {
@@ -65,6 +75,13 @@ void Balancer::Started(const std::string& url) {
   EndpointState& state = endpoints_[url];
   ++state.outstanding;
   if (state.circuit == Circuit::kHalfOpen) state.trial_out = true;
+}
+
+void Balancer::PrefillStarted(const std::string& url) { ++endpoints_[url].prefilling; }
+
+void Balancer::PrefillEnded(const std::string& url) {
+  auto it = endpoints_.find(url);
+  if (it != endpoints_.end() && it->second.prefilling > 0) --it->second.prefilling;
 }
 
 void Balancer::EndOne(EndpointState& state) {
@@ -127,6 +144,11 @@ void Balancer::HealthCheck(const std::string& url, bool ok, int64_t now_ms) {
 int Balancer::Outstanding(const std::string& url) const {
   auto it = endpoints_.find(url);
   return it == endpoints_.end() ? 0 : it->second.outstanding;
+}
+
+int Balancer::Prefilling(const std::string& url) const {
+  auto it = endpoints_.find(url);
+  return it == endpoints_.end() ? 0 : it->second.prefilling;
 }
 
 std::string Balancer::Describe(const std::string& url, int64_t now_ms) const {

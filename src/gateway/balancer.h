@@ -35,18 +35,35 @@ class Balancer {
   // The endpoint (index into `endpoints`) with the fewest outstanding requests
   // among the usable ones — healthy by the active check, not ejected, circuit
   // not open (half-open: while no trial is out), outstanding < capacity (at
-  // least 1), url not in `exclude` (already tried for this request). Ties go
-  // to the earlier endpoint. Call Started() for the endpoint picked before
-  // picking again.
+  // least 1), url not in `exclude` (already tried for this request) and, for
+  // a `paced` request, fewer than max_prefill requests in prefill (when the
+  // endpoint sets it). Ties go to the earlier endpoint. Call Started() for
+  // the endpoint picked before picking again.
+  //
+  // Pacing: an engine without chunked prefill stalls its whole batch while
+  // the requests joining a step are prefilled, so a tenant that refills many
+  // slots at once (a flood's requests end together when they are of equal
+  // length) delays every other tenant's first token by those prefills. The
+  // gateway sees a streamed request as in prefill from its start until its
+  // first token comes back; the dispatcher paces the requests of tenants at
+  // or above their share of the slots, which spreads their refills over the
+  // engine's steps and keeps a light tenant's first token near what it is
+  // on an idle engine.
   std::optional<size_t> Pick(const std::vector<DeploymentEndpoint>& endpoints,
-                             const std::vector<std::string>& exclude, int64_t now_ms);
-  // Pick would succeed with nothing excluded.
-  bool HasFreeSlot(const std::vector<DeploymentEndpoint>& endpoints, int64_t now_ms);
+                             const std::vector<std::string>& exclude, int64_t now_ms, bool paced);
+  // Pick would succeed with nothing excluded (and changes nothing).
+  bool HasFreeSlot(const std::vector<DeploymentEndpoint>& endpoints, int64_t now_ms,
+                   bool paced) const;
   // Some endpoint is up: healthy, not ejected, circuit not open (busy counts
   // as up: a full deployment is waited for, a down one is not).
   bool AnyUp(const std::vector<DeploymentEndpoint>& endpoints, int64_t now_ms) const;
 
   void Started(const std::string& url);
+  // A streamed request sent to `url` awaits its first token / has it (or
+  // ended, or moved to another endpoint, before it came). Each request that
+  // began a prefill ends it once.
+  void PrefillStarted(const std::string& url);
+  void PrefillEnded(const std::string& url);
   // Each ends one outstanding request. Failed: connect error, 5xx or timeout.
   void Succeeded(const std::string& url, int64_t now_ms);
   void Failed(const std::string& url, int64_t now_ms);
@@ -56,6 +73,7 @@ class Balancer {
   void HealthCheck(const std::string& url, bool ok, int64_t now_ms);
 
   int Outstanding(const std::string& url) const;
+  int Prefilling(const std::string& url) const;
   // "healthy", or what keeps the endpoint out, e.g. "unhealthy (health check
   // failed), ejected until 1700000005000 ms".
   std::string Describe(const std::string& url, int64_t now_ms) const;
@@ -64,6 +82,7 @@ class Balancer {
   enum class Circuit { kClosed, kOpen, kHalfOpen };
   struct EndpointState {
     int outstanding = 0;
+    int prefilling = 0;     // streamed requests awaiting their first token
     bool healthy = true;    // until checks say otherwise
     int failed_checks = 0;  // in a row
     int consecutive_failures = 0;
@@ -75,6 +94,10 @@ class Balancer {
   };
 
   bool Usable(const EndpointState& state, int64_t capacity, int64_t now_ms) const;
+  // Pick without its side effect (an open circuit whose time is up turning half-open).
+  std::optional<size_t> Find(const std::vector<DeploymentEndpoint>& endpoints,
+                             const std::vector<std::string>& exclude, int64_t now_ms,
+                             bool paced) const;
   void EndOne(EndpointState& state);
 
   BalancerOptions options_;

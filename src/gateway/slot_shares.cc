@@ -28,6 +28,19 @@ double SlotShares::ShareOf(const std::string& tenant, int64_t capacity, int64_t 
   return static_cast<double>(capacity) * self->second.weight / total;
 }
 
+bool SlotShares::Contended(const std::string& tenant, int64_t now_ms) const {
+  for (const auto& [name, t] : tenants_) {
+    if (name != tenant && Active(t, now_ms)) return true;
+  }
+  return false;
+}
+
+bool SlotShares::BelowShare(const std::string& tenant, int64_t slots, int64_t now_ms) const {
+  auto self = tenants_.find(tenant);
+  const int64_t in_flight = self == tenants_.end() ? 0 : self->second.in_flight;
+  return static_cast<double>(in_flight) < ShareOf(tenant, slots, now_ms);
+}
+
 bool SlotShares::MayStart(const std::string& tenant, int64_t capacity, int64_t free, int64_t now_ms,
                           const QueuedFn& queued) const {
   if (free <= 0) return false;

@@ -42,6 +42,11 @@ class SlotShares {
                 const QueuedFn& queued = nullptr) const;
   // The tenant's share of `capacity` slots among the tenants active now.
   double ShareOf(const std::string& tenant, int64_t capacity, int64_t now_ms) const;
+  // Another tenant than `tenant` is active on the deployment now.
+  bool Contended(const std::string& tenant, int64_t now_ms) const;
+  // The tenant runs fewer requests than its share of `slots` (of the
+  // deployment's capacity, or of the requests running now).
+  bool BelowShare(const std::string& tenant, int64_t slots, int64_t now_ms) const;
 
   // Forgets tenants idle past the window (memory stays bounded).
   void Sweep(int64_t now_ms);

@@ -52,12 +52,27 @@ bool Dispatcher::MayStartLocked(DeploymentQueue& queue, const SlotRequest& reque
   return true;
 }
 
+bool Dispatcher::PacedLocked(const DeploymentQueue& queue, const SlotRequest& request,
+                             int64_t now_ms) const {
+  if (!request.stream || !queue.paces) return false;
+  if (!queue.shares.Contended(request.tenant_id, now_ms)) return false;
+  return !queue.fair || !queue.shares.BelowShare(request.tenant_id, queue.in_flight, now_ms);
+}
+
 void Dispatcher::StartLocked(DeploymentQueue& queue, const SlotRequest& request,
                              const std::string& url) {
   limiter_.Started(request.subjects);
   balancer_.Started(url);
+  if (request.stream) StartPrefillLocked(queue, request, url);
   queue.shares.Started(request.tenant_id);
   ++queue.in_flight;
+}
+
+void Dispatcher::StartPrefillLocked(DeploymentQueue& queue, const SlotRequest& request,
+                                    const std::string& url) {
+  balancer_.PrefillStarted(url);
+  ++queue.prefilling[request.tenant_id];
+  prefilling_[request.id] = Prefill{url, request.deployment->id, request.tenant_id};
 }
 
 Dispatcher::Dispatcher(DispatcherOptions options)
@@ -75,7 +90,11 @@ Dispatcher::DeploymentQueue& Dispatcher::QueueOf(const DeploymentRecord& deploym
   }
   // The newest snapshot's endpoints: a deployment change applies to the
   // queue. Compared first: copying the list on every request is hot-path work.
-  if (queue.endpoints != deployment.endpoints) queue.endpoints = deployment.endpoints;
+  if (queue.endpoints != deployment.endpoints) {
+    queue.endpoints = deployment.endpoints;
+    queue.paces = std::any_of(queue.endpoints.begin(), queue.endpoints.end(),
+                              [](const DeploymentEndpoint& e) { return e.max_prefill > 0; });
+  }
   return queue;
 }
 
@@ -105,7 +124,8 @@ Admission Dispatcher::Admit(const SlotRequest& request, int64_t now_ms, Wake wak
     DeploymentQueue& queue = QueueOf(*request.deployment);
     queue.shares.Seen(request.tenant_id, request.weight, now_ms);
     if (queue.size() == 0 && MayStartLocked(queue, request, now_ms)) {
-      if (auto pick = balancer_.Pick(queue.endpoints, {}, now_ms)) {
+      if (auto pick =
+              balancer_.Pick(queue.endpoints, {}, now_ms, PacedLocked(queue, request, now_ms))) {
         const std::string& url = queue.endpoints[*pick].url;
         StartLocked(queue, request, url);
         if (queue.fair) {
@@ -141,16 +161,20 @@ Admission Dispatcher::Admit(const SlotRequest& request, int64_t now_ms, Wake wak
 void Dispatcher::PumpLocked(DeploymentQueue& queue, int64_t now_ms, std::vector<Wake>& wakes) {
   auto can_start = [&](const gateway::QueuedItem& item) {
     auto it = waiting_.find(item.id);
-    return it != waiting_.end() && MayStartLocked(queue, it->second.request, now_ms);
+    if (it == waiting_.end()) return false;
+    const SlotRequest& r = it->second.request;
+    return MayStartLocked(queue, r, now_ms) &&
+           balancer_.HasFreeSlot(queue.endpoints, now_ms, PacedLocked(queue, r, now_ms));
   };
-  while (queue.size() > 0 && balancer_.HasFreeSlot(queue.endpoints, now_ms)) {
+  while (queue.size() > 0 && balancer_.HasFreeSlot(queue.endpoints, now_ms, false)) {
     std::optional<gateway::QueuedItem> item =
         queue.fair ? queue.fair->Pop(can_start) : queue.fifo->Pop(can_start);
     if (!item) break;  // everything waiting is held back by its own concurrency limit
     auto it = waiting_.find(item->id);
     if (it == waiting_.end()) continue;
-    auto pick = balancer_.Pick(queue.endpoints, {}, now_ms);
-    if (!pick) {  // HasFreeSlot said yes; keep the item rather than lose it
+    auto pick =
+        balancer_.Pick(queue.endpoints, {}, now_ms, PacedLocked(queue, it->second.request, now_ms));
+    if (!pick) {  // can_start said yes; keep the item rather than lose it
       if (queue.fair) {
         queue.fair->Push(*item);
       } else {
@@ -201,11 +225,46 @@ std::optional<std::string> Dispatcher::Retry(const SlotRequest& request,
                                              int64_t now_ms) {
   std::lock_guard lock(mu_);
   balancer_.Failed(failed_url, now_ms);
-  auto pick = balancer_.Pick(request.deployment->endpoints, tried, now_ms);
+  EndPrefillLocked(request.id);
+  // Not paced: the request already holds its slot.
+  auto pick = balancer_.Pick(request.deployment->endpoints, tried, now_ms, false);
   if (!pick) return std::nullopt;
   const std::string& url = request.deployment->endpoints[*pick].url;
   balancer_.Started(url);
+  if (request.stream) StartPrefillLocked(QueueOf(*request.deployment), request, url);
   return url;
+}
+
+bool Dispatcher::EndPrefillLocked(uint64_t id) {
+  auto it = prefilling_.find(id);
+  if (it == prefilling_.end()) return false;
+  const Prefill& prefill = it->second;
+  balancer_.PrefillEnded(prefill.url);
+  if (auto q = queues_.find(prefill.deployment_id); q != queues_.end()) {
+    auto t = q->second.prefilling.find(prefill.tenant);
+    if (t != q->second.prefilling.end() && --t->second <= 0) q->second.prefilling.erase(t);
+  }
+  prefilling_.erase(it);
+  return true;
+}
+
+void Dispatcher::PumpAllLocked(int64_t now_ms, std::vector<Wake>& wakes) {
+  for (auto& [id, queue] : queues_) {
+    if (queue.size() > 0) PumpLocked(queue, now_ms, wakes);
+  }
+}
+
+void Dispatcher::FirstToken(const SlotRequest& request, int64_t now_ms) {
+  std::vector<Wake> wakes;
+  {
+    std::lock_guard lock(mu_);
+    if (!EndPrefillLocked(request.id)) return;
+    // Only a queue that paces can have waited for this.
+    for (auto& [id, queue] : queues_) {
+      if (queue.paces && queue.size() > 0) PumpLocked(queue, now_ms, wakes);
+    }
+  }
+  for (auto& w : wakes) w();
 }
 
 void Dispatcher::Finish(const SlotRequest& request, const std::string& endpoint, Outcome outcome,
@@ -213,6 +272,7 @@ void Dispatcher::Finish(const SlotRequest& request, const std::string& endpoint,
   std::vector<Wake> wakes;
   {
     std::lock_guard lock(mu_);
+    EndPrefillLocked(request.id);
     limiter_.Finished(request.subjects);
     limiter_.Reconcile(request.subjects, request.reserved_tokens,
                        usage.input_tokens + usage.output_tokens, now_ms);
@@ -240,9 +300,7 @@ void Dispatcher::Finish(const SlotRequest& request, const std::string& endpoint,
                         usage.output_tokens - usage.output_charged);
     }
     // The freed slot (or the tenant's freed concurrency) may let any queue move.
-    for (auto& [id, queue] : queues_) {
-      if (queue.size() > 0) PumpLocked(queue, now_ms, wakes);
-    }
+    PumpAllLocked(now_ms, wakes);
   }
   for (auto& w : wakes) w();
 }
@@ -274,9 +332,7 @@ void Dispatcher::Pump(int64_t now_ms) {
   std::vector<Wake> wakes;
   {
     std::lock_guard lock(mu_);
-    for (auto& [id, queue] : queues_) {
-      if (queue.size() > 0) PumpLocked(queue, now_ms, wakes);
-    }
+    PumpAllLocked(now_ms, wakes);
   }
   for (auto& w : wakes) w();
 }

@@ -50,6 +50,7 @@ struct SlotRequest {
   int64_t input_tokens = 0;                      // estimate, charged to the fair queue
   int64_t reserved_tokens = 0;  // input estimate + max_tokens, taken from token buckets
   int64_t deadline_ms = 0;
+  bool stream = false;  // streamed: in prefill until FirstToken() (see PacedLocked)
 };
 
 struct Admission {
@@ -86,6 +87,9 @@ class Dispatcher {
     int64_t output_tokens = 0;
     int64_t output_charged = 0;  // already passed to ChargeOutput
   };
+  // A streamed request's first token came back from its endpoint: its
+  // prefill is over, which may let a paced request start.
+  void FirstToken(const SlotRequest& request, int64_t now_ms);
   // The request is over: frees its endpoint slot and concurrency, settles its
   // token reservation with what it really used and charges the fair queue the
   // rest of its cost. `endpoint` "" when Retry() already settled the last one.
@@ -119,13 +123,28 @@ class Dispatcher {
     std::vector<DeploymentEndpoint> endpoints;  // as of the newest request
     gateway::SlotShares shares;                 // who may take the last free slots
     int64_t in_flight = 0;
+    bool paces = false;                                   // some endpoint sets max_prefill
+    std::unordered_map<std::string, int64_t> prefilling;  // tenant → its requests in prefill
     size_t size() const;
     int64_t capacity() const;
   };
   DeploymentQueue& QueueOf(const DeploymentRecord& deployment);
   // A slot of `queue` for a request of `tenant`: concurrency, shares, endpoint.
   bool MayStartLocked(DeploymentQueue& queue, const SlotRequest& request, int64_t now_ms);
+  // Whether `request` waits for its endpoint's prefills (max_prefill, see
+  // Balancer::Pick): a streamed request of a tenant that already has one in
+  // prefill on the deployment, while another tenant is active there. A lone
+  // tenant is not paced (nobody waits behind its prefills), and a tenant
+  // with nothing in prefill never waits for another's: its first token comes
+  // after at most the prefills already started, however hard another floods.
+  bool PacedLocked(const DeploymentQueue& queue, const SlotRequest& request, int64_t now_ms) const;
   void StartLocked(DeploymentQueue& queue, const SlotRequest& request, const std::string& url);
+  void StartPrefillLocked(DeploymentQueue& queue, const SlotRequest& request,
+                          const std::string& url);
+  // Ends the request's prefill if it is in one (first token, retry, finish).
+  bool EndPrefillLocked(uint64_t id);
+  // Grants what can start in every queue (after a slot or a prefill freed).
+  void PumpAllLocked(int64_t now_ms, std::vector<Wake>& wakes);
   // Pops what can start in `queue`, collecting wake-ups to run unlocked.
   void PumpLocked(DeploymentQueue& queue, int64_t now_ms, std::vector<Wake>& wakes);
 
@@ -136,7 +155,14 @@ class Dispatcher {
   std::unordered_map<std::string, DeploymentQueue> queues_;  // GUARDED_BY(mu_)
   std::unordered_map<uint64_t, Waiter> waiting_;             // GUARDED_BY(mu_)
   std::unordered_map<uint64_t, std::string> granted_;        // GUARDED_BY(mu_)
-  int64_t last_sweep_ms_ = 0;                                // GUARDED_BY(mu_)
+  // Streamed requests awaiting their first token, and where.
+  struct Prefill {
+    std::string url;
+    std::string deployment_id;
+    std::string tenant;
+  };
+  std::unordered_map<uint64_t, Prefill> prefilling_;  // GUARDED_BY(mu_)
+  int64_t last_sweep_ms_ = 0;                         // GUARDED_BY(mu_)
 };
 
 }  // namespace atrium::gateway_server

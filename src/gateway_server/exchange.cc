@@ -160,6 +160,7 @@ std::optional<Session::Early> Session::Prepare(Exchange& x, const HttpRequest& r
   slot.input_tokens = x.parsed.estimated_input_tokens;
   slot.reserved_tokens = gateway::ReservedTokens(x.api, x.parsed, kDefaultOutputReserve);
   slot.deadline_ms = x.arrived + request_options.deadline_ms;
+  slot.stream = x.parsed.stream;
   return std::nullopt;
 }
 
@@ -340,6 +341,7 @@ awaitable<bool> Session::Relay(Exchange& x) {
   bool upstream_ok = true;
   int64_t charged = 0;  // output tokens charged to the fair queue so far
   int64_t chunks_since_charge = 0;
+  bool first_token = false;  // a stream's first body bytes came (its prefill is over)
 
   // Tokens as the upstream reported them; without a report a stream's
   // content chunks, or (not streamed, answered) an estimate from the body.
@@ -421,6 +423,10 @@ awaitable<bool> Session::Relay(Exchange& x) {
         break;
       }
       continue;
+    }
+    if (!first_token && n > 0) {
+      first_token = true;
+      server_.dispatcher.FirstToken(x.slot, Now());
     }
     std::string out = relay.Feed(std::string_view(piece_.data(), n));
     if (relay.saw_done() && !x.meter.finished()) {

@@ -28,7 +28,11 @@ std::string P(size_t n) { return "$" + std::to_string(n); }
 
 std::string EncodeEndpoints(const std::vector<DeploymentEndpoint>& endpoints) {
   Json j = Json::array();
-  for (const auto& e : endpoints) j.push_back({{"url", e.url}, {"capacity", e.capacity}});
+  for (const auto& e : endpoints) {
+    Json item = {{"url", e.url}, {"capacity", e.capacity}};
+    if (e.max_prefill > 0) item["max_prefill"] = e.max_prefill;
+    j.push_back(std::move(item));
+  }
   return j.dump();
 }
 
@@ -42,6 +46,9 @@ std::vector<DeploymentEndpoint> DecodeEndpoints(const std::string& text) {
     if (item.contains("url") && item["url"].is_string()) e.url = item["url"].get<std::string>();
     if (item.contains("capacity") && item["capacity"].is_number_integer()) {
       e.capacity = item["capacity"].get<int64_t>();
+    }
+    if (item.contains("max_prefill") && item["max_prefill"].is_number_integer()) {
+      e.max_prefill = item["max_prefill"].get<int64_t>();
     }
     out.push_back(std::move(e));
   }

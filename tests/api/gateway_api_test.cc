@@ -145,6 +145,12 @@ TEST_F(GatewayApiTest, BadDeploymentsAreRefusedNamingTheProblemAndCreateNothing)
       {with("endpoints", Json::array({{{"url", "http://h:80"}, {"capacity", 100001}}})),
        "capacity"},
       {with("endpoints", Json::array({{{"url", "http://h:80"}, {"weight", 1}}})), "weight"},
+      {with("endpoints", Json::array({{{"url", "http://h:80"}, {"max_prefill", -1}}})),
+       "max_prefill"},
+      {with("endpoints", Json::array({{{"url", "http://h:80"}, {"max_prefill", 100001}}})),
+       "max_prefill"},
+      {with("endpoints", Json::array({{{"url", "http://h:80"}, {"max_prefill", "2"}}})),
+       "max_prefill"},
       {with("endpoints", Json::array({{{"url", "http://h:80"}}, {{"url", "http://h:80"}}})),
        "twice"},
       {with("region", ""), "region"},
@@ -189,6 +195,7 @@ TEST_F(GatewayApiTest, TenantAdminsCreateDedicatedDeploymentsOfTheirOwnTenantOnl
   EXPECT_EQ(d["tenant_id"], w().own.id);
   EXPECT_EQ(d["latency_tier"], "standard");
   EXPECT_EQ(d["endpoints"][0]["capacity"], 8) << "the default capacity";
+  EXPECT_EQ(d["endpoints"][0]["max_prefill"], 0) << "no pacing unless asked for";
 
   body["tenant_id"] = w().own.id;  // naming its own tenant is fine
   EXPECT_EQ(h().CallJson("POST", "/api/v1/deployments", key, body).status, 201);
@@ -213,6 +220,23 @@ TEST_F(GatewayApiTest, TenantAdminsCreateDedicatedDeploymentsOfTheirOwnTenantOnl
   ASSERT_EQ(placed.status, 201) << placed.body;
   EXPECT_EQ(BodyOf(placed)["visibility"], "dedicated");
   EXPECT_EQ(BodyOf(placed)["tenant_id"], w().other.id);
+}
+
+TEST_F(GatewayApiTest, AnEndpointsPrefillLimitIsKeptAndChanged) {
+  Json body = DeploymentBody("paced-model");
+  body["endpoints"] =
+      Json::array({{{"url", "http://10.0.0.7:8000"}, {"capacity", 32}, {"max_prefill", 2}}});
+  http::Response created = h().CallJson("POST", "/api/v1/deployments", Admin(), body);
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string path = "/api/v1/deployments/" + BodyOf(created)["id"].get<std::string>();
+  Json read = BodyOf(h().Call("GET", path, Admin()));
+  EXPECT_EQ(read["endpoints"][0]["capacity"], 32);
+  EXPECT_EQ(read["endpoints"][0]["max_prefill"], 2) << "stored and read back";
+  http::Response changed = h().CallJson(
+      "PATCH", path, Admin(),
+      {{"endpoints", Json::array({{{"url", "http://10.0.0.7:8000"}, {"capacity", 32}}})}});
+  ASSERT_EQ(changed.status, 200) << changed.body;
+  EXPECT_EQ(BodyOf(h().Call("GET", path, Admin()))["endpoints"][0]["max_prefill"], 0);
 }
 
 TEST_F(GatewayApiTest, TenantsSeeWhatTheyMayUseAndNotTheOperatorsServers) {

@@ -77,11 +77,18 @@ TEST(CliParseEndpointTest, UrlWithOptionalCapacity) {
   ASSERT_TRUE(sized.has_value());
   EXPECT_EQ(sized->url, "http://10.0.0.5:8000");
   EXPECT_EQ(sized->capacity, 16);
+  auto paced = ParseEndpointArg("http://10.0.0.5:8000=32:2");
+  ASSERT_TRUE(paced.has_value());
+  EXPECT_EQ(paced->url, "http://10.0.0.5:8000");
+  EXPECT_EQ(paced->capacity, 32);
+  EXPECT_EQ(paced->max_prefill, 2);
+  EXPECT_EQ(sized->max_prefill, 0);
   // A '=' not followed by a number stays in the URL (the server refuses it).
   auto odd = ParseEndpointArg("http://h/a=b");
   ASSERT_TRUE(odd.has_value());
   EXPECT_EQ(odd->url, "http://h/a=b");
-  for (const char* bad : {"", "=8", "http://h=0", "http://h=100001", "http://h=9999999"}) {
+  for (const char* bad : {"", "=8", "http://h=0", "http://h=100001", "http://h=9999999",
+                          "http://h=8:", "http://h=:2", "http://h=8:2:1", "http://h=8:100001"}) {
     auto r = ParseEndpointArg(bad);
     ASSERT_FALSE(r.has_value()) << bad;
     EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);

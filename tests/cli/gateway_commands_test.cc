@@ -68,6 +68,7 @@ TEST(GatewayCommandsTest, UsageErrorsExit2BeforeAnyCall) {
       {{"deployment", "create", "--model", "m", "--region", "r"}, ""},  // no --endpoint
       {{"deployment", "create", "--model", "m", "--region", "r", "--endpoint", "http://h=0"},
        "capacity"},
+      {{"deployment", "update", "dep_x", "--endpoint", "http://h=8:100001"}, "max_prefill"},
       {{"deployment", "create", "--model", "m", "--region", "r", "--endpoint", "http://h",
         "--latency-tier", "fast"},
        ""},

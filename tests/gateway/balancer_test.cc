@@ -19,7 +19,7 @@ std::vector<DeploymentEndpoint> Endpoints(int64_t capacity = 8) {
 // Picks and starts; returns the url.
 std::string Start(Balancer& balancer, const std::vector<DeploymentEndpoint>& endpoints,
                   int64_t now_ms, const std::vector<std::string>& exclude = {}) {
-  auto picked = balancer.Pick(endpoints, exclude, now_ms);
+  auto picked = balancer.Pick(endpoints, exclude, now_ms, false);
   if (!picked) return "";
   balancer.Started(endpoints[*picked].url);
   return endpoints[*picked].url;
@@ -44,16 +44,45 @@ TEST(BalancerTest, RespectsCapacityAndExclusions) {
   auto endpoints = Endpoints(1);
   EXPECT_EQ(Start(balancer, endpoints, 0, {kA}), kB);
   EXPECT_EQ(Start(balancer, endpoints, 0), kA);
-  EXPECT_TRUE(balancer.HasFreeSlot(endpoints, 0));
-  EXPECT_FALSE(balancer.Pick(endpoints, {kC}, 0).has_value());
+  EXPECT_TRUE(balancer.HasFreeSlot(endpoints, 0, false));
+  EXPECT_FALSE(balancer.Pick(endpoints, {kC}, 0, false).has_value());
   EXPECT_EQ(Start(balancer, endpoints, 0), kC);
-  EXPECT_FALSE(balancer.HasFreeSlot(endpoints, 0));
+  EXPECT_FALSE(balancer.HasFreeSlot(endpoints, 0, false));
   balancer.Abandoned(kB);
-  EXPECT_TRUE(balancer.HasFreeSlot(endpoints, 0));
+  EXPECT_TRUE(balancer.HasFreeSlot(endpoints, 0, false));
   // A capacity below 1 still lets one request through.
   std::vector<DeploymentEndpoint> zero = {{"http://z", 0}};
   EXPECT_EQ(Start(balancer, zero, 0), "http://z");
-  EXPECT_FALSE(balancer.HasFreeSlot(zero, 0));
+  EXPECT_FALSE(balancer.HasFreeSlot(zero, 0, false));
+}
+
+TEST(BalancerTest, APacedRequestWaitsForAnEndpointsPrefillsOnlyWhereItSetsALimit) {
+  Balancer balancer;
+  // a takes one prefill at a time for paced requests; b has no such limit.
+  std::vector<DeploymentEndpoint> endpoints = {{kA, 8, 1}, {kB, 8, 0}};
+  ASSERT_EQ(balancer.Pick(endpoints, {}, 0, true), 0u);
+  balancer.Started(kA);
+  balancer.PrefillStarted(kA);
+  EXPECT_EQ(balancer.Prefilling(kA), 1);
+  // a is busy with a prefill: a paced request goes to b although b has more
+  // outstanding requests; an unpaced one still takes the least loaded.
+  balancer.Started(kB);
+  balancer.Started(kB);
+  EXPECT_EQ(balancer.Pick(endpoints, {}, 0, true), 1u);
+  EXPECT_EQ(balancer.Pick(endpoints, {}, 0, false), 0u);
+  // With only a, a paced request waits until the first token is back.
+  std::vector<DeploymentEndpoint> only_a = {{kA, 8, 1}};
+  EXPECT_FALSE(balancer.HasFreeSlot(only_a, 0, true));
+  EXPECT_TRUE(balancer.HasFreeSlot(only_a, 0, false));
+  balancer.PrefillEnded(kA);
+  EXPECT_EQ(balancer.Prefilling(kA), 0);
+  EXPECT_TRUE(balancer.HasFreeSlot(only_a, 0, true));
+  // Ended more often than started (a caller bug) never goes below zero.
+  balancer.PrefillEnded(kA);
+  balancer.PrefillEnded("http://unknown");
+  EXPECT_EQ(balancer.Prefilling(kA), 0);
+  balancer.PrefillStarted(kA);
+  EXPECT_FALSE(balancer.HasFreeSlot(only_a, 0, true));
 }
 
 TEST(BalancerTest, SkipsEndpointsFailingTheActiveCheck) {
@@ -87,13 +116,13 @@ TEST(BalancerTest, EjectsAfterConsecutiveFailuresForAWhile) {
     balancer.Started(kA);
     balancer.Failed(kA, 100);
   }
-  EXPECT_TRUE(balancer.HasFreeSlot(endpoints, 100));
+  EXPECT_TRUE(balancer.HasFreeSlot(endpoints, 100, false));
   balancer.Started(kA);
   balancer.Failed(kA, 100);
-  EXPECT_FALSE(balancer.HasFreeSlot(endpoints, 100));
+  EXPECT_FALSE(balancer.HasFreeSlot(endpoints, 100, false));
   EXPECT_EQ(balancer.Describe(kA, 100), "ejected until 5100 ms");
-  EXPECT_FALSE(balancer.HasFreeSlot(endpoints, 5099));
-  EXPECT_TRUE(balancer.HasFreeSlot(endpoints, 5100));
+  EXPECT_FALSE(balancer.HasFreeSlot(endpoints, 5099, false));
+  EXPECT_TRUE(balancer.HasFreeSlot(endpoints, 5100, false));
   EXPECT_EQ(balancer.Describe(kA, 5100), "healthy");
   EXPECT_EQ(balancer.Outstanding(kA), 0);
 }
@@ -104,7 +133,7 @@ TEST(BalancerTest, AFullDeploymentIsUpADownOneIsNot) {
   EXPECT_TRUE(balancer.AnyUp(endpoints, 0));  // never seen: up
   balancer.Started(kA);
   balancer.Started(kB);
-  EXPECT_FALSE(balancer.HasFreeSlot(endpoints, 0));
+  EXPECT_FALSE(balancer.HasFreeSlot(endpoints, 0, false));
   EXPECT_TRUE(balancer.AnyUp(endpoints, 0));  // full, not down
   for (int i = 0; i < 2; ++i) {
     balancer.HealthCheck(kA, false, 0);
@@ -124,20 +153,20 @@ TEST(BalancerTest, CircuitOpensThenLetsOneTrialThrough) {
     balancer.Started(kA);
     balancer.Failed(kA, 1000 + i);
   }
-  EXPECT_TRUE(balancer.HasFreeSlot(endpoints, 1004));
+  EXPECT_TRUE(balancer.HasFreeSlot(endpoints, 1004, false));
   balancer.Started(kA);
   balancer.Failed(kA, 1004);
-  EXPECT_FALSE(balancer.HasFreeSlot(endpoints, 1004));
+  EXPECT_FALSE(balancer.HasFreeSlot(endpoints, 1004, false));
   EXPECT_EQ(balancer.Describe(kA, 1004), "circuit open until 11004 ms");
-  EXPECT_FALSE(balancer.Pick(endpoints, {}, 11003).has_value());
+  EXPECT_FALSE(balancer.Pick(endpoints, {}, 11003, false).has_value());
 
   // Half-open: one trial, and nothing else while it is out.
   EXPECT_EQ(Start(balancer, endpoints, 11004), kA);
-  EXPECT_FALSE(balancer.Pick(endpoints, {}, 11005).has_value());
+  EXPECT_FALSE(balancer.Pick(endpoints, {}, 11005, false).has_value());
   EXPECT_EQ(balancer.Describe(kA, 11005), "circuit half-open, trial in flight");
   // The trial fails: open for another full period.
   balancer.Failed(kA, 11010);
-  EXPECT_FALSE(balancer.Pick(endpoints, {}, 21009).has_value());
+  EXPECT_FALSE(balancer.Pick(endpoints, {}, 21009, false).has_value());
   EXPECT_EQ(Start(balancer, endpoints, 21010), kA);
   // This trial succeeds: closed, and load flows again.
   balancer.Succeeded(kA, 21020);
@@ -155,7 +184,7 @@ TEST(BalancerTest, AnAbandonedTrialLetsAnotherThrough) {
   balancer.Started(kA);
   balancer.Failed(kA, 0);
   EXPECT_EQ(Start(balancer, endpoints, 10'000), kA);
-  EXPECT_FALSE(balancer.HasFreeSlot(endpoints, 10'000));
+  EXPECT_FALSE(balancer.HasFreeSlot(endpoints, 10'000, false));
   balancer.Abandoned(kA);
   EXPECT_EQ(Start(balancer, endpoints, 10'000), kA);
 }
@@ -169,7 +198,7 @@ TEST(BalancerTest, FailuresOutsideTheWindowDoNotOpenTheCircuit) {
     balancer.Started(kA);
     balancer.Failed(kA, i * 2500);  // four per 10 s window at most
   }
-  EXPECT_TRUE(balancer.HasFreeSlot(endpoints, 50'000));
+  EXPECT_TRUE(balancer.HasFreeSlot(endpoints, 50'000, false));
   EXPECT_EQ(balancer.Describe(kA, 50'000), "healthy");
 }
 
@@ -185,7 +214,7 @@ TEST(BalancerTest, RoutesAroundABrokenEndpoint) {
   EXPECT_EQ(balancer.Outstanding(kA), 3);
   EXPECT_EQ(balancer.Outstanding(kC), 3);
   // A retry excludes what it already tried.
-  EXPECT_FALSE(balancer.Pick(endpoints, {kA, kC}, 1).has_value());
+  EXPECT_FALSE(balancer.Pick(endpoints, {kA, kC}, 1, false).has_value());
 }
 
 TEST(BalancerTest, DescribesEveryProblemAtOnce) {

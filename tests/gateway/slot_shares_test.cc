@@ -103,6 +103,25 @@ TEST(SlotSharesTest, TwoBackloggedTenantsSettleOnEqualSlots) {
   EXPECT_EQ(in_flight[1], 4);
 }
 
+TEST(SlotSharesTest, ContentionAndShareOfWhatRunsDecidePacing) {
+  SlotShares s;
+  s.Seen("a", 1, 0);
+  for (int i = 0; i < 6; ++i) s.Started("a");
+  EXPECT_FALSE(s.Contended("a", 0)) << "alone";
+  EXPECT_FALSE(s.BelowShare("a", 6, 0)) << "runs all of what runs";
+  s.Seen("b", 3, 0);  // weight 3: three quarters of any slots
+  s.Started("b");
+  EXPECT_TRUE(s.Contended("a", 0));
+  EXPECT_TRUE(s.Contended("b", 0));
+  // Of the 7 running, a's share is 1.75 and b's 5.25.
+  EXPECT_FALSE(s.BelowShare("a", 7, 0));
+  EXPECT_TRUE(s.BelowShare("b", 7, 0));
+  // b quiet past the window, nothing of it running: a is alone again.
+  s.Finished("b");
+  EXPECT_FALSE(s.Contended("a", 2500));
+  EXPECT_TRUE(s.BelowShare("c", 7, 2500)) << "an unknown tenant runs nothing";
+}
+
 TEST(SlotSharesTest, SweepForgetsIdleTenants) {
   SlotShares s;
   s.Seen("a", 1, 0);

@@ -922,6 +922,50 @@ TEST_F(GatewayTest, KeepsServingOnTheLastGoodPolicyWhileTheStoreIsUnreachable) {
   EXPECT_EQ(Post(key_a_, ChatBody(1, false)).status, 401);
 }
 
+TEST_F(GatewayTest, APacedStreamStartsWhenTheEndpointsPrefillsHaveTheirFirstTokens) {
+  // An engine whose steps take 2 s: a stream's first token comes at the end
+  // of the step it joined, its last 4 steps later.
+  engine_sim::ServerOptions o;
+  o.model = "sim-model";
+  o.custom_profile = engine_sim::Profile{
+      .name = "two-second-steps", .max_batch = 8, .decode_base_ms = 2000, .max_context = 8192};
+  sims_.push_back(std::make_unique<engine_sim::Server>(o));
+  auto port = sims_.back()->Start();
+  ASSERT_OK(port);
+  AddDeployment("dep_1", {{"http://127.0.0.1:" + std::to_string(*port), 8, 1}});
+  StartGateway();
+  auto stream = [&](const std::string& key) {
+    auto c = std::make_unique<Connection>(port_);
+    c->Send("POST", "/v1/chat/completions", ChatBody(4, true),
+            {{"Authorization", "Bearer " + key}});
+    return c;
+  };
+  // a and b each run a stream; both are in prefill until their first token.
+  auto a1 = stream(key_a_);
+  std::this_thread::sleep_for(100ms);
+  auto b1 = stream(key_b_);
+  std::this_thread::sleep_for(100ms);
+  // a runs its share of what runs (1 of 2): its next stream waits for the
+  // endpoint's prefills (max_prefill 1), although 6 slots are free.
+  auto a2 = stream(key_a_);
+  for (int i = 0; i < 100 && gateway_->dispatcher().QueuedFor("dep_1") == 0; ++i) {
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_EQ(gateway_->dispatcher().QueuedFor("dep_1"), 1u);
+  // The first tokens come back at ~2 s and end the prefills: a's stream
+  // starts then, long before a1 and b1 end (~10 s) and free their slots.
+  RawResponse first_a = a1->Read(5000, 1);
+  RawResponse first_b = b1->Read(5000, 1);
+  ASSERT_EQ(first_a.status, 200);
+  ASSERT_EQ(first_b.status, 200);
+  for (int i = 0; i < 200 && gateway_->dispatcher().QueuedFor("dep_1") > 0; ++i) {
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_EQ(gateway_->dispatcher().QueuedFor("dep_1"), 0u);
+  EXPECT_EQ(sims_.back()->Served().finished, 0) << "started before any slot freed";
+  for (auto* c : {a1.get(), b1.get(), a2.get()}) c->Close();
+}
+
 TEST_F(GatewayTest, ServesTheTenantWithTheSmallerCounterFirst) {
   AddDeployment("dep_1", {{StartSim("h100-llama3-8b", 1), 1}});
   StartGateway();
