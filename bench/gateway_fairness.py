@@ -121,19 +121,23 @@ async def run_tenant(p, tenant, rate, duration, max_tokens, seed, deadline_ms):
         p.host, p.port, key, MODEL, max_tokens, PROMPT, deadline_ms), seed)
 
 
-def _flood(host, port, key, rate, duration, max_tokens, seed, deadline_ms, out):
+def _flood(host, port, key, rate, duration, max_tokens, seed, deadline_ms, nice, out):
+    # A flooding tenant's clients run on machines of their own; here they share
+    # the CPUs with the gateway, the engine simulator and B's client, so they
+    # run at a lower priority (what they do not get only delays A's excess).
+    os.nice(nice)
     results = asyncio.run(open_loop(rate, duration, lambda: stream_request(
         host, port, key, MODEL, max_tokens, PROMPT, deadline_ms), seed))
     out.put(results)
 
 
-def both(p, a_rate, b_rate, duration, max_tokens, seeds, a_deadline, b_deadline):
+def both(p, a_rate, b_rate, duration, max_tokens, seeds, a_deadline, b_deadline, nice):
     """A's load from its own process, so that its thousands of connections do
     not delay B's client (B's times are what is measured)."""
     out = multiprocessing.Queue()
     proc = multiprocessing.Process(target=_flood, args=(
         p.host, p.port, p.keys["tenant-a"], a_rate, duration, max_tokens, seeds[0], a_deadline,
-        out))
+        nice, out))
     proc.start()
     b = asyncio.run(run_tenant(p, "tenant-b", b_rate, duration, max_tokens, seeds[1], b_deadline))
     a = out.get()
@@ -183,6 +187,11 @@ def main():
     ap.add_argument("--duration", type=float, default=30.0)
     ap.add_argument("--backlog-duration", type=float, default=60.0)
     ap.add_argument("--quick", action="store_true", help="short runs, for a smoke test")
+    ap.add_argument("--flood-nice", type=int, default=10,
+                    help="CPU niceness of tenant A's load generator while it floods (0: same as "
+                         "everything else; the backlogged phase always runs both at 0)")
+    ap.add_argument("--queues", default="fair,fifo",
+                    help="which queues to run, comma-separated (default: fair,fifo)")
     args = ap.parse_args()
     args.slots = args.slots or args.max_batch
     if args.quick:
@@ -196,7 +205,7 @@ def main():
     sim_url = m.group(1)
     rows = {}
     try:
-        for queue in ("fair", "fifo"):
+        for queue in args.queues.split(","):
             p = Platform(args.atrium, queue, sim_url, args.slots, args.max_prefill)
             try:
                 cap = asyncio.run(capacity(p, args.max_tokens, 5.0))
@@ -206,12 +215,12 @@ def main():
                                                args.max_tokens, 1, None))
                 t1 = time.time()
                 a_res, b_res = both(p, share * 10, share / 2, args.duration, args.max_tokens,
-                                    (2, 3), 5000, None)
+                                    (2, 3), 5000, None, args.flood_nice)
                 t2 = time.time()
                 gw_alone = gateway_stats(p.records("tenant-b", t0, t1))
                 gw_contended = gateway_stats(p.records("tenant-b", t1, t2))
                 ba, bb = both(p, share * 5, share * 5, args.backlog_duration, args.max_tokens,
-                              (4, 5), 3000, 3000)
+                              (4, 5), 3000, 3000, 0)
                 tokens_a = sum(r["tokens"] for r in ba)
                 tokens_b = sum(r["tokens"] for r in bb)
                 rows[queue] = {
@@ -226,9 +235,10 @@ def main():
         sim.wait(timeout=30)
 
     print("engine: h100-llama3-8b profile, max batch %d, deployment capacity %d, max_prefill %d, "
-          "max_tokens %d; B at half its share, A at 10x; %.0f s per phase, %.0f s backlogged" %
-          (args.max_batch, args.slots, args.max_prefill, args.max_tokens, args.duration,
-           args.backlog_duration))
+          "max_tokens %d; B at half its share, A at 10x (its load generator at nice %d); "
+          "%.0f s per phase, %.0f s backlogged" %
+          (args.max_batch, args.slots, args.max_prefill, args.max_tokens, args.flood_nice,
+           args.duration, args.backlog_duration))
     print("%-6s %9s %22s %22s %8s %12s %12s %9s" % (
         "queue", "cap req/s", "B alone TTFT p50/p99", "B + A flood p50/p99", "p99 x",
         "tokens A", "tokens B", "A/B diff"))

@@ -45,10 +45,11 @@ class Balancer {
   // slots at once (a flood's requests end together when they are of equal
   // length) delays every other tenant's first token by those prefills. The
   // gateway sees a streamed request as in prefill from its start until its
-  // first token comes back; the dispatcher paces the requests of tenants at
-  // or above their share of the slots, which spreads their refills over the
-  // engine's steps and keeps a light tenant's first token near what it is
-  // on an idle engine.
+  // first token comes back; the dispatcher paces the requests of tenants
+  // running at least their share of what runs on the deployment, which
+  // spreads their refills over the engine's steps and keeps a lighter
+  // tenant's first token near what it is on an idle engine. Counts are per
+  // URL: deployments sharing an endpoint share its prefills.
   std::optional<size_t> Pick(const std::vector<DeploymentEndpoint>& endpoints,
                              const std::vector<std::string>& exclude, int64_t now_ms, bool paced);
   // Pick would succeed with nothing excluded (and changes nothing).

@@ -38,7 +38,7 @@ bool SlotShares::Contended(const std::string& tenant, int64_t now_ms) const {
 bool SlotShares::BelowShare(const std::string& tenant, int64_t slots, int64_t now_ms) const {
   auto self = tenants_.find(tenant);
   const int64_t in_flight = self == tenants_.end() ? 0 : self->second.in_flight;
-  return static_cast<double>(in_flight) < ShareOf(tenant, slots, now_ms);
+  return in_flight == 0 || static_cast<double>(in_flight) < ShareOf(tenant, slots, now_ms);
 }
 
 bool SlotShares::MayStart(const std::string& tenant, int64_t capacity, int64_t free, int64_t now_ms,

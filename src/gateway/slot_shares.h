@@ -44,8 +44,8 @@ class SlotShares {
   double ShareOf(const std::string& tenant, int64_t capacity, int64_t now_ms) const;
   // Another tenant than `tenant` is active on the deployment now.
   bool Contended(const std::string& tenant, int64_t now_ms) const;
-  // The tenant runs fewer requests than its share of `slots` (of the
-  // deployment's capacity, or of the requests running now).
+  // The tenant runs nothing, or fewer requests than its share of `slots` (of
+  // the deployment's capacity, or of the requests running now).
   bool BelowShare(const std::string& tenant, int64_t slots, int64_t now_ms) const;
 
   // Forgets tenants idle past the window (memory stays bounded).

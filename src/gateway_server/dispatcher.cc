@@ -63,16 +63,14 @@ void Dispatcher::StartLocked(DeploymentQueue& queue, const SlotRequest& request,
                              const std::string& url) {
   limiter_.Started(request.subjects);
   balancer_.Started(url);
-  if (request.stream) StartPrefillLocked(queue, request, url);
+  if (request.stream) StartPrefillLocked(request, url);
   queue.shares.Started(request.tenant_id);
   ++queue.in_flight;
 }
 
-void Dispatcher::StartPrefillLocked(DeploymentQueue& queue, const SlotRequest& request,
-                                    const std::string& url) {
+void Dispatcher::StartPrefillLocked(const SlotRequest& request, const std::string& url) {
   balancer_.PrefillStarted(url);
-  ++queue.prefilling[request.tenant_id];
-  prefilling_[request.id] = Prefill{url, request.deployment->id, request.tenant_id};
+  prefilling_[request.id] = url;
 }
 
 Dispatcher::Dispatcher(DispatcherOptions options)
@@ -223,27 +221,30 @@ std::optional<std::string> Dispatcher::Retry(const SlotRequest& request,
                                              const std::string& failed_url,
                                              const std::vector<std::string>& tried,
                                              int64_t now_ms) {
-  std::lock_guard lock(mu_);
-  balancer_.Failed(failed_url, now_ms);
-  EndPrefillLocked(request.id);
-  // Not paced: the request already holds its slot.
-  auto pick = balancer_.Pick(request.deployment->endpoints, tried, now_ms, false);
-  if (!pick) return std::nullopt;
-  const std::string& url = request.deployment->endpoints[*pick].url;
-  balancer_.Started(url);
-  if (request.stream) StartPrefillLocked(QueueOf(*request.deployment), request, url);
-  return url;
+  std::vector<Wake> wakes;
+  std::optional<std::string> next;
+  {
+    std::lock_guard lock(mu_);
+    balancer_.Failed(failed_url, now_ms);
+    const bool prefill_ended = EndPrefillLocked(request.id);
+    // Not paced: the request already holds its slot.
+    auto pick = balancer_.Pick(request.deployment->endpoints, tried, now_ms, false);
+    if (pick) {
+      next = request.deployment->endpoints[*pick].url;
+      balancer_.Started(*next);
+      if (request.stream) StartPrefillLocked(request, *next);
+    }
+    // The failed endpoint's prefill is free again.
+    if (prefill_ended) PumpPacedLocked(now_ms, wakes);
+  }
+  for (auto& w : wakes) w();
+  return next;
 }
 
 bool Dispatcher::EndPrefillLocked(uint64_t id) {
   auto it = prefilling_.find(id);
   if (it == prefilling_.end()) return false;
-  const Prefill& prefill = it->second;
-  balancer_.PrefillEnded(prefill.url);
-  if (auto q = queues_.find(prefill.deployment_id); q != queues_.end()) {
-    auto t = q->second.prefilling.find(prefill.tenant);
-    if (t != q->second.prefilling.end() && --t->second <= 0) q->second.prefilling.erase(t);
-  }
+  balancer_.PrefillEnded(it->second);
   prefilling_.erase(it);
   return true;
 }
@@ -254,15 +255,18 @@ void Dispatcher::PumpAllLocked(int64_t now_ms, std::vector<Wake>& wakes) {
   }
 }
 
+void Dispatcher::PumpPacedLocked(int64_t now_ms, std::vector<Wake>& wakes) {
+  for (auto& [id, queue] : queues_) {
+    if (queue.paces && queue.size() > 0) PumpLocked(queue, now_ms, wakes);
+  }
+}
+
 void Dispatcher::FirstToken(const SlotRequest& request, int64_t now_ms) {
   std::vector<Wake> wakes;
   {
     std::lock_guard lock(mu_);
     if (!EndPrefillLocked(request.id)) return;
-    // Only a queue that paces can have waited for this.
-    for (auto& [id, queue] : queues_) {
-      if (queue.paces && queue.size() > 0) PumpLocked(queue, now_ms, wakes);
-    }
+    PumpPacedLocked(now_ms, wakes);
   }
   for (auto& w : wakes) w();
 }

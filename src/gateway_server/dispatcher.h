@@ -123,8 +123,7 @@ class Dispatcher {
     std::vector<DeploymentEndpoint> endpoints;  // as of the newest request
     gateway::SlotShares shares;                 // who may take the last free slots
     int64_t in_flight = 0;
-    bool paces = false;                                   // some endpoint sets max_prefill
-    std::unordered_map<std::string, int64_t> prefilling;  // tenant → its requests in prefill
+    bool paces = false;  // some endpoint sets max_prefill
     size_t size() const;
     int64_t capacity() const;
   };
@@ -132,19 +131,21 @@ class Dispatcher {
   // A slot of `queue` for a request of `tenant`: concurrency, shares, endpoint.
   bool MayStartLocked(DeploymentQueue& queue, const SlotRequest& request, int64_t now_ms);
   // Whether `request` waits for its endpoint's prefills (max_prefill, see
-  // Balancer::Pick): a streamed request of a tenant that already has one in
-  // prefill on the deployment, while another tenant is active there. A lone
-  // tenant is not paced (nobody waits behind its prefills), and a tenant
-  // with nothing in prefill never waits for another's: its first token comes
-  // after at most the prefills already started, however hard another floods.
+  // Balancer::Pick): a streamed request of a tenant that runs at least its
+  // weighted share of the deployment's running requests, while another
+  // tenant is active there (under FIFO: any streamed request then). A lone
+  // tenant is not paced (nobody waits behind its prefills), and a lighter
+  // tenant never waits for a heavier one's: its first token comes after at
+  // most the prefills already started, however hard the other floods.
   bool PacedLocked(const DeploymentQueue& queue, const SlotRequest& request, int64_t now_ms) const;
   void StartLocked(DeploymentQueue& queue, const SlotRequest& request, const std::string& url);
-  void StartPrefillLocked(DeploymentQueue& queue, const SlotRequest& request,
-                          const std::string& url);
+  void StartPrefillLocked(const SlotRequest& request, const std::string& url);
   // Ends the request's prefill if it is in one (first token, retry, finish).
   bool EndPrefillLocked(uint64_t id);
-  // Grants what can start in every queue (after a slot or a prefill freed).
+  // Grants what can start in every queue (after a slot freed), or in every
+  // queue that paces (after a prefill ended: only those can have waited for it).
   void PumpAllLocked(int64_t now_ms, std::vector<Wake>& wakes);
+  void PumpPacedLocked(int64_t now_ms, std::vector<Wake>& wakes);
   // Pops what can start in `queue`, collecting wake-ups to run unlocked.
   void PumpLocked(DeploymentQueue& queue, int64_t now_ms, std::vector<Wake>& wakes);
 
@@ -156,13 +157,8 @@ class Dispatcher {
   std::unordered_map<uint64_t, Waiter> waiting_;             // GUARDED_BY(mu_)
   std::unordered_map<uint64_t, std::string> granted_;        // GUARDED_BY(mu_)
   // Streamed requests awaiting their first token, and where.
-  struct Prefill {
-    std::string url;
-    std::string deployment_id;
-    std::string tenant;
-  };
-  std::unordered_map<uint64_t, Prefill> prefilling_;  // GUARDED_BY(mu_)
-  int64_t last_sweep_ms_ = 0;                         // GUARDED_BY(mu_)
+  std::unordered_map<uint64_t, std::string> prefilling_;  // GUARDED_BY(mu_)
+  int64_t last_sweep_ms_ = 0;                             // GUARDED_BY(mu_)
 };
 
 }  // namespace atrium::gateway_server

@@ -341,7 +341,13 @@ awaitable<bool> Session::Relay(Exchange& x) {
   bool upstream_ok = true;
   int64_t charged = 0;  // output tokens charged to the fair queue so far
   int64_t chunks_since_charge = 0;
-  bool first_token = false;  // a stream's first body bytes came (its prefill is over)
+  // A stream's first body bytes came: its prefill is over. An answer that is
+  // not a stream (an error, say) is whole when its head comes.
+  bool first_token = false;
+  if (x.slot.stream && !streaming) {
+    first_token = true;
+    server_.dispatcher.FirstToken(x.slot, Now());
+  }
 
   // Tokens as the upstream reported them; without a report a stream's
   // content chunks, or (not streamed, answered) an estimate from the body.

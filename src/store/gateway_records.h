@@ -15,8 +15,9 @@ struct DeploymentEndpoint {
   std::string url;       // base URL of an OpenAI-compatible server, e.g. http://10.0.0.5:8000
   int64_t capacity = 8;  // requests the endpoint serves at once
   // Streamed requests awaiting their first token (in the engine's prefill)
-  // at once, for tenants at or above their share of the deployment's slots;
-  // 0: no limit. Spreads the prefills that stall a batch (see Balancer).
+  // at once, for tenants running at least their share of what runs on the
+  // deployment; 0: no limit (nor is there one at or above capacity).
+  // Spreads the prefills that stall a batch (see Balancer::Pick).
   int64_t max_prefill = 0;
   bool operator==(const DeploymentEndpoint&) const = default;
 };

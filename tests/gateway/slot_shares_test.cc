@@ -120,6 +120,7 @@ TEST(SlotSharesTest, ContentionAndShareOfWhatRunsDecidePacing) {
   s.Finished("b");
   EXPECT_FALSE(s.Contended("a", 2500));
   EXPECT_TRUE(s.BelowShare("c", 7, 2500)) << "an unknown tenant runs nothing";
+  EXPECT_TRUE(s.BelowShare("b", 0, 2500)) << "running nothing is below any share, even of 0";
 }
 
 TEST(SlotSharesTest, SweepForgetsIdleTenants) {
