@@ -11,6 +11,7 @@ namespace atrium {
 namespace {
 
 constexpr int kSimulators = 2;
+constexpr int64_t kDevMaxPrefill = 2;  // the simulated endpoints' max_prefill
 constexpr const char* kDemoTenant = "demo";
 constexpr const char* kDemoAccount = "demo-app";
 
@@ -106,7 +107,11 @@ Result<std::unique_ptr<DevModels>> DevModels::Start(Platform& platform,
     ATRIUM_ASSIGN_OR_RETURN(int port, sim->Start());
     std::string url = "http://127.0.0.1:" + std::to_string(port);
     models->urls_.push_back(url);
-    deployment.endpoints.push_back({url, sim->profile().max_batch});
+    // Prefill pacing on: the simulator, like an engine without chunked
+    // prefill, stalls its batch for joining requests' prefills, and pacing a
+    // flooding tenant's refills keeps other tenants' first tokens near their
+    // idle figure at a few per cent of throughput (BENCHMARKS.md §6.3).
+    deployment.endpoints.push_back({url, sim->profile().max_batch, kDevMaxPrefill});
     models->sims_.push_back(std::move(sim));
   }
   Store& store = platform.store();
