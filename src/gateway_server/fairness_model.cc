@@ -53,14 +53,14 @@ Result<FairnessModelOutcome> RunFairnessModel(const FairnessModelConfig& config,
     return live.request.tenant_id == "b" && live.arrived >= measured_from;
   };
 
-  Status failed;
+  Status status;  // ok until the engine or the dispatcher refuses a request
   auto start = [&](Live live) {
     if (measured(live)) out.b_wait_ms.push_back(static_cast<double>(now - live.arrived) / 1000.0);
     engine_sim::EngineRequest r{.prompt_tokens = config.prompt_tokens,
                                 .max_tokens = config.max_tokens};
     auto id = engine.Submit(r, now);
     if (!id.has_value()) {
-      failed = std::move(id).error();
+      status = std::move(id).error();
       return;
     }
     running.emplace(*id, std::move(live));
@@ -97,12 +97,12 @@ Result<FairnessModelOutcome> RunFairnessModel(const FairnessModelConfig& config,
         collect_grants();
         break;
       case Admission::Kind::kRefused:
-        failed = Error::Internal("the model's request was refused: " + admission.reason);
+        status = Error::Internal("the model's request was refused: " + admission.reason);
         break;
     }
   };
 
-  for (; now < end && failed.has_value(); now += kTick) {
+  for (; now < end && status.has_value(); now += kTick) {
     for (const engine_sim::EngineEvent& e : engine.Advance(now)) {
       auto it = running.find(e.id);
       if (it == running.end()) continue;
@@ -123,13 +123,13 @@ Result<FairnessModelOutcome> RunFairnessModel(const FairnessModelConfig& config,
         collect_grants();
       }
     }
-    while (a_waiting < a_backlog && failed.has_value()) admit("a");
-    while (next_b <= static_cast<double>(now) && failed.has_value()) {
+    while (a_waiting < a_backlog && status.has_value()) admit("a");
+    while (next_b <= static_cast<double>(now) && status.has_value()) {
       admit("b");
       next_b += gap(rng);
     }
   }
-  if (!failed.has_value()) return std::move(failed).error();
+  if (!status.has_value()) return std::move(status).error();
   out.completed_per_s = static_cast<double>(completed) / config.seconds;
   return out;
 }
