@@ -192,7 +192,7 @@ TEST(DispatcherPacingTest, ARetryMovesTheRequestsPrefillToTheNextEndpoint) {
   EXPECT_EQ(dispatcher.TakeGrant(a2.id), first);
 }
 
-// The fairness scenario in virtual time: the dispatcher in front of
+// The fairness benchmark's scenario in virtual time: the dispatcher in front of
 // the engine simulator's core (h100-llama3-8b, batch 64, a deployment of 32
 // slots), B at half its share, A flooding. Without pacing, A's requests (all
 // of one length) end and are replaced in clumps, and each clump's prefills
