@@ -28,7 +28,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gateway_load import open_loop, percentile, stream_request  # noqa: E402
+from gateway_load import open_loop, percentile, sent_per_second, stream_request  # noqa: E402
 
 MODEL = "bench-fair"
 PROMPT = "Write a short poem about fair queueing for GPU inference, please." * 2
@@ -223,6 +223,11 @@ def main():
                               (4, 5), 3000, 3000, 0)
                 tokens_a = sum(r["tokens"] for r in ba)
                 tokens_b = sum(r["tokens"] for r in bb)
+                late = [r["late"] * 1000 for r in b_res]
+                print("%s: B's sends while A floods: late p99 %.1f ms, max %.1f ms; at most %d "
+                      "in one second (%.1f/s on average)" % (
+                          queue, percentile(late, 99), max(late), sent_per_second(b_res),
+                          share / 2), flush=True)
                 rows[queue] = {
                     "capacity_rps": cap, "alone": ttft_stats(alone), "contended": ttft_stats(b_res),
                     "gw_alone": gw_alone, "gw_contended": gw_contended,

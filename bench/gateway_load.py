@@ -68,18 +68,40 @@ async def stream_request(host, port, key, model, max_tokens, prompt, deadline_ms
 
 
 async def open_loop(rate, duration, make_request, seed):
-    """Starts make_request() at Poisson arrivals; returns the results."""
+    """Starts make_request() at Poisson arrivals; returns the results, each
+    with "due" (its arrival, seconds from the start) and "late" (how much
+    later it was actually sent: a client that falls behind catches up in a
+    burst, which is not the Poisson stream it was meant to be)."""
     rng = random.Random(seed)
     tasks = []
     t0 = time.perf_counter()
     next_at = 0.0
+
+    async def timed(due):
+        late = time.perf_counter() - (t0 + due)
+        result = await make_request()
+        result["due"] = due
+        result["late"] = late
+        return result
+
     while next_at < duration:
         delay = t0 + next_at - time.perf_counter()
         if delay > 0:
             await asyncio.sleep(delay)
-        tasks.append(asyncio.ensure_future(make_request()))
+        tasks.append(asyncio.ensure_future(timed(next_at)))
         next_at += rng.expovariate(rate)
     return await asyncio.gather(*tasks)
+
+
+def sent_per_second(results):
+    """The most requests sent within any one second (by when they were sent)."""
+    sent = sorted(r["due"] + r["late"] for r in results)
+    most, lo = 0, 0
+    for hi, t in enumerate(sent):
+        while t - sent[lo] >= 1.0:
+            lo += 1
+        most = max(most, hi - lo + 1)
+    return most
 
 
 def percentile(values, p):
