@@ -62,7 +62,7 @@ def call(base, method, path, token, body=None):
 
 
 class Platform:
-    def __init__(self, atrium, queue, sim_url, slots, max_prefill):
+    def __init__(self, atrium, queue, sim_url, slots, max_prefill, burst):
         self.tmp = tempfile.mkdtemp(prefix="atrium-fair-")
         self.proc = subprocess.Popen(
             [atrium, "dev", "--data", self.tmp + "/data", "--api-listen", "127.0.0.1:0",
@@ -78,7 +78,8 @@ class Platform:
         call(self.api, "POST", "/api/v1/deployments", admin, {
             "model": MODEL, "version": "bench", "region": "local",
             "latency_tier": "interactive", "visibility": "shared",
-            "endpoints": [{"url": sim_url, "capacity": slots, "max_prefill": max_prefill}]})
+            "endpoints": [{"url": sim_url, "capacity": slots, "max_prefill": max_prefill,
+                           "burst": burst}]})
         self.keys = {}
         for name in ("tenant-a", "tenant-b"):
             t = call(self.api, "POST", "/api/v1/tenants", admin, {"name": name, "tier": "shared"})
@@ -183,6 +184,9 @@ def main():
     ap.add_argument("--max-prefill", type=int, default=0,
                     help="the endpoint's max_prefill: streams in prefill at once for tenants "
                          "running their share or more (default 0: no pacing)")
+    ap.add_argument("--burst", type=int, default=0,
+                    help="the endpoint's burst slots above capacity, for tenants served less "
+                         "than their share lately (default 0)")
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--duration", type=float, default=30.0)
     ap.add_argument("--backlog-duration", type=float, default=60.0)
@@ -206,7 +210,7 @@ def main():
     rows = {}
     try:
         for queue in args.queues.split(","):
-            p = Platform(args.atrium, queue, sim_url, args.slots, args.max_prefill)
+            p = Platform(args.atrium, queue, sim_url, args.slots, args.max_prefill, args.burst)
             try:
                 cap = asyncio.run(capacity(p, args.max_tokens, 5.0))
                 share = cap / 2
@@ -240,9 +244,10 @@ def main():
         sim.wait(timeout=30)
 
     print("engine: h100-llama3-8b profile, max batch %d, deployment capacity %d, max_prefill %d, "
-          "max_tokens %d; B at half its share, A at 10x (its load generator at nice %d); "
-          "%.0f s per phase, %.0f s backlogged" %
-          (args.max_batch, args.slots, args.max_prefill, args.max_tokens, args.flood_nice,
+          "burst %d, max_tokens %d; B at half its share, A at 10x (its load generator at nice "
+          "%d); %.0f s per phase, %.0f s backlogged" %
+          (args.max_batch, args.slots, args.max_prefill, args.burst, args.max_tokens,
+           args.flood_nice,
            args.duration, args.backlog_duration))
     print("%-6s %9s %22s %22s %8s %12s %12s %9s" % (
         "queue", "cap req/s", "B alone TTFT p50/p99", "B + A flood p50/p99", "p99 x",

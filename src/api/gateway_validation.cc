@@ -105,7 +105,7 @@ Result<std::optional<std::vector<DeploymentEndpoint>>> EndpointsOf(const Json& b
   }
   if (is_null || !it->is_array()) {
     return Error::InvalidArgument(
-        "field 'endpoints' must be an array of {url, capacity, max_prefill}");
+        "field 'endpoints' must be an array of {url, capacity, max_prefill, burst}");
   }
   if (it->empty() || it->size() > kMaxEndpoints) {
     return Error::InvalidArgument("field 'endpoints' must hold 1 to 64 endpoints");
@@ -119,6 +119,7 @@ Result<std::optional<std::vector<DeploymentEndpoint>>> EndpointsOf(const Json& b
     auto url = e.String("url", true, kMaxEndpointUrlBytes);
     auto capacity = e.Int("capacity", false, 1, kMaxEndpointCapacity);
     auto max_prefill = e.Int("max_prefill", false, 0, kMaxEndpointCapacity);
+    auto burst = e.Int("burst", false, 0, kMaxEndpointCapacity);
     Status read = e.Finish();
     if (!read.has_value()) {
       Error err = std::move(read).error();
@@ -132,6 +133,7 @@ Result<std::optional<std::vector<DeploymentEndpoint>>> EndpointsOf(const Json& b
     endpoint.url = *url;
     if (capacity) endpoint.capacity = *capacity;
     if (max_prefill) endpoint.max_prefill = *max_prefill;
+    if (burst) endpoint.burst = *burst;
     out.push_back(std::move(endpoint));
   }
   return std::optional<std::vector<DeploymentEndpoint>>(std::move(out));

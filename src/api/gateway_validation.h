@@ -35,7 +35,8 @@ Status ValidateEndpointUrl(std::string_view url);
 
 // The "endpoints" field of a deployment body: 1..64 objects
 // {"url": ..., "capacity": 1..100000 (default 8), "max_prefill": 0..100000
-// (default 0: no limit)}, URLs valid and distinct.
+// (default 0: no limit), "burst": 0..100000 (default 0)}, URLs valid and
+// distinct.
 // Marks the field as known to `reader`. nullopt when absent and not
 // required.
 Result<std::optional<std::vector<DeploymentEndpoint>>> EndpointsOf(const Json& body,

@@ -198,7 +198,10 @@ Json DeploymentView(const DeploymentRecord& d, bool with_endpoints) {
   Json endpoints = Json::array();
   int64_t capacity = 0;
   for (const auto& e : d.endpoints) {
-    endpoints.push_back({{"url", e.url}, {"capacity", e.capacity}, {"max_prefill", e.max_prefill}});
+    endpoints.push_back({{"url", e.url},
+                         {"capacity", e.capacity},
+                         {"max_prefill", e.max_prefill},
+                         {"burst", e.burst}});
     capacity += e.capacity;
   }
   return {{"id", d.id},

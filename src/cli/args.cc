@@ -77,7 +77,8 @@ Result<std::map<std::string, std::string>> ParseLabels(const std::vector<std::st
 Result<EndpointArg> ParseEndpointArg(std::string_view text) {
   EndpointArg out;
   const std::string usage = "bad endpoint '" + std::string(text) +
-                            "': expected URL, URL=CAPACITY or URL=CAPACITY:MAX_PREFILL, e.g. "
+                            "': expected URL, URL=CAPACITY, URL=CAPACITY:MAX_PREFILL or "
+                            "URL=CAPACITY:MAX_PREFILL:BURST, e.g. "
                             "http://10.0.0.5:8000=16";
   // A number of at most six digits in [min, 100000].
   auto number = [](std::string_view digits, int64_t min) -> std::optional<int64_t> {
@@ -93,8 +94,8 @@ Result<EndpointArg> ParseEndpointArg(std::string_view text) {
   size_t eq = text.rfind('=');
   if (eq != std::string_view::npos) {
     std::string_view suffix = text.substr(eq + 1);
-    // Only a suffix of digits (and one colon) is a capacity: '=' may also
-    // belong to the URL's path.
+    // Only a suffix of digits and colons is a capacity: '=' may also belong
+    // to the URL's path.
     if (!suffix.empty() && suffix.find_first_not_of("0123456789:") == std::string_view::npos) {
       const size_t colon = suffix.find(':');
       auto capacity = number(suffix.substr(0, colon), 1);
@@ -104,12 +105,22 @@ Result<EndpointArg> ParseEndpointArg(std::string_view text) {
       }
       out.capacity = *capacity;
       if (colon != std::string_view::npos) {
-        auto max_prefill = number(suffix.substr(colon + 1), 0);
+        std::string_view rest = suffix.substr(colon + 1);
+        const size_t second = rest.find(':');
+        auto max_prefill = number(rest.substr(0, second), 0);
         if (!max_prefill) {
           return Error::InvalidArgument("bad endpoint '" + std::string(text) +
                                         "': max_prefill must be 0..100000");
         }
         out.max_prefill = *max_prefill;
+        if (second != std::string_view::npos) {
+          auto burst = number(rest.substr(second + 1), 0);
+          if (!burst) {
+            return Error::InvalidArgument("bad endpoint '" + std::string(text) +
+                                          "': burst must be 0..100000");
+          }
+          out.burst = *burst;
+        }
       }
       url = text.substr(0, eq);
     }

@@ -31,16 +31,18 @@ Result<int64_t> ParseMilliGpus(std::string_view text);
 // milli-GPU back as GPUs: 4000 → "4", 500 → "0.5", 1125 → "1.125".
 std::string FormatMilliGpus(int64_t milli);
 
-// "--endpoint URL[=CAPACITY[:MAX_PREFILL]]": the URL, and after the last '='
-// the capacity and optionally, after a ':', the max_prefill, when what
-// follows the '=' is digits with at most one ':' (URLs carry no query, so
-// such a '=' is taken for the capacity's). 0 = not given (the server's
-// default). Errors: kInvalidArgument for an empty URL, a capacity outside
-// 1..100000 or a max_prefill outside 0..100000.
+// "--endpoint URL[=CAPACITY[:MAX_PREFILL[:BURST]]]": the URL, and after the
+// last '=' the capacity and optionally, after a ':', the max_prefill and
+// after another the burst, when what follows the '=' is digits with at most
+// two ':' (URLs carry no query, so such a '=' is taken for the capacity's).
+// 0 = not given (the server's default). Errors: kInvalidArgument for an
+// empty URL, a capacity outside 1..100000, or a max_prefill or burst outside
+// 0..100000.
 struct EndpointArg {
   std::string url;
   int64_t capacity = 0;
   int64_t max_prefill = 0;
+  int64_t burst = 0;
 };
 Result<EndpointArg> ParseEndpointArg(std::string_view text);
 

@@ -25,7 +25,7 @@ const std::vector<Column> kDeploymentColumns = {{"ID", "id"},
 
 std::string DeploymentPath(const std::string& id) { return "/api/v1/deployments/" + UrlEncode(id); }
 
-// The endpoints array of a body from repeated --endpoint URL[=CAPACITY[:MAX_PREFILL]].
+// The endpoints array of a body from repeated --endpoint URL[=CAPACITY[:MAX_PREFILL[:BURST]]].
 Result<Json> EndpointsBody(const std::vector<std::string>& args) {
   Json endpoints = Json::array();
   for (const auto& text : args) {
@@ -33,6 +33,7 @@ Result<Json> EndpointsBody(const std::vector<std::string>& args) {
     Json endpoint = {{"url", e.url}};
     if (e.capacity > 0) endpoint["capacity"] = e.capacity;
     if (e.max_prefill > 0) endpoint["max_prefill"] = e.max_prefill;
+    if (e.burst > 0) endpoint["burst"] = e.burst;
     endpoints.push_back(std::move(endpoint));
   }
   return endpoints;
@@ -59,6 +60,10 @@ void PrintDeployment(Context& ctx, const Json& d) {
     if (max_prefill.is_number_integer() && max_prefill.get<int64_t>() > 0) {
       ctx.out() << ", max_prefill " << CellText(max_prefill);
     }
+    const Json burst = FieldAt(e, "burst");
+    if (burst.is_number_integer() && burst.get<int64_t>() > 0) {
+      ctx.out() << ", burst " << CellText(burst);
+    }
     ctx.out() << ")\n";
   }
 }
@@ -76,9 +81,10 @@ void AddFieldOptions(CLI::App* command, FieldArgs& args, bool create) {
                                     "Model name clients send, e.g. llama-3.1-8b-instruct");
   auto* endpoint = command->add_option(
       "--endpoint", args.endpoints,
-      "Upstream server URL[=CAPACITY[:MAX_PREFILL]] (repeatable), e.g. "
-      "http://10.0.0.5:8000=16 or http://10.0.0.5:8000=32:2; capacity defaults to 8; "
-      "MAX_PREFILL paces streamed requests awaiting their first token (default: no limit)");
+      "Upstream server URL[=CAPACITY[:MAX_PREFILL[:BURST]]] (repeatable), e.g. "
+      "http://10.0.0.5:8000=16 or http://10.0.0.5:8000=32:2:4; capacity defaults to 8; "
+      "MAX_PREFILL paces streamed requests awaiting their first token (default: no limit); "
+      "BURST slots above capacity are for tenants served less than their share (default 0)");
   auto* region = command->add_option("--region", args.region, "Region the servers run in");
   command->add_option("--version", args.version, "Free-text version, e.g. 2024-07");
   command->add_option("--latency-tier", args.latency_tier, "Latency tier (default standard)")

@@ -22,7 +22,7 @@ bool Balancer::Usable(const EndpointState& state, int64_t capacity, int64_t now_
 
 std::optional<size_t> Balancer::Find(const std::vector<DeploymentEndpoint>& endpoints,
                                      const std::vector<std::string>& exclude, int64_t now_ms,
-                                     bool paced) const {
+                                     PickRule rule) const {
   static const EndpointState kFresh;
   std::optional<size_t> best;
   int best_outstanding = 0;
@@ -31,8 +31,12 @@ std::optional<size_t> Balancer::Find(const std::vector<DeploymentEndpoint>& endp
     if (std::find(exclude.begin(), exclude.end(), endpoint.url) != exclude.end()) continue;
     auto it = endpoints_.find(endpoint.url);
     const EndpointState& state = it == endpoints_.end() ? kFresh : it->second;
-    if (!Usable(state, endpoint.capacity, now_ms)) continue;
-    if (paced && endpoint.max_prefill > 0 && state.prefilling >= endpoint.max_prefill) continue;
+    const int64_t capacity =
+        std::max<int64_t>(endpoint.capacity, 1) + (rule.burst ? endpoint.burst : 0);
+    if (!Usable(state, capacity, now_ms)) continue;
+    if (rule.paced && endpoint.max_prefill > 0 && state.prefilling >= endpoint.max_prefill) {
+      continue;
+    }
     if (!best || state.outstanding < best_outstanding) {
       best = i;
       best_outstanding = state.outstanding;
@@ -43,8 +47,8 @@ std::optional<size_t> Balancer::Find(const std::vector<DeploymentEndpoint>& endp
 
 std::optional<size_t> Balancer::Pick(const std::vector<DeploymentEndpoint>& endpoints,
                                      const std::vector<std::string>& exclude, int64_t now_ms,
-                                     bool paced) {
-  std::optional<size_t> best = Find(endpoints, exclude, now_ms, paced);
+                                     PickRule rule) {
+  std::optional<size_t> best = Find(endpoints, exclude, now_ms, rule);
   if (best) {
     // An open circuit whose time is up lets this request through as its trial.
     auto it = endpoints_.find(endpoints[*best].url);
@@ -56,8 +60,8 @@ std::optional<size_t> Balancer::Pick(const std::vector<DeploymentEndpoint>& endp
 }
 
 bool Balancer::HasFreeSlot(const std::vector<DeploymentEndpoint>& endpoints, int64_t now_ms,
-                           bool paced) const {
-  return Find(endpoints, {}, now_ms, paced).has_value();
+                           PickRule rule) const {
+  return Find(endpoints, {}, now_ms, rule).has_value();
 }
 
 bool Balancer::AnyUp(const std::vector<DeploymentEndpoint>& endpoints, int64_t now_ms) const {

@@ -28,6 +28,14 @@ struct BalancerOptions {
   int unhealthy_after_checks = 2;
 };
 
+// What a request may use of an endpoint.
+struct PickRule {
+  // Waits while max_prefill requests are in prefill (see Pick).
+  bool paced = false;
+  // May use the endpoint's burst slots above its capacity (see Pick).
+  bool burst = false;
+};
+
 class Balancer {
  public:
   explicit Balancer(BalancerOptions options = {});
@@ -35,10 +43,11 @@ class Balancer {
   // The endpoint (index into `endpoints`) with the fewest outstanding requests
   // among the usable ones — healthy by the active check, not ejected, circuit
   // not open (half-open: while no trial is out), outstanding < capacity (at
-  // least 1), url not in `exclude` (already tried for this request) and, for
-  // a `paced` request, fewer than max_prefill requests in prefill (when the
-  // endpoint sets it). Ties go to the earlier endpoint. Call Started() for
-  // the endpoint picked before picking again.
+  // least 1; capacity + burst for a request whose rule allows the burst), url
+  // not in `exclude` (already tried for this request) and, for a paced
+  // request, fewer than max_prefill requests in prefill (when the endpoint
+  // sets it). Ties go to the earlier endpoint. Call Started() for the
+  // endpoint picked before picking again.
   //
   // Pacing: an engine without chunked prefill stalls its whole batch while
   // the requests joining a step are prefilled, so a tenant that refills many
@@ -46,15 +55,22 @@ class Balancer {
   // length) delays every other tenant's first token by those prefills. The
   // gateway sees a streamed request as in prefill from its start until its
   // first token comes back; the dispatcher paces the requests of tenants
-  // running at least their share of what runs on the deployment, which
-  // spreads their refills over the engine's steps and keeps a lighter
-  // tenant's first token near what it is on an idle engine. Counts are per
-  // URL: deployments sharing an endpoint share its prefills.
+  // asking for at least their share of the deployment while another asks
+  // for less, which spreads their refills over the engine's steps and keeps
+  // the lighter tenant's first token near what it is on an idle engine.
+  // Counts are per URL: deployments sharing an endpoint share its prefills.
+  //
+  // Burst: the dispatcher lets a tenant that runs less than its share of
+  // the slots, or has lately been served less than its weighted share of the
+  // deployment, start beyond capacity on up to `burst` more slots instead of
+  // waiting for a heavier tenant's request to end: a light tenant's bursts
+  // find a slot at once, as they would on an idle deployment.
   std::optional<size_t> Pick(const std::vector<DeploymentEndpoint>& endpoints,
-                             const std::vector<std::string>& exclude, int64_t now_ms, bool paced);
+                             const std::vector<std::string>& exclude, int64_t now_ms,
+                             PickRule rule);
   // Pick would succeed with nothing excluded (and changes nothing).
   bool HasFreeSlot(const std::vector<DeploymentEndpoint>& endpoints, int64_t now_ms,
-                   bool paced) const;
+                   PickRule rule) const;
   // Some endpoint is up: healthy, not ejected, circuit not open (busy counts
   // as up: a full deployment is waited for, a down one is not).
   bool AnyUp(const std::vector<DeploymentEndpoint>& endpoints, int64_t now_ms) const;
@@ -98,7 +114,7 @@ class Balancer {
   // Pick without its side effect (an open circuit whose time is up turning half-open).
   std::optional<size_t> Find(const std::vector<DeploymentEndpoint>& endpoints,
                              const std::vector<std::string>& exclude, int64_t now_ms,
-                             bool paced) const;
+                             PickRule rule) const;
   void EndOne(EndpointState& state);
 
   BalancerOptions options_;

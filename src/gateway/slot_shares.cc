@@ -35,10 +35,12 @@ bool SlotShares::Contended(const std::string& tenant, int64_t now_ms) const {
   return false;
 }
 
-bool SlotShares::BelowShare(const std::string& tenant, int64_t slots, int64_t now_ms) const {
+bool SlotShares::BelowShare(const std::string& tenant, int64_t slots, int64_t now_ms,
+                            int64_t waiting) const {
   auto self = tenants_.find(tenant);
   const int64_t in_flight = self == tenants_.end() ? 0 : self->second.in_flight;
-  return in_flight == 0 || static_cast<double>(in_flight) < ShareOf(tenant, slots, now_ms);
+  const int64_t asked = in_flight + waiting;
+  return in_flight == 0 || static_cast<double>(asked) < ShareOf(tenant, slots, now_ms);
 }
 
 bool SlotShares::MayStart(const std::string& tenant, int64_t capacity, int64_t free, int64_t now_ms,
@@ -62,6 +64,51 @@ bool SlotShares::MayStart(const std::string& tenant, int64_t capacity, int64_t f
   // Rounded up: a share of 2.5 slots keeps 3 free (the epsilon absorbs
   // floating-point noise in exact shares).
   return static_cast<double>(free - 1) >= std::ceil(reserve - 1e-9);
+}
+
+double SlotShares::DecayedServed(const TenantState& t, int64_t now_ms) const {
+  if (t.served <= 0 || now_ms <= t.served_ms) return t.served;
+  return t.served * std::exp2(-static_cast<double>(now_ms - t.served_ms) /
+                              static_cast<double>(std::max<int64_t>(usage_half_life_ms_, 1)));
+}
+
+void SlotShares::Served(const std::string& tenant, double tokens, int64_t now_ms) {
+  TenantState& t = tenants_[tenant];
+  t.served = std::max(0.0, DecayedServed(t, now_ms) + tokens);
+  t.served_ms = std::max(t.served_ms, now_ms);
+}
+
+bool SlotShares::Light(const std::string& tenant, int64_t now_ms) const {
+  auto self = tenants_.find(tenant);
+  if (self == tenants_.end()) return Contended(tenant, now_ms);
+  double total_weight = 0;
+  double total_served = 0;
+  bool contended = false;
+  for (const auto& [name, t] : tenants_) {
+    if (name != tenant && !Active(t, now_ms)) continue;
+    contended = contended || name != tenant;
+    total_weight += t.weight;
+    total_served += DecayedServed(t, now_ms);
+  }
+  if (!contended) return false;
+  const double served = DecayedServed(self->second, now_ms);
+  // served / total < weight / total_weight, without dividing: with nothing
+  // served yet, nobody is behind.
+  return served * total_weight < self->second.weight * total_served;
+}
+
+bool SlotShares::LeastDemand(const std::string& tenant, int64_t waiting, int64_t now_ms,
+                             const QueuedFn& queued) const {
+  auto self = tenants_.find(tenant);
+  const double self_weight = self == tenants_.end() ? 1 : self->second.weight;
+  const int64_t self_in_flight = self == tenants_.end() ? 0 : self->second.in_flight;
+  const double mine = static_cast<double>(self_in_flight + waiting) / self_weight;
+  for (const auto& [name, t] : tenants_) {
+    if (name == tenant || !Active(t, now_ms)) continue;
+    const int64_t theirs = t.in_flight + (queued ? queued(name) : 0);
+    if (static_cast<double>(theirs) / t.weight < mine) return false;
+  }
+  return true;
 }
 
 void SlotShares::Sweep(int64_t now_ms) {

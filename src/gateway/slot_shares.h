@@ -6,15 +6,16 @@
 // to reach its own share. So a tenant that sends lightly finds a slot at once
 // however hard another floods, and the price is that up to those unused
 // shares stay idle while the light tenant is active. With one tenant active
-// there is no reserve: the deployment is work-conserving. The fair queue
-// (VTC) still decides which waiting request goes next; this only decides
-// whether the flooding tenant may take the last free slots. What is kept
-// free for a tenant is the part of its share that neither its running nor its
-// waiting requests fill: waiting requests are served from the fair queue in
-// VTC order, so a tenant with a backlog (the flooding one, typically) holds no
-// slots back from others, and a light tenant's burst above its share can be
-// served from a slot the flooder's request freed. Pure and thread-compatible;
-// the Dispatcher serialises calls.
+// there is no reserve: the deployment is work-conserving. The dispatcher
+// serves the waiting requests of tenants below their share first, then the
+// fair queue's (VTC) order; this only decides whether the flooding tenant
+// may take the last free slots. What is kept free for a tenant is the part of
+// its share that neither its running nor its waiting requests fill: a
+// tenant with a backlog (the flooding one, typically) holds no slots back
+// from others, and a light tenant's burst above its share can be served
+// from a slot the flooder's request freed. It also tells who is light
+// (Light) and who asks for least (LeastDemand), for prefill pacing and
+// burst slots. Pure and thread-compatible; the Dispatcher serialises calls.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +27,9 @@ namespace atrium::gateway {
 
 class SlotShares {
  public:
-  explicit SlotShares(int64_t active_window_ms = 2000) : active_window_ms_(active_window_ms) {}
+  // `usage_half_life_ms`: how fast what a tenant was served is forgotten (Light).
+  explicit SlotShares(int64_t active_window_ms = 2000, int64_t usage_half_life_ms = 1000)
+      : active_window_ms_(active_window_ms), usage_half_life_ms_(usage_half_life_ms) {}
 
   // A request of `tenant` arrived (it counts as active from now on).
   void Seen(const std::string& tenant, double weight, int64_t now_ms);
@@ -45,8 +48,26 @@ class SlotShares {
   // Another tenant than `tenant` is active on the deployment now.
   bool Contended(const std::string& tenant, int64_t now_ms) const;
   // The tenant runs nothing, or fewer requests than its share of `slots` (of
-  // the deployment's capacity, or of the requests running now).
-  bool BelowShare(const std::string& tenant, int64_t slots, int64_t now_ms) const;
+  // the deployment's capacity, or of the requests running now), counting
+  // `waiting` more (its requests that wait) with those it runs.
+  bool BelowShare(const std::string& tenant, int64_t slots, int64_t now_ms,
+                  int64_t waiting = 0) const;
+
+  // The tenant's requests were served `tokens` more (input and output; a
+  // negative count corrects an earlier estimate).
+  void Served(const std::string& tenant, double tokens, int64_t now_ms);
+  // Another tenant is active and this one received less than its weighted
+  // share (among the active tenants) of the tokens served on the deployment
+  // lately: each tenant's tokens decay with the usage half-life (so while
+  // nothing has been served, nobody is light). Such a tenant may take burst
+  // slots.
+  bool Light(const std::string& tenant, int64_t now_ms) const;
+
+  // No other active tenant asks for less (running and waiting requests per
+  // unit of weight): `waiting` of this tenant's requests wait (or are about
+  // to), `queued` counts the others'.
+  bool LeastDemand(const std::string& tenant, int64_t waiting, int64_t now_ms,
+                   const QueuedFn& queued) const;
 
   // Forgets tenants idle past the window (memory stays bounded).
   void Sweep(int64_t now_ms);
@@ -57,12 +78,16 @@ class SlotShares {
     double weight = 1;
     int64_t in_flight = 0;
     int64_t last_seen_ms = 0;
+    double served = 0;  // decayed tokens, as of served_ms
+    int64_t served_ms = 0;
   };
+  double DecayedServed(const TenantState& t, int64_t now_ms) const;
   bool Active(const TenantState& t, int64_t now_ms) const {
     return t.in_flight > 0 || now_ms - t.last_seen_ms < active_window_ms_;
   }
 
   const int64_t active_window_ms_;
+  const int64_t usage_half_life_ms_;
   std::unordered_map<std::string, TenantState> tenants_;
 };
 

@@ -44,27 +44,62 @@ bool Dispatcher::MayStartLocked(DeploymentQueue& queue, const SlotRequest& reque
     auto queued = [&fair](const std::string& tenant) {
       return static_cast<int64_t>(fair.QueuedFor(tenant));
     };
-    if (!queue.shares.MayStart(request.tenant_id, queue.capacity(),
-                               queue.capacity() - queue.in_flight, now_ms, queued)) {
-      return false;
-    }
+    // Burst slots are for when the capacity is used up: below it, the
+    // slots kept for other tenants' shares stay theirs, light or not.
+    const int64_t free = queue.capacity() - queue.in_flight;
+    const bool allowed =
+        free > 0 ? queue.shares.MayStart(request.tenant_id, queue.capacity(), free, now_ms, queued)
+                 : BurstLocked(queue, request, now_ms);
+    if (!allowed) return false;
   }
   return true;
 }
 
-bool Dispatcher::PacedLocked(const DeploymentQueue& queue, const SlotRequest& request,
+bool Dispatcher::PacedLocked(const DeploymentQueue& queue, const SlotRequest& request, bool waiting,
                              int64_t now_ms) const {
   if (!request.stream || !queue.paces) return false;
   if (!queue.shares.Contended(request.tenant_id, now_ms)) return false;
-  return !queue.fair || !queue.shares.BelowShare(request.tenant_id, queue.in_flight, now_ms);
+  if (!queue.fair) return true;
+  const gateway::FairQueue& fair = *queue.fair;
+  auto queued = [&fair](const std::string& tenant) {
+    return static_cast<int64_t>(fair.QueuedFor(tenant));
+  };
+  // The tenant's waiting requests, this one included.
+  const int64_t waits = queued(request.tenant_id) + (waiting ? 0 : 1);
+  if (queue.shares.BelowShare(request.tenant_id, queue.capacity(), now_ms, waits)) return false;
+  // A tenant that asks for least and has been served less than its share is
+  // not paced: a light tenant's burst above its share. Asking for least
+  // alone would not do: of two backlogged tenants, the one served faster has
+  // the shorter queue, and would be served faster still.
+  return !(queue.shares.LeastDemand(request.tenant_id, waits, now_ms, queued) &&
+           queue.shares.Light(request.tenant_id, now_ms));
+}
+
+bool Dispatcher::BurstLocked(const DeploymentQueue& queue, const SlotRequest& request,
+                             int64_t now_ms) const {
+  if (!queue.bursts || !queue.fair) return false;
+  if (!queue.shares.Contended(request.tenant_id, now_ms)) return false;
+  return queue.shares.BelowShare(request.tenant_id, queue.capacity(), now_ms) ||
+         queue.shares.Light(request.tenant_id, now_ms);
+}
+
+gateway::PickRule Dispatcher::RuleLocked(const DeploymentQueue& queue, const SlotRequest& request,
+                                         bool waiting, int64_t now_ms) const {
+  return {.paced = PacedLocked(queue, request, waiting, now_ms),
+          .burst = BurstLocked(queue, request, now_ms)};
 }
 
 void Dispatcher::StartLocked(DeploymentQueue& queue, const SlotRequest& request,
-                             const std::string& url) {
+                             const std::string& url, int64_t now_ms) {
   limiter_.Started(request.subjects);
   balancer_.Started(url);
   if (request.stream) StartPrefillLocked(request, url);
   queue.shares.Started(request.tenant_id);
+  // A request's input counts as served when it starts (its output when it
+  // ends), so a tenant that starts flooding is seen as heavy at once.
+  if (queue.bursts || queue.paces) {
+    queue.shares.Served(request.tenant_id, static_cast<double>(request.input_tokens), now_ms);
+  }
   ++queue.in_flight;
 }
 
@@ -92,6 +127,8 @@ Dispatcher::DeploymentQueue& Dispatcher::QueueOf(const DeploymentRecord& deploym
     queue.endpoints = deployment.endpoints;
     queue.paces = std::any_of(queue.endpoints.begin(), queue.endpoints.end(),
                               [](const DeploymentEndpoint& e) { return e.max_prefill > 0; });
+    queue.bursts = std::any_of(queue.endpoints.begin(), queue.endpoints.end(),
+                               [](const DeploymentEndpoint& e) { return e.burst > 0; });
   }
   return queue;
 }
@@ -122,10 +159,10 @@ Admission Dispatcher::Admit(const SlotRequest& request, int64_t now_ms, Wake wak
     DeploymentQueue& queue = QueueOf(*request.deployment);
     queue.shares.Seen(request.tenant_id, request.weight, now_ms);
     if (queue.size() == 0 && MayStartLocked(queue, request, now_ms)) {
-      if (auto pick =
-              balancer_.Pick(queue.endpoints, {}, now_ms, PacedLocked(queue, request, now_ms))) {
+      if (auto pick = balancer_.Pick(queue.endpoints, {}, now_ms,
+                                     RuleLocked(queue, request, false, now_ms))) {
         const std::string& url = queue.endpoints[*pick].url;
-        StartLocked(queue, request, url);
+        StartLocked(queue, request, url, now_ms);
         if (queue.fair) {
           queue.fair->StartedWithoutWaiting(request.tenant_id, request.weight, request.priority,
                                             request.input_tokens);
@@ -162,16 +199,30 @@ void Dispatcher::PumpLocked(DeploymentQueue& queue, int64_t now_ms, std::vector<
     if (it == waiting_.end()) return false;
     const SlotRequest& r = it->second.request;
     return MayStartLocked(queue, r, now_ms) &&
-           balancer_.HasFreeSlot(queue.endpoints, now_ms, PacedLocked(queue, r, now_ms));
+           balancer_.HasFreeSlot(queue.endpoints, now_ms, RuleLocked(queue, r, true, now_ms));
   };
-  while (queue.size() > 0 && balancer_.HasFreeSlot(queue.endpoints, now_ms, false)) {
-    std::optional<gateway::QueuedItem> item =
-        queue.fair ? queue.fair->Pop(can_start) : queue.fifo->Pop(can_start);
+  // No request can start without at least a burst slot free.
+  while (queue.size() > 0 &&
+         balancer_.HasFreeSlot(queue.endpoints, now_ms, {.burst = queue.bursts})) {
+    std::optional<gateway::QueuedItem> item;
+    if (queue.fair) {
+      // A tenant below its share of the slots goes first, whatever the
+      // counters say: a tenant that starts flooding has the lower counter
+      // (the credit of its return) and would otherwise take the slots a
+      // light tenant's burst is waiting for, its share included.
+      const int64_t capacity = queue.capacity();
+      item = queue.fair->Pop([&](const gateway::QueuedItem& candidate) {
+        return queue.shares.BelowShare(candidate.tenant, capacity, now_ms) && can_start(candidate);
+      });
+      if (!item) item = queue.fair->Pop(can_start);
+    } else {
+      item = queue.fifo->Pop(can_start);
+    }
     if (!item) break;  // everything waiting is held back by its own concurrency limit
     auto it = waiting_.find(item->id);
     if (it == waiting_.end()) continue;
-    auto pick =
-        balancer_.Pick(queue.endpoints, {}, now_ms, PacedLocked(queue, it->second.request, now_ms));
+    auto pick = balancer_.Pick(queue.endpoints, {}, now_ms,
+                               RuleLocked(queue, it->second.request, false, now_ms));
     if (!pick) {  // can_start said yes; keep the item rather than lose it
       if (queue.fair) {
         queue.fair->Push(*item);
@@ -183,7 +234,7 @@ void Dispatcher::PumpLocked(DeploymentQueue& queue, int64_t now_ms, std::vector<
     const std::string& url = queue.endpoints[*pick].url;
     const SlotRequest& r = it->second.request;
     limiter_.Unqueued(r.subjects);
-    StartLocked(queue, r, url);
+    StartLocked(queue, r, url, now_ms);
     granted_[item->id] = url;
     wakes.push_back(std::move(it->second.wake));
     waiting_.erase(it);
@@ -228,7 +279,7 @@ std::optional<std::string> Dispatcher::Retry(const SlotRequest& request,
     balancer_.Failed(failed_url, now_ms);
     const bool prefill_ended = EndPrefillLocked(request.id);
     // Not paced: the request already holds its slot.
-    auto pick = balancer_.Pick(request.deployment->endpoints, tried, now_ms, false);
+    auto pick = balancer_.Pick(request.deployment->endpoints, tried, now_ms, {});
     if (pick) {
       next = request.deployment->endpoints[*pick].url;
       balancer_.Started(*next);
@@ -294,6 +345,12 @@ void Dispatcher::Finish(const SlotRequest& request, const std::string& endpoint,
     auto q = queues_.find(request.deployment->id);
     if (q != queues_.end()) {
       q->second.shares.Finished(request.tenant_id);
+      if (q->second.bursts || q->second.paces) {
+        q->second.shares.Served(
+            request.tenant_id,
+            static_cast<double>(usage.input_tokens - request.input_tokens + usage.output_tokens),
+            now_ms);
+      }
       if (q->second.in_flight > 0) --q->second.in_flight;
     }
     if (q != queues_.end() && q->second.fair) {

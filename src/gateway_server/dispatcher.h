@@ -123,7 +123,8 @@ class Dispatcher {
     std::vector<DeploymentEndpoint> endpoints;  // as of the newest request
     gateway::SlotShares shares;                 // who may take the last free slots
     int64_t in_flight = 0;
-    bool paces = false;  // some endpoint sets max_prefill
+    bool paces = false;   // some endpoint sets max_prefill
+    bool bursts = false;  // some endpoint has burst slots
     size_t size() const;
     int64_t capacity() const;
   };
@@ -131,14 +132,30 @@ class Dispatcher {
   // A slot of `queue` for a request of `tenant`: concurrency, shares, endpoint.
   bool MayStartLocked(DeploymentQueue& queue, const SlotRequest& request, int64_t now_ms);
   // Whether `request` waits for its endpoint's prefills (max_prefill, see
-  // Balancer::Pick): a streamed request of a tenant that runs at least its
-  // weighted share of the deployment's running requests, while another
-  // tenant is active there (under FIFO: any streamed request then). A lone
-  // tenant is not paced (nobody waits behind its prefills), and a lighter
-  // tenant never waits for a heavier one's: its first token comes after at
-  // most the prefills already started, however hard the other floods.
-  bool PacedLocked(const DeploymentQueue& queue, const SlotRequest& request, int64_t now_ms) const;
-  void StartLocked(DeploymentQueue& queue, const SlotRequest& request, const std::string& url);
+  // Balancer::Pick): a streamed request of a tenant that runs something and
+  // asks for at least its weighted share of the deployment's capacity
+  // (running and waiting requests, this one included), while another active
+  // tenant asks for less (under FIFO: any streamed request while another
+  // tenant is active). A lone tenant is not paced (nobody waits behind its
+  // prefills), and the tenant asking for least never waits for the others':
+  // its first token comes after at most the prefills already started,
+  // however hard they flood. A tenant that starts flooding is paced from
+  // its second request: what it asks for shows at once, unlike what it has
+  // been served.
+  bool PacedLocked(const DeploymentQueue& queue, const SlotRequest& request, bool waiting,
+                   int64_t now_ms) const;
+  // Whether `request` may use burst slots above capacity (fair discipline
+  // only), while another tenant is active: its tenant runs less than its
+  // weighted share of the capacity (another took more of the slots than its
+  // share), or it is light (SlotShares::Light: served less than its share
+  // lately, which lets a light tenant's burst above its share of the slots
+  // start at once too).
+  bool BurstLocked(const DeploymentQueue& queue, const SlotRequest& request, int64_t now_ms) const;
+  // `waiting`: the request is in the queue now (its demand counts it there).
+  gateway::PickRule RuleLocked(const DeploymentQueue& queue, const SlotRequest& request,
+                               bool waiting, int64_t now_ms) const;
+  void StartLocked(DeploymentQueue& queue, const SlotRequest& request, const std::string& url,
+                   int64_t now_ms);
   void StartPrefillLocked(const SlotRequest& request, const std::string& url);
   // Ends the request's prefill if it is in one (first token, retry, finish).
   bool EndPrefillLocked(uint64_t id);

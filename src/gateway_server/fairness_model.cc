@@ -27,7 +27,7 @@ Result<FairnessModelOutcome> RunFairnessModel(const FairnessModelConfig& config,
   DeploymentRecord deployment;
   deployment.id = "dep_model";
   deployment.model = "model";
-  deployment.endpoints = {{kUrl, config.slots, config.max_prefill}};
+  deployment.endpoints = {{kUrl, config.slots, config.max_prefill, config.burst}};
   DispatcherOptions options;
   options.discipline = config.discipline;
   Dispatcher dispatcher(options);
@@ -41,6 +41,7 @@ Result<FairnessModelOutcome> RunFairnessModel(const FairnessModelConfig& config,
   std::map<engine_sim::RequestId, Live> running;  // engine id → request upstream
   uint64_t next_id = 1;
   int a_waiting = 0;
+  int b_waiting = 0;
   int64_t completed = 0;
   FairnessModelOutcome out;
   Micros now = kOrigin;
@@ -48,7 +49,7 @@ Result<FairnessModelOutcome> RunFairnessModel(const FairnessModelConfig& config,
   const Micros end = measured_from + static_cast<Micros>(config.seconds * 1e6);
   std::mt19937 rng(seed);
   std::exponential_distribution<double> gap(b_rate > 0 ? b_rate / 1e6 : 1);
-  double next_b = b_rate > 0 ? static_cast<double>(now) + gap(rng) : 1e300;
+  double next_b = b_rate > 0 && config.b_backlog == 0 ? static_cast<double>(now) + gap(rng) : 1e300;
   auto measured = [&](const Live& live) {
     return live.request.tenant_id == "b" && live.arrived >= measured_from;
   };
@@ -69,6 +70,7 @@ Result<FairnessModelOutcome> RunFairnessModel(const FairnessModelConfig& config,
     for (auto it = waiting.begin(); it != waiting.end();) {
       if (dispatcher.TakeGrant(it->first)) {
         if (it->second.request.tenant_id == "a") --a_waiting;
+        if (it->second.request.tenant_id == "b") --b_waiting;
         start(std::move(it->second));
         it = waiting.erase(it);
       } else {
@@ -93,6 +95,7 @@ Result<FairnessModelOutcome> RunFairnessModel(const FairnessModelConfig& config,
         break;
       case Admission::Kind::kQueued:
         if (tenant == "a") ++a_waiting;
+        if (tenant == "b") ++b_waiting;
         waiting.emplace(r.id, std::move(live));
         collect_grants();
         break;
@@ -116,14 +119,23 @@ Result<FairnessModelOutcome> RunFairnessModel(const FairnessModelConfig& config,
         collect_grants();
       }
       if (e.kind == engine_sim::EngineEvent::Kind::kFinished) {
-        if (now >= measured_from) ++completed;
+        if (now >= measured_from) {
+          ++completed;
+          const int64_t tokens = config.prompt_tokens + e.completion_tokens;
+          (it->second.request.tenant_id == "a" ? out.a_tokens : out.b_tokens) += tokens;
+        }
         dispatcher.Finish(it->second.request, kUrl, Dispatcher::Outcome::kSucceeded,
                           {config.prompt_tokens, e.completion_tokens, 0}, now / 1000);
         running.erase(it);
         collect_grants();
       }
     }
-    while (a_waiting < a_backlog && status.has_value()) admit("a");
+    // A floods from the start of the measured time, after B ran alone (as in
+    // the live benchmark, whose flood phase follows B's alone phase on the
+    // same gateway); A alone starts at once.
+    const bool a_floods = b_rate <= 0 || config.b_backlog > 0 || now >= measured_from;
+    while (a_floods && a_waiting < a_backlog && status.has_value()) admit("a");
+    while (b_waiting < config.b_backlog && status.has_value()) admit("b");
     while (next_b <= static_cast<double>(now) && status.has_value()) {
       admit("b");
       next_b += gap(rng);

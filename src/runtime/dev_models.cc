@@ -12,6 +12,7 @@ namespace {
 
 constexpr int kSimulators = 2;
 constexpr int64_t kDevMaxPrefill = 2;  // the simulated endpoints' max_prefill
+constexpr int64_t kDevBurst = 4;       // and burst, within the engine's batch
 constexpr const char* kDemoTenant = "demo";
 constexpr const char* kDemoAccount = "demo-app";
 
@@ -111,7 +112,11 @@ Result<std::unique_ptr<DevModels>> DevModels::Start(Platform& platform,
     // prefill, stalls its batch for joining requests' prefills, and pacing a
     // flooding tenant's refills keeps other tenants' first tokens near their
     // idle figure at a few per cent of throughput (BENCHMARKS.md §6.3).
-    deployment.endpoints.push_back({url, sim->profile().max_batch, kDevMaxPrefill});
+    // Burst slots let a light tenant's bursts start at once; capacity and
+    // burst together stay within what the engine batches.
+    const int64_t batch = sim->profile().max_batch;
+    deployment.endpoints.push_back({url, std::max<int64_t>(1, batch - kDevBurst), kDevMaxPrefill,
+                                    std::min(kDevBurst, batch - 1)});
     models->sims_.push_back(std::move(sim));
   }
   Store& store = platform.store();

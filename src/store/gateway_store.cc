@@ -31,6 +31,7 @@ std::string EncodeEndpoints(const std::vector<DeploymentEndpoint>& endpoints) {
   for (const auto& e : endpoints) {
     Json item = {{"url", e.url}, {"capacity", e.capacity}};
     if (e.max_prefill > 0) item["max_prefill"] = e.max_prefill;
+    if (e.burst > 0) item["burst"] = e.burst;
     j.push_back(std::move(item));
   }
   return j.dump();
@@ -49,6 +50,9 @@ std::vector<DeploymentEndpoint> DecodeEndpoints(const std::string& text) {
     }
     if (item.contains("max_prefill") && item["max_prefill"].is_number_integer()) {
       e.max_prefill = item["max_prefill"].get<int64_t>();
+    }
+    if (item.contains("burst") && item["burst"].is_number_integer()) {
+      e.burst = item["burst"].get<int64_t>();
     }
     out.push_back(std::move(e));
   }

@@ -151,6 +151,9 @@ TEST_F(GatewayApiTest, BadDeploymentsAreRefusedNamingTheProblemAndCreateNothing)
        "max_prefill"},
       {with("endpoints", Json::array({{{"url", "http://h:80"}, {"max_prefill", "2"}}})),
        "max_prefill"},
+      {with("endpoints", Json::array({{{"url", "http://h:80"}, {"burst", -1}}})), "burst"},
+      {with("endpoints", Json::array({{{"url", "http://h:80"}, {"burst", 100001}}})), "burst"},
+      {with("endpoints", Json::array({{{"url", "http://h:80"}, {"burst", 1.5}}})), "burst"},
       {with("endpoints", Json::array({{{"url", "http://h:80"}}, {{"url", "http://h:80"}}})),
        "twice"},
       {with("region", ""), "region"},
@@ -196,6 +199,7 @@ TEST_F(GatewayApiTest, TenantAdminsCreateDedicatedDeploymentsOfTheirOwnTenantOnl
   EXPECT_EQ(d["latency_tier"], "standard");
   EXPECT_EQ(d["endpoints"][0]["capacity"], 8) << "the default capacity";
   EXPECT_EQ(d["endpoints"][0]["max_prefill"], 0) << "no pacing unless asked for";
+  EXPECT_EQ(d["endpoints"][0]["burst"], 0) << "no burst slots unless asked for";
 
   body["tenant_id"] = w().own.id;  // naming its own tenant is fine
   EXPECT_EQ(h().CallJson("POST", "/api/v1/deployments", key, body).status, 201);
@@ -222,21 +226,24 @@ TEST_F(GatewayApiTest, TenantAdminsCreateDedicatedDeploymentsOfTheirOwnTenantOnl
   EXPECT_EQ(BodyOf(placed)["tenant_id"], w().other.id);
 }
 
-TEST_F(GatewayApiTest, AnEndpointsPrefillLimitIsKeptAndChanged) {
+TEST_F(GatewayApiTest, AnEndpointsPrefillLimitAndBurstAreKeptAndChanged) {
   Json body = DeploymentBody("paced-model");
-  body["endpoints"] =
-      Json::array({{{"url", "http://10.0.0.7:8000"}, {"capacity", 32}, {"max_prefill", 2}}});
+  body["endpoints"] = Json::array(
+      {{{"url", "http://10.0.0.7:8000"}, {"capacity", 32}, {"max_prefill", 2}, {"burst", 4}}});
   http::Response created = h().CallJson("POST", "/api/v1/deployments", Admin(), body);
   ASSERT_EQ(created.status, 201) << created.body;
   const std::string path = "/api/v1/deployments/" + BodyOf(created)["id"].get<std::string>();
   Json read = BodyOf(h().Call("GET", path, Admin()));
   EXPECT_EQ(read["endpoints"][0]["capacity"], 32);
   EXPECT_EQ(read["endpoints"][0]["max_prefill"], 2) << "stored and read back";
+  EXPECT_EQ(read["endpoints"][0]["burst"], 4) << "stored and read back";
   http::Response changed = h().CallJson(
       "PATCH", path, Admin(),
       {{"endpoints", Json::array({{{"url", "http://10.0.0.7:8000"}, {"capacity", 32}}})}});
   ASSERT_EQ(changed.status, 200) << changed.body;
-  EXPECT_EQ(BodyOf(h().Call("GET", path, Admin()))["endpoints"][0]["max_prefill"], 0);
+  Json after = BodyOf(h().Call("GET", path, Admin()));
+  EXPECT_EQ(after["endpoints"][0]["max_prefill"], 0);
+  EXPECT_EQ(after["endpoints"][0]["burst"], 0);
 }
 
 TEST_F(GatewayApiTest, TenantsSeeWhatTheyMayUseAndNotTheOperatorsServers) {

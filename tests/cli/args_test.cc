@@ -83,12 +83,20 @@ TEST(CliParseEndpointTest, UrlWithOptionalCapacity) {
   EXPECT_EQ(paced->capacity, 32);
   EXPECT_EQ(paced->max_prefill, 2);
   EXPECT_EQ(sized->max_prefill, 0);
+  auto burst = ParseEndpointArg("http://10.0.0.5:8000=32:2:4");
+  ASSERT_TRUE(burst.has_value());
+  EXPECT_EQ(burst->url, "http://10.0.0.5:8000");
+  EXPECT_EQ(burst->capacity, 32);
+  EXPECT_EQ(burst->max_prefill, 2);
+  EXPECT_EQ(burst->burst, 4);
+  EXPECT_EQ(paced->burst, 0);
   // A '=' not followed by a number stays in the URL (the server refuses it).
   auto odd = ParseEndpointArg("http://h/a=b");
   ASSERT_TRUE(odd.has_value());
   EXPECT_EQ(odd->url, "http://h/a=b");
-  for (const char* bad : {"", "=8", "http://h=0", "http://h=100001", "http://h=9999999",
-                          "http://h=8:", "http://h=:2", "http://h=8:2:1", "http://h=8:100001"}) {
+  for (const char* bad :
+       {"", "=8", "http://h=0", "http://h=100001", "http://h=9999999", "http://h=8:", "http://h=:2",
+        "http://h=8:2:1:1", "http://h=8:100001", "http://h=8:2:100001", "http://h=8:2:"}) {
     auto r = ParseEndpointArg(bad);
     ASSERT_FALSE(r.has_value()) << bad;
     EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);

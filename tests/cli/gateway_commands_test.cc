@@ -69,6 +69,7 @@ TEST(GatewayCommandsTest, UsageErrorsExit2BeforeAnyCall) {
       {{"deployment", "create", "--model", "m", "--region", "r", "--endpoint", "http://h=0"},
        "capacity"},
       {{"deployment", "update", "dep_x", "--endpoint", "http://h=8:100001"}, "max_prefill"},
+      {{"deployment", "update", "dep_x", "--endpoint", "http://h=8:2:100001"}, "burst"},
       {{"deployment", "create", "--model", "m", "--region", "r", "--endpoint", "http://h",
         "--latency-tier", "fast"},
        ""},

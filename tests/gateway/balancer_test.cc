@@ -19,7 +19,7 @@ std::vector<DeploymentEndpoint> Endpoints(int64_t capacity = 8) {
 // Picks and starts; returns the url.
 std::string Start(Balancer& balancer, const std::vector<DeploymentEndpoint>& endpoints,
                   int64_t now_ms, const std::vector<std::string>& exclude = {}) {
-  auto picked = balancer.Pick(endpoints, exclude, now_ms, false);
+  auto picked = balancer.Pick(endpoints, exclude, now_ms, {});
   if (!picked) return "";
   balancer.Started(endpoints[*picked].url);
   return endpoints[*picked].url;
@@ -44,23 +44,23 @@ TEST(BalancerTest, RespectsCapacityAndExclusions) {
   auto endpoints = Endpoints(1);
   EXPECT_EQ(Start(balancer, endpoints, 0, {kA}), kB);
   EXPECT_EQ(Start(balancer, endpoints, 0), kA);
-  EXPECT_TRUE(balancer.HasFreeSlot(endpoints, 0, false));
-  EXPECT_FALSE(balancer.Pick(endpoints, {kC}, 0, false).has_value());
+  EXPECT_TRUE(balancer.HasFreeSlot(endpoints, 0, {}));
+  EXPECT_FALSE(balancer.Pick(endpoints, {kC}, 0, {}).has_value());
   EXPECT_EQ(Start(balancer, endpoints, 0), kC);
-  EXPECT_FALSE(balancer.HasFreeSlot(endpoints, 0, false));
+  EXPECT_FALSE(balancer.HasFreeSlot(endpoints, 0, {}));
   balancer.Abandoned(kB);
-  EXPECT_TRUE(balancer.HasFreeSlot(endpoints, 0, false));
+  EXPECT_TRUE(balancer.HasFreeSlot(endpoints, 0, {}));
   // A capacity below 1 still lets one request through.
   std::vector<DeploymentEndpoint> zero = {{"http://z", 0}};
   EXPECT_EQ(Start(balancer, zero, 0), "http://z");
-  EXPECT_FALSE(balancer.HasFreeSlot(zero, 0, false));
+  EXPECT_FALSE(balancer.HasFreeSlot(zero, 0, {}));
 }
 
 TEST(BalancerTest, APacedRequestWaitsForAnEndpointsPrefillsOnlyWhereItSetsALimit) {
   Balancer balancer;
   // a takes one prefill at a time for paced requests; b has no such limit.
   std::vector<DeploymentEndpoint> endpoints = {{kA, 8, 1}, {kB, 8, 0}};
-  ASSERT_EQ(balancer.Pick(endpoints, {}, 0, true), 0u);
+  ASSERT_EQ(balancer.Pick(endpoints, {}, 0, {.paced = true}), 0u);
   balancer.Started(kA);
   balancer.PrefillStarted(kA);
   EXPECT_EQ(balancer.Prefilling(kA), 1);
@@ -68,21 +68,38 @@ TEST(BalancerTest, APacedRequestWaitsForAnEndpointsPrefillsOnlyWhereItSetsALimit
   // outstanding requests; an unpaced one still takes the least loaded.
   balancer.Started(kB);
   balancer.Started(kB);
-  EXPECT_EQ(balancer.Pick(endpoints, {}, 0, true), 1u);
-  EXPECT_EQ(balancer.Pick(endpoints, {}, 0, false), 0u);
+  EXPECT_EQ(balancer.Pick(endpoints, {}, 0, {.paced = true}), 1u);
+  EXPECT_EQ(balancer.Pick(endpoints, {}, 0, {}), 0u);
   // With only a, a paced request waits until the first token is back.
   std::vector<DeploymentEndpoint> only_a = {{kA, 8, 1}};
-  EXPECT_FALSE(balancer.HasFreeSlot(only_a, 0, true));
-  EXPECT_TRUE(balancer.HasFreeSlot(only_a, 0, false));
+  EXPECT_FALSE(balancer.HasFreeSlot(only_a, 0, {.paced = true}));
+  EXPECT_TRUE(balancer.HasFreeSlot(only_a, 0, {}));
   balancer.PrefillEnded(kA);
   EXPECT_EQ(balancer.Prefilling(kA), 0);
-  EXPECT_TRUE(balancer.HasFreeSlot(only_a, 0, true));
+  EXPECT_TRUE(balancer.HasFreeSlot(only_a, 0, {.paced = true}));
   // Ended more often than started (a caller bug) never goes below zero.
   balancer.PrefillEnded(kA);
   balancer.PrefillEnded("http://unknown");
   EXPECT_EQ(balancer.Prefilling(kA), 0);
   balancer.PrefillStarted(kA);
-  EXPECT_FALSE(balancer.HasFreeSlot(only_a, 0, true));
+  EXPECT_FALSE(balancer.HasFreeSlot(only_a, 0, {.paced = true}));
+}
+
+TEST(BalancerTest, BurstSlotsAboveCapacityAreOnlyForRequestsWhoseRuleAllowsThem) {
+  Balancer balancer;
+  std::vector<DeploymentEndpoint> endpoints = {{kA, 2, 0, 1}};
+  EXPECT_EQ(Start(balancer, endpoints, 0), kA);
+  EXPECT_EQ(Start(balancer, endpoints, 0), kA);
+  EXPECT_FALSE(balancer.HasFreeSlot(endpoints, 0, {})) << "at capacity";
+  EXPECT_TRUE(balancer.HasFreeSlot(endpoints, 0, {.burst = true}));
+  ASSERT_EQ(balancer.Pick(endpoints, {}, 0, {.burst = true}), 0u);
+  balancer.Started(kA);
+  EXPECT_FALSE(balancer.HasFreeSlot(endpoints, 0, {.burst = true})) << "the burst slot is taken";
+  EXPECT_EQ(balancer.Outstanding(kA), 3);
+  // An endpoint without burst slots gives none.
+  std::vector<DeploymentEndpoint> plain = {{kB, 1}};
+  EXPECT_EQ(Start(balancer, plain, 0), kB);
+  EXPECT_FALSE(balancer.HasFreeSlot(plain, 0, {.burst = true}));
 }
 
 TEST(BalancerTest, SkipsEndpointsFailingTheActiveCheck) {
@@ -116,13 +133,13 @@ TEST(BalancerTest, EjectsAfterConsecutiveFailuresForAWhile) {
     balancer.Started(kA);
     balancer.Failed(kA, 100);
   }
-  EXPECT_TRUE(balancer.HasFreeSlot(endpoints, 100, false));
+  EXPECT_TRUE(balancer.HasFreeSlot(endpoints, 100, {}));
   balancer.Started(kA);
   balancer.Failed(kA, 100);
-  EXPECT_FALSE(balancer.HasFreeSlot(endpoints, 100, false));
+  EXPECT_FALSE(balancer.HasFreeSlot(endpoints, 100, {}));
   EXPECT_EQ(balancer.Describe(kA, 100), "ejected until 5100 ms");
-  EXPECT_FALSE(balancer.HasFreeSlot(endpoints, 5099, false));
-  EXPECT_TRUE(balancer.HasFreeSlot(endpoints, 5100, false));
+  EXPECT_FALSE(balancer.HasFreeSlot(endpoints, 5099, {}));
+  EXPECT_TRUE(balancer.HasFreeSlot(endpoints, 5100, {}));
   EXPECT_EQ(balancer.Describe(kA, 5100), "healthy");
   EXPECT_EQ(balancer.Outstanding(kA), 0);
 }
@@ -133,7 +150,7 @@ TEST(BalancerTest, AFullDeploymentIsUpADownOneIsNot) {
   EXPECT_TRUE(balancer.AnyUp(endpoints, 0));  // never seen: up
   balancer.Started(kA);
   balancer.Started(kB);
-  EXPECT_FALSE(balancer.HasFreeSlot(endpoints, 0, false));
+  EXPECT_FALSE(balancer.HasFreeSlot(endpoints, 0, {}));
   EXPECT_TRUE(balancer.AnyUp(endpoints, 0));  // full, not down
   for (int i = 0; i < 2; ++i) {
     balancer.HealthCheck(kA, false, 0);
@@ -153,20 +170,20 @@ TEST(BalancerTest, CircuitOpensThenLetsOneTrialThrough) {
     balancer.Started(kA);
     balancer.Failed(kA, 1000 + i);
   }
-  EXPECT_TRUE(balancer.HasFreeSlot(endpoints, 1004, false));
+  EXPECT_TRUE(balancer.HasFreeSlot(endpoints, 1004, {}));
   balancer.Started(kA);
   balancer.Failed(kA, 1004);
-  EXPECT_FALSE(balancer.HasFreeSlot(endpoints, 1004, false));
+  EXPECT_FALSE(balancer.HasFreeSlot(endpoints, 1004, {}));
   EXPECT_EQ(balancer.Describe(kA, 1004), "circuit open until 11004 ms");
-  EXPECT_FALSE(balancer.Pick(endpoints, {}, 11003, false).has_value());
+  EXPECT_FALSE(balancer.Pick(endpoints, {}, 11003, {}).has_value());
 
   // Half-open: one trial, and nothing else while it is out.
   EXPECT_EQ(Start(balancer, endpoints, 11004), kA);
-  EXPECT_FALSE(balancer.Pick(endpoints, {}, 11005, false).has_value());
+  EXPECT_FALSE(balancer.Pick(endpoints, {}, 11005, {}).has_value());
   EXPECT_EQ(balancer.Describe(kA, 11005), "circuit half-open, trial in flight");
   // The trial fails: open for another full period.
   balancer.Failed(kA, 11010);
-  EXPECT_FALSE(balancer.Pick(endpoints, {}, 21009, false).has_value());
+  EXPECT_FALSE(balancer.Pick(endpoints, {}, 21009, {}).has_value());
   EXPECT_EQ(Start(balancer, endpoints, 21010), kA);
   // This trial succeeds: closed, and load flows again.
   balancer.Succeeded(kA, 21020);
@@ -184,7 +201,7 @@ TEST(BalancerTest, AnAbandonedTrialLetsAnotherThrough) {
   balancer.Started(kA);
   balancer.Failed(kA, 0);
   EXPECT_EQ(Start(balancer, endpoints, 10'000), kA);
-  EXPECT_FALSE(balancer.HasFreeSlot(endpoints, 10'000, false));
+  EXPECT_FALSE(balancer.HasFreeSlot(endpoints, 10'000, {}));
   balancer.Abandoned(kA);
   EXPECT_EQ(Start(balancer, endpoints, 10'000), kA);
 }
@@ -198,7 +215,7 @@ TEST(BalancerTest, FailuresOutsideTheWindowDoNotOpenTheCircuit) {
     balancer.Started(kA);
     balancer.Failed(kA, i * 2500);  // four per 10 s window at most
   }
-  EXPECT_TRUE(balancer.HasFreeSlot(endpoints, 50'000, false));
+  EXPECT_TRUE(balancer.HasFreeSlot(endpoints, 50'000, {}));
   EXPECT_EQ(balancer.Describe(kA, 50'000), "healthy");
 }
 
@@ -214,7 +231,7 @@ TEST(BalancerTest, RoutesAroundABrokenEndpoint) {
   EXPECT_EQ(balancer.Outstanding(kA), 3);
   EXPECT_EQ(balancer.Outstanding(kC), 3);
   // A retry excludes what it already tried.
-  EXPECT_FALSE(balancer.Pick(endpoints, {kA, kC}, 1, false).has_value());
+  EXPECT_FALSE(balancer.Pick(endpoints, {kA, kC}, 1, {}).has_value());
 }
 
 TEST(BalancerTest, DescribesEveryProblemAtOnce) {

@@ -123,6 +123,54 @@ TEST(SlotSharesTest, ContentionAndShareOfWhatRunsDecidePacing) {
   EXPECT_TRUE(s.BelowShare("b", 0, 2500)) << "running nothing is below any share, even of 0";
 }
 
+TEST(SlotSharesTest, ATenantServedLessThanItsWeightedShareLatelyIsLight) {
+  SlotShares s(/*active_window_ms=*/2000, /*usage_half_life_ms=*/1000);
+  s.Seen("a", 1, 0);
+  s.Served("a", 1000, 0);
+  EXPECT_FALSE(s.Light("a", 0)) << "alone: nobody to be light against";
+  s.Seen("b", 1, 0);
+  EXPECT_TRUE(s.Light("b", 0)) << "served nothing while a was served";
+  EXPECT_FALSE(s.Light("a", 0));
+  EXPECT_TRUE(s.Light("c", 0)) << "an unknown tenant was served nothing";
+  // b served as much as a: neither is behind.
+  s.Served("b", 1000, 0);
+  EXPECT_FALSE(s.Light("a", 0));
+  EXPECT_FALSE(s.Light("b", 0));
+  // Older service counts for less: a's 1000 tokens from one half-life ago
+  // weigh 500 against b's fresh 600.
+  SlotShares fresh(2000, 1000);
+  fresh.Seen("a", 1, 0);
+  fresh.Seen("b", 1, 1000);
+  fresh.Served("a", 1000, 0);
+  fresh.Served("b", 600, 1000);
+  EXPECT_TRUE(fresh.Light("a", 1000));
+  EXPECT_FALSE(fresh.Light("b", 1000));
+  // Weights: b with weight 3 is light until it has three times a's service.
+  SlotShares weighted;
+  weighted.Seen("a", 1, 0);
+  weighted.Seen("b", 3, 0);
+  weighted.Served("a", 100, 0);
+  weighted.Served("b", 250, 0);
+  EXPECT_TRUE(weighted.Light("b", 0));
+  EXPECT_FALSE(weighted.Light("a", 0));
+  weighted.Served("b", 100, 0);
+  EXPECT_FALSE(weighted.Light("b", 0));
+  EXPECT_TRUE(weighted.Light("a", 0));
+  // Once the other is idle past the window, nobody is light.
+  EXPECT_FALSE(weighted.Light("a", 5000));
+  // Nothing served at all: nobody is behind.
+  SlotShares none;
+  none.Seen("a", 1, 0);
+  none.Seen("b", 1, 0);
+  EXPECT_FALSE(none.Light("a", 0));
+  EXPECT_FALSE(none.Light("b", 0));
+  // A correction below zero leaves nothing, not a debt.
+  none.Served("a", 100, 0);
+  none.Served("a", -500, 0);
+  none.Served("b", 1, 0);
+  EXPECT_TRUE(none.Light("a", 0));
+}
+
 TEST(SlotSharesTest, SweepForgetsIdleTenants) {
   SlotShares s;
   s.Seen("a", 1, 0);

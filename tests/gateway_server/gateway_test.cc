@@ -932,7 +932,7 @@ TEST_F(GatewayTest, APacedStreamStartsWhenTheEndpointsPrefillsHaveTheirFirstToke
   sims_.push_back(std::make_unique<engine_sim::Server>(o));
   auto port = sims_.back()->Start();
   ASSERT_OK(port);
-  AddDeployment("dep_1", {{"http://127.0.0.1:" + std::to_string(*port), 8, 1}});
+  AddDeployment("dep_1", {{"http://127.0.0.1:" + std::to_string(*port), 4, 1}});
   StartGateway();
   auto stream = [&](const std::string& key) {
     auto c = std::make_unique<Connection>(port_);
@@ -945,8 +945,9 @@ TEST_F(GatewayTest, APacedStreamStartsWhenTheEndpointsPrefillsHaveTheirFirstToke
   std::this_thread::sleep_for(100ms);
   auto b1 = stream(key_b_);
   std::this_thread::sleep_for(100ms);
-  // a runs its share of what runs (1 of 2): its next stream waits for the
-  // endpoint's prefills (max_prefill 1), although 6 slots are free.
+  // a asks for its share of the 4 slots with its next stream (2), b for
+  // less: a's stream waits for the endpoint's prefills (max_prefill 1),
+  // although 2 slots are free.
   auto a2 = stream(key_a_);
   for (int i = 0; i < 100 && gateway_->dispatcher().QueuedFor("dep_1") == 0; ++i) {
     std::this_thread::sleep_for(5ms);
