@@ -12,7 +12,7 @@ namespace {
 
 constexpr int kSimulators = 2;
 constexpr int64_t kDevMaxPrefill = 2;  // the simulated endpoints' max_prefill
-constexpr int64_t kDevBurst = 4;       // and burst, within the engine's batch
+constexpr int64_t kDevBurst = 8;       // and burst, within the engine's batch
 constexpr const char* kDemoTenant = "demo";
 constexpr const char* kDemoAccount = "demo-app";
 
