@@ -31,8 +31,8 @@ std::optional<size_t> Balancer::Find(const std::vector<DeploymentEndpoint>& endp
     if (std::find(exclude.begin(), exclude.end(), endpoint.url) != exclude.end()) continue;
     auto it = endpoints_.find(endpoint.url);
     const EndpointState& state = it == endpoints_.end() ? kFresh : it->second;
-    const int64_t capacity =
-        std::max<int64_t>(endpoint.capacity, 1) + (rule.burst ? endpoint.burst : 0);
+    const int64_t capacity = std::max<int64_t>(endpoint.capacity, 1) +
+                             (rule.burst ? std::max<int64_t>(endpoint.burst, 0) : 0);
     if (!Usable(state, capacity, now_ms)) continue;
     if (rule.paced && endpoint.max_prefill > 0 && state.prefilling >= endpoint.max_prefill) {
       continue;

@@ -55,14 +55,14 @@ class Balancer {
   // length) delays every other tenant's first token by those prefills. The
   // gateway sees a streamed request as in prefill from its start until its
   // first token comes back; the dispatcher paces the requests of tenants
-  // asking for at least their share of the deployment while another asks
-  // for less, which spreads their refills over the engine's steps and keeps
+  // asking for at least their share of the deployment (not a light tenant's
+  // burst), which spreads their refills over the engine's steps and keeps
   // the lighter tenant's first token near what it is on an idle engine.
   // Counts are per URL: deployments sharing an endpoint share its prefills.
   //
-  // Burst: the dispatcher lets a tenant that runs less than its share of
-  // the slots, or has lately been served less than its weighted share of the
-  // deployment, start beyond capacity on up to `burst` more slots instead of
+  // Burst: the dispatcher lets a tenant that asks for least and runs less
+  // than its share of the slots, or has lately been served less than its
+  // weighted share of the deployment, start beyond capacity on up to `burst` more slots instead of
   // waiting for a heavier tenant's request to end: a light tenant's bursts
   // find a slot at once, as they would on an idle deployment.
   std::optional<size_t> Pick(const std::vector<DeploymentEndpoint>& endpoints,

@@ -106,20 +106,34 @@ bool FairQueue::Remove(uint64_t id) {
   return true;
 }
 
-std::optional<QueuedItem> FairQueue::Pop(const CanStartFn& can_start) {
-  for (int k = 0; k < 2; ++k) {
-    for (const BacklogEntry& entry : backlog_[k]) {
-      // heads holds one item per key, so a refused key is skipped whole.
-      for (const auto& [seq, id] : entry.state->classes[k].heads) {
-        if (can_start && !can_start(items_.find(id)->second.item)) continue;
-        TenantState& tenant = *entry.state;
-        QueuedItem item = Take(id);
-        AddToCounter(
-            tenant,
-            Weighted(options_.input_weight * static_cast<double>(item.input_tokens), item.weight));
-        return item;
-      }
+std::optional<QueuedItem> FairQueue::PopFromClass(int k, const CanStartFn& can_start,
+                                                  const CanStartFn& first) {
+  for (const BacklogEntry& entry : backlog_[k]) {
+    // heads holds one item per key, so a refused key is skipped whole.
+    for (const auto& [seq, id] : entry.state->classes[k].heads) {
+      const QueuedItem& candidate = items_.find(id)->second.item;
+      if (first && !first(candidate)) continue;
+      if (can_start && !can_start(candidate)) continue;
+      TenantState& tenant = *entry.state;
+      QueuedItem item = Take(id);
+      AddToCounter(tenant, Weighted(options_.input_weight * static_cast<double>(item.input_tokens),
+                                    item.weight));
+      return item;
     }
+  }
+  return std::nullopt;
+}
+
+std::optional<QueuedItem> FairQueue::Pop(const CanStartFn& can_start) {
+  return Pop(can_start, nullptr);
+}
+
+std::optional<QueuedItem> FairQueue::Pop(const CanStartFn& can_start, const CanStartFn& first) {
+  for (int k = 0; k < 2; ++k) {
+    if (first) {
+      if (auto item = PopFromClass(k, can_start, first)) return item;
+    }
+    if (auto item = PopFromClass(k, can_start, nullptr)) return item;
   }
   return std::nullopt;
 }

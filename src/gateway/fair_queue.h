@@ -77,6 +77,10 @@ class FairQueue {
   // Charges input_weight·input_tokens/weight to the tenant. nullopt when the
   // queue is empty or nothing may start.
   std::optional<QueuedItem> Pop(const CanStartFn& can_start);
+  // Pop, but within each class the items `first` also accepts go before the
+  // others (the class order still comes first: an interactive item before
+  // any batch one).
+  std::optional<QueuedItem> Pop(const CanStartFn& can_start, const CanStartFn& first);
   // A request that started without being queued (nothing was waiting):
   // lifted and charged as if it had been pushed and popped at once, so that
   // its tenant counts as the last to leave the backlog and a tenant arriving
@@ -128,6 +132,10 @@ class FairQueue {
   void Lift(TenantState& tenant, int k);
   // Takes a queued item out of every index.
   QueuedItem Take(uint64_t id);
+  // Pop within class k (0 interactive, 1 batch), of the items `first` (when
+  // set) accepts.
+  std::optional<QueuedItem> PopFromClass(int k, const CanStartFn& can_start,
+                                         const CanStartFn& first);
 
   FairQueueOptions options_;
   uint64_t next_seq_ = 0;

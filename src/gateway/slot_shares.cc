@@ -35,6 +35,14 @@ bool SlotShares::Contended(const std::string& tenant, int64_t now_ms) const {
   return false;
 }
 
+bool SlotShares::Shared(int64_t now_ms) const {
+  int active = 0;
+  for (const auto& [name, t] : tenants_) {
+    if (Active(t, now_ms) && ++active >= 2) return true;
+  }
+  return false;
+}
+
 bool SlotShares::BelowShare(const std::string& tenant, int64_t slots, int64_t now_ms,
                             int64_t waiting) const {
   auto self = tenants_.find(tenant);

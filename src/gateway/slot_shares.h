@@ -47,6 +47,8 @@ class SlotShares {
   double ShareOf(const std::string& tenant, int64_t capacity, int64_t now_ms) const;
   // Another tenant than `tenant` is active on the deployment now.
   bool Contended(const std::string& tenant, int64_t now_ms) const;
+  // At least two tenants are active on the deployment now.
+  bool Shared(int64_t now_ms) const;
   // The tenant runs nothing, or fewer requests than its share of `slots` (of
   // the deployment's capacity, or of the requests running now), counting
   // `waiting` more (its requests that wait) with those it runs.

@@ -79,8 +79,18 @@ bool Dispatcher::BurstLocked(const DeploymentQueue& queue, const SlotRequest& re
                              int64_t now_ms) const {
   if (!queue.bursts || !queue.fair) return false;
   if (!queue.shares.Contended(request.tenant_id, now_ms)) return false;
-  return queue.shares.BelowShare(request.tenant_id, queue.capacity(), now_ms) ||
-         queue.shares.Light(request.tenant_id, now_ms);
+  if (!queue.shares.BelowShare(request.tenant_id, queue.capacity(), now_ms) &&
+      !queue.shares.Light(request.tenant_id, now_ms)) {
+    return false;
+  }
+  // And it asks for least: of two backlogged tenants, the one behind would
+  // otherwise keep the burst slots in use as well, and they would be
+  // capacity like any other.
+  const gateway::FairQueue& fair = *queue.fair;
+  auto queued = [&fair](const std::string& tenant) {
+    return static_cast<int64_t>(fair.QueuedFor(tenant));
+  };
+  return queue.shares.LeastDemand(request.tenant_id, queued(request.tenant_id), now_ms, queued);
 }
 
 gateway::PickRule Dispatcher::RuleLocked(const DeploymentQueue& queue, const SlotRequest& request,
@@ -201,20 +211,22 @@ void Dispatcher::PumpLocked(DeploymentQueue& queue, int64_t now_ms, std::vector<
     return MayStartLocked(queue, r, now_ms) &&
            balancer_.HasFreeSlot(queue.endpoints, now_ms, RuleLocked(queue, r, true, now_ms));
   };
-  // No request can start without at least a burst slot free.
-  while (queue.size() > 0 &&
-         balancer_.HasFreeSlot(queue.endpoints, now_ms, {.burst = queue.bursts})) {
+  // No request can start without a slot free: one within the capacity, or
+  // a burst slot while tenants share the deployment (only then may one
+  // take it).
+  const bool burst = queue.bursts && queue.fair && queue.shares.Shared(now_ms);
+  while (queue.size() > 0 && balancer_.HasFreeSlot(queue.endpoints, now_ms, {.burst = burst})) {
     std::optional<gateway::QueuedItem> item;
     if (queue.fair) {
-      // A tenant below its share of the slots goes first, whatever the
-      // counters say: a tenant that starts flooding has the lower counter
-      // (the credit of its return) and would otherwise take the slots a
-      // light tenant's burst is waiting for, its share included.
+      // Within a priority class, a tenant below its share of the slots goes
+      // first, whatever the counters say: a tenant that starts flooding has
+      // the lower counter (the credit of its return) and would otherwise
+      // take the slots a light tenant's burst is waiting for, its share
+      // included.
       const int64_t capacity = queue.capacity();
-      item = queue.fair->Pop([&](const gateway::QueuedItem& candidate) {
-        return queue.shares.BelowShare(candidate.tenant, capacity, now_ms) && can_start(candidate);
+      item = queue.fair->Pop(can_start, [&](const gateway::QueuedItem& candidate) {
+        return queue.shares.BelowShare(candidate.tenant, capacity, now_ms);
       });
-      if (!item) item = queue.fair->Pop(can_start);
     } else {
       item = queue.fifo->Pop(can_start);
     }

@@ -132,22 +132,24 @@ class Dispatcher {
   // A slot of `queue` for a request of `tenant`: concurrency, shares, endpoint.
   bool MayStartLocked(DeploymentQueue& queue, const SlotRequest& request, int64_t now_ms);
   // Whether `request` waits for its endpoint's prefills (max_prefill, see
-  // Balancer::Pick): a streamed request of a tenant that runs something and
-  // asks for at least its weighted share of the deployment's capacity
-  // (running and waiting requests, this one included), while another active
-  // tenant asks for less (under FIFO: any streamed request while another
-  // tenant is active). A lone tenant is not paced (nobody waits behind its
-  // prefills), and the tenant asking for least never waits for the others':
-  // its first token comes after at most the prefills already started,
-  // however hard they flood. A tenant that starts flooding is paced from
-  // its second request: what it asks for shows at once, unlike what it has
-  // been served.
+  // Balancer::Pick), while another tenant is active (under FIFO: any
+  // streamed request then): a streamed request of a tenant that runs
+  // something and asks for at least its weighted share of the deployment's
+  // capacity (running and waiting requests, this one included), unless it
+  // asks for no more than any other tenant and is light (SlotShares::Light).
+  // A lone tenant is not paced (nobody waits behind its prefills), nor is a
+  // tenant asking for less than its share, nor a light tenant's burst: their
+  // first token comes after at most the prefills already started, however
+  // hard another floods. A tenant that starts flooding is paced once what
+  // it asks for reaches its share, which shows as its requests arrive,
+  // before it has been served anything.
   bool PacedLocked(const DeploymentQueue& queue, const SlotRequest& request, bool waiting,
                    int64_t now_ms) const;
   // Whether `request` may use burst slots above capacity (fair discipline
-  // only), while another tenant is active: its tenant runs less than its
+  // only), while another tenant is active: its tenant asks for no more than
+  // any other (running and waiting requests), and runs less than its
   // weighted share of the capacity (another took more of the slots than its
-  // share), or it is light (SlotShares::Light: served less than its share
+  // share) or is light (SlotShares::Light: served less than its share
   // lately, which lets a light tenant's burst above its share of the slots
   // start at once too).
   bool BurstLocked(const DeploymentQueue& queue, const SlotRequest& request, int64_t now_ms) const;

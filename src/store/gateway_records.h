@@ -16,13 +16,13 @@ struct DeploymentEndpoint {
   int64_t capacity = 8;  // requests the endpoint serves at once
   // Streamed requests awaiting their first token (in the engine's prefill)
   // at once, for tenants asking for at least their share of the deployment
-  // while another asks for less; 0: no limit (nor is there one at or above
+  // (not a light tenant's burst); 0: no limit (nor is there one at or above
   // capacity).
   // Spreads the prefills that stall a batch (see Balancer::Pick).
   int64_t max_prefill = 0;
-  // Slots above capacity that only a tenant running less than its weighted
-  // share of it, or served less than its weighted share of the deployment
-  // lately, may use, while another tenant is active there (see
+  // Slots above capacity that only a tenant asking for least and running
+  // less than its weighted share of it, or served less than its weighted
+  // share of the deployment lately, may use, while another tenant is active there (see
   // Balancer::Pick); 0: none.
   int64_t burst = 0;
   bool operator==(const DeploymentEndpoint&) const = default;

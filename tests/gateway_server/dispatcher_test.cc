@@ -80,6 +80,25 @@ TEST_F(DispatcherTest, ATenantBelowItsShareTakesTheNextFreeSlotFirst) {
   for (int i = 3; i < 10; ++i) EXPECT_FALSE(dispatcher_.TakeGrant(a[i].id).has_value()) << i;
 }
 
+TEST_F(DispatcherTest, BelowItsShareATenantGoesFirstOnlyWithinItsPriorityClass) {
+  // b and a run their shares of the 4 slots; a queues a batch request, b
+  // an interactive one.
+  std::vector<SlotRequest> b = {Request("b"), Request("b")};
+  for (const auto& r : b) ASSERT_EQ(Admit(r).kind, Admission::Kind::kStarted);
+  std::vector<SlotRequest> a = {Request("a"), Request("a")};
+  for (const auto& r : a) ASSERT_EQ(Admit(r).kind, Admission::Kind::kStarted);
+  SlotRequest a_batch = Request("a");
+  a_batch.priority = gateway::Priority::kBatch;
+  EXPECT_EQ(Admit(a_batch).kind, Admission::Kind::kQueued);
+  SlotRequest b_interactive = Request("b");
+  EXPECT_EQ(Admit(b_interactive).kind, Admission::Kind::kQueued);
+  // One of a's ends: a is below its share, but its waiting request is a
+  // batch one, and b's interactive request goes first.
+  Finish(a[0]);
+  EXPECT_TRUE(dispatcher_.TakeGrant(b_interactive.id).has_value());
+  EXPECT_FALSE(dispatcher_.TakeGrant(a_batch.id).has_value());
+}
+
 TEST_F(DispatcherTest, ALightTenantWithNothingWaitingStillFindsItsShareFree) {
   std::vector<SlotRequest> a;
   SlotRequest b1 = Request("b");
@@ -268,7 +287,7 @@ TEST(DispatcherBurstTest, ALightTenantStartsOnABurstSlotWhileAHeavyOneWaits) {
   deployment.id = "dep_burst";
   deployment.model = "m";
   const std::string url = "http://127.0.0.1:1";
-  deployment.endpoints = {{url, 4, 0, 2}};  // capacity 4, 2 burst slots
+  deployment.endpoints = {{url, 4, 0, 3}};  // capacity 4, 3 burst slots
   Dispatcher dispatcher(DispatcherOptions{});
   const int64_t now = 1'000'000;
   uint64_t next_id = 1;
@@ -277,23 +296,24 @@ TEST(DispatcherBurstTest, ALightTenantStartsOnABurstSlotWhileAHeavyOneWaits) {
   };
   // a has been served 4 requests and fills the 4 slots, 2 more waiting.
   std::vector<SlotRequest> a = FloodAlone(dispatcher, deployment, 4, 4, 2, next_id, now);
-  // b arrives, served nothing against a's 400 tokens: light. Its burst of
-  // three takes the two burst slots at once instead of waiting for a's
-  // requests to end.
+  // b arrives with a burst of four, asking for less than a. Its first two
+  // run below its share (2), its third at its share but b is light (served
+  // 80 tokens against a's 560): all three take the burst slots at once
+  // instead of waiting for a's requests to end.
   std::vector<SlotRequest> b;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 4; ++i) {
     b.push_back(MakeRequest(next_id++, "b", &deployment, 40, 100));
     EXPECT_EQ(dispatcher.Admit(b.back(), now, [] {}).kind, Admission::Kind::kQueued);
   }
-  EXPECT_TRUE(dispatcher.TakeGrant(b[0].id).has_value());
-  EXPECT_TRUE(dispatcher.TakeGrant(b[1].id).has_value());
-  EXPECT_FALSE(dispatcher.TakeGrant(b[2].id).has_value()) << "the burst slots are used up";
-  // A burst slot frees: b's third request takes it; a, not light, never
-  // takes a burst slot.
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(dispatcher.TakeGrant(b[i].id).has_value()) << i;
+  EXPECT_FALSE(dispatcher.TakeGrant(b[3].id).has_value()) << "the burst slots are used up";
+  // A burst slot frees: b's fourth request takes it; a, not light and not
+  // below its share, never takes a burst slot.
   finish(b[0]);
-  EXPECT_TRUE(dispatcher.TakeGrant(b[2].id).has_value());
+  EXPECT_TRUE(dispatcher.TakeGrant(b[3].id).has_value());
   EXPECT_FALSE(dispatcher.TakeGrant(a[4].id).has_value());
-  // Six run on four slots: two of a's ending leaves four, still no slot for a.
+  // Seven run on four slots: two of a's ending leaves five, a running its
+  // share: still no slot for a.
   finish(a[0]);
   finish(a[1]);
   EXPECT_FALSE(dispatcher.TakeGrant(a[4].id).has_value());
