@@ -33,11 +33,11 @@ std::string FormatMilliGpus(int64_t milli);
 
 // "--endpoint URL[=CAPACITY[:MAX_PREFILL[:BURST]]]": the URL, and after the
 // last '=' the capacity and optionally, after a ':', the max_prefill and
-// after another the burst, when what follows the '=' is digits with at most
-// two ':' (URLs carry no query, so such a '=' is taken for the capacity's).
+// after another the burst, when what follows the '=' is digits and ':'
+// only (URLs carry no query, so such a '=' is taken for the capacity's).
 // 0 = not given (the server's default). Errors: kInvalidArgument for an
-// empty URL, a capacity outside 1..100000, or a max_prefill or burst outside
-// 0..100000.
+// empty URL, a capacity outside 1..100000, a max_prefill or burst outside
+// 0..100000, or a third ':'.
 struct EndpointArg {
   std::string url;
   int64_t capacity = 0;
