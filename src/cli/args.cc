@@ -97,31 +97,32 @@ Result<EndpointArg> ParseEndpointArg(std::string_view text) {
     // Only a suffix of digits and colons is a capacity: '=' may also belong
     // to the URL's path.
     if (!suffix.empty() && suffix.find_first_not_of("0123456789:") == std::string_view::npos) {
-      const size_t colon = suffix.find(':');
-      auto capacity = number(suffix.substr(0, colon), 1);
-      if (!capacity) {
-        return Error::InvalidArgument("bad endpoint '" + std::string(text) +
-                                      "': capacity must be 1..100000");
-      }
-      out.capacity = *capacity;
-      if (colon != std::string_view::npos) {
-        std::string_view rest = suffix.substr(colon + 1);
-        const size_t second = rest.find(':');
-        auto max_prefill = number(rest.substr(0, second), 0);
-        if (!max_prefill) {
-          return Error::InvalidArgument("bad endpoint '" + std::string(text) +
-                                        "': max_prefill must be 0..100000");
+      // CAPACITY[:MAX_PREFILL[:BURST]], each a number in its range.
+      struct Field {
+        const char* name;
+        int64_t min;
+        int64_t* value;
+      };
+      const Field fields[] = {{"capacity", 1, &out.capacity},
+                              {"max_prefill", 0, &out.max_prefill},
+                              {"burst", 0, &out.burst}};
+      size_t from = 0;
+      for (const Field& field : fields) {
+        const size_t colon = suffix.find(':', from);
+        auto n = number(suffix.substr(from, colon == std::string_view::npos ? colon : colon - from),
+                        field.min);
+        if (!n) {
+          return Error::InvalidArgument("bad endpoint '" + std::string(text) + "': " + field.name +
+                                        " must be " + std::to_string(field.min) + "..100000");
         }
-        out.max_prefill = *max_prefill;
-        if (second != std::string_view::npos) {
-          auto burst = number(rest.substr(second + 1), 0);
-          if (!burst) {
-            return Error::InvalidArgument("bad endpoint '" + std::string(text) +
-                                          "': burst must be 0..100000");
-          }
-          out.burst = *burst;
+        *field.value = *n;
+        if (colon == std::string_view::npos) {
+          from = std::string_view::npos;
+          break;
         }
+        from = colon + 1;
       }
+      if (from != std::string_view::npos) return Error::InvalidArgument(usage);  // a 4th field
       url = text.substr(0, eq);
     }
   }

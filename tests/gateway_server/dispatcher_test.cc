@@ -27,6 +27,23 @@ SlotRequest MakeRequest(uint64_t id, const std::string& tenant, const Deployment
   return r;
 }
 
+// A deployment of model "m" on `endpoints`.
+DeploymentRecord TestDeployment(const std::string& id, std::vector<DeploymentEndpoint> endpoints) {
+  DeploymentRecord d;
+  d.id = id;
+  d.model = "m";
+  d.endpoints = std::move(endpoints);
+  return d;
+}
+
+// A streamed request of `tenant` (its key: "<tenant>_key").
+SlotRequest StreamedRequest(uint64_t id, const std::string& tenant,
+                            const DeploymentRecord* deployment) {
+  SlotRequest r = MakeRequest(id, tenant, deployment, 40, 100);
+  r.stream = true;
+  return r;
+}
+
 // One deployment of 4 slots shared by a flooding tenant and a light one.
 class DispatcherTest : public ::testing::Test {
  protected:
@@ -115,17 +132,13 @@ TEST_F(DispatcherTest, ALightTenantWithNothingWaitingStillFindsItsShareFree) {
 }
 
 TEST(DispatcherPacingTest, TheHeavierTenantsStreamsWaitForTheEndpointsPrefillsALighterOnesDoNot) {
-  DeploymentRecord deployment;
-  deployment.id = "dep_paced";
-  deployment.model = "m";
-  deployment.endpoints = {{"http://127.0.0.1:1", 16, 1}};  // one prefill at a time
+  const DeploymentRecord deployment =
+      TestDeployment("dep_paced", {{"http://127.0.0.1:1", 16, 1}});  // one prefill at a time
   Dispatcher dispatcher(DispatcherOptions{});
   const int64_t now = 1'000'000;
   uint64_t next_id = 1;
   auto streamed = [&](const std::string& tenant) {
-    SlotRequest r = MakeRequest(next_id++, tenant, &deployment, 40, 100);
-    r.stream = true;
-    return r;
+    return StreamedRequest(next_id++, tenant, &deployment);
   };
   auto admit = [&](const SlotRequest& r) { return dispatcher.Admit(r, now, [] {}).kind; };
   // b alone is not paced: nobody waits behind its prefills.
@@ -159,11 +172,9 @@ TEST(DispatcherPacingTest, TheHeavierTenantsStreamsWaitForTheEndpointsPrefillsAL
 }
 
 TEST(DispatcherPacingTest, OfTwoTenantsAboveTheirSharesOnlyTheOneServedLessGoesUnpaced) {
-  DeploymentRecord deployment;
-  deployment.id = "dep_both";
-  deployment.model = "m";
   const std::string url = "http://127.0.0.1:1";
-  deployment.endpoints = {{url, 4, 1}};  // shares of 2; one prefill at a time
+  const DeploymentRecord deployment =
+      TestDeployment("dep_both", {{url, 4, 1}});  // shares of 2; one prefill at a time
   Dispatcher dispatcher(DispatcherOptions{});
   const int64_t now = 1'000'000;
   uint64_t next_id = 1;
@@ -204,19 +215,14 @@ TEST(DispatcherPacingTest, OfTwoTenantsAboveTheirSharesOnlyTheOneServedLessGoesU
 }
 
 TEST(DispatcherPacingTest, UnderFifoEveryStreamIsPacedButNotARequestThatDoesNotStream) {
-  DeploymentRecord deployment;
-  deployment.id = "dep_fifo";
-  deployment.model = "m";
   const std::string url = "http://127.0.0.1:1";
-  deployment.endpoints = {{url, 16, 1}};
+  const DeploymentRecord deployment = TestDeployment("dep_fifo", {{url, 16, 1}});
   DispatcherOptions options;
   options.discipline = QueueDiscipline::kFifo;
   Dispatcher dispatcher(options);
   const int64_t now = 1'000'000;
   auto streamed = [&](uint64_t id, const std::string& tenant) {
-    SlotRequest r = MakeRequest(id, tenant, &deployment, 40, 100);
-    r.stream = true;
-    return r;
+    return StreamedRequest(id, tenant, &deployment);
   };
   SlotRequest b1 = streamed(1, "b");
   ASSERT_EQ(dispatcher.Admit(b1, now, [] {}).kind, Admission::Kind::kStarted);  // alone
@@ -248,10 +254,7 @@ TEST(DispatcherPacingTest, UnderFifoEveryStreamIsPacedButNotARequestThatDoesNotS
 }
 
 TEST(DispatcherPacingTest, NobodyIsPacedWhileEveryTenantAsksForLessThanItsShare) {
-  DeploymentRecord deployment;
-  deployment.id = "dep_light";
-  deployment.model = "m";
-  deployment.endpoints = {{"http://127.0.0.1:1", 16, 1}};
+  const DeploymentRecord deployment = TestDeployment("dep_light", {{"http://127.0.0.1:1", 16, 1}});
   Dispatcher dispatcher(DispatcherOptions{});
   const int64_t now = 1'000'000;
   for (uint64_t id = 1; id <= 14; ++id) {
@@ -283,11 +286,9 @@ std::vector<SlotRequest> FloodAlone(Dispatcher& dispatcher, const DeploymentReco
 }
 
 TEST(DispatcherBurstTest, ALightTenantStartsOnABurstSlotWhileAHeavyOneWaits) {
-  DeploymentRecord deployment;
-  deployment.id = "dep_burst";
-  deployment.model = "m";
   const std::string url = "http://127.0.0.1:1";
-  deployment.endpoints = {{url, 4, 0, 3}};  // capacity 4, 3 burst slots
+  const DeploymentRecord deployment =
+      TestDeployment("dep_burst", {{url, 4, 0, 3}});  // capacity 4, 3 burst slots
   Dispatcher dispatcher(DispatcherOptions{});
   const int64_t now = 1'000'000;
   uint64_t next_id = 1;
@@ -323,11 +324,9 @@ TEST(DispatcherBurstTest, ALightTenantStartsOnABurstSlotWhileAHeavyOneWaits) {
 TEST(DispatcherBurstTest, NoBurstWithoutBurstSlotsNorUnderFifo) {
   for (QueueDiscipline discipline : {QueueDiscipline::kFair, QueueDiscipline::kFifo}) {
     SCOPED_TRACE(discipline == QueueDiscipline::kFair ? "fair, no burst slots" : "fifo");
-    DeploymentRecord deployment;
-    deployment.id = "dep_no_burst";
-    deployment.model = "m";
     const int64_t burst = discipline == QueueDiscipline::kFair ? 0 : 2;
-    deployment.endpoints = {{"http://127.0.0.1:1", 2, 0, burst}};
+    const DeploymentRecord deployment =
+        TestDeployment("dep_no_burst", {{"http://127.0.0.1:1", 2, 0, burst}});
     DispatcherOptions options;
     options.discipline = discipline;
     Dispatcher dispatcher(options);
@@ -341,18 +340,13 @@ TEST(DispatcherBurstTest, NoBurstWithoutBurstSlotsNorUnderFifo) {
 }
 
 TEST(DispatcherPacingTest, ARetryMovesTheRequestsPrefillToTheNextEndpoint) {
-  DeploymentRecord deployment;
-  deployment.id = "dep_retry";
-  deployment.model = "m";
   const std::string first = "http://127.0.0.1:1";
   const std::string second = "http://127.0.0.1:2";
-  deployment.endpoints = {{first, 2, 1}, {second, 2, 1}};
+  const DeploymentRecord deployment = TestDeployment("dep_retry", {{first, 2, 1}, {second, 2, 1}});
   Dispatcher dispatcher(DispatcherOptions{});
   const int64_t now = 1'000'000;
   auto streamed = [&](uint64_t id, const std::string& tenant) {
-    SlotRequest r = MakeRequest(id, tenant, &deployment, 40, 100);
-    r.stream = true;
-    return r;
+    return StreamedRequest(id, tenant, &deployment);
   };
   SlotRequest r = streamed(1, "a");
   Admission admission = dispatcher.Admit(r, now, [] {});
