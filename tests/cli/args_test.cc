@@ -69,27 +69,21 @@ TEST(CliParseMilliGpusTest, GpusDecimalsAndMilli) {
 }
 
 TEST(CliParseEndpointTest, UrlWithOptionalCapacity) {
-  auto plain = ParseEndpointArg("http://10.0.0.5:8000");
-  ASSERT_TRUE(plain.has_value());
-  EXPECT_EQ(plain->url, "http://10.0.0.5:8000");
-  EXPECT_EQ(plain->capacity, 0);
-  auto sized = ParseEndpointArg("http://10.0.0.5:8000=16");
-  ASSERT_TRUE(sized.has_value());
-  EXPECT_EQ(sized->url, "http://10.0.0.5:8000");
-  EXPECT_EQ(sized->capacity, 16);
-  auto paced = ParseEndpointArg("http://10.0.0.5:8000=32:2");
-  ASSERT_TRUE(paced.has_value());
-  EXPECT_EQ(paced->url, "http://10.0.0.5:8000");
-  EXPECT_EQ(paced->capacity, 32);
-  EXPECT_EQ(paced->max_prefill, 2);
-  EXPECT_EQ(sized->max_prefill, 0);
-  auto burst = ParseEndpointArg("http://10.0.0.5:8000=32:2:4");
-  ASSERT_TRUE(burst.has_value());
-  EXPECT_EQ(burst->url, "http://10.0.0.5:8000");
-  EXPECT_EQ(burst->capacity, 32);
-  EXPECT_EQ(burst->max_prefill, 2);
-  EXPECT_EQ(burst->burst, 4);
-  EXPECT_EQ(paced->burst, 0);
+  struct Case {
+    const char* text;
+    int64_t capacity, max_prefill, burst;  // 0: not given
+  };
+  for (const Case& c :
+       {Case{"http://10.0.0.5:8000", 0, 0, 0}, Case{"http://10.0.0.5:8000=16", 16, 0, 0},
+        Case{"http://10.0.0.5:8000=32:2", 32, 2, 0},
+        Case{"http://10.0.0.5:8000=32:2:4", 32, 2, 4}}) {
+    auto parsed = ParseEndpointArg(c.text);
+    ASSERT_TRUE(parsed.has_value()) << c.text;
+    EXPECT_EQ(parsed->url, "http://10.0.0.5:8000") << c.text;
+    EXPECT_EQ(parsed->capacity, c.capacity) << c.text;
+    EXPECT_EQ(parsed->max_prefill, c.max_prefill) << c.text;
+    EXPECT_EQ(parsed->burst, c.burst) << c.text;
+  }
   // A '=' not followed by a number stays in the URL (the server refuses it).
   auto odd = ParseEndpointArg("http://h/a=b");
   ASSERT_TRUE(odd.has_value());
