@@ -356,6 +356,7 @@ Status UsageJournal::AppendBatch(std::vector<UsageRecord>& records) {
   text.reserve(records.size() * 400);
   std::vector<int64_t> line_bytes;
   line_bytes.reserve(records.size());
+  std::deque<Pending> dropped;
   for (const UsageRecord& record : records) {
     const size_t before = text.size();
     AppendUsageLine(text, record);
@@ -377,8 +378,16 @@ Status UsageJournal::AppendBatch(std::vector<UsageRecord>& records) {
       }
       any_live_ = !live_.empty();
     }
-    for (size_t i = 0; i < records.size(); ++i) {
-      pending_.push_back({std::move(records[i]), line_bytes[i]});
+    if (pending_.size() + records.size() > options_.memory_records) {
+      // The shipper is that far behind: it reads these lines, and the ones
+      // it has not taken yet, back from the file. (The copies are freed
+      // after the lock is let go.)
+      dropped.swap(pending_);
+      memory_from_ = size_;
+    } else {
+      for (size_t i = 0; i < records.size(); ++i) {
+        pending_.push_back({std::move(records[i]), line_bytes[i]});
+      }
     }
   }
   dirty_ = true;
@@ -433,21 +442,33 @@ bool UsageJournal::ShipOnce() {
     std::lock_guard lock(append_mu_);
     memory_from = memory_from_;
   }
-  if (shipped_offset_ < memory_from && !ShipFromFile(memory_from)) return false;
+  if (shipped_offset_ < memory_from) {
+    // Lines the shipper took from memory but could not ship yet are among
+    // those read back now (memory filled and the copies were dropped).
+    taken_.clear();
+    taken_bytes_ = 0;
+    backlog_.clear();
+    if (!ShipFromFile(memory_from)) return false;
+  }
   const bool earlier_shipped = shipped_offset_ >= memory_from;
   // An earlier process's checkpoints go after its final records: the store
   // keeps the first record of an id.
   if (earlier_shipped && !recovered_.empty() && !ShipRecovered()) return false;
   if (earlier_shipped && !ShipFromMemory()) return false;
   // Everything shipped: empty a large file. Offset 0 first, so that a crash
-  // in between re-ships (harmlessly) rather than skips.
+  // in between re-ships (harmlessly) rather than skips; it is synced outside
+  // the appenders' lock, and the file is emptied only if nothing was
+  // appended meanwhile (else the next round saves the real offset again).
+  {
+    std::lock_guard lock(append_mu_);
+    if (shipped_offset_ != size_ || size_ < options_.truncate_bytes) return true;
+  }
+  if (!SaveOffset(0).has_value()) return true;
   std::lock_guard lock(append_mu_);
-  if (shipped_offset_ == size_ && pending_.empty() && size_ >= options_.truncate_bytes) {
-    if (SaveOffset(0).has_value() && ::ftruncate(fd_, 0) == 0) {
-      size_ = 0;
-      memory_from_ = 0;
-      shipped_offset_ = 0;
-    }
+  if (shipped_offset_ == size_ && ::ftruncate(fd_, 0) == 0) {
+    size_ = 0;
+    memory_from_ = 0;
+    shipped_offset_ = 0;
   }
   return true;
 }
@@ -494,26 +515,24 @@ bool UsageJournal::ShipFromMemory() {
   // This round ships what was appended before it began, in batches: records
   // that keep arriving wait for the next round rather than each making a
   // small transaction of their own.
-  size_t round = 0;
   {
     std::lock_guard lock(append_mu_);
-    round = pending_.size();
+    // Memory filled since ShipOnce() looked: the lines before memory_from_
+    // come from the file first, in the next round.
+    if (memory_from_ > shipped_offset_) return true;
+    if (backlog_.empty()) backlog_.swap(pending_);  // else a failed round's, retried first
   }
   for (;;) {
-    if (taken_.size() < options_.batch && round > 0) {  // a failed batch is retried as it was
-      std::lock_guard lock(append_mu_);
-      while (taken_.size() < options_.batch && round > 0 && !pending_.empty()) {
-        --round;
-        taken_.push_back(std::move(pending_.front().record));
-        taken_bytes_ += pending_.front().line_bytes;
-        pending_.pop_front();
-      }
+    while (taken_.size() < options_.batch && !backlog_.empty()) {
+      taken_.push_back(std::move(backlog_.front().record));
+      taken_bytes_ += backlog_.front().line_bytes;
+      backlog_.pop_front();
     }
     if (taken_.empty()) return true;
     Status s = sink_(taken_);
     if (!s.has_value()) {
-      spdlog::warn("usage journal: store unavailable, {} records wait: {}", taken_.size(),
-                   s.error().message);
+      spdlog::warn("usage journal: store unavailable, {} records wait: {}",
+                   taken_.size() + backlog_.size(), s.error().message);
       return false;
     }
     const int64_t next = shipped_offset_ + taken_bytes_;
@@ -538,6 +557,11 @@ Status UsageJournal::SaveOffset(int64_t offset) {
     return Error::Unavailable("cannot rename " + tmp);
   }
   return OkStatus();
+}
+
+size_t UsageJournal::held_in_memory() {
+  std::lock_guard lock(append_mu_);
+  return pending_.size();
 }
 
 bool UsageJournal::WaitShipped(int timeout_ms) {

@@ -8,11 +8,14 @@
 // has), then records the new offset in a side file. Lines an earlier process
 // left are read back from the file; this process's own records are handed to
 // the shipper in memory as well, so that the hot path's records are never
-// parsed again. A crash between
-// insert and offset only re-ships lines the store already holds, so the
-// store never holds a record twice; when everything is shipped the file is
-// emptied (offset set to 0 first, then truncated, for the same reason).
-// While the store is unreachable, records wait in the file.
+// parsed again. At most `memory_records` wait in memory for the shipper to
+// take them: when it falls that far behind (the store is down or slow), the
+// copies are dropped and it reads those lines back from the file instead.
+// A crash between insert and offset only re-ships lines the store already
+// holds, so the store never holds a record twice; when everything is
+// shipped the file is emptied (offset set to 0 first, then truncated, for
+// the same reason). While the store is unreachable, records wait in the
+// file.
 //
 // A request still running when the process dies has no record in that file.
 // For one whose client has started to receive tokens (a stream) the gateway
@@ -48,6 +51,7 @@ struct UsageJournalOptions {
   int flush_ms = 200;                        // fdatasync period
   int ship_ms = 200;                         // how often new lines are shipped
   size_t batch = 1000;                       // records per store transaction
+  size_t memory_records = 65536;             // unshipped records kept in memory
   int64_t truncate_bytes = 16 << 20;         // empty the file once shipped and this large
   int64_t inflight_compact_bytes = 4 << 20;  // usage.inflight is rewritten past this
 };
@@ -82,12 +86,15 @@ class UsageJournal {
   // Ships what is left (one last attempt), syncs, joins the threads.
   void Stop();
 
-  // For tests and /metrics: lines appended and shipped by this process.
+  // For tests: lines appended and shipped by this process.
   int64_t appended() const { return appended_.load(); }
   int64_t shipped() const { return shipped_.load(); }
   // Checkpoints of an earlier process shipped as interrupted records (the
   // store ignored those whose request had a final record).
   int64_t recovered() const { return recovered_shipped_.load(); }
+  // Records of this process waiting in memory for the shipper to take them
+  // (at most options.memory_records; the shipper holds as many more at most).
+  size_t held_in_memory();
   // Blocks until everything appended so far is in the store (or timeout).
   bool WaitShipped(int timeout_ms);
 
@@ -125,8 +132,10 @@ class UsageJournal {
     int64_t line_bytes;  // its line's length, newline included
   };
   std::deque<Pending> pending_;  // GUARDED_BY(append_mu_): appended, not yet taken
-  // Shipper thread: taken from pending_, not yet in the store, and the bytes
-  // of their lines.
+  // Shipper thread: pending_ swapped out whole (the appenders' lock is held
+  // for no copying), then what is being shipped, not yet in the store, and
+  // the bytes of its lines.
+  std::deque<Pending> backlog_;
   std::vector<UsageRecord> taken_;
   int64_t taken_bytes_ = 0;
   int64_t shipped_offset_ = 0;  // shipper thread only (and Start/Stop)

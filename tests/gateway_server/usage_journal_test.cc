@@ -168,6 +168,60 @@ TEST_F(UsageJournalTest, RecordsHeldWhileTheStoreIsDownShipAfterItReturnsInTheSa
   EXPECT_EQ(store_.size(), 25u);
 }
 
+TEST_F(UsageJournalTest, WhileTheStoreIsDownMemoryStaysBoundedAndTheFileHoldsTheRest) {
+  UsageJournalOptions o = Options();
+  o.memory_records = 10;
+  store_.down = true;
+  UsageJournal journal(o, Sink());
+  ASSERT_OK(journal.Start());
+  for (int i = 0; i < 95; ++i) {
+    ASSERT_OK(journal.Append(Record(i)));
+    ASSERT_LE(journal.held_in_memory(), 10u);
+  }
+  std::vector<UsageRecord> batch = {Record(95), Record(96), Record(97), Record(98), Record(99)};
+  ASSERT_OK(journal.AppendBatch(batch));
+  EXPECT_LE(journal.held_in_memory(), 10u);
+  EXPECT_FALSE(journal.WaitShipped(100));
+  store_.down = false;
+  ASSERT_TRUE(journal.WaitShipped(10'000));
+  // Records taken before memory filled and then read back from the file
+  // reach the store once, like every other.
+  EXPECT_EQ(store_.size(), 100u);
+  EXPECT_EQ(store_.offered, 100);
+  for (int i = 100; i < 130; ++i) ASSERT_OK(journal.Append(Record(i)));  // and memory serves again
+  ASSERT_TRUE(journal.WaitShipped(10'000));
+  journal.Stop();
+  EXPECT_EQ(store_.size(), 130u);
+  EXPECT_EQ(store_.offered, 130);
+  EXPECT_EQ(store_.rows["req_42"].output_tokens, Record(42).output_tokens);
+}
+
+TEST_F(UsageJournalTest, ARecordAppendedWhileMemoryIsFullIsShippedAfterTheLinesBeforeIt) {
+  // Records keep arriving while the shipper is behind: whatever mix of file
+  // and memory it ships from, every record arrives once and the offset ends
+  // at the end of the file (a restart ships nothing again).
+  UsageJournalOptions o = Options();
+  o.memory_records = 8;
+  o.ship_ms = 1;
+  UsageJournal journal(o, Sink());
+  ASSERT_OK(journal.Start());
+  for (int i = 0; i < 2000; ++i) {
+    store_.down = (i / 50) % 3 == 0;  // down a third of the time
+    ASSERT_OK(journal.Append(Record(i)));
+  }
+  store_.down = false;
+  ASSERT_TRUE(journal.WaitShipped(20'000));
+  journal.Stop();
+  EXPECT_EQ(store_.size(), 2000u);
+  EXPECT_EQ(store_.offered, 2000);
+  const int64_t offered = store_.offered;
+  UsageJournal again(o, Sink());
+  ASSERT_OK(again.Start());
+  usleep(100'000);
+  again.Stop();
+  EXPECT_EQ(store_.offered, offered);
+}
+
 TEST_F(UsageJournalTest, ACrashBeforeTheOffsetIsSavedReshipsWithoutDuplicates) {
   {
     UsageJournal journal(Options(), Sink());
