@@ -69,10 +69,27 @@ bool Balancer::AnyUp(const std::vector<DeploymentEndpoint>& endpoints, int64_t n
     auto it = endpoints_.find(endpoint.url);
     if (it == endpoints_.end()) return true;  // never failed
     EndpointState state = it->second;
-    state.outstanding = 0;  // busy is up
+    state.outstanding = 0;    // busy is up
+    state.trial_out = false;  // and so is a circuit testing its trial
     if (Usable(state, 1, now_ms)) return true;
   }
   return false;
+}
+
+std::optional<int64_t> Balancer::UpAgainInMs(const std::vector<DeploymentEndpoint>& endpoints,
+                                             int64_t now_ms) const {
+  std::optional<int64_t> soonest;
+  for (const DeploymentEndpoint& endpoint : endpoints) {
+    auto it = endpoints_.find(endpoint.url);
+    if (it == endpoints_.end()) continue;
+    const EndpointState& state = it->second;
+    if (!state.healthy) continue;  // out until a check passes
+    int64_t at = state.ejected_until_ms;
+    if (state.circuit == Circuit::kOpen) at = std::max(at, state.open_until_ms);
+    if (at <= now_ms) continue;
+    if (!soonest || at - now_ms < *soonest) soonest = at - now_ms;
+  }
+  return soonest;
 }
 
 void Balancer::Started(const std::string& url) {

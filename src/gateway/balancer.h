@@ -72,8 +72,14 @@ class Balancer {
   bool HasFreeSlot(const std::vector<DeploymentEndpoint>& endpoints, int64_t now_ms,
                    PickRule rule) const;
   // Some endpoint is up: healthy, not ejected, circuit not open (busy counts
-  // as up: a full deployment is waited for, a down one is not).
+  // as up, a half-open circuit's trial in flight too: a full deployment is
+  // waited for, a down one is not).
   bool AnyUp(const std::vector<DeploymentEndpoint>& endpoints, int64_t now_ms) const;
+  // When none is up: milliseconds until the first ejection or open circuit
+  // ends; nullopt when only health checks keep them out (their next verdict
+  // is not the balancer's to know).
+  std::optional<int64_t> UpAgainInMs(const std::vector<DeploymentEndpoint>& endpoints,
+                                     int64_t now_ms) const;
 
   void Started(const std::string& url);
   // A streamed request sent to `url` awaits its first token / has it (or

@@ -10,6 +10,9 @@ namespace {
 constexpr int64_t kSweepEveryMs = 60'000;
 // A full queue asks the client to come back after this long.
 constexpr int64_t kQueueFullRetryMs = 1000;
+// A deployment whose endpoints fail their health checks asks the client to
+// come back after this long (the next check may pass).
+constexpr int64_t kDownRetryMs = 1000;
 
 gateway::QueuedItem ItemOf(const SlotRequest& r, int64_t now_ms) {
   gateway::QueuedItem item;
@@ -158,6 +161,14 @@ Admission Dispatcher::Admit(const SlotRequest& request, int64_t now_ms, Wake wak
       admission.reason = "the model's deployment has no endpoints";
       return admission;
     }
+    if (!balancer_.AnyUp(request.deployment->endpoints, now_ms)) {
+      // Down, not busy: an answer now beats a wait until the deadline.
+      admission.http_status = 503;
+      admission.retry_after_ms =
+          balancer_.UpAgainInMs(request.deployment->endpoints, now_ms).value_or(kDownRetryMs);
+      admission.reason = "every endpoint of the model's deployment is down";
+      return admission;
+    }
     gateway::LimitDecision rate = limiter_.Admit(request.subjects, request.reserved_tokens, now_ms);
     if (!rate.allowed) {
       admission.http_status = 429;
@@ -262,7 +273,7 @@ std::optional<std::string> Dispatcher::TakeGrant(uint64_t id) {
   return url;
 }
 
-bool Dispatcher::Cancel(uint64_t id) {
+bool Dispatcher::Cancel(uint64_t id, int64_t now_ms) {
   std::lock_guard lock(mu_);
   auto it = waiting_.find(id);
   if (it == waiting_.end()) return false;
@@ -276,6 +287,7 @@ bool Dispatcher::Cancel(uint64_t id) {
     }
   }
   limiter_.Unqueued(r.subjects);
+  limiter_.Reconcile(r.subjects, r.reserved_tokens, 0, now_ms);  // it ran nothing
   waiting_.erase(it);
   return true;
 }

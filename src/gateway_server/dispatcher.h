@@ -72,9 +72,10 @@ class Dispatcher {
   // the queued request has a slot; then TakeGrant() returns it.
   Admission Admit(const SlotRequest& request, int64_t now_ms, Wake wake);
   std::optional<std::string> TakeGrant(uint64_t id);
-  // The request left the queue without a slot (deadline, client gone).
-  // False when a slot was granted meanwhile: TakeGrant() it and Finish().
-  bool Cancel(uint64_t id);
+  // The request left the queue without a slot (deadline, client gone); the
+  // tokens it reserved go back to its buckets. False when a slot was granted
+  // meanwhile: TakeGrant() it and Finish().
+  bool Cancel(uint64_t id, int64_t now_ms);
 
   // A started request picks another endpoint after `failed_url` failed
   // before any byte reached the client. Empty when none is free.

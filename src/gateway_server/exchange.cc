@@ -201,7 +201,7 @@ awaitable<std::optional<Session::Early>> Session::Queue(Exchange& x) {
   x.meter.Dequeued(Now());
   if (auto grant = server_.dispatcher.TakeGrant(x.slot.id)) {
     x.endpoint = *grant;
-  } else if (server_.dispatcher.Cancel(x.slot.id)) {
+  } else if (server_.dispatcher.Cancel(x.slot.id, Now())) {
     if (x.interrupts->client_gone) co_return Early::Cancelled();
     co_return Early::Rejected(Refusal{504, "timeout", "queue_timeout",
                                       "the request waited " +

@@ -161,6 +161,24 @@ TEST(BalancerTest, AFullDeploymentIsUpADownOneIsNot) {
   EXPECT_TRUE(balancer.AnyUp(endpoints, 0));
 }
 
+TEST(BalancerTest, SaysWhenADownDeploymentMayBeUpAgain) {
+  Balancer balancer;
+  std::vector<DeploymentEndpoint> endpoints = {{kA, 4}, {kB, 4}};
+  for (int i = 0; i < 3; ++i) {  // A ejected until 5100, B until 5300
+    balancer.Started(kA);
+    balancer.Failed(kA, 100);
+    balancer.Started(kB);
+    balancer.Failed(kB, 300);
+  }
+  EXPECT_FALSE(balancer.AnyUp(endpoints, 1000));
+  EXPECT_EQ(balancer.UpAgainInMs(endpoints, 1000), 4100);
+  EXPECT_TRUE(balancer.AnyUp(endpoints, 5200));
+  for (int i = 0; i < 2; ++i) balancer.HealthCheck(kA, false, 5200);
+  EXPECT_EQ(balancer.UpAgainInMs(endpoints, 5200), 100);  // B's ejection; A waits for a check
+  for (int i = 0; i < 2; ++i) balancer.HealthCheck(kB, false, 5200);
+  EXPECT_EQ(balancer.UpAgainInMs(endpoints, 5200), std::nullopt);
+}
+
 TEST(BalancerTest, CircuitOpensThenLetsOneTrialThrough) {
   BalancerOptions options;
   options.eject_after_failures = 0;  // only the breaker here
@@ -176,10 +194,13 @@ TEST(BalancerTest, CircuitOpensThenLetsOneTrialThrough) {
   EXPECT_FALSE(balancer.HasFreeSlot(endpoints, 1004, {}));
   EXPECT_EQ(balancer.Describe(kA, 1004), "circuit open until 11004 ms");
   EXPECT_FALSE(balancer.Pick(endpoints, {}, 11003, {}).has_value());
+  EXPECT_FALSE(balancer.AnyUp(endpoints, 1004));
+  EXPECT_EQ(balancer.UpAgainInMs(endpoints, 1004), 10000);
 
   // Half-open: one trial, and nothing else while it is out.
   EXPECT_EQ(Start(balancer, endpoints, 11004), kA);
   EXPECT_FALSE(balancer.Pick(endpoints, {}, 11005, {}).has_value());
+  EXPECT_TRUE(balancer.AnyUp(endpoints, 11005));  // its trial may bring it back: wait for it
   EXPECT_EQ(balancer.Describe(kA, 11005), "circuit half-open, trial in flight");
   // The trial fails: open for another full period.
   balancer.Failed(kA, 11010);

@@ -69,6 +69,46 @@ class DispatcherTest : public ::testing::Test {
   int64_t now_ = 1'000'000;
 };
 
+TEST_F(DispatcherTest, AQueuedRequestThatLeavesGivesBackTheTokensItReserved) {
+  // 250 tokens a minute: two requests reserving 100 each fit, a third not.
+  auto limited = [&](const std::string& tenant) {
+    SlotRequest r = Request(tenant);
+    r.subjects = {{"tenant:a", {.tokens_per_minute = 250}}};
+    return r;
+  };
+  deployment_.endpoints = {{"http://127.0.0.1:1", 1}};
+  SlotRequest running = limited("a");
+  SlotRequest waiting = limited("a");
+  ASSERT_EQ(Admit(running).kind, Admission::Kind::kStarted);
+  ASSERT_EQ(Admit(waiting).kind, Admission::Kind::kQueued);
+  SlotRequest third = limited("a");
+  EXPECT_EQ(Admit(third).http_status, 429);
+  // The waiting one's deadline passes (or its client leaves): it ran
+  // nothing, so the third fits now.
+  ASSERT_TRUE(dispatcher_.Cancel(waiting.id, now_));
+  SlotRequest fourth = limited("a");
+  EXPECT_EQ(Admit(fourth).kind, Admission::Kind::kQueued);
+}
+
+TEST_F(DispatcherTest, ADeploymentWhoseEndpointsAreAllDownIsRefusedAtOnceNotQueued) {
+  for (int i = 0; i < 2; ++i) dispatcher_.HealthCheck("http://127.0.0.1:1", false, now_);
+  Admission down = Admit(Request("a"));
+  EXPECT_EQ(down.kind, Admission::Kind::kRefused);
+  EXPECT_EQ(down.http_status, 503);
+  EXPECT_EQ(down.retry_after_ms, 1000);  // the next health check may pass
+  dispatcher_.HealthCheck("http://127.0.0.1:1", true, now_);
+  // Ejected after three failures in a row: back when the ejection ends.
+  for (int i = 0; i < 3; ++i) {
+    SlotRequest r = Request("a");
+    ASSERT_EQ(Admit(r).kind, Admission::Kind::kStarted);
+    dispatcher_.Finish(r, "http://127.0.0.1:1", Dispatcher::Outcome::kFailed, {}, now_);
+  }
+  now_ += 1000;
+  Admission ejected = Admit(Request("a"));
+  EXPECT_EQ(ejected.http_status, 503);
+  EXPECT_EQ(ejected.retry_after_ms, 4000);
+}
+
 TEST_F(DispatcherTest, ATenantBelowItsShareTakesTheNextFreeSlotFirst) {
   // b, the light tenant, runs 2 requests: its share of 4.
   std::vector<SlotRequest> b = {Request("b"), Request("b")};
