@@ -427,6 +427,44 @@ Usage UsageFromResponse(std::string_view body) {
   });
 }
 
+int64_t EstimateOutputTokens(Api api, std::string_view body) {
+  if (api == Api::kEmbeddings) return 0;
+  return WithDocument(body, [&](simdjson::simdjson_result<element> parsed) -> int64_t {
+    element root;
+    if (parsed.get(root) != simdjson::SUCCESS) return EstimateTokens(body);
+    auto response = AsObject(root);
+    if (!response) return EstimateTokens(body);
+    TextTally tally;
+    auto choices = AsArray(Member(*response, "choices"));
+    if (!choices) return 0;
+    for (element c : *choices) {
+      auto choice = AsObject(c);
+      if (!choice) continue;
+      TallyString(Member(*choice, "text"), tally);
+      auto message = AsObject(Member(*choice, "message"));
+      if (!message) continue;
+      auto content = Member(*message, "content");
+      TallyString(content, tally);
+      if (auto parts = AsArray(content)) {
+        for (element part : *parts) {
+          if (auto p = AsObject(part)) TallyString(Member(*p, "text"), tally);
+        }
+      }
+      TallyString(Member(*message, "reasoning_content"), tally);
+      if (auto calls = AsArray(Member(*message, "tool_calls"))) {
+        for (element call : *calls) {
+          auto call_object = AsObject(call);
+          auto function = call_object ? AsObject(Member(*call_object, "function")) : std::nullopt;
+          if (!function) continue;
+          TallyString(Member(*function, "name"), tally);
+          TallyString(Member(*function, "arguments"), tally);
+        }
+      }
+    }
+    return (tally.bytes + 3) / 4;  // EstimateTokens' ratio
+  });
+}
+
 SseRelay::SseRelay(bool client_wants_usage) : client_wants_usage_(client_wants_usage) {}
 
 std::string SseRelay::Feed(std::string_view bytes) {

@@ -63,6 +63,14 @@ struct Usage {
 // usage object (or is not JSON). Negative or non-integer counts read as 0.
 Usage UsageFromResponse(std::string_view body);
 
+// The output tokens of a successful non-streamed answer that reported no
+// usage, estimated (EstimateTokens) from what was generated: chat choices'
+// message content (strings or text parts), reasoning content and tool-call
+// names and arguments; completions choices' text; nothing for embeddings
+// (vectors are not generated tokens). A body that is not a JSON object is
+// estimated whole.
+int64_t EstimateOutputTokens(Api api, std::string_view body);
+
 // Incremental relay filter for one streamed (server-sent events) response.
 //
 // Feed() takes upstream body bytes as they arrive — events may be split

@@ -4,8 +4,10 @@
 //
 // Tokens: what the upstream reported in its usage wins; without a report the
 // gateway's own count stands for the output (a stream's content chunks, or
-// an estimate from a non-streamed body) and the input stays the admission
-// estimate.
+// an estimate from a non-streamed answer's generated text) and the input is
+// the admission estimate. A request no model server took on (refused by the
+// gateway, never reached one, or answered with an error status and no
+// usage) is recorded with no tokens: nothing was served.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +38,11 @@ class UsageMeter {
   void Routed(const std::string& deployment_id);
   void Dequeued(int64_t now_ms);  // the wait in the fair queue ends
   void Upstream(const std::string& endpoint);
-  void FirstByte(int64_t now_ms);  // the response's first bytes go to the client
+  // The model server answered with this status (its response head came).
+  void Answered(int upstream_status);
+  // The first token reaches the client: a stream's first body bytes, or a
+  // whole answer as it goes out (time to first token; 0 when none did).
+  void FirstByte(int64_t now_ms);
   // `reported`: the upstream's usage (present or not); `counted`: the
   // gateway's own output count, used only when nothing was reported.
   void Tokens(const Usage& reported, std::optional<int64_t> counted);
@@ -57,6 +63,7 @@ class UsageMeter {
 
   UsageRecord record_;
   int64_t first_byte_at_ = 0;
+  bool served_ = false;  // answered 2xx, or usage reported
   bool finished_ = false;
 };
 

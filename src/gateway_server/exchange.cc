@@ -329,6 +329,7 @@ awaitable<bool> Session::Relay(Exchange& x) {
   auto& response = *x.response;
   UpstreamConnection& connection = *x.connection;
   const int upstream_status = static_cast<int>(response.get().result_int());
+  x.meter.Answered(upstream_status);
   auto content_type_field = response.get()[bhttp::field::content_type];
   std::string content_type(content_type_field.data(), content_type_field.size());
   if (content_type.empty()) content_type = "application/json";
@@ -356,7 +357,7 @@ awaitable<bool> Session::Relay(Exchange& x) {
       x.meter.Tokens(relay.usage(), relay.StreamedTokens());
     } else {
       std::optional<int64_t> estimate;
-      if (upstream_status == 200) estimate = gateway::EstimateTokens(whole);
+      if (upstream_status == 200) estimate = gateway::EstimateOutputTokens(x.api, whole);
       x.meter.Tokens(gateway::UsageFromResponse(whole), estimate);
     }
   };
@@ -373,7 +374,6 @@ awaitable<bool> Session::Relay(Exchange& x) {
     }
   };
   if (streaming) {
-    x.meter.FirstByte(Now());
     checkpoint();
     const std::string head = ResponseHead(200, "text/event-stream", -1, x.keep_alive, x.request_id);
     client_ok = co_await WriteAll(head);
@@ -433,6 +433,7 @@ awaitable<bool> Session::Relay(Exchange& x) {
     if (!first_token && n > 0) {
       first_token = true;
       server_.dispatcher.FirstToken(x.slot, Now());
+      x.meter.FirstByte(Now());  // not the head: a server may send it before its prefill
     }
     std::string out = relay.Feed(std::string_view(piece_.data(), n));
     if (relay.saw_done() && !x.meter.finished()) {

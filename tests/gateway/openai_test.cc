@@ -269,6 +269,29 @@ TEST(OpenAiTest, UsageFromResponse) {
   EXPECT_FALSE(UsageFromResponse("").present);
 }
 
+TEST(OpenAiTest, WithoutUsageTheOutputIsEstimatedFromWhatWasGenerated) {
+  // 40 bytes of content, 8 of reasoning, a tool call's name and arguments
+  // (4 + 10 bytes): 62 bytes, 16 tokens; the JSON around them is not output.
+  const std::string chat = R"({"id":"c","object":"chat.completion","choices":[
+      {"index":0,"message":{"role":"assistant","content":"0123456789012345678901234567890123456789",
+       "reasoning_content":"thinking","tool_calls":[{"id":"t","type":"function",
+       "function":{"name":"look","arguments":"{\"q\": \"x\"}"}}]},"finish_reason":"stop"}]})";
+  EXPECT_EQ(EstimateOutputTokens(Api::kChatCompletions, chat), 16);
+  // Content given as parts; two choices add up.
+  EXPECT_EQ(
+      EstimateOutputTokens(Api::kChatCompletions,
+                           R"({"choices":[{"message":{"content":[{"type":"text","text":"abcd"}]}},
+                                                {"message":{"content":"efgh"}}]})"),
+      2);
+  EXPECT_EQ(EstimateOutputTokens(Api::kCompletions, R"({"choices":[{"text":"12345678"}]})"), 2);
+  // Embeddings generate no tokens, however long the vectors.
+  EXPECT_EQ(EstimateOutputTokens(Api::kEmbeddings,
+                                 R"({"data":[{"embedding":[0.1,0.2,0.3,0.4,0.5,0.6]}]})"),
+            0);
+  EXPECT_EQ(EstimateOutputTokens(Api::kChatCompletions, R"({"id":"x"})"), 0);
+  EXPECT_EQ(EstimateOutputTokens(Api::kCompletions, "plain text answer"), 5);  // not JSON: whole
+}
+
 // --- SseRelay
 
 std::string Chunk(const std::string& json) { return "data: " + json + "\n\n"; }

@@ -75,6 +75,55 @@ TEST(UsageMeterTest, ARefusedRequestHasNoFirstByteAndNoEndpoint) {
   EXPECT_EQ(r.deployment_id, "");
 }
 
+TEST(UsageMeterTest, ARequestNoModelServerTookOnIsRecordedWithNoTokens) {
+  auto finished = [](auto&& steps, UsageStatus status, int http_status) {
+    UsageMeter meter("req", TheCaller(), Api::kChatCompletions, 0);
+    meter.Parsed(Request(false));  // an input estimate of 40
+    steps(meter);
+    return meter.Finish(status, http_status, 10);
+  };
+  // Refused by the gateway (a limit, the queue's deadline), or no server reached.
+  UsageRecord refused = finished([](UsageMeter&) {}, UsageStatus::kRejected, 429);
+  EXPECT_EQ(refused.input_tokens, 0);
+  EXPECT_EQ(refused.output_tokens, 0);
+  UsageRecord unreached =
+      finished([](UsageMeter& m) { m.Upstream("http://a"); }, UsageStatus::kFailed, 502);
+  EXPECT_EQ(unreached.input_tokens, 0);
+  // The server answered with an error and no usage: nothing served.
+  UsageRecord error = finished(
+      [](UsageMeter& m) {
+        m.Answered(503);
+        m.Tokens(Usage{}, std::nullopt);
+      },
+      UsageStatus::kFailed, 503);
+  EXPECT_EQ(error.input_tokens, 0);
+  // An error that reports usage is billed as reported.
+  UsageRecord reported = finished(
+      [](UsageMeter& m) {
+        m.Answered(400);
+        m.Tokens(Usage{true, 12, 0, 0}, std::nullopt);
+      },
+      UsageStatus::kFailed, 400);
+  EXPECT_EQ(reported.input_tokens, 12);
+  // A 2xx answer without usage: the estimate and the gateway's count.
+  UsageRecord answered = finished(
+      [](UsageMeter& m) {
+        m.Answered(200);
+        m.Tokens(Usage{}, 9);
+      },
+      UsageStatus::kCompleted, 200);
+  EXPECT_EQ(answered.input_tokens, 40);
+  EXPECT_EQ(answered.output_tokens, 9);
+}
+
+TEST(UsageMeterTest, TheFirstTokenIsTimedOnce) {
+  UsageMeter meter("req_5", TheCaller(), Api::kChatCompletions, 100);
+  meter.Parsed(Request(true));
+  meter.FirstByte(180);
+  meter.FirstByte(260);  // later chunks do not move it
+  EXPECT_EQ(meter.Finish(UsageStatus::kCompleted, 200, 300).ttft_ms, 80);
+}
+
 TEST(UsageMeterTest, ASnapshotIsTheRecordSoFarThenFinishSupersedesIt) {
   UsageMeter meter("req_4", TheCaller(), Api::kChatCompletions, 100);
   meter.Parsed(Request(true));

@@ -148,9 +148,16 @@ class TlsFront {
 
 // A model server of the old school: answers every request with a JSON body
 // delimited by closing the connection (no Content-Length, not chunked).
+// An upstream that answers every request with `body` (of `content_type`),
+// ended by closing the connection; `body_after_ms` after the head when set,
+// as a server whose head goes out before its prefill is done.
 class CloseDelimitedServer {
  public:
-  explicit CloseDelimitedServer(std::string body) : body_(std::move(body)) {
+  explicit CloseDelimitedServer(std::string body, std::string content_type = "application/json",
+                                int body_after_ms = 0)
+      : body_(std::move(body)),
+        content_type_(std::move(content_type)),
+        body_after_ms_(body_after_ms) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
@@ -189,14 +196,19 @@ class CloseDelimitedServer {
         if (n <= 0) break;
         in.append(buf, static_cast<size_t>(n));
       }
-      const std::string out =
-          "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n" + body_;
-      ::send(c, out.data(), out.size(), MSG_NOSIGNAL);
+      const std::string head =
+          "HTTP/1.1 200 OK\r\nContent-Type: " + content_type_ + "\r\nConnection: close\r\n\r\n";
+      ::send(c, head.data(), head.size(), MSG_NOSIGNAL);
+      if (body_after_ms_ > 0)
+        std::this_thread::sleep_for(std::chrono::milliseconds(body_after_ms_));
+      ::send(c, body_.data(), body_.size(), MSG_NOSIGNAL);
       ::close(c);
     }
   }
 
   const std::string body_;
+  const std::string content_type_;
+  const int body_after_ms_;
   int fd_ = -1;
   int port_ = 0;
   std::thread thread_;
@@ -815,6 +827,48 @@ TEST_F(GatewayTest, TakesTheCloseOfAnHttpsConnectionAsTheEndOfABodyWithoutALengt
   EXPECT_EQ(record->status, "completed");
   EXPECT_EQ(record->output_tokens, 2);
   EXPECT_EQ(record->input_tokens, 11);
+}
+
+TEST_F(GatewayTest, AStreamsTimeToFirstTokenIsItsFirstChunkNotTheResponseHead) {
+  const std::string events =
+      "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n"
+      "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":1}}\n\n"
+      "data: [DONE]\n\n";
+  CloseDelimitedServer server(events, "text/event-stream", 300);
+  AddDeployment("dep_1", {{"http://127.0.0.1:" + std::to_string(server.port()), 8}});
+  StartGateway();
+  RawResponse r = Post(key_a_, ChatBody(1, true));
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto record = RecordOf(r.headers["x-request-id"]);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->output_tokens, 1);
+  EXPECT_GE(record->ttft_ms, 300);  // the head came at once, the first token 300 ms later
+}
+
+TEST_F(GatewayTest, AnAnswerWithoutUsageIsBilledForWhatWasGeneratedAndARefusalForNothing) {
+  // 24 bytes of content: 6 tokens; not the whole body's ~50.
+  const std::string body =
+      R"({"id":"x","object":"chat.completion","choices":[{"index":0,"message":)"
+      R"({"role":"assistant","content":"abcdefghijklmnopqrstuvwx"},"finish_reason":"stop"}],)"
+      R"("system_fingerprint":"a-server-that-reports-no-usage-at-all"})";
+  CloseDelimitedServer server(body);
+  AddDeployment("dep_1", {{"http://127.0.0.1:" + std::to_string(server.port()), 8}});
+  StartGateway();
+  RawResponse r = Post(key_a_, ChatBody(2, false));
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto record = RecordOf(r.headers["x-request-id"]);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->output_tokens, 6);
+  EXPECT_GT(record->input_tokens, 0);  // the admission estimate stands for it
+  // A model the tenant may not use: refused, recorded, and nothing billed.
+  RawResponse refused =
+      Post(key_a_, R"({"model":"nope","messages":[{"role":"user","content":"hello there"}]})");
+  ASSERT_EQ(refused.status, 404) << refused.body;
+  auto none = RecordOf(refused.headers["x-request-id"]);
+  ASSERT_TRUE(none.has_value());
+  EXPECT_EQ(none->status, "rejected");
+  EXPECT_EQ(none->input_tokens, 0);
+  EXPECT_EQ(none->output_tokens, 0);
 }
 
 TEST_F(GatewayTest, RefusesAnHttpsEndpointWhoseCertificateItCannotTrust) {
