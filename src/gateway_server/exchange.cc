@@ -4,6 +4,7 @@
 // clang-format off
 #include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without it
 // clang-format on
+#include <algorithm>
 #include <array>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/ssl/error.hpp>
@@ -13,6 +14,7 @@
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
+#include <charconv>
 #include <cstdio>
 #include <limits>
 #include <variant>
@@ -53,6 +55,28 @@ bool ParseBuffered(UpstreamConnection& connection,
   if (ec == bhttp::error::need_more) ec = {};
   if (ec) return true;
   return response.is_done() || response.get().body().size != room;
+}
+
+// A server's Retry-After in milliseconds when given in seconds (as model
+// servers give it); 0 when absent or a date.
+int64_t RetryAfterMs(const bhttp::fields& head) {
+  auto value = head[bhttp::field::retry_after];
+  int64_t seconds = 0;
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), seconds);
+  if (ec != std::errc() || end != value.data() + value.size() || seconds < 0) return 0;
+  return std::min<int64_t>(seconds, 86'400) * 1000;
+}
+
+// The server's Retry-After and retry-after-ms (read by OpenAI's SDKs) as
+// header lines to relay.
+std::string RetryAdvice(const bhttp::fields& head) {
+  std::string lines;
+  for (const char* name : {"Retry-After", "Retry-After-Ms"}) {
+    auto value = head[name];
+    if (value.empty() || value.find_first_of("\r\n") != beast::string_view::npos) continue;
+    lines.append(name).append(": ").append(value.data(), value.size()).append("\r\n");
+  }
+  return lines;
 }
 
 }  // namespace
@@ -226,6 +250,7 @@ awaitable<std::optional<Session::Early>> Session::Route(Exchange& x) {
   std::vector<std::string> tried;
   std::string failure;
   int failure_status = 502;
+  int64_t failure_retry_after_ms = 0;
   for (int attempt = 0;; ++attempt) {
     tried.push_back(x.endpoint);
     x.meter.Upstream(x.endpoint);
@@ -299,7 +324,10 @@ awaitable<std::optional<Session::Early>> Session::Route(Exchange& x) {
     if (!retryable) co_return std::nullopt;
     if (x.connection) {  // a 5xx verdict: this connection's body is not wanted
       failure = "upstream " + x.endpoint + " answered " + std::to_string(upstream_status);
-      failure_status = upstream_status == 504 ? 504 : 502;
+      // An overloaded server's 503 stays a 503 (clients retry it), with its
+      // Retry-After; a broken one's 502 and a slow one's 504 stay as well.
+      failure_status = upstream_status;
+      failure_retry_after_ms = RetryAfterMs(x.response->get());
       x.interrupts->upstream = nullptr;
       x.connection.reset();
     }
@@ -314,9 +342,13 @@ awaitable<std::optional<Session::Early>> Session::Route(Exchange& x) {
     if (!next) {
       server_.dispatcher.Finish(x.slot, settled ? "" : x.endpoint, Dispatcher::Outcome::kFailed,
                                 {x.meter.record().input_tokens, 0, 0}, Now());
-      co_return Early::Failed(Refusal{failure_status, "server_error",
-                                      failure_status == 504 ? "upstream_timeout" : "upstream_error",
-                                      failure});
+      const char* code = failure_status == 504   ? "upstream_timeout"
+                         : failure_status == 503 ? "service_unavailable"
+                                                 : "upstream_error";
+      co_return Early::Failed(Refusal{failure_status, "server_error", code, failure,
+                                      failure_status == 503
+                                          ? std::max<int64_t>(failure_retry_after_ms, 1000)
+                                          : failure_retry_after_ms});
     }
     x.endpoint = *next;
   }
@@ -514,9 +546,11 @@ awaitable<bool> Session::Relay(Exchange& x) {
       Meter(x, upstream_status < 400 ? UsageStatus::kCompleted : UsageStatus::kFailed,
             upstream_status);
     }
+    // The server's advice on when to come back (a 429 or 503 of its own)
+    // reaches the client as it was given.
     const std::string head =
         ResponseHead(upstream_status, content_type, static_cast<int64_t>(whole.size()),
-                     x.keep_alive, x.request_id);
+                     x.keep_alive, x.request_id, RetryAdvice(response.get()));
     keep_open = co_await WriteAll(head, whole);
   }
   const UsageRecord& record = x.meter.record();

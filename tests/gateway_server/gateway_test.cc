@@ -146,18 +146,20 @@ class TlsFront {
   std::thread thread_;
 };
 
-// A model server of the old school: answers every request with a JSON body
-// delimited by closing the connection (no Content-Length, not chunked).
-// An upstream that answers every request with `body` (of `content_type`),
-// ended by closing the connection; `body_after_ms` after the head when set,
-// as a server whose head goes out before its prefill is done.
+// A model server of the old school: answers every request with `status` and
+// `body` (of `content_type`, after `extra_headers`) delimited by closing the
+// connection (no Content-Length, not chunked); `body_after_ms` after the head
+// when set, as a server whose head goes out before its prefill is done.
 class CloseDelimitedServer {
  public:
   explicit CloseDelimitedServer(std::string body, std::string content_type = "application/json",
-                                int body_after_ms = 0)
+                                int body_after_ms = 0, std::string status = "200 OK",
+                                std::string extra_headers = "")
       : body_(std::move(body)),
         content_type_(std::move(content_type)),
-        body_after_ms_(body_after_ms) {
+        body_after_ms_(body_after_ms),
+        status_(std::move(status)),
+        extra_headers_(std::move(extra_headers)) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
@@ -196,8 +198,8 @@ class CloseDelimitedServer {
         if (n <= 0) break;
         in.append(buf, static_cast<size_t>(n));
       }
-      const std::string head =
-          "HTTP/1.1 200 OK\r\nContent-Type: " + content_type_ + "\r\nConnection: close\r\n\r\n";
+      const std::string head = "HTTP/1.1 " + status_ + "\r\n" + extra_headers_ +
+                               "Content-Type: " + content_type_ + "\r\nConnection: close\r\n\r\n";
       ::send(c, head.data(), head.size(), MSG_NOSIGNAL);
       if (body_after_ms_ > 0)
         std::this_thread::sleep_for(std::chrono::milliseconds(body_after_ms_));
@@ -209,6 +211,8 @@ class CloseDelimitedServer {
   const std::string body_;
   const std::string content_type_;
   const int body_after_ms_;
+  const std::string status_;
+  const std::string extra_headers_;
   int fd_ = -1;
   int port_ = 0;
   std::thread thread_;
@@ -843,6 +847,30 @@ TEST_F(GatewayTest, AStreamsTimeToFirstTokenIsItsFirstChunkNotTheResponseHead) {
   ASSERT_TRUE(record.has_value());
   EXPECT_EQ(record->output_tokens, 1);
   EXPECT_GE(record->ttft_ms, 300);  // the head came at once, the first token 300 ms later
+}
+
+TEST_F(GatewayTest, AnOverloadedModelServersAdviceOnWhenToRetryReachesTheClient) {
+  const std::string busy = R"({"error":{"message":"busy","type":"server_error"}})";
+  CloseDelimitedServer overloaded(busy, "application/json", 0, "503 Service Unavailable",
+                                  "Retry-After: 7\r\n");
+  CloseDelimitedServer limited(busy, "application/json", 0, "429 Too Many Requests",
+                               "Retry-After: 3\r\nretry-after-ms: 2500\r\n");
+  AddDeployment("dep_1", {{"http://127.0.0.1:" + std::to_string(overloaded.port()), 8}});
+  StartGateway();
+  // A 503 (retried elsewhere when there is an elsewhere): still a 503.
+  RawResponse r = Post(key_a_, ChatBody(2, false));
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_EQ(r.headers["retry-after"], "7");
+  EXPECT_NE(r.body.find("service_unavailable"), std::string::npos) << r.body;
+  // A 429 is the server's answer: relayed with its advice.
+  ChangeRows([&](GatewayPolicyRows& rows) {
+    rows.deployments[0].endpoints = {{"http://127.0.0.1:" + std::to_string(limited.port()), 8}};
+  });
+  RawResponse l = Post(key_a_, ChatBody(2, false));
+  EXPECT_EQ(l.status, 429) << l.body;
+  EXPECT_EQ(l.headers["retry-after"], "3");
+  EXPECT_EQ(l.headers["retry-after-ms"], "2500");
+  EXPECT_EQ(l.body, busy);
 }
 
 TEST_F(GatewayTest, AnAnswerWithoutUsageIsBilledForWhatWasGeneratedAndARefusalForNothing) {
