@@ -4,6 +4,7 @@
 // tenant's dedicated deployments. Tenants see their dedicated deployments
 // and the shared ones of models they are entitled to, without the shared
 // ones' endpoint URLs (the operator's servers).
+#include <algorithm>
 #include <set>
 
 #include "api/gateway_validation.h"
@@ -61,6 +62,19 @@ Status Validate(const DeploymentFields& f) {
   return OkStatus();
 }
 
+// Data residency: a tenant's own deployment stands in one of its regions
+// (the gateway would never route its requests to one elsewhere).
+Status CheckResidency(const Tenant& tenant, const std::string& region) {
+  if (tenant.regions.empty() ||
+      std::find(tenant.regions.begin(), tenant.regions.end(), region) != tenant.regions.end()) {
+    return OkStatus();
+  }
+  std::string allowed;
+  for (const std::string& r : tenant.regions) allowed += (allowed.empty() ? "" : ", ") + r;
+  return Error::InvalidArgument("region " + region + " is outside the tenant's regions (" +
+                                allowed + "): its data may not go there");
+}
+
 void Apply(const DeploymentFields& f, DeploymentRecord& d) {
   if (f.model) d.model = *f.model;
   if (f.version) d.version = *f.version;
@@ -97,6 +111,7 @@ Result<http::Response> CreateDeployment(Context& ctx) {
     }
     if (!tenant.empty()) {
       ATRIUM_ASSIGN_OR_RETURN(Tenant t, ctx.services.store->GetTenant(tenant));
+      ATRIUM_RETURN_IF_ERROR(CheckResidency(t, *fields.region));
       ctx.scope = TenantScope::Of(t.id);
     } else {
       ctx.scope = TenantScope::Platform();
@@ -113,6 +128,8 @@ Result<http::Response> CreateDeployment(Context& ctx) {
       return Error::PermissionDenied(
           "only platform staff create shared deployments; a tenant's are dedicated");
     }
+    ATRIUM_ASSIGN_OR_RETURN(Tenant t, ctx.services.store->GetTenant(p.tenant_id));
+    ATRIUM_RETURN_IF_ERROR(CheckResidency(t, *fields.region));
     d.visibility = "dedicated";
     d.tenant_id = p.tenant_id;
     ctx.scope = TenantScope::Of(p.tenant_id);
@@ -168,6 +185,10 @@ Result<http::Response> UpdateDeployment(Context& ctx) {
   ATRIUM_RETURN_IF_ERROR(r.Finish());
   ATRIUM_RETURN_IF_ERROR(Validate(fields));
   DeploymentRecord d = *ctx.deployment;
+  if (fields.region && !d.tenant_id.empty() && *fields.region != d.region) {
+    ATRIUM_ASSIGN_OR_RETURN(Tenant t, ctx.services.store->GetTenant(d.tenant_id));
+    ATRIUM_RETURN_IF_ERROR(CheckResidency(t, *fields.region));
+  }
   Apply(fields, d);
   d.updated_at = ctx.services.clock->NowMillis();
   ATRIUM_RETURN_IF_ERROR(ctx.services.store->UpdateDeployment(TenantScope::Of(d.tenant_id), d));

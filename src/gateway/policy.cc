@@ -36,6 +36,12 @@ bool Contains(const std::vector<std::string>& list, const std::string& value) {
   return std::find(list.begin(), list.end(), value) != list.end();
 }
 
+// Data residency: the deployment is in one of the tenant's regions (a
+// tenant without regions: any).
+bool InRegions(const Caller& caller, const DeploymentRecord& d) {
+  return caller.regions.empty() || Contains(caller.regions, d.region);
+}
+
 Error ModelNotFound(std::string_view model) {
   return Error::NotFound("The model `" + std::string(model) +
                          "` does not exist or you do not have access to it.");
@@ -173,6 +179,17 @@ Result<const Caller*> PolicySnapshot::Authenticate(std::string_view authorizatio
   return &*entry.verdict;
 }
 
+void PolicySnapshot::AppendDedicated(const Caller& caller, const std::string& model,
+                                     Deployments& out) const {
+  auto tenant = dedicated_.find(caller.tenant_id);
+  if (tenant == dedicated_.end()) return;
+  auto own = tenant->second.find(model);
+  if (own == tenant->second.end()) return;
+  for (const DeploymentRecord* d : own->second) {
+    if (InRegions(caller, *d)) out.push_back(d);
+  }
+}
+
 void PolicySnapshot::AppendShared(const Caller& caller, const std::string& model,
                                   Deployments& out) const {
   auto entitled = entitled_.find(caller.tenant_id);
@@ -180,18 +197,14 @@ void PolicySnapshot::AppendShared(const Caller& caller, const std::string& model
   auto shared = shared_.find(model);
   if (shared == shared_.end()) return;
   for (const DeploymentRecord* d : shared->second) {
-    if (caller.regions.empty() || Contains(caller.regions, d->region)) out.push_back(d);
+    if (InRegions(caller, *d)) out.push_back(d);
   }
 }
 
 Result<ModelRoute> PolicySnapshot::Resolve(const Caller& caller, std::string_view model) const {
   ModelRoute route{std::string(model), {}};
   if (!caller.scopes.empty() && !Contains(caller.scopes, route.model)) return ModelNotFound(model);
-  if (auto tenant = dedicated_.find(caller.tenant_id); tenant != dedicated_.end()) {
-    if (auto own = tenant->second.find(route.model); own != tenant->second.end()) {
-      route.deployments = own->second;
-    }
-  }
+  AppendDedicated(caller, route.model, route.deployments);
   AppendShared(caller, route.model, route.deployments);
   if (route.deployments.empty()) return ModelNotFound(model);
   return route;
@@ -200,7 +213,11 @@ Result<ModelRoute> PolicySnapshot::Resolve(const Caller& caller, std::string_vie
 std::vector<std::string> PolicySnapshot::ModelsFor(const Caller& caller) const {
   std::vector<std::string> models;
   if (auto tenant = dedicated_.find(caller.tenant_id); tenant != dedicated_.end()) {
-    for (const auto& [model, deployments] : tenant->second) models.push_back(model);
+    for (const auto& [model, deployments] : tenant->second) {
+      Deployments own;
+      AppendDedicated(caller, model, own);
+      if (!own.empty()) models.push_back(model);
+    }
   }
   if (auto entitled = entitled_.find(caller.tenant_id); entitled != entitled_.end()) {
     for (const std::string& model : entitled->second) {

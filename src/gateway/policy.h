@@ -75,8 +75,9 @@ class PolicySnapshot {
 
   // The deployments that may serve `model` for `caller`. A model is usable
   // when the tenant has a dedicated deployment of it, or is entitled to it and
-  // a shared deployment of it is in one of the tenant's regions (a tenant
-  // without regions: any region); a key with scopes is narrowed to the models
+  // has a shared one, in one of the tenant's regions (data residency binds
+  // the tenant's own deployments too; a tenant without regions: any
+  // region); a key with scopes is narrowed to the models
   // named there. kNotFound otherwise, with one message whether the model
   // exists or not: "The model `x` does not exist or you do not have access
   // to it."
@@ -99,6 +100,8 @@ class PolicySnapshot {
   using Deployments = std::vector<const DeploymentRecord*>;
 
   PolicySnapshot() = default;
+  // The tenant's dedicated deployments of `model` in its regions.
+  void AppendDedicated(const Caller& caller, const std::string& model, Deployments& out) const;
   // Shared deployments of `model` in `regions` (empty = any), if entitled.
   void AppendShared(const Caller& caller, const std::string& model, Deployments& out) const;
 

@@ -226,6 +226,37 @@ TEST_F(GatewayApiTest, TenantAdminsCreateDedicatedDeploymentsOfTheirOwnTenantOnl
   EXPECT_EQ(BodyOf(placed)["tenant_id"], w().other.id);
 }
 
+TEST_F(GatewayApiTest, ATenantsOwnDeploymentStaysInTheTenantsRegions) {
+  http::Response tenant =
+      h().CallJson("POST", "/api/v1/tenants", Admin(),
+                   {{"name", "resident"}, {"regions", {"eu-west", "eu-north"}}});
+  ASSERT_EQ(tenant.status, 201) << tenant.body;
+  const std::string id = BodyOf(tenant)["id"];
+  Json body = DeploymentBody("resident-model");
+  body["tenant_id"] = id;
+  body["region"] = "us-east";
+  http::Response outside = h().CallJson("POST", "/api/v1/deployments", Admin(), body);
+  EXPECT_EQ(outside.status, 400);
+  EXPECT_EQ(ErrorMessage(outside),
+            "region us-east is outside the tenant's regions (eu-west, eu-north): its data may "
+            "not go there");
+  body["region"] = "eu-north";
+  http::Response inside = h().CallJson("POST", "/api/v1/deployments", Admin(), body);
+  ASSERT_EQ(inside.status, 201) << inside.body;
+  const std::string dep = BodyOf(inside)["id"];
+  // Nor may it move out later; within the regions it may.
+  EXPECT_EQ(
+      h().CallJson("PATCH", "/api/v1/deployments/" + dep, Admin(), {{"region", "us-east"}}).status,
+      400);
+  EXPECT_EQ(
+      h().CallJson("PATCH", "/api/v1/deployments/" + dep, Admin(), {{"region", "eu-west"}}).status,
+      200);
+  // Shared deployments serve many tenants: any region.
+  Json shared = DeploymentBody("resident-model");
+  shared["region"] = "us-east";
+  EXPECT_EQ(h().CallJson("POST", "/api/v1/deployments", Admin(), shared).status, 201);
+}
+
 TEST_F(GatewayApiTest, AnEndpointsPrefillLimitAndBurstAreKeptAndChanged) {
   Json body = DeploymentBody("paced-model");
   body["endpoints"] = Json::array(

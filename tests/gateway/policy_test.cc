@@ -63,7 +63,10 @@ class PolicyTest : public ::testing::Test {
     rows_.deployments = {
         MakeDeployment("dep_b", "llama", "us-east"),
         MakeDeployment("dep_a", "llama", "eu-west"),
-        MakeDeployment("dep_c", "private", "us-east", "tn_eu"),
+        MakeDeployment("dep_c", "private", "eu-west", "tn_eu"),
+        // Dedicated to the eu-west tenant but placed in us-east: residency
+        // keeps its requests out.
+        MakeDeployment("dep_g", "offshore", "us-east", "tn_eu"),
         MakeDeployment("dep_d", "mistral", "us-east"),
         MakeDeployment("dep_e", "llama", "us-east", "tn_any"),
         MakeDeployment("dep_f", "qwen", "eu-west"),
@@ -293,6 +296,7 @@ TEST_F(PolicyTest, UnknownAndForbiddenModelsGetTheSameAnswer) {
   expect_not_found(eu_caller, "mistral");   // entitled, but only in us-east
   expect_not_found(eu_caller, "qwen");      // in eu-west, but not entitled
   expect_not_found(any_caller, "private");  // another tenant's dedicated model
+  expect_not_found(eu_caller, "offshore");  // its own, but outside its regions
 }
 
 TEST_F(PolicyTest, KeyScopesNarrowTheModels) {
