@@ -126,6 +126,7 @@ struct GatewayServer::Impl {
     std::vector<UsageRecord> records;
     uint64_t filling = 1;  // the generation `records` belong to
     uint64_t written = 0;  // every generation up to this one is in the journal
+    uint64_t failed = 0;   // the last generation whose write failed (its records are lost)
     bool flush_posted = false;
   };
   // Queues `record` on `loop`'s batch; returns its generation.
@@ -146,6 +147,7 @@ struct GatewayServer::Impl {
       if (!s.has_value()) {
         spdlog::error("gateway: {} usage records not journaled: {}", batch.records.size(),
                       s.error().message);
+        batch.failed = batch.filling;  // their responses are withheld (Session::WriteAll)
       }
       batch.records.clear();
     }

@@ -98,6 +98,21 @@ awaitable<bool> Session::WriteAll(std::string_view a, std::string_view b) {
     co_await net::post(executor_, net::use_awaitable);
     if (journal_wait_ > server_.journal_batches[loop_].written) server_.FlushJournal(loop_);
   }
+  if (journal_wait_ != 0 && journal_wait_ == server_.journal_batches[loop_].failed) {
+    // The record could not be journaled: the client must not see a success
+    // nobody is billed for. A response not yet begun becomes a 503; one
+    // under way (a stream) is cut off, and its checkpoint bills what it had
+    // relayed.
+    journal_wait_ = 0;
+    if (a.starts_with("HTTP/1.1 ")) {
+      const gateway::Refusal refusal{503, "server_error", "usage_unavailable",
+                                     "the request's usage could not be recorded; retry later",
+                                     1000};
+      const bool keep_alive = false;
+      co_await SendError(refusal, keep_alive, journal_request_);
+    }
+    co_return false;
+  }
   journal_wait_ = 0;
   beast::error_code ec;
   std::array<net::const_buffer, 2> buffers{net::buffer(a.data(), a.size()),

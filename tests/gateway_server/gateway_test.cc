@@ -538,6 +538,25 @@ TEST_F(GatewayTest, RelaysACompletionAndMetersItOnce) {
   EXPECT_EQ(sims_[0]->Served().finished, 1);
 }
 
+TEST_F(GatewayTest, WhenItsUsageCannotBeJournaledARequestDoesNotSucceed) {
+  // The journal on a full disk: /dev/full takes the open and fails every
+  // write with ENOSPC.
+  std::filesystem::create_directories(dir_);
+  std::filesystem::create_symlink("/dev/full", dir_ / "usage.journal");
+  AddDeployment("dep_1", {{StartSim("instant"), 8}});
+  StartGateway();
+  RawResponse r = Post(key_a_, ChatBody(3, false));
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_NE(r.body.find("usage_unavailable"), std::string::npos) << r.body;
+  EXPECT_EQ(r.body.find("completion_tokens"), std::string::npos) << "the answer is withheld";
+  EXPECT_EQ(r.headers["connection"], "close");
+  // A stream is cut off before its end: the client never sees [DONE].
+  RawResponse s = Post(key_a_, ChatBody(3, true));
+  EXPECT_EQ(s.status, 200);
+  EXPECT_EQ(s.body.find("[DONE]"), std::string::npos) << s.body;
+  EXPECT_EQ(sims_[0]->Served().finished, 2);  // the work was done; nobody got it as a success
+}
+
 TEST_F(GatewayTest, ANonStreamedAnswersFirstByteIsWhenTheWholeAnswerGoesOut) {
   // The engine simulator's H100 profile takes tens of milliseconds for 5 tokens.
   AddDeployment("dep_1", {{StartSim("h100-llama3-8b"), 8}});
