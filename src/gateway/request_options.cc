@@ -11,6 +11,12 @@ std::variant<RequestOptions, Refusal> ReadRequestOptions(std::string_view priori
   RequestOptions options;
   options.priority = key_priority;
   if (priority_header == "interactive") {
+    if (key_priority == Priority::kBatch) {
+      // The key's class is a ceiling its admin set: a batch key's requests
+      // do not jump the interactive ones.
+      return Refusal{403, "invalid_request_error", "priority_not_allowed",
+                     "X-Atrium-Priority interactive is above this API key's class (batch)"};
+    }
     options.priority = Priority::kInteractive;
   } else if (priority_header == "batch") {
     options.priority = Priority::kBatch;

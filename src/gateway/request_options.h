@@ -23,7 +23,8 @@ struct DeadlineBounds {
   int64_t max_ms = 600'000;     // the header's largest accepted value
 };
 
-// X-Atrium-Priority: "interactive" or "batch" (absent: the key's class).
+// X-Atrium-Priority: "interactive" or "batch" (absent: the key's class); a
+// request may lower its key's class, not raise it (a 403).
 // X-Atrium-Deadline-Ms: decimal digits only, 1..bounds.max_ms (absent: the
 // default). Anything else is a 400 naming the header.
 std::variant<RequestOptions, Refusal> ReadRequestOptions(std::string_view priority_header,

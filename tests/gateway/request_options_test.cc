@@ -19,7 +19,7 @@ TEST(RequestOptionsTest, HeadersSetPriorityAndDeadlineWithinBounds) {
   const Case cases[] = {
       {"", "", Priority::kInteractive, Priority::kInteractive, 60'000},  // defaults
       {"", "", Priority::kBatch, Priority::kBatch, 60'000},              // the key's class
-      {"interactive", "", Priority::kBatch, Priority::kInteractive, 60'000},
+      {"interactive", "", Priority::kInteractive, Priority::kInteractive, 60'000},
       {"batch", "1", Priority::kInteractive, Priority::kBatch, 1},
       {"", "600000", Priority::kInteractive, Priority::kInteractive, 600'000},
       {"", "000250", Priority::kInteractive, Priority::kInteractive, 250},
@@ -31,6 +31,16 @@ TEST(RequestOptionsTest, HeadersSetPriorityAndDeadlineWithinBounds) {
     EXPECT_EQ(options->priority, c.want_priority) << c.priority;
     EXPECT_EQ(options->deadline_ms, c.want_deadline) << c.deadline;
   }
+}
+
+TEST(RequestOptionsTest, ARequestMayNotRaiseItsKeysClass) {
+  auto got = ReadRequestOptions("interactive", "", Priority::kBatch, kBounds);
+  const auto* refusal = std::get_if<Refusal>(&got);
+  ASSERT_NE(refusal, nullptr);
+  EXPECT_EQ(refusal->status, 403);
+  EXPECT_EQ(refusal->code, "priority_not_allowed");
+  EXPECT_EQ(refusal->message,
+            "X-Atrium-Priority interactive is above this API key's class (batch)");
 }
 
 TEST(RequestOptionsTest, BadHeadersAre400sNamingTheHeader) {
