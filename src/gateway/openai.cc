@@ -516,8 +516,8 @@ std::string SseRelay::Feed(std::string_view bytes) {
 std::string SseRelay::Finish() {
   if (pass_through_) return {};
   if (line_start_ < held_.size()) ProcessLine(std::string_view(held_).substr(line_start_));
-  MeterEvent();
-  std::string out = std::move(held_);
+  const bool drop = MeterEvent();  // a usage-only chunk the client did not ask for
+  std::string out = drop ? std::string() : std::move(held_);
   held_.clear();
   scan_ = line_start_ = 0;
   return out;

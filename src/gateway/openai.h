@@ -93,7 +93,8 @@ class SseRelay {
 
   std::string Feed(std::string_view bytes);
   // At the end of the upstream body: whatever is still held (an incomplete
-  // last event), passed through; its complete data lines are metered.
+  // last event), passed through, or dropped like any usage-only chunk the
+  // client did not ask for; its complete data lines are metered.
   std::string Finish();
 
   const Usage& usage() const { return usage_; }

@@ -470,12 +470,21 @@ TEST(SseRelayTest, JoinsMultiLineData) {
 }
 
 TEST(SseRelayTest, FinishPassesAnIncompleteLastEventAndMetersIt) {
-  SseRelay relay(false);
   const std::string tail =
       R"(data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":4}})";
-  EXPECT_EQ(relay.Feed(ContentChunk("a") + tail), ContentChunk("a"));
-  EXPECT_EQ(relay.Finish(), tail);
-  EXPECT_EQ(relay.usage().completion_tokens, 4);
+  SseRelay asked(true);
+  EXPECT_EQ(asked.Feed(ContentChunk("a") + tail), ContentChunk("a"));
+  EXPECT_EQ(asked.Finish(), tail);
+  EXPECT_EQ(asked.usage().completion_tokens, 4);
+  // Unterminated or not, a usage-only chunk reaches only a client that asked.
+  SseRelay not_asked(false);
+  EXPECT_EQ(not_asked.Feed(ContentChunk("a") + tail), ContentChunk("a"));
+  EXPECT_EQ(not_asked.Finish(), "");
+  EXPECT_EQ(not_asked.usage().completion_tokens, 4);
+  const std::string content_tail = R"(data: {"choices":[{"delta":{"content":"b"}}]})";
+  SseRelay content(false);
+  EXPECT_EQ(content.Feed(content_tail), "");
+  EXPECT_EQ(content.Finish(), content_tail);
 }
 
 TEST(SseRelayTest, StopsFilteringPastTheEventCap) {
