@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -19,9 +21,11 @@
 #include <boost/asio/write.hpp>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 #include "engine_sim/server.h"
@@ -555,6 +559,61 @@ TEST_F(GatewayTest, WhenItsUsageCannotBeJournaledARequestDoesNotSucceed) {
   EXPECT_EQ(s.status, 200);
   EXPECT_EQ(s.body.find("[DONE]"), std::string::npos) << s.body;
   EXPECT_EQ(sims_[0]->Served().finished, 2);  // the work was done; nobody got it as a success
+}
+
+TEST_F(GatewayTest, PromptsAndCompletionsAreNeitherLoggedNorStored) {
+  AddDeployment("dep_1", {{StartSim("instant"), 8}});
+  StartGateway();
+  const std::string prompt = "the-secret-plan-0xC0FFEE";
+  Json body = {{"model", "sim-model"},
+               {"messages", {{{"role", "user"}, {"content", prompt}}}},
+               {"max_tokens", 12}};
+  // Everything the gateway would ever log, wherever the logger writes it.
+  const spdlog::level::level_enum level = spdlog::get_level();
+  spdlog::set_level(spdlog::level::trace);
+  std::ostringstream log;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(log);
+  spdlog::default_logger()->sinks().push_back(sink);
+  ::testing::internal::CaptureStderr();
+  RawResponse plain = Post(key_a_, body.dump());
+  body["stream"] = true;
+  RawResponse streamed = Post(key_a_, body.dump());
+  RawResponse failed =
+      Post(key_a_, R"({"model":"sim-model","messages":"the-secret-plan-0xC0FFEE"})");
+  spdlog::default_logger()->flush();
+  const std::string logged = log.str() + ::testing::internal::GetCapturedStderr();
+  auto& sinks = spdlog::default_logger()->sinks();
+  sinks.erase(std::find(sinks.begin(), sinks.end(), sink));
+  spdlog::set_level(level);
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  ASSERT_EQ(failed.status, 400) << failed.body;
+  const std::string completion =
+      Json::parse(plain.body)["choices"][0]["message"]["content"].get<std::string>();
+  ASSERT_GE(completion.size(), 12u);
+  ASSERT_TRUE(RecordOf(plain.headers["x-request-id"]).has_value());
+  ASSERT_TRUE(RecordOf(streamed.headers["x-request-id"]).has_value());
+  ASSERT_TRUE(RecordOf(failed.headers["x-request-id"]).has_value());
+  journal_->Stop();  // everything it holds is in its files now
+  std::vector<std::pair<std::string, std::string>> places = {{"the log", logged}};
+  for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
+    std::ifstream in(entry.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    places.emplace_back(entry.path().filename().string(), text.str());
+  }
+  {
+    std::lock_guard lock(store_.mu);
+    for (const auto& [id, r] : store_.rows) {
+      places.emplace_back("record " + id, r.id + r.tenant_id + r.key_id + r.model +
+                                              r.deployment_id + r.endpoint + r.api + r.status);
+    }
+  }
+  for (const auto& [where, text] : places) {
+    EXPECT_EQ(text.find(prompt), std::string::npos) << "the prompt is in " << where;
+    EXPECT_EQ(text.find(completion), std::string::npos) << "the completion is in " << where;
+  }
+  EXPECT_GE(places.size(), 4u);  // the log, the journal's files, the records
 }
 
 TEST_F(GatewayTest, ANonStreamedAnswersFirstByteIsWhenTheWholeAnswerGoesOut) {

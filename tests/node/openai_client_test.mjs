@@ -175,3 +175,54 @@ test('a key revoked in the control plane stops working at the gateway within 1 s
   }
   assert.ok(refusedAfter >= 0 && refusedAfter < 1000, `refused after ${refusedAfter} ms`);
 });
+
+test('entitlement, limit and suspension changes reach the gateway within 1 s', async () => {
+  const admin = readFileSync(join(dataDir, 'admin.token'), 'utf8').trim();
+  const me = await (await fetch(apiUrl + '/api/v1/whoami', {
+    headers: { authorization: 'Bearer ' + demoKey } })).json();
+  const tenant = me.tenant.id;
+  const api = (method, path, body) => fetch(apiUrl + path, {
+    method,
+    headers: { authorization: 'Bearer ' + admin, 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  // Makes the change, then calls the model until the answer's status is
+  // `want`: how long that took (-1: not within 3 s).
+  async function reaches(change, want) {
+    const made = await change();
+    assert.ok(made.ok, `${made.status} ${await made.text()}`);
+    const start = Date.now();
+    while (Date.now() - start < 3000) {
+      let status = 200;
+      try {
+        await client.chat.completions.create({
+          model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 1 });
+      } catch (e) {
+        if (!(e instanceof OpenAI.APIError)) throw e;
+        status = e.status;
+      }
+      if (status === want) return Date.now() - start;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    return -1;
+  }
+  const within = (ms, what) => assert.ok(ms >= 0 && ms < 1000, `${what}: ${ms} ms`);
+
+  const entitlement = `/api/v1/tenants/${tenant}/entitlements/${MODEL}`;
+  within(await reaches(() => api('DELETE', entitlement), 404), 'entitlement revoked');
+  within(await reaches(() => api('PUT', entitlement), 200), 'entitlement granted again');
+
+  const limits = `/api/v1/tenants/${tenant}/gateway-limits`;
+  const before = (await (await api('GET', limits)).json()).items.find((l) => l.key_id === null);
+  const { requests_per_minute, tokens_per_minute, max_concurrent, max_queued } = before;
+  within(await reaches(() => api('PUT', limits, {
+    requests_per_minute: 1, tokens_per_minute, max_concurrent, max_queued }), 429),
+  'a requests-per-minute limit');
+  within(await reaches(() => api('PUT', limits, {
+    requests_per_minute, tokens_per_minute, max_concurrent, max_queued }), 200), 'the limit lifted');
+
+  within(await reaches(() => api('POST', `/api/v1/tenants/${tenant}/suspend`), 401),
+    'the tenant suspended');
+  within(await reaches(() => api('POST', `/api/v1/tenants/${tenant}/resume`), 200),
+    'the tenant resumed');
+});
