@@ -12,6 +12,8 @@ std::string_view UsageStatusName(UsageStatus status) {
       return "rejected";
     case UsageStatus::kCancelled:
       return "cancelled";
+    case UsageStatus::kInterrupted:
+      return "interrupted";  // as the journal spells a crash's checkpoints
   }
   return "failed";
 }

@@ -23,10 +23,11 @@ namespace atrium::gateway {
 
 // How a request ended, as UsageRecord::status spells it.
 enum class UsageStatus {
-  kCompleted,  // answered (2xx/3xx/4xx relayed from the model server)
-  kFailed,     // the model server failed or broke off, or none could be reached
-  kRejected,   // refused by the gateway before reaching a model server
-  kCancelled,  // the client went away
+  kCompleted,    // answered (2xx/3xx/4xx relayed from the model server)
+  kFailed,       // the model server failed or broke off, or none could be reached
+  kRejected,     // refused by the gateway before reaching a model server
+  kCancelled,    // the client went away
+  kInterrupted,  // cut off by the gateway's own end (a stop whose drain time ran out)
 };
 std::string_view UsageStatusName(UsageStatus status);
 

@@ -57,6 +57,12 @@ bool ParseBuffered(UpstreamConnection& connection,
   return response.is_done() || response.get().body().size != room;
 }
 
+// The answer to a request Stop() cut off after the drain time.
+Refusal ShuttingDown() {
+  return Refusal{503, "server_error", "service_unavailable",
+                 "the gateway is stopping; retry the request", 1000};
+}
+
 // A server's Retry-After in milliseconds when given in seconds (as model
 // servers give it); 0 when absent or a date.
 int64_t RetryAfterMs(const bhttp::fields& head) {
@@ -194,6 +200,7 @@ std::optional<Session::Early> Session::Prepare(Exchange& x, const HttpRequest& r
 awaitable<std::optional<Session::Early>> Session::Queue(Exchange& x) {
   x.interrupts = std::make_shared<Interrupts>();
   x.interrupts->session = weak_from_this();
+  running_ = x.interrupts;
   std::optional<net::steady_timer> queue_timer;  // only when the request waits
   Admission admission =
       server_.dispatcher.Admit(x.slot, Now(), [executor = executor_, interrupts = x.interrupts] {
@@ -228,6 +235,7 @@ awaitable<std::optional<Session::Early>> Session::Queue(Exchange& x) {
     x.endpoint = *grant;
   } else if (server_.dispatcher.Cancel(x.slot.id, Now())) {
     if (x.interrupts->client_gone) co_return Early::Cancelled();
+    if (x.interrupts->shutting_down) co_return Early::Rejected(ShuttingDown());
     co_return Early::Rejected(Refusal{504, "timeout", "queue_timeout",
                                       "the request waited " +
                                           std::to_string(x.slot.deadline_ms - x.arrived) +
@@ -279,7 +287,7 @@ awaitable<std::optional<Session::Early>> Session::Route(Exchange& x) {
         }
         UpstreamConnection& connection = *x.connection;
         x.interrupts->upstream = &connection;
-        if (x.interrupts->client_gone) break;
+        if (x.interrupts->client_gone || x.interrupts->shutting_down) break;
         std::array<net::const_buffer, 2> out{net::buffer(head), net::buffer(upstream_body)};
         connection.tcp().expires_after(Millis(options().first_byte_timeout_ms));
         auto write = connection.With([&](auto& stream) {
@@ -312,12 +320,13 @@ awaitable<std::optional<Session::Early>> Session::Route(Exchange& x) {
         if (!was_reused || x.interrupts->client_gone) break;
       }
     }
-    if (x.interrupts->client_gone) {
+    if (x.interrupts->client_gone || x.interrupts->shutting_down) {
       x.interrupts->upstream = nullptr;
       x.connection.reset();
       server_.dispatcher.Finish(x.slot, x.endpoint, Dispatcher::Outcome::kAbandoned,
                                 {x.meter.record().input_tokens, 0, 0}, Now());
-      co_return Early::Cancelled();
+      if (x.interrupts->client_gone) co_return Early::Cancelled();
+      co_return Early{UsageStatus::kInterrupted, ShuttingDown()};
     }
     const int upstream_status = x.connection ? static_cast<int>(x.response->get().result_int()) : 0;
     const bool retryable =
@@ -515,7 +524,11 @@ awaitable<bool> Session::Relay(Exchange& x) {
       count_tokens();
       if (!x.meter.finished()) {
         if (client_ok) {
-          Meter(x, UsageStatus::kFailed, 502);
+          if (x.interrupts->shutting_down) {
+            Meter(x, UsageStatus::kInterrupted, 503);
+          } else {
+            Meter(x, UsageStatus::kFailed, 502);
+          }
         } else {
           Meter(x, UsageStatus::kCancelled, 499);
         }
@@ -529,6 +542,12 @@ awaitable<bool> Session::Relay(Exchange& x) {
       outcome = Dispatcher::Outcome::kAbandoned;
       Meter(x, UsageStatus::kCancelled, 499);
       keep_open = false;
+    } else if (x.interrupts->shutting_down) {
+      outcome = Dispatcher::Outcome::kAbandoned;  // no verdict on the endpoint
+      Meter(x, UsageStatus::kInterrupted, 503);
+      const Refusal error = ShuttingDown();
+      const bool keep_alive = false;
+      keep_open = co_await SendError(error, keep_alive, x.request_id);
     } else {
       outcome = Dispatcher::Outcome::kFailed;
       Meter(x, UsageStatus::kFailed, 502);

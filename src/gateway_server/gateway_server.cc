@@ -18,6 +18,12 @@
 #include "gateway_server/session.h"
 
 namespace atrium::gateway_server {
+namespace {
+
+// How long requests Stop() cut off get to answer and be recorded.
+constexpr int64_t kCutGraceMs = 2000;
+
+}  // namespace
 
 void GatewayServer::Impl::DeferWatch(size_t loop, const std::shared_ptr<Interrupts>& interrupts) {
   DeferredWatches& watches = *deferred_watches[loop];
@@ -200,16 +206,26 @@ void GatewayServer::Stop(int drain_ms) {
     impl.acceptor.close(ignored);
   });
   net::post(*impl.loops[0], [&impl] { impl.maintenance_timer.cancel(); });
-  std::vector<std::function<void()>> closers;
-  {
-    std::lock_guard lock(impl.sessions_mu);
-    for (auto& [session, close] : impl.closers) closers.push_back(close);
-  }
-  for (auto& close : closers) close();
-  {
-    // Requests in flight finish; keep-alive connections end after them.
+  auto close_all = [&impl](bool cut) {
+    std::vector<std::function<void(bool)>> closers;
+    {
+      std::lock_guard lock(impl.sessions_mu);
+      for (auto& [session, close] : impl.closers) closers.push_back(close);
+    }
+    for (auto& close : closers) close(cut);
+  };
+  auto drained = [&impl](int64_t ms) {
     std::unique_lock lock(impl.sessions_mu);
-    impl.sessions_done.wait_for(lock, Millis(drain_ms), [&] { return impl.sessions == 0; });
+    return impl.sessions_done.wait_for(lock, Millis(ms), [&] { return impl.sessions == 0; });
+  };
+  close_all(false);
+  // Requests in flight finish; keep-alive connections end after them. What
+  // still runs when the drain time is up is cut: a queued request leaves
+  // its queue, a running one its model server; each answers 503 (a stream
+  // breaks off) and is recorded, before the loops stop.
+  if (!drained(drain_ms)) {
+    close_all(true);
+    drained(kCutGraceMs);
   }
   impl.keep_running.clear();
   for (auto& loop : impl.loops) loop->stop();

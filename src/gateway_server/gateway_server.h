@@ -59,7 +59,8 @@ class GatewayServer {
   // Binds, starts the I/O threads and health checks; returns the bound port.
   Result<int> Start();
   // Stops accepting, lets requests in flight finish (up to drain_ms), then
-  // closes what is left and joins the threads.
+  // cuts what still runs or waits (each answered 503, a stream broken off,
+  // and recorded; up to 2 s more) and joins the threads.
   void Stop(int drain_ms = 10'000);
 
   Dispatcher& dispatcher();

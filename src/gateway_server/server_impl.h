@@ -68,6 +68,7 @@ class Session;
 struct Interrupts {
   bool done = false;
   bool client_gone = false;
+  bool shutting_down = false;      // cut by Stop() once its drain time ran out
   bool watched = false;            // the client's socket is being watched
   std::weak_ptr<Session> session;  // whose client it is
   net::steady_timer* queue_timer = nullptr;
@@ -167,8 +168,10 @@ struct GatewayServer::Impl {
   std::mutex sessions_mu;
   std::condition_variable sessions_done;
   int sessions = 0;  // GUARDED_BY(sessions_mu)
-  // Per live session: ends it if it is waiting for a request (Stop()).
-  std::unordered_map<const void*, std::function<void()>> closers;  // GUARDED_BY(sessions_mu)
+  // Per live session: ends it if it is waiting for a request; with `cut`,
+  // also interrupts the exchange it is running (Stop()).
+  std::unordered_map<const void*, std::function<void(bool cut)>>
+      closers;  // GUARDED_BY(sessions_mu)
 
   // The I/O objects below are destroyed before the loops they live on.
   std::vector<std::unique_ptr<net::io_context>> loops;

@@ -79,10 +79,15 @@ Session::~Session() {
 void Session::Start() {
   {
     std::lock_guard lock(server_.sessions_mu);
-    server_.closers[this] = [weak = weak_from_this()] {
+    server_.closers[this] = [weak = weak_from_this()](bool cut) {
       if (auto self = weak.lock()) {
-        net::post(self->executor_, [self] {
+        net::post(self->executor_, [self, cut] {
           if (self->idle_) self->stream_.cancel();
+          auto running = self->running_.lock();
+          if (cut && running && !running->done) {
+            running->shutting_down = true;
+            running->Interrupt();
+          }
         });
       }
     };

@@ -97,10 +97,11 @@ class Session : public std::enable_shared_from_this<Session> {
   UpstreamPool& pool_;
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
-  std::string piece_;            // a streamed response's bytes on their way through the relay
-  uint64_t journal_wait_ = 0;    // the journal batch the next write waits for (0: none)
-  std::string journal_request_;  // the request whose record that batch holds
-  bool idle_ = false;            // waiting for the next request
+  std::string piece_;                  // a streamed response's bytes on their way through the relay
+  uint64_t journal_wait_ = 0;          // the journal batch the next write waits for (0: none)
+  std::string journal_request_;        // the request whose record that batch holds
+  bool idle_ = false;                  // waiting for the next request
+  std::weak_ptr<Interrupts> running_;  // the exchange under way, if any (Stop() cuts it)
   gateway::PolicySnapshot::KeyMemo key_memo_;  // this client's key, verified
   // The whole of a request must arrive by read_deadline_. One timer per
   // connection, re-armed only when it fires: moving the deadline for the

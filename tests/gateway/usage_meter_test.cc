@@ -146,6 +146,7 @@ TEST(UsageMeterTest, StatusNamesAreTheStoredOnes) {
   EXPECT_EQ(UsageStatusName(UsageStatus::kFailed), "failed");
   EXPECT_EQ(UsageStatusName(UsageStatus::kRejected), "rejected");
   EXPECT_EQ(UsageStatusName(UsageStatus::kCancelled), "cancelled");
+  EXPECT_EQ(UsageStatusName(UsageStatus::kInterrupted), "interrupted");
 }
 
 }  // namespace

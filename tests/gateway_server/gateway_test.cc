@@ -616,6 +616,35 @@ TEST_F(GatewayTest, PromptsAndCompletionsAreNeitherLoggedNorStored) {
   EXPECT_GE(places.size(), 4u);  // the log, the journal's files, the records
 }
 
+TEST_F(GatewayTest, AStopWhoseDrainTimeRunsOutAnswersAndRecordsWhatItCuts) {
+  // One slot, on a model server whose first token takes a minute.
+  AddDeployment("dep_1", {{StartSim("idle"), 1}});
+  StartGateway();
+  RawResponse running, queued;
+  std::thread first([&] { running = Post(key_a_, ChatBody(2, false)); });
+  std::this_thread::sleep_for(300ms);
+  std::thread second([&] { queued = Post(key_b_, ChatBody(2, false)); });
+  std::this_thread::sleep_for(300ms);
+  const auto stop_began = std::chrono::steady_clock::now();
+  gateway_->Stop(200);
+  EXPECT_LT(std::chrono::steady_clock::now() - stop_began, 3s);
+  first.join();
+  second.join();
+  EXPECT_EQ(running.status, 503) << running.body;
+  EXPECT_EQ(queued.status, 503) << queued.body;
+  EXPECT_NE(running.body.find("the gateway is stopping"), std::string::npos) << running.body;
+  auto ran = RecordOf(running.headers["x-request-id"]);
+  auto waited = RecordOf(queued.headers["x-request-id"]);
+  ASSERT_TRUE(ran.has_value());
+  ASSERT_TRUE(waited.has_value());
+  EXPECT_EQ(ran->status, "interrupted");
+  EXPECT_EQ(ran->http_status, 503);
+  EXPECT_EQ(ran->endpoint, rows_.deployments[0].endpoints[0].url);
+  EXPECT_EQ(waited->status, "rejected");
+  EXPECT_EQ(waited->http_status, 503);
+  EXPECT_EQ(waited->tenant_id, "tn_b");
+}
+
 TEST_F(GatewayTest, ANonStreamedAnswersFirstByteIsWhenTheWholeAnswerGoesOut) {
   // The engine simulator's H100 profile takes tens of milliseconds for 5 tokens.
   AddDeployment("dep_1", {{StartSim("h100-llama3-8b"), 8}});
