@@ -3,6 +3,7 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <optional>
 
@@ -97,6 +98,25 @@ Result<std::optional<int64_t>> NonNegativeInt(object body, const char* name) {
   int64_t n = 0;
   if (v->type() != element_type::INT64 || v->get_int64().get(n) != simdjson::SUCCESS || n < 0) {
     return FieldError(name, "a non-negative integer");  // UINT64: above int64's range
+  }
+  return std::optional<int64_t>(n);
+}
+
+// A count of choices: an integer 1..kMaxChoices, written as one or as a
+// number with no fraction (1e0, 2.0: model servers' validators take those).
+Result<std::optional<int64_t>> ChoiceCount(object body, const char* name) {
+  auto v = Member(body, name);
+  if (!v) return std::optional<int64_t>();
+  int64_t n = 0;
+  double d = 0;
+  if (v->type() == element_type::INT64) {
+    if (v->get_int64().get(n) != simdjson::SUCCESS) n = 0;
+  } else if (v->type() == element_type::DOUBLE && v->get_double().get(d) == simdjson::SUCCESS &&
+             d >= 1 && d <= static_cast<double>(kMaxChoices) && d == std::floor(d)) {
+    n = static_cast<int64_t>(d);
+  }
+  if (n < 1 || n > kMaxChoices) {
+    return FieldError(name, "an integer from 1 to " + std::to_string(kMaxChoices));
   }
   return std::optional<int64_t>(n);
 }
@@ -391,6 +411,12 @@ Result<ParsedRequest> ParseRequest(Api api, std::string_view body) {
         ATRIUM_ASSIGN_OR_RETURN(std::optional<int64_t> max_completion,
                                 NonNegativeInt(*json, "max_completion_tokens"));
         request.max_tokens = max_completion.value_or(max_tokens.value_or(0));
+        // Each of n choices (best_of candidates, for completions) is generated.
+        for (const char* name : {"n", "best_of"}) {
+          if (api != Api::kCompletions && std::string_view(name) == "best_of") continue;
+          ATRIUM_ASSIGN_OR_RETURN(std::optional<int64_t> count, ChoiceCount(*json, name));
+          request.choices = std::max(request.choices, count.value_or(1));
+        }
         return request;
       });
 }

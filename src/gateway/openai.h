@@ -22,18 +22,21 @@ struct ParsedRequest {
   bool stream = false;              // embeddings: always false
   bool client_wants_usage = false;  // stream_options.include_usage == true in the client's body
   int64_t max_tokens = 0;           // max_completion_tokens or max_tokens; 0 when absent
+  int64_t choices = 1;              // completions generated: max(n, best_of), at least 1
   int64_t estimated_input_tokens = 0;
 };
 
 // Validates the body: a JSON object; "model" a non-empty string (at most 256
 // bytes); "stream" a bool; max_completion_tokens / max_tokens non-negative
-// integers (max_completion_tokens wins when both are given); stream_options an
+// integers (max_completion_tokens wins when both are given); n and best_of
+// (completions) integers 1..kMaxChoices; stream_options an
 // object whose include_usage is a bool; "messages" (chat) a non-empty array of
 // objects, "prompt" (completions) and "input" (embeddings) a string or an
 // array. Optional fields may be null, as OpenAI allows. Unknown fields are
 // allowed (they are relayed). Errors are kInvalidArgument naming the field,
 // for an OpenAI 400.
 Result<ParsedRequest> ParseRequest(Api api, std::string_view body);
+inline constexpr int64_t kMaxChoices = 128;  // OpenAI's own bound on n
 
 // ceil(bytes / 4): the usual rough ratio of text to tokens. The request
 // estimate built on it (ParseRequest) is:

@@ -45,7 +45,7 @@ std::variant<RequestOptions, Refusal> ReadRequestOptions(std::string_view priori
 int64_t ReservedTokens(Api api, const ParsedRequest& request, int64_t default_output) {
   int64_t output = request.max_tokens;
   if (output <= 0) output = api == Api::kEmbeddings ? 0 : default_output;
-  return request.estimated_input_tokens + output;
+  return request.estimated_input_tokens + output * std::max<int64_t>(request.choices, 1);
 }
 
 }  // namespace atrium::gateway

@@ -35,7 +35,8 @@ std::variant<RequestOptions, Refusal> ReadRequestOptions(std::string_view priori
 // Tokens a request takes from the token buckets before admission (settled
 // with the real usage afterwards): its input estimate plus max_tokens, or,
 // without max_tokens, `default_output` for a completion (the answer's length
-// is unknown) and nothing for embeddings (they produce no output).
+// is unknown) and nothing for embeddings (they produce no output), times
+// the choices generated (n, best_of).
 int64_t ReservedTokens(Api api, const ParsedRequest& request, int64_t default_output);
 
 }  // namespace atrium::gateway

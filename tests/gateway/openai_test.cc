@@ -60,6 +60,19 @@ TEST(OpenAiTest, DefaultsWhenOptionalFieldsAreAbsentOrNull) {
   EXPECT_EQ(nulls->max_tokens, 0);
 }
 
+TEST(OpenAiTest, EveryChoiceGeneratedCounts) {
+  auto chat = ParseRequest(Api::kChatCompletions,
+                           R"({"model":"m","n":4,"messages":[{"role":"user","content":"x"}]})");
+  ASSERT_OK(chat);
+  EXPECT_EQ(chat->choices, 4);
+  auto best = ParseRequest(Api::kCompletions, R"({"model":"m","prompt":"x","n":2,"best_of":5})");
+  ASSERT_OK(best);
+  EXPECT_EQ(best->choices, 5);
+  auto plain = ParseRequest(Api::kCompletions, R"({"model":"m","prompt":"x","n":null})");
+  ASSERT_OK(plain);
+  EXPECT_EQ(plain->choices, 1);
+}
+
 TEST(OpenAiTest, MaxCompletionTokensWinsOverMaxTokens) {
   auto r = ParseRequest(Api::kChatCompletions, R"({"model":"m","max_tokens":10,
       "max_completion_tokens":20,"messages":[{"role":"user","content":"x"}]})");
@@ -148,6 +161,9 @@ TEST(OpenAiTest, RejectsMalformedBodiesNamingTheField) {
                    "max_completion_tokens");
   ExpectFieldError(Api::kChatCompletions, R"({"model":"m","stream_options":true,)" + msgs + "}",
                    "stream_options");
+  ExpectFieldError(Api::kChatCompletions, R"({"model":"m","n":0,)" + msgs + "}", "n");
+  ExpectFieldError(Api::kChatCompletions, R"({"model":"m","n":129,)" + msgs + "}", "n");
+  ExpectFieldError(Api::kCompletions, R"({"model":"m","prompt":"x","best_of":"2"})", "best_of");
   ExpectFieldError(Api::kChatCompletions,
                    R"({"model":"m","stream_options":{"include_usage":1},)" + msgs + "}",
                    "stream_options.include_usage");

@@ -79,6 +79,9 @@ TEST(RequestOptionsTest, ReservesInputAndMaxTokensOrADefaultAnswer) {
   EXPECT_EQ(ReservedTokens(Api::kChatCompletions, r, 1024), 30 + 1024);
   EXPECT_EQ(ReservedTokens(Api::kCompletions, r, 1024), 30 + 1024);
   EXPECT_EQ(ReservedTokens(Api::kEmbeddings, r, 1024), 30);  // no output
+  r.max_tokens = 100;
+  r.choices = 3;  // n: three answers generated
+  EXPECT_EQ(ReservedTokens(Api::kChatCompletions, r, 1024), 30 + 300);
 }
 
 }  // namespace
