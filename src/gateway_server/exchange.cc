@@ -398,9 +398,12 @@ awaitable<bool> Session::Relay(Exchange& x) {
     if (streaming) {
       x.meter.Tokens(relay.usage(), relay.StreamedTokens());
     } else {
-      std::optional<int64_t> estimate;
-      if (upstream_status == 200) estimate = gateway::EstimateOutputTokens(x.api, whole);
-      x.meter.Tokens(gateway::UsageFromResponse(whole), estimate);
+      const gateway::Usage reported = gateway::UsageFromResponse(whole);
+      std::optional<int64_t> estimate;  // parses the body again: only when needed
+      if (!reported.present && upstream_status == 200) {
+        estimate = gateway::EstimateOutputTokens(x.api, whole);
+      }
+      x.meter.Tokens(reported, estimate);
     }
   };
 
