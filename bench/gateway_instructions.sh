@@ -11,6 +11,7 @@
 #        (defaults build-bench/apps/atrium/atrium, build-bench/bench/proxy_floor;
 #         the floor is skipped when it is not built)
 # env:   COUNT_SECONDS=15 COUNT_CONNECTIONS=8
+#        KEEP_PROFILES=DIR  copy callgrind's files there (for callgrind_annotate)
 set -euo pipefail
 
 BIN=${1:-build-bench/apps/atrium/atrium}
@@ -54,6 +55,9 @@ count() {
       awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}' || true)
     total=$((total + ${ir:-0}))
   done
+  if [[ -n "${KEEP_PROFILES:-}" ]]; then
+    mkdir -p "$KEEP_PROFILES" && cp "$prefix".*.* "$KEEP_PROFILES/"
+  fi
   printf '%-8s %9d requests %14d instructions %9d per request\n' "$name" "$requests" "$total" \
     $((total / requests))
 }
