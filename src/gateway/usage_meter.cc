@@ -38,9 +38,9 @@ void UsageMeter::Dequeued(int64_t now_ms) { record_.queue_ms = now_ms - record_.
 
 void UsageMeter::Upstream(const std::string& endpoint) { record_.endpoint = endpoint; }
 
-void UsageMeter::Answered(int upstream_status) {
-  served_ = served_ || (upstream_status >= 200 && upstream_status < 300);
-}
+void UsageMeter::Sent() { sent_ = true; }
+
+void UsageMeter::Answered(int upstream_status) { answered_ = upstream_status; }
 
 void UsageMeter::FirstByte(int64_t now_ms) {
   if (first_byte_at_ == 0) first_byte_at_ = now_ms;
@@ -48,7 +48,7 @@ void UsageMeter::FirstByte(int64_t now_ms) {
 
 void UsageMeter::Tokens(const Usage& reported, std::optional<int64_t> counted) {
   if (reported.present) {
-    served_ = true;
+    reported_ = true;
     record_.input_tokens = reported.prompt_tokens;
     record_.output_tokens = reported.completion_tokens;
     record_.cached_tokens = reported.cached_tokens;
@@ -63,7 +63,8 @@ void UsageMeter::Times(int64_t now_ms) {
 }
 
 UsageRecord UsageMeter::Finish(UsageStatus status, int http_status, int64_t now_ms) {
-  if (!served_) {
+  const bool took_on = sent_ && (answered_ == 0 || (answered_ >= 200 && answered_ < 300));
+  if (!reported_ && !took_on) {
     record_.input_tokens = 0;
     record_.output_tokens = 0;
     record_.cached_tokens = 0;

@@ -6,8 +6,10 @@
 // gateway's own count stands for the output (a stream's content chunks, or
 // an estimate from a non-streamed answer's generated text) and the input is
 // the admission estimate. A request no model server took on (refused by the
-// gateway, never reached one, or answered with an error status and no
-// usage) is recorded with no tokens: nothing was served.
+// gateway, never sent to one, or answered with an error status and no
+// usage) is recorded with no tokens: nothing was served. One sent and never
+// answered (the client left, the gateway stopped, the server went silent)
+// keeps the input estimate: the server took it on.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +41,8 @@ class UsageMeter {
   void Routed(const std::string& deployment_id);
   void Dequeued(int64_t now_ms);  // the wait in the fair queue ends
   void Upstream(const std::string& endpoint);
+  // The request's body went to a model server.
+  void Sent();
   // The model server answered with this status (its response head came).
   void Answered(int upstream_status);
   // The first token reaches the client: a stream's first body bytes, or a
@@ -64,7 +68,9 @@ class UsageMeter {
 
   UsageRecord record_;
   int64_t first_byte_at_ = 0;
-  bool served_ = false;  // answered 2xx, or usage reported
+  bool sent_ = false;      // a model server has the request
+  int answered_ = 0;       // the status it answered (0: none yet)
+  bool reported_ = false;  // it reported usage
   bool finished_ = false;
 };
 

@@ -295,6 +295,7 @@ awaitable<std::optional<Session::Early>> Session::Route(Exchange& x) {
         });
         co_await std::move(write);
         if (!ec) {
+          x.meter.Sent();
           x.response.emplace();
           // No limit here (streams run long; non-streamed bodies are capped
           // in Relay). Not boost::none: Boost 1.74 then rejects every

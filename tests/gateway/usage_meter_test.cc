@@ -92,6 +92,7 @@ TEST(UsageMeterTest, ARequestNoModelServerTookOnIsRecordedWithNoTokens) {
   // The server answered with an error and no usage: nothing served.
   UsageRecord error = finished(
       [](UsageMeter& m) {
+        m.Sent();
         m.Answered(503);
         m.Tokens(Usage{}, std::nullopt);
       },
@@ -100,6 +101,7 @@ TEST(UsageMeterTest, ARequestNoModelServerTookOnIsRecordedWithNoTokens) {
   // An error that reports usage is billed as reported.
   UsageRecord reported = finished(
       [](UsageMeter& m) {
+        m.Sent();
         m.Answered(400);
         m.Tokens(Usage{true, 12, 0, 0}, std::nullopt);
       },
@@ -108,12 +110,17 @@ TEST(UsageMeterTest, ARequestNoModelServerTookOnIsRecordedWithNoTokens) {
   // A 2xx answer without usage: the estimate and the gateway's count.
   UsageRecord answered = finished(
       [](UsageMeter& m) {
+        m.Sent();
         m.Answered(200);
         m.Tokens(Usage{}, 9);
       },
       UsageStatus::kCompleted, 200);
   EXPECT_EQ(answered.input_tokens, 40);
   EXPECT_EQ(answered.output_tokens, 9);
+  // Sent, and the client left before any answer: the server took it on.
+  UsageRecord left = finished([](UsageMeter& m) { m.Sent(); }, UsageStatus::kCancelled, 499);
+  EXPECT_EQ(left.input_tokens, 40);
+  EXPECT_EQ(left.output_tokens, 0);
 }
 
 TEST(UsageMeterTest, TheFirstTokenIsTimedOnce) {

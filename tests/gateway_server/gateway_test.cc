@@ -827,6 +827,23 @@ TEST_F(GatewayTest, AClientThatLeavesTheQueueFreesItsPlace) {
   EXPECT_EQ(gateway_->dispatcher().QueuedFor("dep_1"), 0u);
 }
 
+TEST_F(GatewayTest, AClientThatLeavesDuringANonStreamedAnswerIsBilledItsInput) {
+  // The model server has the request (its answer would take a minute).
+  AddDeployment("dep_1", {{StartSim("idle"), 4}});
+  StartGateway();
+  auto c = std::make_unique<Connection>(port_);
+  c->Send("POST", "/v1/chat/completions", ChatBody(5, false),
+          {{"Authorization", "Bearer " + key_a_}});
+  std::this_thread::sleep_for(300ms);
+  c->Close();
+  for (int i = 0; i < 300 && store_.size() == 0; ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(store_.size(), 1u);
+  const UsageRecord r = store_.rows.begin()->second;
+  EXPECT_EQ(r.status, "cancelled");
+  EXPECT_GT(r.input_tokens, 0);  // the admission estimate: the server took it on
+  EXPECT_EQ(r.output_tokens, 0);
+}
+
 TEST_F(GatewayTest, AClientThatLeavesMidStreamAbortsTheUpstreamRequest) {
   AddDeployment("dep_1", {{StartSim("slow"), 4}});
   StartGateway();
