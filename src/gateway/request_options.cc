@@ -1,5 +1,7 @@
 #include "gateway/request_options.h"
 
+#include <algorithm>
+#include <limits>
 #include <string>
 
 namespace atrium::gateway {
@@ -45,7 +47,13 @@ std::variant<RequestOptions, Refusal> ReadRequestOptions(std::string_view priori
 int64_t ReservedTokens(Api api, const ParsedRequest& request, int64_t default_output) {
   int64_t output = request.max_tokens;
   if (output <= 0) output = api == Api::kEmbeddings ? 0 : default_output;
-  return request.estimated_input_tokens + output * std::max<int64_t>(request.choices, 1);
+  // Saturating: max_tokens may be any int64 (the limiter refuses what no
+  // bucket can hold).
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  const int64_t choices = std::max<int64_t>(request.choices, 1);
+  output = output > kMax / choices ? kMax : output * choices;
+  const int64_t input = std::max<int64_t>(request.estimated_input_tokens, 0);
+  return output > kMax - input ? kMax : input + output;
 }
 
 }  // namespace atrium::gateway

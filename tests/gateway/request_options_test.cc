@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 
 namespace atrium::gateway {
@@ -82,6 +83,8 @@ TEST(RequestOptionsTest, ReservesInputAndMaxTokensOrADefaultAnswer) {
   r.max_tokens = 100;
   r.choices = 3;  // n: three answers generated
   EXPECT_EQ(ReservedTokens(Api::kChatCompletions, r, 1024), 30 + 300);
+  r.max_tokens = std::numeric_limits<int64_t>::max() / 2;  // saturates, never wraps
+  EXPECT_EQ(ReservedTokens(Api::kChatCompletions, r, 1024), std::numeric_limits<int64_t>::max());
 }
 
 }  // namespace
