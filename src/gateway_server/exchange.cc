@@ -143,6 +143,7 @@ awaitable<bool> Session::Proxy(HttpRequest& request, gateway::Api api, bool keep
 void Session::Meter(Exchange& x, UsageStatus status, int http_status) {
   journal_wait_ = server_.StageRecord(loop_, x.meter.Finish(status, http_status, Now()));
   journal_request_ = x.request_id;
+  journal_success_ = http_status < 400;
 }
 
 awaitable<bool> Session::End(Exchange& x, const Early& early) {

@@ -20,7 +20,8 @@
 namespace atrium::gateway_server {
 namespace {
 
-// How long requests Stop() cut off get to answer and be recorded.
+// How long requests Stop() cut off get to answer and be recorded, beyond the
+// connect timeout (a request still connecting notices the cut after it).
 constexpr int64_t kCutGraceMs = 2000;
 
 }  // namespace
@@ -225,7 +226,7 @@ void GatewayServer::Stop(int drain_ms) {
   // breaks off) and is recorded, before the loops stop.
   if (!drained(drain_ms)) {
     close_all(true);
-    drained(kCutGraceMs);
+    drained(impl.options.connect_timeout_ms + kCutGraceMs);
   }
   impl.keep_running.clear();
   for (auto& loop : impl.loops) loop->stop();

@@ -103,11 +103,12 @@ awaitable<bool> Session::WriteAll(std::string_view a, std::string_view b) {
     co_await net::post(executor_, net::use_awaitable);
     if (journal_wait_ > server_.journal_batches[loop_].written) server_.FlushJournal(loop_);
   }
-  if (journal_wait_ != 0 && journal_wait_ == server_.journal_batches[loop_].failed) {
+  if (journal_wait_ != 0 && journal_wait_ == server_.journal_batches[loop_].failed &&
+      journal_success_) {
     // The record could not be journaled: the client must not see a success
-    // nobody is billed for. A response not yet begun becomes a 503; one
-    // under way (a stream) is cut off, and its checkpoint bills what it had
-    // relayed.
+    // nobody is billed for (a refusal, which bills nothing, still goes out).
+    // A response not yet begun becomes a 503; one under way (a stream) is
+    // cut off, and its checkpoint bills what it had relayed.
     journal_wait_ = 0;
     if (a.starts_with("HTTP/1.1 ")) {
       const gateway::Refusal refusal{503, "server_error", "usage_unavailable",

@@ -100,6 +100,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string piece_;                  // a streamed response's bytes on their way through the relay
   uint64_t journal_wait_ = 0;          // the journal batch the next write waits for (0: none)
   std::string journal_request_;        // the request whose record that batch holds
+  bool journal_success_ = false;       // and its answer is a success (withheld if unrecorded)
   bool idle_ = false;                  // waiting for the next request
   std::weak_ptr<Interrupts> running_;  // the exchange under way, if any (Stop() cuts it)
   gateway::PolicySnapshot::KeyMemo key_memo_;  // this client's key, verified

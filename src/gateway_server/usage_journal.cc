@@ -356,7 +356,6 @@ Status UsageJournal::AppendBatch(std::vector<UsageRecord>& records) {
   text.reserve(records.size() * 400);
   std::vector<int64_t> line_bytes;
   line_bytes.reserve(records.size());
-  std::deque<Pending> dropped;
   for (const UsageRecord& record : records) {
     const size_t before = text.size();
     AppendUsageLine(text, record);
@@ -366,7 +365,16 @@ Status UsageJournal::AppendBatch(std::vector<UsageRecord>& records) {
   {
     std::lock_guard lock(append_mu_);
     if (fd_ < 0) return Error::Unavailable("usage journal is not open");
-    ATRIUM_RETURN_IF_ERROR(WriteAll(fd_, text));
+    if (Status written = WriteAll(fd_, text); !written.has_value()) {
+      // Part of the batch may have landed (a disk filling up): cut it off,
+      // so that no line of a record reported lost ships, and the next line
+      // starts where size_ says.
+      if (::ftruncate(fd_, size_) != 0) {
+        spdlog::error("usage journal: cannot cut a torn write off {}: {}", journal_path_,
+                      std::strerror(errno));
+      }
+      return written;
+    }
     size_ += static_cast<int64_t>(text.size());
     if (any_live_.load()) {  // these requests' checkpoints are moot now
       std::lock_guard inflight(inflight_mu_);
@@ -380,9 +388,10 @@ Status UsageJournal::AppendBatch(std::vector<UsageRecord>& records) {
     }
     if (pending_.size() + records.size() > options_.memory_records) {
       // The shipper is that far behind: it reads these lines, and the ones
-      // it has not taken yet, back from the file. (The copies are freed
-      // after the lock is let go.)
-      dropped.swap(pending_);
+      // it has not taken yet, back from the file. The copies are freed by
+      // the shipper, not on the caller's event loop.
+      dropped_.push_back(std::move(pending_));
+      pending_.clear();
       memory_from_ = size_;
     } else {
       for (size_t i = 0; i < records.size(); ++i) {
@@ -438,10 +447,13 @@ void UsageJournal::ShipLoop() {
 
 bool UsageJournal::ShipOnce() {
   int64_t memory_from = 0;
+  std::vector<std::deque<Pending>> dropped;
   {
     std::lock_guard lock(append_mu_);
     memory_from = memory_from_;
+    dropped.swap(dropped_);
   }
+  dropped.clear();
   if (shipped_offset_ < memory_from) {
     // Lines the shipper took from memory but could not ship yet are among
     // those read back now (memory filled and the copies were dropped).

@@ -132,6 +132,8 @@ class UsageJournal {
     int64_t line_bytes;  // its line's length, newline included
   };
   std::deque<Pending> pending_;  // GUARDED_BY(append_mu_): appended, not yet taken
+  // Copies dropped when pending_ filled, for the shipper to free.
+  std::vector<std::deque<Pending>> dropped_;  // GUARDED_BY(append_mu_)
   // Shipper thread: pending_ swapped out whole (the appenders' lock is held
   // for no copying), then what is being shipped, not yet in the store, and
   // the bytes of its lines.

@@ -554,6 +554,10 @@ TEST_F(GatewayTest, WhenItsUsageCannotBeJournaledARequestDoesNotSucceed) {
   EXPECT_NE(r.body.find("usage_unavailable"), std::string::npos) << r.body;
   EXPECT_EQ(r.body.find("completion_tokens"), std::string::npos) << "the answer is withheld";
   EXPECT_EQ(r.headers["connection"], "close");
+  // A refusal bills nothing: it still goes out as it is.
+  RawResponse refused =
+      Post(key_a_, R"({"model":"nope","messages":[{"role":"user","content":"hi"}]})");
+  EXPECT_EQ(refused.status, 404) << refused.body;
   // A stream is cut off before its end: the client never sees [DONE].
   RawResponse s = Post(key_a_, ChatBody(3, true));
   EXPECT_EQ(s.status, 200);
