@@ -3,7 +3,9 @@
 // policy marker every poll_ms and rebuilds the snapshot when it moved, so a
 // control-plane change reaches the gateway within about poll_ms plus one
 // load. When the store cannot be read the last good snapshot stays in force:
-// the gateway keeps serving (DESIGN.md principle 3).
+// the gateway keeps serving (DESIGN.md principle 3). With a cache path each
+// snapshot's rows are also saved there (policy_cache.h), and a gateway that
+// starts while the store cannot be read serves on them until it can.
 #pragma once
 
 #include <atomic>
@@ -12,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "common/result.h"
@@ -27,11 +30,11 @@ struct PolicySource {
 
 class PolicyLoader {
  public:
-  PolicyLoader(PolicySource source, int poll_ms);
+  PolicyLoader(PolicySource source, int poll_ms, std::string cache_path = "");
   ~PolicyLoader();  // Stop()s
 
-  // Loads the first snapshot (an error if the store cannot be read at all:
-  // there is nothing to serve on), then starts polling.
+  // Loads the first snapshot, or when the store cannot be read the saved one
+  // (an error if there is none: nothing to serve on), then starts polling.
   Status Start();
   void Stop();
 
@@ -48,6 +51,7 @@ class PolicyLoader {
 
   const PolicySource source_;
   const int poll_ms_;
+  const std::string cache_path_;                            // "" = none
   std::shared_ptr<const gateway::PolicySnapshot> current_;  // atomic_load/atomic_store only
   int64_t marker_ = -1;                                     // loader thread (and Start)
   std::atomic<int64_t> failures_{0};

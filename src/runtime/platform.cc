@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <filesystem>
 
 namespace atrium {
 
@@ -46,7 +47,8 @@ Result<std::string> Platform::StartGateway() {
   policy_ = std::make_unique<gateway_server::PolicyLoader>(
       gateway_server::PolicySource{[store] { return store->GatewayPolicyMarkerForGateway(); },
                                    [store] { return store->LoadGatewayPolicyForGateway(); }},
-      static_cast<int>(config_.gateway_policy_poll_ms));
+      static_cast<int>(config_.gateway_policy_poll_ms),
+      (std::filesystem::path(config_.gateway_journal_dir) / "policy.snapshot").string());
   ATRIUM_RETURN_IF_ERROR(policy_->Start());
   ATRIUM_ASSIGN_OR_RETURN(auto listen, ParseListenAddress(config_.gateway_listen));
   gateway_server::GatewayOptions opts;
