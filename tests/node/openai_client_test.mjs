@@ -54,8 +54,14 @@ before(async () => {
   client = new OpenAI({ baseURL: gatewayUrl + '/v1', apiKey: demoKey, maxRetries: 0 });
 });
 
-after(() => {
-  if (dev) dev.kill('SIGTERM');
+after(async () => {
+  // Until it has exited, atrium dev may still write its data (the journal,
+  // the saved policy): remove the directory only then.
+  if (dev && dev.exitCode === null && dev.signalCode === null) {
+    const exited = new Promise((resolve) => dev.once('exit', resolve));
+    dev.kill('SIGTERM');
+    await exited;
+  }
   rmSync(dataDir, { recursive: true, force: true });
 });
 
