@@ -33,6 +33,7 @@
 #include "gateway_server/upstream.h"
 #include "identity/api_key.h"
 #include "support/result_matchers.h"
+#include "support/test_directory.h"
 
 namespace atrium::gateway_server {
 namespace {
@@ -373,10 +374,7 @@ struct MemoryStore {
 class GatewayTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("atrium-gw-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
+    dir_ = TestDirectory("atrium-gw");
     rows_.tenants = {TenantRow("tn_a", 1), TenantRow("tn_b", 1)};
     key_a_ = AddKey("tn_a", "tenant-member");
     key_b_ = AddKey("tn_b", "tenant-member");

@@ -11,6 +11,7 @@
 
 #include "gateway_server/policy_cache.h"
 #include "support/result_matchers.h"
+#include "support/test_directory.h"
 
 namespace atrium::gateway_server {
 namespace {
@@ -52,10 +53,7 @@ GatewayPolicyRows Rows(const std::string& deployment_id, int64_t marker) {
 class PolicyCacheTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("atrium-policy-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
+    dir_ = TestDirectory("atrium-policy");
     std::filesystem::create_directories(dir_);
     path_ = (dir_ / "policy.snapshot").string();
   }

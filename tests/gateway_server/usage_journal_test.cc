@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "support/result_matchers.h"
+#include "support/test_directory.h"
 
 namespace atrium::gateway_server {
 namespace {
@@ -62,12 +63,7 @@ UsageRecord Record(int i) {
 
 class UsageJournalTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("atrium-journal-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-  }
+  void SetUp() override { dir_ = TestDirectory("atrium-journal"); }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
   UsageJournalOptions Options() {
