@@ -152,6 +152,19 @@ Status TallyPrompt(const std::optional<element>& v, std::string_view field, Text
   return OkStatus();
 }
 
+// A message's tool calls: each function's name and arguments.
+void TallyToolCalls(object message, TextTally& tally) {
+  auto calls = AsArray(Member(message, "tool_calls"));
+  if (!calls) return;
+  for (element call : *calls) {
+    auto call_object = AsObject(call);
+    auto function = call_object ? AsObject(Member(*call_object, "function")) : std::nullopt;
+    if (!function) continue;
+    TallyString(Member(*function, "name"), tally);
+    TallyString(Member(*function, "arguments"), tally);
+  }
+}
+
 Status TallyMessages(const std::optional<element>& v, TextTally& tally) {
   if (!v) return Error::InvalidArgument("missing required field 'messages'");
   auto messages = AsArray(v);
@@ -182,15 +195,7 @@ Status TallyMessages(const std::optional<element>& v, TextTally& tally) {
     } else {
       TallyString(content, tally);
     }
-    auto tool_calls = AsArray(Member(*message, "tool_calls"));
-    if (!tool_calls) continue;
-    for (element call : *tool_calls) {
-      auto call_object = AsObject(call);
-      auto function = call_object ? AsObject(Member(*call_object, "function")) : std::nullopt;
-      if (!function) continue;
-      TallyString(Member(*function, "name"), tally);
-      TallyString(Member(*function, "arguments"), tally);
-    }
+    TallyToolCalls(*message, tally);
   }
   return OkStatus();
 }
@@ -477,15 +482,7 @@ int64_t EstimateOutputTokens(Api api, std::string_view body) {
         }
       }
       TallyString(Member(*message, "reasoning_content"), tally);
-      if (auto calls = AsArray(Member(*message, "tool_calls"))) {
-        for (element call : *calls) {
-          auto call_object = AsObject(call);
-          auto function = call_object ? AsObject(Member(*call_object, "function")) : std::nullopt;
-          if (!function) continue;
-          TallyString(Member(*function, "name"), tally);
-          TallyString(Member(*function, "arguments"), tally);
-        }
-      }
+      TallyToolCalls(*message, tally);
     }
     return (tally.bytes + 3) / 4;  // EstimateTokens' ratio
   });
