@@ -74,5 +74,6 @@ Result<http::Response> SetKeyGatewayLimits(Context& ctx);
 
 Result<http::Response> ListUsage(Context& ctx);
 Result<http::Response> SummarizeUsage(Context& ctx);
+Result<http::Response> SummarizeRefusals(Context& ctx);
 
 }  // namespace atrium::api

@@ -176,6 +176,10 @@ ApiRouter BuildRoutes() {
   add("GET", "/api/v1/tenants/{tenant_id}/usage/summary", P::kUsageRead, T::kTenant, "",
       SummarizeUsage, "The tenant's gateway usage totals, overall or per model or key",
       {.query = {"group_by", "from", "to", "model", "key_id"}});
+  add("GET", "/api/v1/tenants/{tenant_id}/usage/refusals", P::kUsageRead, T::kTenant, "",
+      SummarizeRefusals,
+      "The tenant's requests the gateway refused before serving them, counted per key and reason",
+      {.query = {"from", "to", "key_id"}});
   return r;
 }
 

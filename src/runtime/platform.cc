@@ -43,6 +43,9 @@ Result<std::string> Platform::StartGateway() {
       journal_opts, [store](const std::vector<UsageRecord>& records) {
         return store->InsertUsageRecords(records);
       });
+  journal_->SetRefusalSink([store](const std::vector<RefusalCount>& counts) {
+    return store->AddGatewayRefusals(counts);
+  });
   ATRIUM_RETURN_IF_ERROR(journal_->Start());
   policy_ = std::make_unique<gateway_server::PolicyLoader>(
       gateway_server::PolicySource{[store] { return store->GatewayPolicyMarkerForGateway(); },

@@ -270,6 +270,31 @@ CREATE TABLE gateway_policy_version (
 );
 INSERT INTO gateway_policy_version (id, version) VALUES (1, 0);
 )sql"},
+    // Usage records flag implausible upstream reports, and hold token counts
+    // of at most 2^32 - 1 each (kMaxRecordTokens), so that SUMs cannot
+    // overflow: rows written before are brought under the bound (and
+    // flagged). Refusals are counted per tenant, key, reason and minute.
+    {4, "gateway: bounded usage, refusal counts",
+     R"sql(
+ALTER TABLE usage_records ADD COLUMN flag TEXT NOT NULL DEFAULT '';
+UPDATE usage_records SET flag = 'usage_over_bound',
+  input_tokens = CASE WHEN input_tokens > 4294967295 THEN 4294967295
+                      WHEN input_tokens < 0 THEN 0 ELSE input_tokens END,
+  output_tokens = CASE WHEN output_tokens > 4294967295 THEN 4294967295
+                       WHEN output_tokens < 0 THEN 0 ELSE output_tokens END,
+  cached_tokens = CASE WHEN cached_tokens > 4294967295 THEN 4294967295
+                       WHEN cached_tokens < 0 THEN 0 ELSE cached_tokens END
+  WHERE input_tokens > 4294967295 OR output_tokens > 4294967295 OR cached_tokens > 4294967295
+     OR input_tokens < 0 OR output_tokens < 0 OR cached_tokens < 0;
+CREATE TABLE gateway_refusals (
+  tenant_id TEXT NOT NULL,
+  key_id TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  minute_at BIGINT NOT NULL,
+  requests BIGINT NOT NULL,
+  PRIMARY KEY (tenant_id, minute_at, key_id, reason)
+);
+)sql"},
 };
 
 }  // namespace

@@ -439,6 +439,8 @@ Result<EvictionSummary> Store::DeleteTenantAndData(const std::string& tenant_id)
     ATRIUM_ASSIGN_OR_RETURN(auto usage,
                             c.Exec("DELETE FROM usage_records WHERE tenant_id = $1", {tenant_id}));
     s.usage_records = usage.affected;
+    ATRIUM_RETURN_IF_ERROR(
+        c.Exec("DELETE FROM gateway_refusals WHERE tenant_id = $1", {tenant_id}));
     ATRIUM_RETURN_IF_ERROR(BumpGatewayPolicyMarker(c));
     return s;
   });

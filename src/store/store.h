@@ -200,6 +200,18 @@ class Store {
                                                   const UsageFilter& filter,
                                                   const std::string& group_by);
 
+  // --- Refusal counts (tenant-owned, written by the gateway) ---
+  // Adds each count to its (tenant, key, reason, minute) row, creating it,
+  // in ONE transaction; a row's count stops at kMaxRecordTokens. Counts of
+  // a tenant that no longer exists are dropped. Not idempotent (a count
+  // shipped twice counts twice): these are statistics, not bills. Errors:
+  // kInvalidArgument for a count without tenant or reason, or not positive
+  // (nothing is stored).
+  Status AddGatewayRefusals(const std::vector<RefusalCount>& counts);
+  // The tenant's refusals matching `filter`, per key and reason (ordered so).
+  Result<std::vector<RefusalTotals>> SummarizeGatewayRefusals(const TenantScope& scope,
+                                                              const RefusalFilter& filter);
+
   // --- The gateway's view (unscoped; the gateway serves every tenant) ---
   // Everything the gateway's policy snapshot is built from, read in one
   // read-only transaction (one consistent snapshot, one query per table):

@@ -527,6 +527,67 @@ TEST_F(GatewayApiTest, UsageIsTheTenantsOwnNewestFirstAndFiltered) {
   for (const auto& u : others["items"]) EXPECT_EQ(u["tenant_id"], w().other.id);
 }
 
+// Issue 15 #7: a record a model server made hold the int64 maximum turned
+// every summary of the tenant into a 500 ("integer overflow"), for the
+// tenant and for staff.
+TEST_F(GatewayApiTest, AnImplausibleUsageRecordDoesNotBreakTheSummary) {
+  fixture::TenantSeed t = h().CreateTenant("huge-usage");
+  Actor user = h().CreateActor(t.id, t.name, Role::kTenantMember, /*human=*/false);
+  for (int i = 0; i < 2; ++i) {
+    UsageRecord u;
+    u.id = "req_huge_" + std::to_string(i);
+    u.tenant_id = t.id;
+    u.key_id = user.key_id;
+    u.model = "m";
+    u.api = "chat.completions";
+    u.output_tokens = INT64_MAX;
+    u.status = "completed";
+    u.http_status = 200;
+    u.created_at = h().clock().NowMillis();
+    ASSERT_TRUE(h().store().InsertUsageRecords({u}).has_value());
+  }
+  const std::string path = "/api/v1/tenants/" + t.id + "/usage";
+  for (const std::string& caller : {user.key, Admin()}) {
+    http::Response r = h().Call("GET", path + "/summary", caller);
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(BodyOf(r)["items"][0]["output_tokens"], 2 * kMaxRecordTokens);
+  }
+  Json records = BodyOf(h().Call("GET", path, user.key));
+  ASSERT_EQ(records["items"].size(), 2u);
+  EXPECT_EQ(records["items"][0]["flag"], kUsageOverBound);
+}
+
+// Issue 15 #10: refusals are counted, not recorded; the tenant reads the
+// counts per key and reason, and only its own.
+TEST_F(GatewayApiTest, RefusalsAreReadAsCountsPerKeyAndReason) {
+  const Actor& member = Member();
+  const int64_t minute = h().clock().NowMillis() / 60'000 * 60'000;
+  ASSERT_TRUE(h().store()
+                  .AddGatewayRefusals(
+                      {{w().own.id, member.key_id, "rate_limit_exceeded", minute, 40},
+                       {w().own.id, member.key_id, "rate_limit_exceeded", minute + 60'000, 2},
+                       {w().other.id, "key_x", "model_not_found", minute, 9}})
+                  .has_value());
+  const std::string path = TenantPath() + "/usage/refusals";
+  http::Response r = h().Call("GET", path, Viewer().key);
+  ASSERT_EQ(r.status, 200) << r.body;
+  Json body = BodyOf(r);
+  ASSERT_EQ(body["items"].size(), 1u) << body.dump();
+  EXPECT_EQ(body["items"][0]["key_id"], member.key_id);
+  EXPECT_EQ(body["items"][0]["reason"], "rate_limit_exceeded");
+  EXPECT_EQ(body["items"][0]["count"], 42);
+  EXPECT_EQ(body["items"][0]["first_minute_at"], FormatTimestamp(minute));
+  EXPECT_EQ(body["items"][0]["last_minute_at"], FormatTimestamp(minute + 60'000));
+  Json later =
+      BodyOf(h().Call("GET", path + "?from=" + std::to_string(minute + 60'000), member.key));
+  ASSERT_EQ(later["items"].size(), 1u);
+  EXPECT_EQ(later["items"][0]["count"], 2);
+  EXPECT_EQ(h().Call("GET", path + "?from=yesterday", member.key).status, 400);
+  EXPECT_EQ(
+      h().Call("GET", "/api/v1/tenants/" + w().other.id + "/usage/refusals", member.key).status,
+      404);
+}
+
 TEST_F(GatewayApiTest, EvictionTakesTheTenantsGatewayRowsWithIt) {
   fixture::TenantSeed t = h().CreateTenant("evict-gw");
   Actor user = h().CreateActor(t.id, t.name, Role::kTenantAdmin, /*human=*/false);

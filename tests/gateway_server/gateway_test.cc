@@ -29,6 +29,7 @@
 #include <thread>
 
 #include "engine_sim/server.h"
+#include "gateway/openai.h"
 #include "gateway_server/gateway_server.h"
 #include "gateway_server/upstream.h"
 #include "identity/api_key.h"
@@ -182,6 +183,11 @@ class CloseDelimitedServer {
     ::close(fd_);
   }
   int port() const { return port_; }
+  // The last request's head and body, as the server read them.
+  std::string last_request() {
+    std::lock_guard lock(mu_);
+    return last_request_;
+  }
 
  private:
   void Serve() {
@@ -203,6 +209,10 @@ class CloseDelimitedServer {
         if (n <= 0) break;
         in.append(buf, static_cast<size_t>(n));
       }
+      {
+        std::lock_guard lock(mu_);
+        last_request_ = in;
+      }
       const std::string head = "HTTP/1.1 " + status_ + "\r\n" + extra_headers_ +
                                "Content-Type: " + content_type_ + "\r\nConnection: close\r\n\r\n";
       ::send(c, head.data(), head.size(), MSG_NOSIGNAL);
@@ -221,6 +231,8 @@ class CloseDelimitedServer {
   int fd_ = -1;
   int port_ = 0;
   std::thread thread_;
+  std::mutex mu_;
+  std::string last_request_;  // GUARDED_BY(mu_)
 };
 
 class Connection {
@@ -369,6 +381,17 @@ struct MemoryStore {
     std::lock_guard lock(mu);
     return rows.size();
   }
+  std::map<std::string, int64_t> refusals;  // "<tenant> <key> <reason>" -> count
+  Status AddRefusals(const std::vector<RefusalCount>& counts) {
+    std::lock_guard lock(mu);
+    for (const auto& c : counts) refusals[c.tenant_id + " " + c.key_id + " " + c.reason] += c.count;
+    return OkStatus();
+  }
+  int64_t Refusals(const std::string& what) {
+    std::lock_guard lock(mu);
+    auto it = refusals.find(what);
+    return it == refusals.end() ? 0 : it->second;
+  }
 };
 
 class GatewayTest : public ::testing::Test {
@@ -445,6 +468,8 @@ class GatewayTest : public ::testing::Test {
     journal_ = std::make_unique<UsageJournal>(
         UsageJournalOptions{dir_.string(), 10, 10, 100, 16 << 20},
         [this](const std::vector<UsageRecord>& r) { return store_.Insert(r); });
+    journal_->SetRefusalSink(
+        [this](const std::vector<RefusalCount>& c) { return store_.AddRefusals(c); });
     ASSERT_OK(journal_->Start());
     policy_ =
         std::make_unique<PolicyLoader>(PolicySource{[this]() -> Result<int64_t> {
@@ -493,6 +518,14 @@ class GatewayTest : public ::testing::Test {
     if (!key.empty()) headers["Authorization"] = "Bearer " + key;
     c.Send("POST", "/v1/chat/completions", body, headers);
     return c.Read();
+  }
+
+  // Waits until the journal shipped `n` refusals of `key` (a key's text) for `reason`.
+  int64_t RefusalsOf(const std::string& tenant, const std::string& key, const std::string& reason,
+                     int64_t n) {
+    const std::string what = tenant + " " + key_ids_[key] + " " + reason;
+    for (int i = 0; i < 300 && store_.Refusals(what) < n; ++i) std::this_thread::sleep_for(10ms);
+    return store_.Refusals(what);
   }
 
   // Waits until the journal shipped the record of request `id`.
@@ -595,7 +628,8 @@ TEST_F(GatewayTest, PromptsAndCompletionsAreNeitherLoggedNorStored) {
   ASSERT_GE(completion.size(), 12u);
   ASSERT_TRUE(RecordOf(plain.headers["x-request-id"]).has_value());
   ASSERT_TRUE(RecordOf(streamed.headers["x-request-id"]).has_value());
-  ASSERT_TRUE(RecordOf(failed.headers["x-request-id"]).has_value());
+  // The refused one is a count, whose reason is the gateway's own code.
+  ASSERT_EQ(RefusalsOf("tn_a", key_a_, "invalid_request", 1), 1);
   journal_->Stop();  // everything it holds is in its files now
   std::vector<std::pair<std::string, std::string>> places = {{"the log", logged}};
   for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
@@ -636,15 +670,13 @@ TEST_F(GatewayTest, AStopWhoseDrainTimeRunsOutAnswersAndRecordsWhatItCuts) {
   EXPECT_EQ(queued.status, 503) << queued.body;
   EXPECT_NE(running.body.find("the gateway is stopping"), std::string::npos) << running.body;
   auto ran = RecordOf(running.headers["x-request-id"]);
-  auto waited = RecordOf(queued.headers["x-request-id"]);
   ASSERT_TRUE(ran.has_value());
-  ASSERT_TRUE(waited.has_value());
   EXPECT_EQ(ran->status, "interrupted");
   EXPECT_EQ(ran->http_status, 503);
   EXPECT_EQ(ran->endpoint, rows_.deployments[0].endpoints[0].url);
-  EXPECT_EQ(waited->status, "rejected");
-  EXPECT_EQ(waited->http_status, 503);
-  EXPECT_EQ(waited->tenant_id, "tn_b");
+  // The queued one never reached a model server: counted, not recorded.
+  EXPECT_FALSE(store_.Get(queued.headers["x-request-id"]).has_value());
+  EXPECT_EQ(RefusalsOf("tn_b", key_b_, "service_unavailable", 1), 1);
 }
 
 TEST_F(GatewayTest, ANonStreamedAnswersFirstByteIsWhenTheWholeAnswerGoesOut) {
@@ -788,10 +820,37 @@ TEST_F(GatewayTest, RateLimitAnswers429WithRetryAfterAndIsMetered) {
   EXPECT_EQ(third.status, 429);
   EXPECT_FALSE(third.headers["retry-after"].empty());
   EXPECT_EQ(Post(key_b_, ChatBody(1, false)).status, 200);  // another tenant is not affected
-  auto record = RecordOf(third.headers["x-request-id"]);
-  ASSERT_TRUE(record);
-  EXPECT_EQ(record->status, "rejected");
-  EXPECT_EQ(record->http_status, 429);
+  EXPECT_EQ(RefusalsOf("tn_a", key_a_, "rate_limit_exceeded", 1), 1);
+}
+
+// Issue 15 #10: one key flooding the gateway got 535,000 refusals in 35 s,
+// each stored as a usage record of its own (~5 MB/s of database). Refusals
+// are counted per key, reason and minute: served requests keep their
+// records, refused ones make none.
+TEST_F(GatewayTest, RefusedRequestsAreCountedNotRecordedOneByOne) {
+  AddDeployment("dep_1", {{StartSim("instant"), 8}});
+  GatewayLimitRecord limit;
+  limit.tenant_id = "tn_a";
+  limit.limits.requests_per_minute = 1;
+  rows_.limits.push_back(limit);
+  StartGateway();
+  RawResponse served = Post(key_a_, ChatBody(1, false));
+  ASSERT_EQ(served.status, 200);
+  ASSERT_TRUE(RecordOf(served.headers["x-request-id"]).has_value());
+  Connection c(port_);
+  const std::string body = ChatBody(1, false);
+  for (int i = 0; i < 200; ++i) {
+    c.Send("POST", "/v1/chat/completions", body, {{"Authorization", "Bearer " + key_a_}});
+    RawResponse r = c.Read();
+    ASSERT_EQ(r.status, 429) << i;
+  }
+  RawResponse unknown =
+      Post(key_a_, R"({"model":"nope","messages":[{"role":"user","content":"hi"}]})");
+  ASSERT_EQ(unknown.status, 404);
+  EXPECT_EQ(RefusalsOf("tn_a", key_a_, "rate_limit_exceeded", 200), 200);
+  EXPECT_EQ(RefusalsOf("tn_a", key_a_, "model_not_found", 1), 1);
+  EXPECT_EQ(store_.size(), 1u) << "only the served request has a record";
+  EXPECT_EQ(journal_->appended(), 1);
 }
 
 TEST_F(GatewayTest, AWaitingRequestPastItsDeadlineGets504) {
@@ -862,7 +921,10 @@ TEST_F(GatewayTest, AClientThatLeavesMidStreamAbortsTheUpstreamRequest) {
   auto record = RecordOf(id);
   ASSERT_TRUE(record);
   EXPECT_EQ(record->status, "cancelled");
-  EXPECT_LT(record->output_tokens, 100);
+  // Cut before its usage chunk: billed the 100 tokens it reserved, not the
+  // chunks relayed so far (issue 15 #17: a client closing just before the
+  // usage chunk was billed a chunk count for the whole answer).
+  EXPECT_EQ(record->output_tokens, 100);
 }
 
 TEST_F(GatewayTest, RetriesAnotherEndpointWhenOneIsDown) {
@@ -1018,11 +1080,8 @@ TEST_F(GatewayTest, AnAnswerWithoutUsageIsBilledForWhatWasGeneratedAndARefusalFo
   RawResponse refused =
       Post(key_a_, R"({"model":"nope","messages":[{"role":"user","content":"hello there"}]})");
   ASSERT_EQ(refused.status, 404) << refused.body;
-  auto none = RecordOf(refused.headers["x-request-id"]);
-  ASSERT_TRUE(none.has_value());
-  EXPECT_EQ(none->status, "rejected");
-  EXPECT_EQ(none->input_tokens, 0);
-  EXPECT_EQ(none->output_tokens, 0);
+  EXPECT_EQ(RefusalsOf("tn_a", key_a_, "model_not_found", 1), 1);
+  EXPECT_FALSE(store_.Get(refused.headers["x-request-id"]).has_value());
 }
 
 TEST_F(GatewayTest, RefusesAnHttpsEndpointWhoseCertificateItCannotTrust) {
@@ -1206,6 +1265,122 @@ TEST_F(GatewayTest, ServesTheTenantWithTheSmallerCounterFirst) {
     if (rec->created_at + rec->total_ms <= recb->created_at + recb->total_ms) ++a_done;
   }
   EXPECT_LE(a_done, 2);
+}
+
+// --- Hostile model servers and clients (issue 15)
+
+std::string ContentEvent(const std::string& text) {
+  return "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"" + text + "\"}}]}\n\n";
+}
+
+// Issue 15 #20: a server answered 3 chunks to a request of max_tokens 3 and
+// claimed 1,000,000 completion tokens: the tenant was billed as claimed and
+// then refused on every model for 8.3 hours (Retry-After) by its token
+// limit. The claim is bounded by max_tokens, flagged, and locks nobody out.
+TEST_F(GatewayTest, AServerClaimingTokensItNeverDeliveredCannotBillOrLockOutTheTenant) {
+  const std::string events =
+      ContentEvent("a") + ContentEvent("b") + ContentEvent("c") +
+      "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":18446744073709551615,"
+      "\"completion_tokens\":1000000}}\n\n"
+      "data: [DONE]\n\n";
+  CloseDelimitedServer liar(events, "text/event-stream");
+  AddDeployment("dep_1", {{"http://127.0.0.1:" + std::to_string(liar.port()), 8}});
+  GatewayLimitRecord limit;
+  limit.tenant_id = "tn_a";
+  limit.limits.tokens_per_minute = 2000;
+  rows_.limits.push_back(limit);
+  StartGateway();
+  const std::string body = ChatBody(3, true);
+  RawResponse r = Post(key_a_, body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto record = RecordOf(r.headers["x-request-id"]);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->output_tokens, 3 + gateway::kOutputMarginTokens);
+  EXPECT_LE(record->input_tokens, static_cast<int64_t>(body.size()) + gateway::kUsageMarginTokens);
+  EXPECT_EQ(record->flag, kUsageOverBound);
+  // The tenant is not locked out.
+  RawResponse next = Post(key_a_, body);
+  EXPECT_EQ(next.status, 200) << next.body;
+}
+
+// Issue 15 #17: a 337 KB prompt in `tools` (~84K tokens) was estimated at 5
+// tokens; six such requests passed a 2,000 tokens/minute limit that refused
+// the same text as a message.
+TEST_F(GatewayTest, APromptInToolsCountsAgainstTheTokenLimit) {
+  AddDeployment("dep_1", {{StartSim("instant"), 8}});
+  GatewayLimitRecord limit;
+  limit.tenant_id = "tn_a";
+  limit.limits.tokens_per_minute = 2000;
+  rows_.limits.push_back(limit);
+  StartGateway();
+  Json body = {{"model", "sim-model"},
+               {"messages", {{{"role", "user"}, {"content", "hi"}}}},
+               {"max_tokens", 1},
+               {"tools",
+                {{{"type", "function"},
+                  {"function",
+                   {{"name", "f"},
+                    {"description", std::string(337'000, 'a')},
+                    {"parameters", {{"type", "object"}}}}}}}}};
+  RawResponse r = Post(key_a_, body.dump());
+  EXPECT_EQ(r.status, 429) << r.body;
+  EXPECT_NE(r.body.find("tokens per minute"), std::string::npos) << r.body;
+}
+
+// Issue 15 #17: one chunk may carry many tokens. A stream whose server
+// sends no usage is billed the text it relayed, not its chunk count.
+TEST_F(GatewayTest, AStreamWithoutUsageIsBilledItsTextNotItsChunks) {
+  CloseDelimitedServer server(ContentEvent(std::string(400, 'x')) + "data: [DONE]\n\n",
+                              "text/event-stream");
+  AddDeployment("dep_1", {{"http://127.0.0.1:" + std::to_string(server.port()), 8}});
+  StartGateway();
+  RawResponse r = Post(key_a_, ChatBody(500, true));
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto record = RecordOf(r.headers["x-request-id"]);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->output_tokens, 100);
+}
+
+// Issue 15 #20: a server sent [DONE] first, then 200 tokens; the client got
+// them all and the request was billed 0. The stream ends at [DONE].
+TEST_F(GatewayTest, NothingAServerSendsAfterDoneReachesTheClient) {
+  std::string after;
+  for (int i = 0; i < 200; ++i) after += ContentEvent("free");
+  CloseDelimitedServer server(
+      "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":0}}\n\n"
+      "data: [DONE]\n\n" +
+          after,
+      "text/event-stream");
+  AddDeployment("dep_1", {{"http://127.0.0.1:" + std::to_string(server.port()), 8}});
+  StartGateway();
+  RawResponse r = Post(key_a_, ChatBody(300, true));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, "data: [DONE]\n\n");
+  auto record = RecordOf(r.headers["x-request-id"]);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->output_tokens, 0);
+}
+
+// Issue 15 #20: a gzip answer lost its Content-Encoding on the way to the
+// client and was billed on its compressed bytes. The gateway asks for
+// identity; a server that compresses anyway has its encoding relayed and
+// is billed what the request reserved, not an estimate from compressed
+// bytes.
+TEST_F(GatewayTest, ACompressedAnswerKeepsItsEncodingAndIsNotEstimatedFromItsBytes) {
+  const std::string gzipped("\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03\x4b\x4c\x4a\x06\x00", 15);
+  CloseDelimitedServer server(gzipped, "application/json", 0, "200 OK",
+                              "Content-Encoding: gzip\r\n");
+  AddDeployment("dep_1", {{"http://127.0.0.1:" + std::to_string(server.port()), 8}});
+  StartGateway();
+  RawResponse r = Post(key_a_, ChatBody(40, false));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.headers["content-encoding"], "gzip");
+  EXPECT_EQ(r.body, gzipped);
+  EXPECT_NE(server.last_request().find("Accept-Encoding: identity\r\n"), std::string::npos)
+      << server.last_request();
+  auto record = RecordOf(r.headers["x-request-id"]);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->output_tokens, 40);
 }
 
 }  // namespace
