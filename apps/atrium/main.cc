@@ -187,6 +187,8 @@ int main(int argc, char** argv) {
     config.gateway_threads = gateway_threads;
     config.gateway_upstream_ca_file = gateway_upstream_ca;
     config.gateway_journal_dir = (dir / "gateway").string();
+    config.audit_checkpoint_file = (dir / "audit-checkpoints.jsonl").string();
+    config.audit_signing_key_file = (dir / "audit-signing.key").string();
     if (auto fleet = atrium::capacity::ParseFleetSpec(fleet_spec);
         !fleet_spec.empty() && !fleet.has_value()) {
       std::cerr << "atrium: --fleet: " << fleet.error().message << "\n";

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "audit/checkpoint.h"
 #include "common/clock.h"
 #include "common/json_reader.h"
 #include "http/message.h"
@@ -26,6 +27,9 @@ struct Services {
   TenantService* tenants = nullptr;
   const Clock* clock = nullptr;
   scheduling::SchedulingService* scheduling = nullptr;
+  // The last signed audit checkpoint (runtime/audit_checkpointer.h); unset
+  // or nullopt when checkpoints are off or none was taken yet.
+  std::function<std::optional<audit::Checkpoint>()> audit_checkpoint;
 };
 
 // How a route finds the object it acts on, for the authorization decision.

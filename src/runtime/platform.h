@@ -13,6 +13,7 @@
 #include "gateway_server/usage_journal.h"
 #include "http/server.h"
 #include "identity/identity_service.h"
+#include "runtime/audit_checkpointer.h"
 #include "runtime/config.h"
 #include "scheduling/scheduling_service.h"
 #include "store/store.h"
@@ -53,6 +54,7 @@ class Platform {
   std::unique_ptr<IdentityService> identity_;
   std::unique_ptr<TenantService> tenants_;
   std::unique_ptr<scheduling::SchedulingService> scheduling_;
+  std::unique_ptr<AuditCheckpointer> checkpointer_;
   std::unique_ptr<api::ControlPlaneApi> api_;
   std::unique_ptr<http::Server> server_;
   std::unique_ptr<gateway_server::UsageJournal> journal_;

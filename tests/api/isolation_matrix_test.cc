@@ -336,6 +336,9 @@ const std::map<std::string, Row>& Expectations() {
       {"GET /api/v1/tenants/{tenant_id}/audit",
        {.own = "200 200 200 403 403", .other = "200 200 m m m"}},
       {"GET /api/v1/audit", {.own = "200 200 403 403 403"}},
+      {"GET /api/v1/tenants/{tenant_id}/audit/heads",
+       {.own = "200 200 200 403 403", .other = "200 200 m m m"}},
+      {"GET /api/v1/audit/heads", {.own = "200 200 403 403 403"}},
 
       // The fleet: everyone reads it (tenants see only their own
       // allocations on it); operators cordon and drain.
