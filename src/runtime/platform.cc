@@ -148,11 +148,12 @@ void Platform::Stop() {
   store_.reset();  // closes every pooled connection
 }
 
-Result<std::string> CreateBootstrapAdminKey(const Config& config) {
+Result<BootstrapAdminResult> CreateBootstrapAdminKey(const Config& config, bool rotate) {
   ATRIUM_ASSIGN_OR_RETURN(auto store, Store::Open(config.store_url, 1));
   IdentityService identity(*store, SystemClock::Instance());
   ATRIUM_RETURN_IF_ERROR(identity.Init());
-  return identity.BootstrapAdminKey("bootstrap-admin");
+  return BootstrapPlatformAdmin(*store, identity, SystemClock::Instance(),
+                                {rotate, "cli:bootstrap-admin"});
 }
 
 Status WriteSecretFile(const std::string& path, const std::string& text) {
