@@ -83,6 +83,10 @@ ApiRouter BuildRoutes() {
       "The tenant's audit trail (its own hash chain)", {.query = kPaging});
   add("GET", "/api/v1/audit", P::kAuditRead, T::kPlatformWide, "", ListAllAudit,
       "The whole audit trail (operators)", {.query = kPaging});
+  add("GET", "/api/v1/tenants/{tenant_id}/audit/heads", P::kAuditRead, T::kTenant, "",
+      TenantAuditHeads, "The tenant chain's head and its last signed checkpoint");
+  add("GET", "/api/v1/audit/heads", P::kAuditRead, T::kPlatformWide, "", AuditHeads,
+      "Every chain's head, the global sequence number and the last signed checkpoint");
 
   // The fleet: everyone reads it (tenants see only their own allocations on
   // it); operators cordon and drain.

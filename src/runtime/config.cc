@@ -97,8 +97,8 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
     return Error::InvalidArgument(msg.str());
   }
   Config c;
-  static const std::set<std::string> kTables = {"server", "store",     "api",    "auth",
-                                                "log",    "scheduler", "gateway"};
+  static const std::set<std::string> kTables = {"server", "store",     "api",     "auth",
+                                                "log",    "scheduler", "gateway", "audit"};
   for (const auto& [k, v] : root) {
     std::string key(k.str());
     if (!kTables.contains(key)) {
@@ -162,6 +162,15 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
   gateway.Int("first_byte_timeout_ms", c.gateway_first_byte_timeout_ms, 100, 3'600'000);
   gateway.String("upstream_ca_file", c.gateway_upstream_ca_file);
   ATRIUM_RETURN_IF_ERROR(gateway.Finish());
+  TableReader audit(root["audit"].as_table(), "audit");
+  audit.String("checkpoint_file", c.audit_checkpoint_file);
+  audit.String("signing_key_file", c.audit_signing_key_file);
+  audit.Int("checkpoint_interval_s", c.audit_checkpoint_interval_s, 1, 86'400);
+  ATRIUM_RETURN_IF_ERROR(audit.Finish());
+  if (c.audit_checkpoint_file.empty() != c.audit_signing_key_file.empty()) {
+    return Error::InvalidArgument(
+        "'audit.checkpoint_file' and 'audit.signing_key_file' go together");
+  }
   if (c.gateway_queue != "fair" && c.gateway_queue != "fifo") {
     return Error::InvalidArgument("'gateway.queue' must be fair or fifo");
   }

@@ -48,6 +48,12 @@ struct Config {
   int64_t gateway_max_connections = 20'000;
   int64_t gateway_first_byte_timeout_ms = 120'000;
   std::string gateway_upstream_ca_file;  // extra CAs (PEM) trusted for https endpoints
+  // [audit] Signed checkpoints of the audit trail (runtime/audit_checkpointer.h),
+  // kept outside the database. Both files or neither; "" = no checkpoints
+  // (a warning at start: a rewound trail would not show).
+  std::string audit_checkpoint_file;
+  std::string audit_signing_key_file;
+  int64_t audit_checkpoint_interval_s = 60;
 };
 
 Result<Config> LoadConfigFile(const std::string& path);

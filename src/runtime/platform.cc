@@ -92,8 +92,21 @@ Result<std::string> Platform::StartControlPlane() {
       std::make_unique<scheduling::SchedulingService>(*store_, SystemClock::Instance(), sched_opts);
   ATRIUM_RETURN_IF_ERROR(scheduling_->Start());
   tenants_->SetObserver(scheduling_.get());
-  api_ = std::make_unique<api::ControlPlaneApi>(api::Services{
-      store_.get(), identity_.get(), tenants_.get(), &SystemClock::Instance(), scheduling_.get()});
+  api::Services services{store_.get(), identity_.get(), tenants_.get(), &SystemClock::Instance(),
+                         scheduling_.get()};
+  if (!config_.audit_checkpoint_file.empty()) {
+    checkpointer_ = std::make_unique<AuditCheckpointer>(
+        *store_, SystemClock::Instance(),
+        AuditCheckpointOptions{config_.audit_checkpoint_file, config_.audit_signing_key_file,
+                               config_.audit_checkpoint_interval_s * 1000});
+    ATRIUM_RETURN_IF_ERROR(checkpointer_->Start());
+    services.audit_checkpoint = [c = checkpointer_.get()] { return c->Latest(); };
+  } else {
+    spdlog::warn(
+        "audit checkpoints are off ([audit] checkpoint_file): a trail cut short or rewound by "
+        "someone with write access to the database would not show");
+  }
+  api_ = std::make_unique<api::ControlPlaneApi>(services);
 
   ATRIUM_ASSIGN_OR_RETURN(auto listen, ParseListenAddress(config_.api_listen));
   http::ServerOptions opts;
@@ -128,6 +141,9 @@ void Platform::Stop() {
   api_.reset();
   // The scheduler's timer writes to the store: stop it before the store closes.
   if (scheduling_) scheduling_->Stop();
+  // After every writer of audit records, before the store closes.
+  if (checkpointer_) checkpointer_->Stop();
+  checkpointer_.reset();
   if (tenants_) tenants_->SetObserver(nullptr);
   scheduling_.reset();
   tenants_.reset();
@@ -135,11 +151,12 @@ void Platform::Stop() {
   store_.reset();  // closes every pooled connection
 }
 
-Result<std::string> CreateBootstrapAdminKey(const Config& config) {
+Result<BootstrapAdminResult> CreateBootstrapAdminKey(const Config& config, bool rotate) {
   ATRIUM_ASSIGN_OR_RETURN(auto store, Store::Open(config.store_url, 1));
   IdentityService identity(*store, SystemClock::Instance());
   ATRIUM_RETURN_IF_ERROR(identity.Init());
-  return identity.BootstrapAdminKey("bootstrap-admin");
+  return BootstrapPlatformAdmin(*store, identity, SystemClock::Instance(),
+                                {rotate, "cli:bootstrap-admin"});
 }
 
 Status WriteSecretFile(const std::string& path, const std::string& text) {

@@ -17,6 +17,7 @@
 #include "audit/chain.h"
 #include "common/clock.h"
 #include "crypto/ids.h"
+#include "store/audit_state.h"
 #include "store/migrations.h"
 #include "store/test_databases.h"
 #include "support/result_matchers.h"
@@ -806,6 +807,16 @@ TEST_P(StoreTest, ConcurrentAppendAuditKeepsOneValidChainPerTenant) {
     EXPECT_EQ(head.first, CountRows("audit_log", "chain", chain)) << chain;
   }
   EXPECT_EQ(total, kThreads * kPerThread);
+
+  // The state a checkpoint signs agrees with the heads and the trail: the
+  // whole trail verifies against it.
+  auto state = ReadAuditState(store_->database());
+  ASSERT_TRUE(state.has_value()) << state.error().message;
+  EXPECT_EQ(state->last_seq, kThreads * kPerThread);
+  EXPECT_EQ(state->heads.size(), 3u);
+  audit::TrailClaims claims{state->heads, state->last_seq, nullptr};
+  report = audit::VerifyTrail(all, claims);
+  EXPECT_TRUE(report.ok) << report.reason;
 }
 
 INSTANTIATE_TEST_SUITE_P(Drivers, StoreTest,
