@@ -10,6 +10,7 @@
 
 #include "common/clock.h"
 #include "common/json_reader.h"
+#include "gateway/egress_policy.h"
 #include "http/message.h"
 #include "http/router.h"
 #include "identity/identity_service.h"
@@ -26,6 +27,11 @@ struct Services {
   TenantService* tenants = nullptr;
   const Clock* clock = nullptr;
   scheduling::SchedulingService* scheduling = nullptr;
+  // Where tenants' dedicated deployments may send requests; nullptr: the
+  // default rules (public addresses only), with no listeners known.
+  const gateway::EgressPolicy* egress = nullptr;
+  // A dedicated deployment must be of a model its tenant is entitled to.
+  bool dedicated_requires_entitlement = false;
 };
 
 // How a route finds the object it acts on, for the authorization decision.
