@@ -121,6 +121,14 @@ int main(int argc, char** argv) {
   dev->add_option("--gateway-upstream-ca", gateway_upstream_ca,
                   "PEM file of CAs to trust, besides the system's, for https model endpoints")
       ->check(CLI::ExistingFile);
+  std::vector<std::string> egress_allow;
+  dev->add_option("--egress-allow", egress_allow,
+                  "Network (CIDR) tenants' dedicated deployments may reach besides public "
+                  "addresses, e.g. 127.0.0.0/8 for engine-sim servers on this machine "
+                  "(repeatable; [egress] allowed_networks)");
+  bool dedicated_requires_entitlement = false;
+  dev->add_flag("--dedicated-requires-entitlement", dedicated_requires_entitlement,
+                "A tenant's dedicated deployment must be of a model it is entitled to");
   std::string fleet_spec;
   dev->add_option("--fleet", fleet_spec,
                   "Simulated GPU fleet as COUNTxMODELxGPUS items, e.g. "
@@ -197,6 +205,12 @@ int main(int argc, char** argv) {
     config.gateway_journal_dir = (dir / "gateway").string();
     config.audit_checkpoint_file = (dir / "audit-checkpoints.jsonl").string();
     config.audit_signing_key_file = (dir / "audit-signing.key").string();
+    config.egress_allowed_networks = egress_allow;
+    config.gateway_dedicated_requires_entitlement = dedicated_requires_entitlement;
+    if (auto rules = atrium::EgressRulesOf(config); !rules.has_value()) {
+      std::cerr << "atrium: --egress-allow: " << rules.error().message << "\n";
+      return 2;
+    }
     if (auto fleet = atrium::capacity::ParseFleetSpec(fleet_spec);
         !fleet_spec.empty() && !fleet.has_value()) {
       std::cerr << "atrium: --fleet: " << fleet.error().message << "\n";

@@ -13,6 +13,7 @@
 #include "audit/denial_tally.h"
 #include "common/clock.h"
 #include "common/json_reader.h"
+#include "gateway/egress_policy.h"
 #include "http/message.h"
 #include "http/router.h"
 #include "identity/identity_service.h"
@@ -32,6 +33,11 @@ struct Services {
   // The last signed audit checkpoint (runtime/audit_checkpointer.h); unset
   // or nullopt when checkpoints are off or none was taken yet.
   std::function<std::optional<audit::Checkpoint>()> audit_checkpoint;
+  // Where tenants' dedicated deployments may send requests; nullptr: the
+  // default rules (public addresses only), with no listeners known.
+  const gateway::EgressPolicy* egress = nullptr;
+  // A dedicated deployment must be of a model its tenant is entitled to.
+  bool dedicated_requires_entitlement = false;
 };
 
 // How a route finds the object it acts on, for the authorization decision.

@@ -104,6 +104,24 @@ std::string RetryAdvice(const bhttp::fields& head) {
   return lines;
 }
 
+// What a tenant is told when its request found no model server to answer
+// it: the status and what it means, never the endpoint (the operator's
+// upstream URLs and addresses are not the tenant's to see; the operator's
+// log has them, with the request id).
+std::string TenantFacingFailure(int status, const GatewayOptions& options) {
+  switch (status) {
+    case 504:
+      return "the model's server did not answer within " +
+             std::to_string(options.first_byte_timeout_ms) + " ms";
+    case 503:
+      return "the model's server is overloaded (it answered 503); retry later";
+    case 502:
+      return "the model's server could not be reached or failed (502)";
+    default:
+      return "the model's server answered " + std::to_string(status);
+  }
+}
+
 }  // namespace
 
 struct Session::Exchange {
@@ -286,9 +304,13 @@ awaitable<std::optional<Session::Early>> Session::Queue(Exchange& x) {
 awaitable<std::optional<Session::Early>> Session::Route(Exchange& x) {
   const std::string upstream_body = gateway::UpstreamBody(x.body, x.parsed);
   std::vector<std::string> tried;
-  std::string failure;
+  std::string failure;  // for the operator's log: may name the endpoint
   int failure_status = 502;
   int64_t failure_retry_after_ms = 0;
+  // A tenant's dedicated deployment sends only where the egress policy lets it.
+  std::shared_ptr<const gateway::EgressFacts> egress;
+  if (x.slot.deployment->visibility != "shared") egress = server_.EgressFactsOf(*x.snapshot);
+  AddressCheck egress_check;
   for (int attempt = 0;; ++attempt) {
     tried.push_back(x.endpoint);
     x.meter.Upstream(x.endpoint);
@@ -296,6 +318,8 @@ awaitable<std::optional<Session::Early>> Session::Route(Exchange& x) {
     auto address = ParseUpstreamUrl(x.endpoint);
     if (!address.has_value()) {
       failure = address.error().message;
+    } else if (egress && !(failure = server_.EgressRefusal(*egress, x.endpoint)).empty()) {
+      // Refused like an unreachable endpoint: another may be tried.
     } else {
       std::string head = "POST " + address->base_path + std::string(UpstreamPath(x.api)) +
                          " HTTP/1.1\r\nHost: " + address->host_header +
@@ -310,9 +334,10 @@ awaitable<std::optional<Session::Early>> Session::Route(Exchange& x) {
         beast::error_code ec;
         x.connection = pool_.TakeIdle(x.endpoint);
         if (!x.connection) {
+          if (egress) egress_check = server_.EgressCheck(egress, x.endpoint);
           x.connection =
               co_await ConnectUpstream(pool_, x.endpoint, *address, server_.upstream_tls.get(),
-                                       options().connect_timeout_ms, failure);
+                                       options().connect_timeout_ms, failure, &egress_check);
           if (!x.connection) break;
         }
         UpstreamConnection& connection = *x.connection;
@@ -380,16 +405,19 @@ awaitable<std::optional<Session::Early>> Session::Route(Exchange& x) {
       next = server_.dispatcher.Retry(x.slot, x.endpoint, tried, Now());
       settled = true;
     }
+    // The operator's log has the endpoint; the tenant's answer never does.
+    spdlog::warn("gateway: request {} (deployment {}): {}", x.request_id, x.slot.deployment->id,
+                 failure);
     if (!next) {
       server_.dispatcher.Finish(x.slot, settled ? "" : x.endpoint, Dispatcher::Outcome::kFailed,
                                 {x.meter.record().input_tokens, 0, 0}, Now());
       const char* code = failure_status == 504   ? "upstream_timeout"
                          : failure_status == 503 ? "service_unavailable"
                                                  : "upstream_error";
-      co_return Early::Failed(Refusal{failure_status, "server_error", code, failure,
-                                      failure_status == 503
-                                          ? std::max<int64_t>(failure_retry_after_ms, 1000)
-                                          : failure_retry_after_ms});
+      co_return Early::Failed(Refusal{
+          failure_status, "server_error", code, TenantFacingFailure(failure_status, options()),
+          failure_status == 503 ? std::max<int64_t>(failure_retry_after_ms, 1000)
+                                : failure_retry_after_ms});
     }
     x.endpoint = *next;
   }

@@ -5,9 +5,11 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "capacity/fleet_spec.h"
 #include "common/strings.h"
+#include "gateway/egress_policy.h"
 
 namespace atrium {
 namespace {
@@ -41,6 +43,39 @@ class TableReader {
              std::to_string(max));
       } else {
         out = static_cast<T>(*v);
+      }
+    }
+  }
+  void Bool(const char* key, bool& out) {
+    known_.insert(key);
+    if (!table_ || error_) return;
+    if (const toml::node* n = table_->get(key)) {
+      if (auto v = n->value<bool>(); v && n->is_boolean()) {
+        out = *v;
+      } else {
+        Fail("'" + name_ + "." + key + "' must be true or false");
+      }
+    }
+  }
+  void StringArray(const char* key, std::vector<std::string>& out) {
+    known_.insert(key);
+    if (!table_ || error_) return;
+    if (const toml::node* n = table_->get(key)) {
+      const toml::array* array = n->as_array();
+      std::vector<std::string> values;
+      if (array) {
+        for (const toml::node& item : *array) {
+          if (!item.is_string()) {
+            array = nullptr;
+            break;
+          }
+          values.push_back(*item.value<std::string>());
+        }
+      }
+      if (!array) {
+        Fail("'" + name_ + "." + key + "' must be an array of strings");
+      } else {
+        out = std::move(values);
       }
     }
   }
@@ -98,7 +133,8 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
   }
   Config c;
   static const std::set<std::string> kTables = {"server", "store",     "api",     "auth",
-                                                "log",    "scheduler", "gateway", "audit"};
+                                                "log",    "scheduler", "gateway", "audit",
+                                                "egress"};
   for (const auto& [k, v] : root) {
     std::string key(k.str());
     if (!kTables.contains(key)) {
@@ -161,6 +197,7 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
   gateway.Int("max_connections", c.gateway_max_connections, 1, 1'000'000);
   gateway.Int("first_byte_timeout_ms", c.gateway_first_byte_timeout_ms, 100, 3'600'000);
   gateway.String("upstream_ca_file", c.gateway_upstream_ca_file);
+  gateway.Bool("dedicated_requires_entitlement", c.gateway_dedicated_requires_entitlement);
   ATRIUM_RETURN_IF_ERROR(gateway.Finish());
   TableReader audit(root["audit"].as_table(), "audit");
   audit.String("checkpoint_file", c.audit_checkpoint_file);
@@ -171,6 +208,12 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
     return Error::InvalidArgument(
         "'audit.checkpoint_file' and 'audit.signing_key_file' go together");
   }
+  TableReader egress(root["egress"].as_table(), "egress");
+  egress.StringArray("allowed_networks", c.egress_allowed_networks);
+  egress.StringArray("denied_networks", c.egress_denied_networks);
+  egress.StringArray("allowed_hosts", c.egress_allowed_hosts);
+  ATRIUM_RETURN_IF_ERROR(egress.Finish());
+  ATRIUM_RETURN_IF_ERROR(EgressRulesOf(c));
   if (c.gateway_queue != "fair" && c.gateway_queue != "fifo") {
     return Error::InvalidArgument("'gateway.queue' must be fair or fifo");
   }
@@ -198,6 +241,29 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
         "'log.level' must be one of trace, debug, info, warn, error, off");
   }
   return c;
+}
+
+Result<gateway::EgressRules> EgressRulesOf(const Config& c) {
+  gateway::EgressRules rules;
+  for (const auto& [key, texts, out] :
+       {std::tuple{"allowed_networks", &c.egress_allowed_networks, &rules.allowed_networks},
+        std::tuple{"denied_networks", &c.egress_denied_networks, &rules.denied_networks}}) {
+    for (const std::string& text : *texts) {
+      auto network = gateway::ParseIpNetwork(text);
+      if (!network.has_value()) {
+        return Error::InvalidArgument(std::string("'egress.") + key +
+                                      "': " + network.error().message);
+      }
+      out->push_back(std::move(*network));
+    }
+  }
+  for (const std::string& pattern : c.egress_allowed_hosts) {
+    if (auto valid = gateway::ValidateHostPattern(pattern); !valid.has_value()) {
+      return Error::InvalidArgument("'egress.allowed_hosts': " + valid.error().message);
+    }
+  }
+  rules.allowed_hosts = c.egress_allowed_hosts;
+  return rules;
 }
 
 Result<Config> LoadConfigFile(const std::string& path) {

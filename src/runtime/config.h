@@ -4,8 +4,10 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "common/result.h"
+#include "gateway/egress_policy.h"
 
 namespace atrium {
 
@@ -54,10 +56,29 @@ struct Config {
   std::string audit_checkpoint_file;
   std::string audit_signing_key_file;
   int64_t audit_checkpoint_interval_s = 60;
+  // A tenant's dedicated deployment must be of a model the tenant is
+  // entitled to (as shared deployments are): an operator that licenses
+  // models per tenant turns this on. Off: a dedicated deployment is the
+  // tenant's own server, serving whatever it names.
+  bool gateway_dedicated_requires_entitlement = false;
+  // [egress] Where a tenant's dedicated deployment may send requests (see
+  // gateway/egress_policy.h). Networks in CIDR form ("10.0.0.0/8").
+  // Opened beyond public addresses, e.g. the cluster network of the
+  // operator's model servers; loopback, link-local, private, CGNAT and
+  // unique-local addresses are closed unless opened here.
+  std::vector<std::string> egress_allowed_networks;
+  std::vector<std::string> egress_denied_networks;  // closed even if public or opened
+  // Host patterns a tenant's endpoint host must match: "*", "*.domain", or
+  // one name or address.
+  std::vector<std::string> egress_allowed_hosts = {"*"};
 };
 
 Result<Config> LoadConfigFile(const std::string& path);
 Result<Config> ParseConfig(const std::string& toml_text, const std::string& source_name);
+
+// The [egress] keys as the policy's rules; kInvalidArgument naming the key
+// for a network or host pattern that does not parse.
+Result<gateway::EgressRules> EgressRulesOf(const Config& config);
 
 // "host:port" → parts; port 0 allowed (any free port).
 Result<std::pair<std::string, int>> ParseListenAddress(const std::string& text);

@@ -1,11 +1,14 @@
 #include "runtime/platform.h"
 
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 
 namespace atrium {
@@ -21,9 +24,53 @@ std::string UrlOf(const std::string& host, int port) {
   return "http://" + h + ":" + std::to_string(port);
 }
 
+// The listen address `text` (HOST:PORT) is on 0.0.0.0 or ::.
+bool IsWildcardListener(const std::string& text) {
+  auto listen = ParseListenAddress(text);
+  if (!listen.has_value()) return false;
+  auto address = gateway::ParseIpAddress(listen->first);
+  return address && (address->bytes == gateway::IpAddress{}.bytes ||
+                     *address == *gateway::ParseIpAddress("0.0.0.0"));
+}
+
+// This machine's addresses: a listener on 0.0.0.0 or :: is reached on each.
+std::vector<gateway::IpAddress> LocalAddresses() {
+  std::vector<gateway::IpAddress> out;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return out;
+  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr) continue;
+    gateway::IpAddress address;
+    if (i->ifa_addr->sa_family == AF_INET) {
+      const auto* v4 = reinterpret_cast<const sockaddr_in*>(i->ifa_addr);
+      address.bytes[10] = address.bytes[11] = 0xff;
+      std::memcpy(address.bytes.data() + 12, &v4->sin_addr, 4);
+    } else if (i->ifa_addr->sa_family == AF_INET6) {
+      const auto* v6 = reinterpret_cast<const sockaddr_in6*>(i->ifa_addr);
+      std::memcpy(address.bytes.data(), &v6->sin6_addr, 16);
+    } else {
+      continue;
+    }
+    out.push_back(address);
+  }
+  freeifaddrs(list);
+  return out;
+}
+
 }  // namespace
 
 Result<PlatformUrls> Platform::Start() {
+  ATRIUM_ASSIGN_OR_RETURN(gateway::EgressRules rules, EgressRulesOf(config_));
+  egress_ = std::make_shared<gateway::EgressPolicy>(std::move(rules));
+  if (IsWildcardListener(config_.api_listen) || IsWildcardListener(config_.gateway_listen)) {
+    egress_->SetLocalAddresses(LocalAddresses());
+  }
+  if (!config_.run_control_plane) {
+    // The API runs elsewhere; its configured address is the best we know.
+    if (auto api = ParseListenAddress(config_.api_listen); api.has_value() && api->second != 0) {
+      egress_->AddPlatformListener({api->first, static_cast<uint16_t>(api->second)});
+    }
+  }
   ATRIUM_ASSIGN_OR_RETURN(store_, Store::Open(config_.store_url, config_.store_pool_size));
   PlatformUrls urls;
   if (config_.run_control_plane) {
@@ -63,6 +110,7 @@ Result<std::string> Platform::StartGateway() {
   opts.max_connections = static_cast<int>(config_.gateway_max_connections);
   opts.first_byte_timeout_ms = static_cast<int>(config_.gateway_first_byte_timeout_ms);
   opts.upstream_ca_file = config_.gateway_upstream_ca_file;
+  opts.egress = egress_;
   opts.dispatcher.discipline = config_.gateway_queue == "fifo"
                                    ? gateway_server::QueueDiscipline::kFifo
                                    : gateway_server::QueueDiscipline::kFair;
@@ -106,6 +154,8 @@ Result<std::string> Platform::StartControlPlane() {
         "audit checkpoints are off ([audit] checkpoint_file): a trail cut short or rewound by "
         "someone with write access to the database would not show");
   }
+  services.egress = egress_.get();
+  services.dedicated_requires_entitlement = config_.gateway_dedicated_requires_entitlement;
   api_ = std::make_unique<api::ControlPlaneApi>(services);
 
   ATRIUM_ASSIGN_OR_RETURN(auto listen, ParseListenAddress(config_.api_listen));
@@ -120,6 +170,7 @@ Result<std::string> Platform::StartControlPlane() {
   server_ = std::make_unique<http::Server>(
       opts, [api = api_.get()](http::Request& req) { return api->Handle(req); });
   ATRIUM_ASSIGN_OR_RETURN(int port, server_->Start());
+  egress_->AddPlatformListener({listen.first, static_cast<uint16_t>(port)});
   return UrlOf(listen.first, port);
 }
 

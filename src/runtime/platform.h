@@ -8,6 +8,7 @@
 
 #include "api/api.h"
 #include "common/clock.h"
+#include "gateway/egress_policy.h"
 #include "gateway_server/gateway_server.h"
 #include "gateway_server/policy_loader.h"
 #include "gateway_server/usage_journal.h"
@@ -51,6 +52,9 @@ class Platform {
   Result<std::string> StartGateway();       // returns the gateway URL
 
   Config config_;
+  // Where tenants' dedicated deployments may send requests: the API checks
+  // endpoints against it when they are written, the gateway when it connects.
+  std::shared_ptr<gateway::EgressPolicy> egress_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<IdentityService> identity_;
   std::unique_ptr<TenantService> tenants_;

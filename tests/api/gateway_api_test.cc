@@ -226,6 +226,90 @@ TEST_F(GatewayApiTest, TenantAdminsCreateDedicatedDeploymentsOfTheirOwnTenantOnl
   EXPECT_EQ(BodyOf(placed)["tenant_id"], w().other.id);
 }
 
+// The issue: a tenant admin could aim its dedicated deployment at loopback,
+// the cloud's metadata service, the platform's own listener or an
+// operator's shared model server; the gateway POSTed there and relayed the
+// answer.
+TEST_F(GatewayApiTest, ATenantsDeploymentMustPassTheOperatorsEgressPolicy) {
+  const std::string& key = TenantAdmin().key;
+  h().CreateDeployment("egress-shared-model", "");  // the operator's server, 10.0.0.9:8000
+  const int64_t before = DeploymentCount();
+  struct Probe {
+    const char* url;
+    const char* says;
+  };
+  const Probe probes[] = {
+      {"http://127.0.0.1:8000", "loopback"},
+      {"http://localhost:8081", "loopback"},
+      {"http://[::1]:8000", "loopback"},
+      {"http://169.254.169.254/latest/meta-data", "link-local"},
+      {"http://192.168.1.10:8000", "private"},
+      {"http://100.64.0.1:8000", "CGNAT"},
+      {"http://0.0.0.0:8000", "unspecified"},
+      {"http://10.0.0.9:8000", "reserved for the platform"},  // the shared deployment's
+      {"http://10.0.0.9:8000/v1", "reserved for the platform"},
+      {"http://10.0.0.1:8080", "reserved for the platform"},  // the API's listener
+  };
+  for (const Probe& p : probes) {
+    Json body = DeploymentBody("egress-model");
+    body["endpoints"] = Json::array({{{"url", "http://203.0.113.5:8000"}}, {{"url", p.url}}});
+    http::Response r = h().CallJson("POST", "/api/v1/deployments", key, body);
+    EXPECT_EQ(r.status, 403) << p.url << ": " << r.body;
+    EXPECT_TRUE(Contains(ErrorMessage(r), "egress policy")) << ErrorMessage(r);
+    EXPECT_TRUE(Contains(ErrorMessage(r), p.says)) << p.url << ": " << ErrorMessage(r);
+  }
+  EXPECT_EQ(DeploymentCount(), before) << "a refused deployment is not stored";
+
+  // Public addresses and the networks the operator opened pass.
+  Json body = DeploymentBody("egress-model");
+  body["endpoints"] = Json::array({{{"url", "http://203.0.113.5:8000"}},
+                                   {{"url", "https://models.example.com"}},
+                                   {{"url", "http://10.0.0.5:8000"}}});
+  http::Response created = h().CallJson("POST", "/api/v1/deployments", key, body);
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string path = "/api/v1/deployments/" + BodyOf(created)["id"].get<std::string>();
+  // An update is held to the same rules, and a refused one changes nothing.
+  http::Response moved =
+      h().CallJson("PATCH", path, key, {{"endpoints", Endpoints("http://169.254.169.254")}});
+  EXPECT_EQ(moved.status, 403) << moved.body;
+  EXPECT_EQ(BodyOf(h().Call("GET", path, key))["endpoints"].size(), 3u);
+  // A dedicated deployment staff place for a tenant is the tenant's to
+  // edit later: the same rules.
+  Json placed = DeploymentBody("egress-model");
+  placed["tenant_id"] = w().own.id;
+  placed["endpoints"] = Endpoints("http://127.0.0.1:8000");
+  EXPECT_EQ(h().CallJson("POST", "/api/v1/deployments", Admin(), placed).status, 403);
+  // Shared deployments are the platform staff's own servers: not restricted.
+  Json shared = DeploymentBody("egress-shared-loopback");
+  shared["endpoints"] = Endpoints("http://127.0.0.1:8000");
+  EXPECT_EQ(h().CallJson("POST", "/api/v1/deployments", Admin(), shared).status, 201);
+}
+
+// Where the operator requires it, a tenant's dedicated deployment serves
+// only a model the tenant is entitled to.
+TEST_F(GatewayApiTest, WhereTheOperatorRequiresItADedicatedDeploymentIsOfAnEntitledModel) {
+  const std::string& key = TenantAdmin().key;
+  EXPECT_EQ(h().CallJson("POST", "/api/v1/deployments", key, DeploymentBody("byo-model")).status,
+            201)
+      << "by default a dedicated deployment may serve what it names";
+  h().Reconfigure([](Services& s) { s.dedicated_requires_entitlement = true; });
+  const int64_t before = DeploymentCount();
+  http::Response refused =
+      h().CallJson("POST", "/api/v1/deployments", key, DeploymentBody("licensed-model"));
+  EXPECT_EQ(refused.status, 403) << refused.body;
+  EXPECT_TRUE(Contains(ErrorMessage(refused), "not entitled to model licensed-model"))
+      << ErrorMessage(refused);
+  EXPECT_EQ(DeploymentCount(), before);
+  ASSERT_EQ(h().Call("PUT", TenantPath() + "/entitlements/licensed-model", Admin()).status, 200);
+  http::Response created =
+      h().CallJson("POST", "/api/v1/deployments", key, DeploymentBody("licensed-model"));
+  EXPECT_EQ(created.status, 201) << created.body;
+  // Renaming it to a model without an entitlement is refused too.
+  const std::string path = "/api/v1/deployments/" + BodyOf(created)["id"].get<std::string>();
+  EXPECT_EQ(h().CallJson("PATCH", path, key, {{"model", "other-licensed-model"}}).status, 403);
+  h().Reconfigure([](Services& s) { s.dedicated_requires_entitlement = false; });
+}
+
 TEST_F(GatewayApiTest, ATenantsOwnDeploymentStaysInTheTenantsRegions) {
   http::Response tenant =
       h().CallJson("POST", "/api/v1/tenants", Admin(),
@@ -254,6 +338,7 @@ TEST_F(GatewayApiTest, ATenantsOwnDeploymentStaysInTheTenantsRegions) {
   // Shared deployments serve many tenants: any region.
   Json shared = DeploymentBody("resident-model");
   shared["region"] = "us-east";
+  shared["endpoints"] = Endpoints("http://10.0.0.6:8000");  // not a tenant's server
   EXPECT_EQ(h().CallJson("POST", "/api/v1/deployments", Admin(), shared).status, 201);
 }
 
@@ -353,8 +438,9 @@ TEST_F(GatewayApiTest, DeploymentChangesAreAuditedInTheOwnersChain) {
   EXPECT_EQ(a.tenant_id, w().own.id);
   EXPECT_EQ(a.target, "tenant/" + w().own.id + "/deployment/" + id);
 
-  http::Response shared =
-      h().CallJson("POST", "/api/v1/deployments", Admin(), DeploymentBody("audited-shared"));
+  Json shared_body = DeploymentBody("audited-shared");
+  shared_body["endpoints"] = Endpoints("http://10.0.0.6:8000");  // not a tenant's server
+  http::Response shared = h().CallJson("POST", "/api/v1/deployments", Admin(), shared_body);
   ASSERT_EQ(shared.status, 201);
   a = last_audit();
   EXPECT_EQ(a.tenant_id, "");

@@ -208,10 +208,12 @@ void CordonFirst(ApiHarness& h, const Case& c) {
 }
 
 // Platform staff create shared deployments; a tenant admin its tenant's
-// dedicated ones (the tenant comes from the credential).
+// dedicated ones (the tenant comes from the credential). Each on a server
+// of its own: a shared deployment's endpoint is never a tenant's.
 Json NewDeploymentBody(ApiHarness& h, const Case&) {
+  static int next_port = 8000;
   return {{"model", h.UniqueName("model")},
-          {"endpoints", {{{"url", "http://10.0.0.7:8000"}}}},
+          {"endpoints", {{{"url", "http://10.0.0.7:" + std::to_string(next_port++)}}}},
           {"region", "local"}};
 }
 

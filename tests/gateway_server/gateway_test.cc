@@ -2,6 +2,7 @@
 // simulators, a policy built from rows the test controls, a usage journal
 // shipping to an in-memory store. Requests go over loopback sockets.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -70,6 +71,35 @@ int DeadPort() {
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   ::close(fd);
   return ntohs(addr.sin_port);
+}
+
+// Everything the gateway logs while it lives (the operator's view).
+class LogCapture {
+ public:
+  LogCapture() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(log_)) {
+    spdlog::default_logger()->sinks().push_back(sink_);
+  }
+  ~LogCapture() {
+    auto& sinks = spdlog::default_logger()->sinks();
+    sinks.erase(std::find(sinks.begin(), sinks.end(), sink_));
+  }
+  std::string Text() {
+    spdlog::default_logger()->flush();
+    return log_.str();
+  }
+
+ private:
+  std::ostringstream log_;
+  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
+};
+
+// A test rig's egress policy: the engine simulators run on loopback, so the
+// operator of the rig opens it for tenants' dedicated deployments.
+std::shared_ptr<gateway::EgressPolicy> LoopbackRig() {
+  gateway::EgressRules rules;
+  rules.allowed_networks = {*gateway::ParseIpNetwork("127.0.0.0/8"),
+                            *gateway::ParseIpNetwork("::1/128")};
+  return std::make_shared<gateway::EgressPolicy>(rules);
 }
 
 // What an https model endpoint looks like to the gateway: TLS terminated in
@@ -464,6 +494,21 @@ class GatewayTest : public ::testing::Test {
     for (const auto& t : entitled) rows_.entitlements.push_back({t, "sim-model", 0});
   }
 
+  // A dedicated deployment of `model` for `tenant`, as a tenant admin
+  // would have made it (or a row that got into the store some other way).
+  void AddDedicated(const std::string& id, const std::string& tenant, const std::string& url,
+                    const std::string& model = "sim-model") {
+    DeploymentRecord d;
+    d.id = id;
+    d.model = model;
+    d.endpoints = {{url, 8}};
+    d.region = "eu-1";
+    d.latency_tier = "interactive";
+    d.visibility = "dedicated";
+    d.tenant_id = tenant;
+    rows_.deployments.push_back(d);
+  }
+
   void StartGateway(GatewayOptions options = {}, int health_interval_ms = 200) {
     journal_ = std::make_unique<UsageJournal>(
         UsageJournalOptions{dir_.string(), 10, 10, 100, 16 << 20},
@@ -486,6 +531,7 @@ class GatewayTest : public ::testing::Test {
                                        20);
     ASSERT_OK(policy_->Start());
     options.health_interval_ms = health_interval_ms;
+    if (!options.egress) options.egress = LoopbackRig();
     gateway_ =
         std::make_unique<GatewayServer>(options, *policy_, *journal_, SystemClock::Instance());
     auto port = gateway_->Start();
@@ -1050,6 +1096,10 @@ TEST_F(GatewayTest, AnOverloadedModelServersAdviceOnWhenToRetryReachesTheClient)
   EXPECT_EQ(r.status, 503) << r.body;
   EXPECT_EQ(r.headers["retry-after"], "7");
   EXPECT_NE(r.body.find("service_unavailable"), std::string::npos) << r.body;
+  // The issue: the tenant was told "upstream http://127.0.0.1:PORT answered
+  // 503", the operator's server's URL.
+  EXPECT_EQ(r.body.find(std::to_string(overloaded.port())), std::string::npos) << r.body;
+  EXPECT_EQ(r.body.find("127.0.0.1"), std::string::npos) << r.body;
   // A 429 is the server's answer: relayed with its advice.
   ChangeRows([&](GatewayPolicyRows& rows) {
     rows.deployments[0].endpoints = {{"http://127.0.0.1:" + std::to_string(limited.port()), 8}};
@@ -1091,10 +1141,14 @@ TEST_F(GatewayTest, RefusesAnHttpsEndpointWhoseCertificateItCannotTrust) {
   // Health checks rarely, so that they cannot mark the endpoint down before
   // the request sees why it fails.
   StartGateway({}, 60'000);  // no extra CA: the test CA is unknown
+  LogCapture log;
   RawResponse r = Post(key_a_, ChatBody(1, false));
   EXPECT_EQ(r.status, 502);
-  EXPECT_NE(r.body.find("certificate verify failed"), std::string::npos) << r.body;
-  EXPECT_NE(r.body.find("unable to get local issuer certificate"), std::string::npos) << r.body;
+  // The operator's log says which check failed; the tenant's answer does not
+  // name the endpoint.
+  EXPECT_NE(log.Text().find("certificate verify failed"), std::string::npos) << log.Text();
+  EXPECT_NE(log.Text().find("unable to get local issuer certificate"), std::string::npos);
+  EXPECT_EQ(r.body.find("localhost"), std::string::npos) << r.body;
   EXPECT_EQ(sims_[0]->Served().finished, 0);
   gateway_->Stop(1000);
   gateway_.reset();
@@ -1110,13 +1164,13 @@ TEST_F(GatewayTest, RefusesAnHttpsEndpointWhoseCertificateItCannotTrust) {
   StartGateway(options, 60'000);
   r = Post(key_a_, ChatBody(1, false));
   EXPECT_EQ(r.status, 502);
-  EXPECT_NE(r.body.find("hostname mismatch"), std::string::npos) << r.body;
+  EXPECT_NE(log.Text().find("hostname mismatch"), std::string::npos) << log.Text();
   ChangeRows([&](GatewayPolicyRows& rows) {
     rows.deployments[0].endpoints = {{"https://127.0.0.1:" + std::to_string(elsewhere.port()), 8}};
   });
   r = Post(key_a_, ChatBody(1, false));
   EXPECT_EQ(r.status, 502);
-  EXPECT_NE(r.body.find("IP address mismatch"), std::string::npos) << r.body;
+  EXPECT_NE(log.Text().find("IP address mismatch"), std::string::npos) << log.Text();
   EXPECT_EQ(sims_[1]->Served().finished, 0);
 }
 
@@ -1134,6 +1188,146 @@ TEST_F(GatewayTest, DoesNotStartWithAnUnreadableUpstreamCaFile) {
   auto started = gateway.Start();
   ASSERT_FALSE(started.has_value());
   EXPECT_NE(started.error().message.find("missing.pem"), std::string::npos);
+}
+
+// The issue: gateway errors showed tenants the operator's upstream URLs
+// ("upstream http://... answered 503", "cannot connect to http://..."); the
+// operator's log keeps them.
+TEST_F(GatewayTest, ATenantIsNotShownTheOperatorsUpstreamUrlsTheLogIs) {
+  const int dead_port = DeadPort();
+  const std::string url = "http://127.0.0.1:" + std::to_string(dead_port);
+  AddDeployment("dep_1", {{url, 8}});
+  StartGateway({}, 60'000);
+  LogCapture log;
+  RawResponse r = Post(key_a_, ChatBody(1, false));
+  EXPECT_EQ(r.status, 502) << r.body;
+  EXPECT_EQ(r.body.find(std::to_string(dead_port)), std::string::npos) << r.body;
+  EXPECT_EQ(r.body.find("127.0.0.1"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("could not be reached"), std::string::npos) << r.body;
+  const std::string logged = log.Text();
+  EXPECT_NE(logged.find(url), std::string::npos) << logged;
+  EXPECT_NE(logged.find(r.headers["x-request-id"]), std::string::npos) << logged;
+}
+
+// The issue: a tenant admin aimed its dedicated deployment at loopback. A
+// row that reached the store without the API's check (or a name that
+// resolves to loopback later) is refused by the gateway itself: nothing is
+// sent there, neither requests nor health probes.
+TEST_F(GatewayTest, ADedicatedDeploymentAimedAtLoopbackIsRefusedEvenFromTheStore) {
+  // A listener that never accepts: any connection would wait in its backlog.
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(fd, 16), 0);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  AddDedicated("dep_mine", "tn_a", "http://localhost:" + std::to_string(ntohs(addr.sin_port)));
+  GatewayOptions options;
+  options.egress = std::make_shared<gateway::EgressPolicy>();  // the default rules
+  options.first_byte_timeout_ms = 500;
+  StartGateway(options, 100);
+  LogCapture log;
+  for (int i = 0; i < 3; ++i) {
+    RawResponse r = Post(key_a_, ChatBody(1, false));
+    EXPECT_TRUE(r.status == 502 || r.status == 503) << r.status << " " << r.body;
+    EXPECT_EQ(r.body.find("localhost"), std::string::npos) << r.body;
+    usleep(150'000);  // a health check runs meanwhile
+  }
+  // Neither a request nor a health probe connected.
+  ASSERT_EQ(::fcntl(fd, F_SETFL, O_NONBLOCK), 0);
+  EXPECT_EQ(::accept(fd, nullptr, nullptr), -1);
+  EXPECT_TRUE(errno == EAGAIN || errno == EWOULDBLOCK) << errno;
+  ::close(fd);
+  EXPECT_NE(log.Text().find("loopback"), std::string::npos) << log.Text();
+}
+
+// The issue: pointing a dedicated deployment at the platform's own
+// listener returned the platform's own answer.
+TEST_F(GatewayTest, ADedicatedDeploymentCannotAimTheGatewayAtItself) {
+  AddDeployment("dep_shared", {{StartSim("instant"), 8}}, {"tn_b"});
+  StartGateway({}, 60'000);  // the rig opens loopback
+  ChangeRows([&](GatewayPolicyRows& rows) {
+    DeploymentRecord d = rows.deployments[0];
+    d.id = "dep_loop";
+    d.visibility = "dedicated";
+    d.tenant_id = "tn_a";
+    d.endpoints = {{"http://127.0.0.1:" + std::to_string(port_), 8}};
+    rows.deployments.push_back(d);
+  });
+  LogCapture log;
+  RawResponse r = Post(key_a_, ChatBody(1, false));
+  EXPECT_EQ(r.status, 502) << r.body;
+  EXPECT_NE(log.Text().find("reserved for the platform"), std::string::npos) << log.Text();
+}
+
+// The issue: a tenant not entitled to a shared model got it served by
+// pointing its dedicated deployment at the shared server's URL.
+TEST_F(GatewayTest, ADedicatedDeploymentNamingASharedEndpointIsNotServedThere) {
+  const std::string sim = StartSim("instant");
+  AddDeployment("dep_shared", {{sim, 8}}, {"tn_b"});  // tn_a is not entitled
+  AddDedicated("dep_mine", "tn_a", sim);
+  StartGateway({}, 60'000);  // the rig opens loopback: only the shared rule stands
+  LogCapture log;
+  RawResponse mine = Post(key_a_, ChatBody(1, false));
+  EXPECT_EQ(mine.status, 502) << mine.body;
+  EXPECT_EQ(sims_[0]->Served().finished, 0);
+  EXPECT_NE(log.Text().find("reserved for the platform"), std::string::npos) << log.Text();
+  // The entitled tenant is served there as before.
+  EXPECT_EQ(Post(key_b_, ChatBody(1, false)).status, 200);
+}
+
+// DNS rebinding: what ConnectUpstream judges is each address the name
+// resolves to, after resolution and before any connection, cached or not.
+TEST(UpstreamEgressTest, ANameThatResolvesToARefusedAddressIsNeverConnected) {
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::acceptor listener(
+      io, boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0));
+  const std::string url = "http://localhost:" + std::to_string(listener.local_endpoint().port());
+  auto address = ParseUpstreamUrl(url);
+  ASSERT_OK(address);
+  std::vector<std::string> judged;
+  AddressCheck refuse_loopback = [&](const boost::asio::ip::tcp::endpoint& e) -> std::string {
+    judged.push_back(e.address().to_string());
+    return e.address().is_loopback() ? "loopback" : "";
+  };
+  UpstreamPool pool(0);
+  for (int attempt = 0; attempt < 2; ++attempt) {  // resolved, then from the cache
+    std::string why;
+    bool connected = true;
+    boost::asio::co_spawn(
+        io,
+        [&]() -> boost::asio::awaitable<void> {
+          auto c =
+              co_await ConnectUpstream(pool, url, *address, nullptr, 1000, why, &refuse_loopback);
+          connected = c != nullptr;
+        },
+        boost::asio::detached);
+    io.run();
+    io.restart();
+    EXPECT_FALSE(connected) << attempt;
+    EXPECT_EQ(why, "loopback") << attempt;
+  }
+  EXPECT_GE(judged.size(), 2u);
+  // Nothing reached the listener.
+  listener.non_blocking(true);
+  boost::system::error_code ec;
+  boost::asio::ip::tcp::socket accepted(io);
+  listener.accept(accepted, ec);
+  EXPECT_EQ(ec, boost::asio::error::would_block);
+  // Without a check the same name connects (the test would pass vacuously otherwise).
+  bool connected = false;
+  std::string why;
+  boost::asio::co_spawn(
+      io,
+      [&]() -> boost::asio::awaitable<void> {
+        auto c = co_await ConnectUpstream(pool, url, *address, nullptr, 1000, why);
+        connected = c != nullptr;
+      },
+      boost::asio::detached);
+  io.run();
+  EXPECT_TRUE(connected) << why;
 }
 
 TEST(UpstreamUrlTest, ParsesHttpAndHttpsWithTheirDefaultPorts) {

@@ -70,6 +70,51 @@ TEST(ConfigTest, RolesAndGatewaySection) {
   ASSERT_FALSE(bad_queue.has_value());
 }
 
+TEST(ConfigTest, EgressSectionAndDedicatedEntitlement) {
+  auto defaults = LoadConfigFile(ATRIUM_EXAMPLE_CONFIG);
+  ASSERT_TRUE(defaults.has_value()) << defaults.error().message;
+  EXPECT_TRUE(defaults->egress_allowed_networks.empty()) << "closed unless the operator opens it";
+  EXPECT_TRUE(defaults->egress_denied_networks.empty());
+  EXPECT_EQ(defaults->egress_allowed_hosts, std::vector<std::string>{"*"});
+  EXPECT_FALSE(defaults->gateway_dedicated_requires_entitlement);
+  auto rules = EgressRulesOf(*defaults);
+  ASSERT_TRUE(rules.has_value());
+  EXPECT_TRUE(rules->allowed_networks.empty());
+
+  auto c = ParseConfig(
+      "[store]\nurl = \"sqlite:///x.db\"\n[gateway]\ndedicated_requires_entitlement = true\n"
+      "[egress]\nallowed_networks = [\"10.20.0.0/16\", \"fd00::/8\"]\n"
+      "denied_networks = [\"10.20.1.0/24\"]\nallowed_hosts = [\"*.models.example.com\"]\n",
+      "t.toml");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  EXPECT_TRUE(c->gateway_dedicated_requires_entitlement);
+  auto parsed = EgressRulesOf(*c);
+  ASSERT_TRUE(parsed.has_value());
+  ASSERT_EQ(parsed->allowed_networks.size(), 2u);
+  EXPECT_EQ(parsed->allowed_networks[0].text, "10.20.0.0/16");
+  ASSERT_EQ(parsed->denied_networks.size(), 1u);
+  EXPECT_EQ(parsed->allowed_hosts, std::vector<std::string>{"*.models.example.com"});
+
+  struct Bad {
+    const char* toml;
+    const char* says;
+  };
+  const Bad bads[] = {
+      {"[egress]\nallowed_networks = [\"10.0.0.1/8\"]\n", "'egress.allowed_networks'"},
+      {"[egress]\ndenied_networks = [\"nope\"]\n", "'egress.denied_networks'"},
+      {"[egress]\nallowed_hosts = [\"a*b\"]\n", "'egress.allowed_hosts'"},
+      {"[egress]\nallowed_networks = \"10.0.0.0/8\"\n", "'egress.allowed_networks'"},
+      {"[egress]\nallowed_networks = [8]\n", "array of strings"},
+      {"[egress]\nallow = []\n", "'egress.allow'"},
+      {"[gateway]\ndedicated_requires_entitlement = 1\n", "true or false"},
+  };
+  for (const Bad& b : bads) {
+    auto r = ParseConfig(std::string("[store]\nurl = \"sqlite:///x.db\"\n") + b.toml, "t.toml");
+    ASSERT_FALSE(r.has_value()) << b.toml;
+    EXPECT_NE(r.error().message.find(b.says), std::string::npos) << r.error().message;
+  }
+}
+
 TEST(ConfigTest, UnknownKeyIsRejectedByName) {
   auto c = ParseConfig("[store]\nurl = \"sqlite:///x.db\"\npool_sise = 3\n", "t.toml");
   ASSERT_FALSE(c.has_value());
