@@ -270,6 +270,17 @@ CREATE TABLE gateway_policy_version (
 );
 INSERT INTO gateway_policy_version (id, version) VALUES (1, 0);
 )sql"},
+    {4, "evicted tenants: what staff read of a tenant whose history is kept",
+     R"sql(
+CREATE TABLE evicted_tenants (
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  display_name TEXT NOT NULL,
+  tier TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  evicted_at BIGINT NOT NULL
+);
+)sql"},
 };
 
 }  // namespace
