@@ -194,16 +194,21 @@ QuotaVerdict Scheduler::QuotaVerdictFor(const Allocation& a) const {
 }
 
 Scheduler::Entitlement Scheduler::ComputeEntitlement() const {
+  // Only requests within their guarantee can be entitled; the verdict of
+  // each does not depend on the others, so the rest (a backlog of borrowers)
+  // is not sorted.
   std::vector<const Allocation*> pending;
   for (const auto& [id, a] : allocations_) {
-    if (a.state == AllocationState::kPending) pending.push_back(&a);
+    if (a.state == AllocationState::kPending &&
+        QuotaVerdictFor(a) == QuotaVerdict::kWithinGuarantee) {
+      pending.push_back(&a);
+    }
   }
   std::sort(pending.begin(), pending.end(),
             [](const Allocation* x, const Allocation* y) { return x->seq < y->seq; });
   std::map<std::pair<std::string, ResourceClass>, int64_t> ahead;  // older entitled charges
   Entitlement out;
   for (const Allocation* a : pending) {
-    if (QuotaVerdictFor(*a) != QuotaVerdict::kWithinGuarantee) continue;
     const ResourceClass rc = ClassOf(a->request);
     const TenantPolicy& t = tenants_.find(a->request.tenant)->second;
     const Quota* q = t.QuotaFor(rc);
@@ -322,12 +327,13 @@ bool Scheduler::KeepsReservations(const Allocation& a, const Placement& p,
 }
 
 bool Scheduler::TryPlace(Allocation& a, const IdList* reserving, DecisionRecords& out) {
+  // A request of a shape that found no room in this generation of the
+  // cluster would find none now either: skipped without a search (and
+  // before the quota check, which cannot make it fit), so a backlog of one
+  // unplaceable shape costs one search, not one per request.
+  if (no_fit_.KnownNotToFit(a.request, generation_)) return false;
   const QuotaVerdict q = QuotaVerdictFor(a);
   if (q == QuotaVerdict::kWaits || q == QuotaVerdict::kNeverFits) return false;
-  // A request of a shape that found no room in this generation of the
-  // cluster would find none now either: skipped without a search, so a
-  // backlog of one unplaceable shape costs one search, not one per request.
-  if (no_fit_.KnownNotToFit(a.request, generation_)) return false;
   auto ctx = ContextFor(a, state_);
   if (!ctx) return false;
   auto p = FindPlacement(*ctx, engine_.get());
