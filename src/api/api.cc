@@ -254,6 +254,18 @@ Status ControlPlaneApi::ResolveAndAuthorize(Context& ctx, const RouteSpec& spec)
       if (!p.is_platform() && tenant_id != p.tenant_id) return Error::NotFound("tenant not found");
       if (p.is_platform()) {
         auto tenant = services_.store->GetTenant(tenant_id);
+        if (!tenant.has_value() && tenant.error().code == ErrorCode::kNotFound) {
+          // An evicted tenant's usage, allocations and audit trail are kept
+          // for staff to read; nothing of it may change any more.
+          auto evicted = services_.store->GetEvictedTenantForPlatform(tenant_id);
+          if (evicted.has_value()) {
+            if (ctx.request.method != "GET") {
+              return Error::FailedPrecondition("tenant " + tenant_id +
+                                               " was evicted; its records are read-only");
+            }
+            tenant = std::move(evicted);
+          }
+        }
         if (!tenant.has_value()) return tenant.error();
         ctx.tenant = std::move(tenant).value();
       }

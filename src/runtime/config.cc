@@ -185,6 +185,8 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
   scheduler.Int("grace_seconds", c.scheduler_grace_s, 0, 86'400);
   scheduler.String("policy", c.scheduler_policy);
   scheduler.Int("tick_ms", c.scheduler_tick_ms, 10, 60'000);
+  scheduler.Int("max_pending_per_tenant", c.scheduler_max_pending_per_tenant, 1, 1'000'000);
+  scheduler.Int("max_pending_per_project", c.scheduler_max_pending_per_project, 1, 1'000'000);
   ATRIUM_RETURN_IF_ERROR(scheduler.Finish());
   TableReader gateway(root["gateway"].as_table(), "gateway");
   gateway.String("listen", c.gateway_listen);

@@ -39,6 +39,10 @@ struct Config {
   int64_t scheduler_grace_s = 30;  // reclaim victims' grace period
   std::string scheduler_policy = "atrium";
   int64_t scheduler_tick_ms = 1000;  // how often queued work is retried
+  // The most pending allocation requests per tenant and per project (429
+  // beyond): one tenant's backlog must not slow every tenant's scheduling.
+  int64_t scheduler_max_pending_per_tenant = 1000;
+  int64_t scheduler_max_pending_per_project = 500;
   // [gateway]
   std::string gateway_listen = "127.0.0.1:8081";
   int gateway_threads = 2;

@@ -442,9 +442,11 @@ Status Store::InsertUsageRecords(const std::vector<UsageRecord>& records) {
       return Error::InvalidArgument("usage record " + u.id + " has no tenant");
   }
   return StatusOf(db_->Transact<bool>([&](sql::Connection& c) -> Result<bool> {
-    // Which tenants still exist. On PostgreSQL the share lock makes an
-    // eviction that runs at the same time wait for this batch (and then
-    // delete its rows) or, if it came first, leaves no row to find here.
+    // Which tenants exist or were evicted: an evicted tenant's usage is kept
+    // (billing records outlive the tenant), even when it arrives after the
+    // eviction. On PostgreSQL the share lock makes an eviction that runs at
+    // the same time wait for this batch, or, if it came first, leaves its
+    // evicted_tenants row (same transaction) for the second look to find.
     const bool pg = c.dialect() == sql::Dialect::kPostgres;
     std::set<std::string> tenants;
     for (const auto& u : records) tenants.insert(u.tenant_id);
@@ -454,7 +456,13 @@ Status Store::InsertUsageRecords(const std::vector<UsageRecord>& records) {
                               c.Exec(pg ? "SELECT id FROM tenants WHERE id = $1 FOR SHARE"
                                         : "SELECT id FROM tenants WHERE id = $1",
                                      {t}));
-      if (!rows.rows.empty()) live.insert(t);
+      if (!rows.rows.empty()) {
+        live.insert(t);
+        continue;
+      }
+      ATRIUM_ASSIGN_OR_RETURN(auto evicted,
+                              c.Exec("SELECT id FROM evicted_tenants WHERE id = $1", {t}));
+      if (!evicted.rows.empty()) live.insert(t);
     }
     std::vector<const UsageRecord*> kept;
     for (const auto& u : records) {

@@ -295,6 +295,17 @@ CREATE TABLE gateway_refusals (
   PRIMARY KEY (tenant_id, minute_at, key_id, reason)
 );
 )sql"},
+    {5, "evicted tenants: what staff read of a tenant whose history is kept",
+     R"sql(
+CREATE TABLE evicted_tenants (
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  display_name TEXT NOT NULL,
+  tier TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  evicted_at BIGINT NOT NULL
+);
+)sql"},
 };
 
 }  // namespace

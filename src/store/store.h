@@ -31,16 +31,19 @@ struct TenantFilter {
   std::string label_value;
 };
 
-// Counts of what an eviction removed.
+// Counts of what an eviction removed, and of the records it kept.
 struct EvictionSummary {
   int64_t users = 0;
   int64_t api_keys = 0;
   int64_t sessions = 0;
-  int64_t allocations = 0;  // rows, held or ended
   int64_t deployments = 0;  // the tenant's dedicated deployments
   int64_t entitlements = 0;
   int64_t gateway_limits = 0;  // the tenant's row and its keys' rows
-  int64_t usage_records = 0;
+  // Kept, under the evicted tenant's id, for platform staff: allocation
+  // history (rows, held or ended; held ones are ended as released) and
+  // usage records.
+  int64_t allocations_kept = 0;
+  int64_t usage_records_kept = 0;
 };
 
 struct DeploymentFilter {
@@ -64,9 +67,18 @@ class Store {
   // Replaces every mutable field of the tenant with id t.id.
   Status UpdateTenant(const Tenant& t);
   Result<int64_t> CountTenants();
-  // Removes the tenant row and every row it owns in one transaction. Audit
-  // records are kept (they are the operator's record of what happened).
-  Result<EvictionSummary> DeleteTenantAndData(const std::string& tenant_id);
+  // Removes the tenant row and every row it owns in one transaction, except
+  // the records an operator must keep for accounting: audit records, usage
+  // records and allocation history stay under the tenant's id (held
+  // allocations are ended as released at `evicted_at`), and an
+  // evicted_tenants row lets platform staff still find the tenant
+  // (GetEvictedTenantForPlatform). The name is free for a new tenant, which
+  // gets a new id and inherits nothing. kNotFound for an unknown tenant.
+  Result<EvictionSummary> DeleteTenantAndData(const std::string& tenant_id, int64_t evicted_at = 0);
+  // An evicted tenant as staff see it: id, name, display name, tier,
+  // created_at, state "evicted", updated_at = when it was evicted.
+  // kNotFound when no tenant of that id was evicted.
+  Result<Tenant> GetEvictedTenantForPlatform(const std::string& id);
 
   // --- Users (tenant-owned) ---
   Status CreateUser(const User& u);  // u.tenant_id must equal the scope used later
@@ -184,10 +196,10 @@ class Store {
   // --- Usage records (tenant-owned, written by the gateway) ---
   // Appends the records in ONE transaction. Idempotent by id: a record whose
   // id is already stored is skipped, so a gateway that re-ships a batch after
-  // a crash stores each request exactly once. Records of a tenant that no
-  // longer exists (evicted while the batch was on its way) are dropped, as
-  // eviction would have removed them. Errors: kInvalidArgument for a record
-  // without id or tenant (nothing is stored).
+  // a crash stores each request exactly once. Records of a tenant id that
+  // is unknown are dropped; records of an evicted tenant are kept (usage
+  // that arrives after the eviction is still billable). Errors:
+  // kInvalidArgument for a record without id or tenant (nothing is stored).
   Status InsertUsageRecords(const std::vector<UsageRecord>& records);
   // The tenant's records matching `filter`, newest first (created_at, then
   // id, descending); the cursor is opaque.

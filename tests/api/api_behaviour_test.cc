@@ -560,9 +560,17 @@ TEST_F(ApiBehaviourTest, TenantLifecycle) {
   EXPECT_EQ(summary["removed"]["users"], 1);
   EXPECT_GE(summary["removed"]["api_keys"].get<int>(), 1);
   EXPECT_GE(summary["removed"]["sessions"].get<int>(), 1);
-  EXPECT_EQ(h().Call("GET", path, admin).status, 404);
-  EXPECT_EQ(h().Call("GET", path + "/users", admin).status, 404);
-  EXPECT_EQ(h().Call("POST", path + "/resume", admin).status, 404);
+  EXPECT_EQ(summary["kept"]["usage_records"], 0);
+  // Staff still find the tenant, as evicted and read-only.
+  http::Response gone = h().Call("GET", path, admin);
+  ASSERT_EQ(gone.status, 200) << gone.body;
+  EXPECT_EQ(BodyOf(gone)["state"], "evicted");
+  EXPECT_EQ(BodyOf(gone)["name"], name);
+  http::Response no_users = h().Call("GET", path + "/users", admin);
+  ASSERT_EQ(no_users.status, 200);
+  EXPECT_TRUE(BodyOf(no_users)["items"].empty());
+  EXPECT_EQ(h().Call("POST", path + "/resume", admin).status, 409);
+  EXPECT_EQ(h().CallJson("PATCH", path, admin, {{"display_name", "back"}}).status, 409);
   EXPECT_EQ(UserCount(id), 0);
   EXPECT_EQ(h().Call("GET", "/api/v1/whoami", user.key).status, 401);
   EXPECT_EQ(h().Call("GET", "/api/v1/whoami", token2).status, 401);

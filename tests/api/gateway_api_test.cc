@@ -674,7 +674,7 @@ TEST_F(GatewayApiTest, RefusalsAreReadAsCountsPerKeyAndReason) {
       404);
 }
 
-TEST_F(GatewayApiTest, EvictionTakesTheTenantsGatewayRowsWithIt) {
+TEST_F(GatewayApiTest, EvictionTakesTheTenantsGatewayRowsButKeepsItsUsage) {
   fixture::TenantSeed t = h().CreateTenant("evict-gw");
   Actor user = h().CreateActor(t.id, t.name, Role::kTenantAdmin, /*human=*/false);
   std::string dep = h().CreateDeployment("evict-model", t.id);
@@ -685,10 +685,21 @@ TEST_F(GatewayApiTest, EvictionTakesTheTenantsGatewayRowsWithIt) {
   ASSERT_EQ(h().Call("POST", "/api/v1/tenants/" + t.id + "/evict", Admin()).status, 200);
   EXPECT_EQ(h().Call("GET", "/api/v1/deployments/" + dep, Admin()).status, 404);
   EXPECT_TRUE(h().store().ListEntitlements(TenantScope::Of(t.id))->empty());
-  EXPECT_TRUE(h().store().ListUsage(TenantScope::Of(t.id), {}, {})->items.empty());
   auto after = h().store().GatewayPolicyMarkerForGateway();
   ASSERT_TRUE(after.has_value());
   EXPECT_NE(*after, *before);
+  // Usage is a billing record: it stays, and platform staff read it (and
+  // its totals) under the evicted tenant's id. It used to be deleted.
+  http::Response usage = h().Call("GET", "/api/v1/tenants/" + t.id + "/usage", Admin());
+  ASSERT_EQ(usage.status, 200) << usage.body;
+  ASSERT_EQ(BodyOf(usage)["items"].size(), 1u);
+  EXPECT_EQ(BodyOf(usage)["items"][0]["tenant_id"], t.id);
+  http::Response totals = h().Call("GET", "/api/v1/tenants/" + t.id + "/usage/summary", Admin());
+  EXPECT_EQ(totals.status, 200) << totals.body;
+  // Usage the gateway ships after the eviction is kept too.
+  h().AddUsage(user, "x");
+  EXPECT_EQ(BodyOf(h().Call("GET", "/api/v1/tenants/" + t.id + "/usage", Admin()))["items"].size(),
+            2u);
 }
 
 }  // namespace

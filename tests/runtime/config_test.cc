@@ -36,6 +36,24 @@ TEST(ConfigTest, SchedulerSection) {
   EXPECT_NE(typo.error().message.find("'scheduler.grace'"), std::string::npos);
 }
 
+TEST(ConfigTest, PendingRequestCapsHaveDefaultsAndBounds) {
+  auto defaults = LoadConfigFile(ATRIUM_EXAMPLE_CONFIG);
+  ASSERT_TRUE(defaults.has_value());
+  EXPECT_EQ(defaults->scheduler_max_pending_per_tenant, 1000);
+  EXPECT_EQ(defaults->scheduler_max_pending_per_project, 500);
+  auto c = ParseConfig(
+      "[store]\nurl = \"sqlite:///x.db\"\n[scheduler]\nmax_pending_per_tenant = 20\n"
+      "max_pending_per_project = 5\n",
+      "t.toml");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  EXPECT_EQ(c->scheduler_max_pending_per_tenant, 20);
+  EXPECT_EQ(c->scheduler_max_pending_per_project, 5);
+  auto zero = ParseConfig(
+      "[store]\nurl = \"sqlite:///x.db\"\n[scheduler]\nmax_pending_per_tenant = 0\n", "t.toml");
+  ASSERT_FALSE(zero.has_value());
+  EXPECT_NE(zero.error().message.find("max_pending_per_tenant"), std::string::npos);
+}
+
 TEST(ConfigTest, RolesAndGatewaySection) {
   auto defaults = LoadConfigFile(ATRIUM_EXAMPLE_CONFIG);
   ASSERT_TRUE(defaults.has_value());

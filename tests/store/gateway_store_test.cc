@@ -766,7 +766,7 @@ TEST_P(GatewayStoreTest, MarkerChangesWithEveryPolicyInputAndOnlyThen) {
   changed("tenant eviction");
 }
 
-TEST_P(GatewayStoreTest, EvictionRemovesTheTenantsGatewayRowsOnly) {
+TEST_P(GatewayStoreTest, EvictionRemovesTheTenantsGatewayRowsButKeepsUsageEvenLateUsage) {
   Tenant a = MakeTenant("a");
   Tenant b = MakeTenant("b");
   ApiKey a_key = MakeKey(MakeUser(a.id, "alice"));
@@ -792,8 +792,8 @@ TEST_P(GatewayStoreTest, EvictionRemovesTheTenantsGatewayRowsOnly) {
   EXPECT_EQ(summary->deployments, 2);
   EXPECT_EQ(summary->entitlements, 1);
   EXPECT_EQ(summary->gateway_limits, 2);
-  EXPECT_EQ(summary->usage_records, 2);
-  for (const char* table : {"deployments", "entitlements", "gateway_limits", "usage_records"}) {
+  EXPECT_EQ(summary->usage_records_kept, 2);
+  for (const char* table : {"deployments", "entitlements", "gateway_limits"}) {
     EXPECT_EQ(
         Count(std::string("SELECT COUNT(*) FROM ") + table + " WHERE tenant_id = '" + a.id + "'"),
         0)
@@ -804,10 +804,26 @@ TEST_P(GatewayStoreTest, EvictionRemovesTheTenantsGatewayRowsOnly) {
   EXPECT_OK(store_->GetDeploymentForPlatform(b_own.id));
   EXPECT_EQ(Count("SELECT COUNT(*) FROM entitlements"), 1);
   EXPECT_EQ(Count("SELECT COUNT(*) FROM gateway_limits"), 1);
-  EXPECT_EQ(Count("SELECT COUNT(*) FROM usage_records"), 1);
-  // A batch that arrives after the eviction leaves nothing behind.
-  ASSERT_OK(store_->InsertUsageRecords({Usage("r4", a.id, 4)}));
-  EXPECT_EQ(Count("SELECT COUNT(*) FROM usage_records"), 1);
+  // Usage records are billing records: they outlive the tenant, under its
+  // id (they used to be deleted), and so does a batch that arrives after
+  // the eviction (it used to be dropped). Records of an id that never was a
+  // tenant are still dropped.
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM usage_records WHERE tenant_id = '" + a.id + "'"), 2);
+  ASSERT_OK(store_->InsertUsageRecords({Usage("r4", a.id, 4), Usage("r5", "tn_never", 5)}));
+  auto kept = store_->ListUsage(TenantScope::Of(a.id), {}, {});
+  ASSERT_TRUE(kept.has_value());
+  ASSERT_EQ(kept->items.size(), 3u);
+  EXPECT_EQ(kept->items[0].id, "r4");
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM usage_records WHERE tenant_id = 'tn_never'"), 0);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM usage_records"), 4);
+  // Staff find the evicted tenant; its name is free for a new one.
+  auto evicted = store_->GetEvictedTenantForPlatform(a.id);
+  ASSERT_TRUE(evicted.has_value()) << evicted.error().message;
+  EXPECT_EQ(evicted->state, "evicted");
+  EXPECT_EQ(evicted->name, a.name);
+  EXPECT_ERROR(store_->GetTenant(a.id), ErrorCode::kNotFound);
+  EXPECT_ERROR(store_->GetEvictedTenantForPlatform(b.id), ErrorCode::kNotFound);
+  EXPECT_ERROR(store_->DeleteTenantAndData(a.id), ErrorCode::kNotFound);
 }
 
 INSTANTIATE_TEST_SUITE_P(Drivers, GatewayStoreTest,
