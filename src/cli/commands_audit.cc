@@ -64,7 +64,7 @@ int Export(Context& ctx, const ExportArgs& args) {
     text += record.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
   }
   if (args.out.empty() || args.out == "-") {
-    ctx.out() << text << std::flush;
+    ctx.out() << EscapeJsonForTerminal(text) << std::flush;
     return kExitOk;
   }
   // The trail names people and addresses: keep the file private.
@@ -113,7 +113,7 @@ int PrintReport(Context& ctx, const audit::VerifyReport& report) {
     }
     ctx.PrintJson(j);
   } else {
-    ctx.out() << DescribeReport(report) << std::endl;
+    ctx.out() << EscapeForTerminal(DescribeReport(report)) << std::endl;
   }
   return report.ok ? kExitOk : kExitFailed;
 }
