@@ -270,6 +270,11 @@ CREATE TABLE gateway_policy_version (
 );
 INSERT INTO gateway_policy_version (id, version) VALUES (1, 0);
 )sql"},
+    // Expired login sessions are purged by expires_at (identity service,
+    // at every login); the index keeps that a range delete.
+    {4, "sessions: index on expiry for the purge", R"sql(
+CREATE INDEX sessions_expiry ON sessions (expires_at);
+)sql"},
 };
 
 }  // namespace
