@@ -195,6 +195,7 @@ int main(int argc, char** argv) {
     std::filesystem::path dir = std::filesystem::absolute(data_dir);
     Config config;
     config.store_url = "sqlite://" + (dir / "atrium.db").string();
+    config.signing_key_file = (dir / "signing.key").string();
     config.api_listen = api_listen;
     config.scheduler_fleet = fleet_spec;
     config.run_gateway = true;

@@ -98,7 +98,7 @@ int Export(Context& ctx, const ExportArgs& args) {
   // longer matches it.
   text += Json{{"audit_export", TrailSummaryToJson(*fetched->trail.summary)}}.dump() + "\n";
   if (args.out.empty() || args.out == "-") {
-    ctx.out() << text << std::flush;
+    ctx.out() << EscapeJsonForTerminal(text) << std::flush;
     return kExitOk;
   }
   // The trail names people and addresses: keep the file private.
@@ -172,7 +172,7 @@ int PrintReport(Context& ctx, const audit::VerifyReport& report, const std::stri
     }
     ctx.PrintJson(j);
   } else {
-    ctx.out() << DescribeReport(report) << std::endl;
+    ctx.out() << EscapeForTerminal(DescribeReport(report)) << std::endl;
   }
   return report.ok ? kExitOk : kExitFailed;
 }

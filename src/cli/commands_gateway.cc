@@ -32,8 +32,8 @@ int Grant(Context& ctx, const EntitlementArgs& args) {
   if (ctx.json_output()) {
     ctx.PrintJson(*granted);
   } else {
-    ctx.out() << "Tenant " << StringAt(*granted, "tenant_id") << " may call " << args.model
-              << ".\n";
+    ctx.out() << "Tenant " << EscapeForTerminal(StringAt(*granted, "tenant_id")) << " may call "
+              << EscapeForTerminal(args.model) << ".\n";
   }
   return kExitOk;
 }

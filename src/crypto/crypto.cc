@@ -159,6 +159,40 @@ std::string PublicKeyOf(std::string_view secret_key) {
   return pk;
 }
 
+Result<std::string> SecretBoxSeal(std::string_view key, std::string_view plaintext) {
+  InitCrypto();
+  static_assert(kSecretBoxKeyBytes == crypto_secretbox_KEYBYTES);
+  if (key.size() != crypto_secretbox_KEYBYTES) {
+    return Error::InvalidArgument("secret box key must have 32 bytes");
+  }
+  std::string out(crypto_secretbox_NONCEBYTES + crypto_secretbox_MACBYTES + plaintext.size(), '\0');
+  auto* nonce = reinterpret_cast<unsigned char*>(out.data());
+  randombytes_buf(nonce, crypto_secretbox_NONCEBYTES);
+  crypto_secretbox_easy(nonce + crypto_secretbox_NONCEBYTES,
+                        reinterpret_cast<const unsigned char*>(plaintext.data()), plaintext.size(),
+                        nonce, reinterpret_cast<const unsigned char*>(key.data()));
+  return out;
+}
+
+Result<std::string> SecretBoxOpen(std::string_view key, std::string_view sealed) {
+  InitCrypto();
+  if (key.size() != crypto_secretbox_KEYBYTES) {
+    return Error::InvalidArgument("secret box key must have 32 bytes");
+  }
+  if (sealed.size() < crypto_secretbox_NONCEBYTES + crypto_secretbox_MACBYTES) {
+    return Error::InvalidArgument("sealed text is too short");
+  }
+  const auto* nonce = reinterpret_cast<const unsigned char*>(sealed.data());
+  size_t cipher_len = sealed.size() - crypto_secretbox_NONCEBYTES;
+  std::string out(cipher_len - crypto_secretbox_MACBYTES, '\0');
+  if (crypto_secretbox_open_easy(reinterpret_cast<unsigned char*>(out.data()),
+                                 nonce + crypto_secretbox_NONCEBYTES, cipher_len, nonce,
+                                 reinterpret_cast<const unsigned char*>(key.data())) != 0) {
+    return Error::InvalidArgument("sealed text does not open with this key");
+  }
+  return out;
+}
+
 uint32_t Crc32(std::string_view data) {
   boost::crc_32_type crc;
   crc.process_bytes(data.data(), data.size());

@@ -48,6 +48,14 @@ bool VerifyDetached(std::string_view public_key, std::string_view message,
 // The public half of a 64-byte secret key ("" if it is not 64 bytes).
 std::string PublicKeyOf(std::string_view secret_key);
 
+// Authenticated secret-key encryption (XSalsa20-Poly1305, libsodium's
+// secretbox) with a random nonce. `key` must have kSecretBoxKeyBytes bytes.
+// Seal returns nonce || ciphertext; Open fails (InvalidArgument) on a wrong
+// key, a wrong length or any tampering.
+inline constexpr size_t kSecretBoxKeyBytes = 32;
+Result<std::string> SecretBoxSeal(std::string_view key, std::string_view plaintext);
+Result<std::string> SecretBoxOpen(std::string_view key, std::string_view sealed);
+
 // CRC-32 (IEEE), for API-key checksums that secret scanners can check offline.
 uint32_t Crc32(std::string_view data);
 // Fixed-width base62 of v (most significant digit first).

@@ -2,6 +2,7 @@
 
 #include <toml++/toml.h>
 
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -176,6 +177,7 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
   ATRIUM_RETURN_IF_ERROR(api.Finish());
   TableReader auth(root["auth"].as_table(), "auth");
   auth.Int("access_token_ttl_s", c.access_token_ttl_s, 60, 3600);
+  auth.String("signing_key_file", c.signing_key_file);
   ATRIUM_RETURN_IF_ERROR(auth.Finish());
   TableReader log(root["log"].as_table(), "log");
   log.String("level", c.log_level);
@@ -230,6 +232,16 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
   if (!StartsWith(c.store_url, "sqlite:///") && !StartsWith(c.store_url, "postgresql://") &&
       !StartsWith(c.store_url, "postgres://")) {
     return Error::InvalidArgument("'store.url' must start with sqlite:/// or postgresql://");
+  }
+  if (c.signing_key_file.empty()) {
+    if (!StartsWith(c.store_url, "sqlite:///")) {
+      return Error::InvalidArgument(
+          "'auth.signing_key_file' is required with a PostgreSQL store (the same file on every "
+          "server sharing it)");
+    }
+    std::string db_path = c.store_url.substr(std::string_view("sqlite://").size());
+    db_path = db_path.substr(0, db_path.find('?'));
+    c.signing_key_file = (std::filesystem::path(db_path).parent_path() / "signing.key").string();
   }
   ATRIUM_RETURN_IF_ERROR(ParseListenAddress(c.api_listen));
   if (!c.scheduler_fleet.empty()) {

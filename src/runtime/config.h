@@ -29,6 +29,10 @@ struct Config {
   int64_t api_max_connections = 10'000;
   // [auth]
   int64_t access_token_ttl_s = 3600;
+  // The key file that seals token signing keys in the store (created, mode
+  // 0600, at first start). "" = "signing.key" beside a SQLite database;
+  // required with PostgreSQL, and the same file on every server sharing it.
+  std::string signing_key_file;
   // [log]
   std::string log_level = "info";
   // [scheduler]

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "identity/signing_key_box.h"
+
 namespace atrium {
 
 Platform::Platform(Config config) : config_(std::move(config)) {}
@@ -128,6 +130,7 @@ Status Platform::RefreshGatewayPolicy() {
 Result<std::string> Platform::StartControlPlane() {
   IdentityOptions id_opts;
   id_opts.access_token_ttl_s = config_.access_token_ttl_s;
+  ATRIUM_ASSIGN_OR_RETURN(id_opts.signing_key_kek, LoadOrCreateKeyFile(config_.signing_key_file));
   identity_ = std::make_unique<IdentityService>(*store_, SystemClock::Instance(), id_opts);
   ATRIUM_RETURN_IF_ERROR(identity_->Init());
   tenants_ = std::make_unique<TenantService>(*store_, *identity_, SystemClock::Instance());
@@ -206,7 +209,9 @@ void Platform::Stop() {
 
 Result<BootstrapAdminResult> CreateBootstrapAdminKey(const Config& config, bool rotate) {
   ATRIUM_ASSIGN_OR_RETURN(auto store, Store::Open(config.store_url, 1));
-  IdentityService identity(*store, SystemClock::Instance());
+  IdentityOptions id_opts;
+  ATRIUM_ASSIGN_OR_RETURN(id_opts.signing_key_kek, LoadOrCreateKeyFile(config.signing_key_file));
+  IdentityService identity(*store, SystemClock::Instance(), id_opts);
   ATRIUM_RETURN_IF_ERROR(identity.Init());
   return BootstrapPlatformAdmin(*store, identity, SystemClock::Instance(),
                                 {rotate, "cli:bootstrap-admin"});

@@ -306,6 +306,11 @@ CREATE TABLE evicted_tenants (
   evicted_at BIGINT NOT NULL
 );
 )sql"},
+    // Expired login sessions are purged by expires_at (identity service,
+    // at every login); the index keeps that a range delete.
+    {6, "sessions: index on expiry for the purge", R"sql(
+CREATE INDEX sessions_expiry ON sessions (expires_at);
+)sql"},
 };
 
 }  // namespace

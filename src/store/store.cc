@@ -656,7 +656,18 @@ Result<int64_t> Store::DeleteSessionsOfUser(const TenantScope& scope, const std:
   return r.affected;
 }
 
+Result<int64_t> Store::DeleteExpiredSessionsForHousekeeping(int64_t now_ms) {
+  ATRIUM_ASSIGN_OR_RETURN(auto r,
+                          db_->Exec("DELETE FROM sessions WHERE expires_at <= $1", {now_ms}));
+  return r.affected;
+}
+
 // ---------------------------------------------------------------- signing keys
+
+Status Store::ReplaceSigningKeySecret(const std::string& id, const std::string& secret) {
+  return ExpectOneRow(db_->Exec("UPDATE signing_keys SET secret = $1 WHERE id = $2", {secret, id}),
+                      "signing key");
+}
 
 Status Store::AddSigningKey(const SigningKey& k) {
   auto r = db_->Exec("INSERT INTO signing_keys (id, secret, created_at) VALUES ($1, $2, $3)",

@@ -103,10 +103,15 @@ class Store {
   Result<Session> FindSessionForAuth(const std::string& id);
   Status DeleteSession(const TenantScope& scope, const std::string& id);
   Result<int64_t> DeleteSessionsOfUser(const TenantScope& scope, const std::string& user_id);
+  // Housekeeping across tenants: removes sessions whose expires_at is at or
+  // before `now_ms`; returns how many.
+  Result<int64_t> DeleteExpiredSessionsForHousekeeping(int64_t now_ms);
 
   // --- Token signing keys (platform) ---
   Status AddSigningKey(const SigningKey& k);
   Result<std::vector<SigningKey>> ListSigningKeys();  // newest first
+  // Rewrites a key's stored secret (sealing a plaintext one in place).
+  Status ReplaceSigningKeySecret(const std::string& id, const std::string& secret);
   Status DeleteSigningKey(const std::string& id);
 
   // --- GPU fleet (platform) ---

@@ -76,7 +76,7 @@ class ServerModeTest : public ::testing::TestWithParam<std::string> {
     std::ofstream out(path);
     out << "[store]\nurl = \"" << store_url_ << "\"\n\n[api]\nlisten = \"127.0.0.1:0\"\n"
         << "threads = 2\n"
-        << extra;
+        << extra << "\n[auth]\nsigning_key_file = \"" << (dir_ / "signing.key").string() << "\"\n";
     return path;
   }
 

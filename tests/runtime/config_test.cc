@@ -151,6 +151,19 @@ TEST(ConfigTest, WrongTypeIsRejected) {
   EXPECT_NE(c.error().message.find("'api.threads' must be an integer"), std::string::npos);
 }
 
+TEST(ConfigTest, SigningKeyFileDefaultsBesideSqliteAndIsRequiredWithPostgres) {
+  auto example = LoadConfigFile(ATRIUM_EXAMPLE_CONFIG);
+  ASSERT_TRUE(example.has_value());
+  EXPECT_EQ(example->signing_key_file, "/var/lib/atrium/signing.key");
+  auto named = ParseConfig(
+      "[store]\nurl = \"postgresql://db/atrium\"\n[auth]\nsigning_key_file = \"/etc/k\"\n", "t");
+  ASSERT_TRUE(named.has_value()) << named.error().message;
+  EXPECT_EQ(named->signing_key_file, "/etc/k");
+  auto missing = ParseConfig("[store]\nurl = \"postgresql://db/atrium\"\n", "t");
+  ASSERT_FALSE(missing.has_value());
+  EXPECT_NE(missing.error().message.find("'auth.signing_key_file'"), std::string::npos);
+}
+
 TEST(ConfigTest, OutOfRangeAndBadValues) {
   EXPECT_FALSE(
       ParseConfig("[store]\nurl = \"sqlite:///x.db\"\n[auth]\naccess_token_ttl_s = 7200\n", "t")
