@@ -119,6 +119,11 @@ class Scheduler {
 
   // Pending requests the tenant (project "": all of the tenant's) holds.
   int64_t PendingCount(std::string_view tenant, std::string_view project = {}) const;
+  // How many times, since creation, the scheduler looked at one queued
+  // request: a quota verdict taken or a step of the walk. What a pass costs
+  // grows with this, so tests pin that a backlog of requests that cannot be
+  // placed does not add to it pass after pass.
+  uint64_t requests_examined() const { return requests_examined_; }
 
   // --- queries ---
   // Who an explanation is for. A tenant (kOwner) is never told which of
@@ -196,7 +201,11 @@ class Scheduler {
                          DecisionRecords& out);
   void Advance(int64_t now_ms) { now_ms_ = std::max(now_ms_, now_ms); }
   // `reserving`: reclaims whose room the placement must leave (nullptr: none).
-  bool TryPlace(Allocation& a, const IdList* reserving, DecisionRecords& out);
+  // `shape_settled` (optional) is set when it failed in a way every request
+  // of `a`'s shape would until the generation moves: the shape found no
+  // placement in this generation, or its quota verdict holds it back.
+  bool TryPlace(Allocation& a, const IdList* reserving, DecisionRecords& out,
+                bool* shape_settled = nullptr);
   // `ahead`: the charges of the tenant's older entitled requests of the
   // class. Returns whether it marked victims (or, with grace 0, placed).
   bool StartReclaim(Allocation& a, int64_t ahead, DecisionRecords& out);
@@ -226,14 +235,18 @@ class Scheduler {
   Entitlement ComputeEntitlement() const;
   double ShareOf(std::string_view tenant) const;
   // Reclaimers whose victims are gone (`freed`), then reserving reclaimers,
-  // then entitled requests, then the rest (see the file comment).
+  // then entitled requests, then (`borrowers`) the rest (see the file
+  // comment). Without the rest it costs what those few cost, not the queue.
   std::vector<Allocation*> OrderedQueue(const Entitlement& entitled, const IdList& reserving,
-                                        const std::set<std::string, std::less<>>& freed);
+                                        const std::set<std::string, std::less<>>& freed,
+                                        bool borrowers = true);
+
   Result<int32_t> NodeByName(std::string_view node) const;
   void RequestMoves(int32_t node, int gpu, std::string_view reason, DecisionRecords& out);
   DecisionRecord Record(DecisionKind kind, const Allocation& a, std::string reason = {}) const;
-  // Keeps pending_ in step when `a` enters (+1) or leaves (-1) the queue.
-  void CountPending(const Allocation& a, int delta);
+  // Keeps pending_ and shapes_ in step when `a` (held in allocations_)
+  // enters (+1) or leaves (-1) the queue.
+  void CountPending(Allocation& a, int delta);
   // Something changed that can alter a placement search's answer (see
   // ShapeMemo): earlier "does not fit" marks no longer hold.
   void CapacityChanged() { ++generation_; }
@@ -262,8 +275,16 @@ class Scheduler {
   // Pending requests per tenant (key: tenant) and per project (key: tenant,
   // NUL, project), for the submission caps.
   std::map<std::string, int64_t, std::less<>> pending_;
+  // Pending requests by shape (ShapeMemo's), oldest first: the walk takes
+  // each shape's requests as one ordered lane, and a pass's quota verdicts
+  // and entitlement are taken per shape, so a backlog of one shape costs a
+  // pass what one request costs while it cannot be placed. A queue emptied
+  // during a pass is dropped at its end (the walk holds pointers to them).
+  using ShapeQueue = std::map<uint64_t, Allocation*>;  // seq → pending request
+  std::map<AllocationRequest, ShapeQueue, ShapeLess> shapes_;
   uint64_t next_seq_ = 1;
   int64_t now_ms_ = 0;
+  mutable uint64_t requests_examined_ = 0;
 };
 
 }  // namespace atrium::sched

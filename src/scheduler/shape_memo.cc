@@ -12,8 +12,7 @@ auto ShapeOf(const AllocationRequest& r) {
 
 }  // namespace
 
-bool ShapeMemo::ShapeLess::operator()(const AllocationRequest& x,
-                                      const AllocationRequest& y) const {
+bool ShapeLess::operator()(const AllocationRequest& x, const AllocationRequest& y) const {
   return ShapeOf(x) < ShapeOf(y);
 }
 

@@ -24,6 +24,11 @@
 
 namespace atrium::sched {
 
+// Orders requests by shape (every field but the id).
+struct ShapeLess {
+  bool operator()(const AllocationRequest& x, const AllocationRequest& y) const;
+};
+
 class ShapeMemo {
  public:
   // Whether a search for `request`'s shape failed in `generation`.
@@ -35,10 +40,6 @@ class ShapeMemo {
   size_t size() const { return failed_.size(); }
 
  private:
-  // Orders requests by shape (every field but the id).
-  struct ShapeLess {
-    bool operator()(const AllocationRequest& x, const AllocationRequest& y) const;
-  };
   uint64_t generation_ = 0;
   std::set<AllocationRequest, ShapeLess> failed_;  // shapes that failed in generation_
 };
