@@ -129,9 +129,10 @@ void Scheduler::CountPending(Allocation& a, int delta) {
       shape.id.clear();
       it = shapes_.emplace(std::move(shape), ShapeQueue{}).first;
     }
-    it->second.emplace(a.seq, &a);
+    it->second.requests.emplace(a.seq, &a);
   } else if (auto it = shapes_.find(a.request); it != shapes_.end()) {
-    it->second.erase(a.seq);
+    it->second.requests.erase(a.seq);
+    if (it->second.requests.empty()) emptied_shapes_.push_back(it);
   }
 }
 
@@ -207,6 +208,14 @@ QuotaVerdict Scheduler::QuotaVerdictFor(const Allocation& a) const {
   return CheckQuotaVerdict(t->second, ledger_, a.request, ClassOf(a.request), a.charge_milli);
 }
 
+QuotaVerdict Scheduler::ShapeVerdict(const AllocationRequest& shape, const Allocation& head,
+                                     VerdictRun& run) const {
+  if (run.shape == nullptr || !SameQuotaKey(*run.shape, shape)) {
+    run = {&shape, QuotaVerdictFor(head)};
+  }
+  return run.verdict;
+}
+
 Scheduler::Entitlement Scheduler::ComputeEntitlement() const {
   // Only requests within their guarantee can be entitled, and that verdict
   // is the same for every request of a shape; within a tenant's class they
@@ -215,15 +224,17 @@ Scheduler::Entitlement Scheduler::ComputeEntitlement() const {
   // that shape is entitled either: the shape is dropped there, and a backlog
   // costs its shapes, not its requests.
   struct Lane {
-    ShapeQueue::const_iterator next, end;
+    std::map<uint64_t, Allocation*>::const_iterator next, end;
   };
   std::map<std::pair<std::string, ResourceClass>, std::vector<Lane>> classes;
+  VerdictRun run;
   for (const auto& [shape, queue] : shapes_) {
-    if (queue.empty() ||
-        QuotaVerdictFor(*queue.begin()->second) != QuotaVerdict::kWithinGuarantee) {
+    const auto& requests = queue.requests;
+    if (requests.empty() ||
+        ShapeVerdict(shape, *requests.begin()->second, run) != QuotaVerdict::kWithinGuarantee) {
       continue;
     }
-    classes[{shape.tenant, ClassOf(shape)}].push_back({queue.begin(), queue.end()});
+    classes[{shape.tenant, ClassOf(shape)}].push_back({requests.begin(), requests.end()});
   }
   Entitlement out;
   for (auto& [key, lanes] : classes) {
@@ -366,7 +377,7 @@ bool Scheduler::KeepsReservations(const Allocation& a, const Placement& p,
 }
 
 bool Scheduler::TryPlace(Allocation& a, const IdList* reserving, DecisionRecords& out,
-                         bool* shape_settled) {
+                         bool* shape_settled, ShapeQueue* shape) {
   // A request of a shape that found no room in this generation of the
   // cluster would find none now either: skipped without a search (and
   // before the quota check, which cannot make it fit), so a backlog of one
@@ -375,14 +386,18 @@ bool Scheduler::TryPlace(Allocation& a, const IdList* reserving, DecisionRecords
     if (shape_settled != nullptr) *shape_settled = true;
     return false;
   };
-  if (no_fit_.KnownNotToFit(a.request, generation_)) return settled();
+  if (shape == nullptr) {
+    auto it = shapes_.find(a.request);
+    if (it != shapes_.end()) shape = &it->second;
+  }
+  if (shape != nullptr && shape->no_fit_generation == generation_) return settled();
   const QuotaVerdict q = QuotaVerdictFor(a);
   if (q == QuotaVerdict::kWaits || q == QuotaVerdict::kNeverFits) return settled();
   auto ctx = ContextFor(a, state_);
   if (!ctx) return false;
   auto p = FindPlacement(*ctx, engine_.get());
   if (!p) {
-    no_fit_.NoteNoFit(a.request, generation_);
+    if (shape != nullptr) shape->no_fit_generation = generation_;
     return settled();
   }
   if (reserving != nullptr && !KeepsReservations(a, *p, *reserving)) return false;
@@ -500,7 +515,7 @@ void Scheduler::Walk(const Entitlement& entitled, const std::set<std::string, st
   };
   // Returns whether the step did nothing, as every later request of the
   // shape would do nothing until the generation moves.
-  auto visit = [&](Allocation& a) {
+  auto visit = [&](Allocation& a, ShapeQueue* shape) {
     ++requests_examined_;
     if (a.state != AllocationState::kPending) return false;
     auto t = tenants_.find(a.request.tenant);
@@ -510,7 +525,7 @@ void Scheduler::Walk(const Entitlement& entitled, const std::set<std::string, st
     // A reclaimer takes the room cleared for it whatever other reclaims wait.
     const bool reclaiming = freed.contains(id) || r != reserving.end();
     bool settled = false;
-    if (TryPlace(a, reclaiming ? nullptr : &reserving, out, &settled)) {
+    if (TryPlace(a, reclaiming ? nullptr : &reserving, out, &settled, shape)) {
       if (r != reserving.end()) reserving.erase(r);
       CancelReclaim(id, out);
       return false;
@@ -542,12 +557,12 @@ void Scheduler::Walk(const Entitlement& entitled, const std::set<std::string, st
   struct Lane {
     double share;
     int priority;
-    const ShapeQueue* queue;
+    ShapeQueue* queue;
   };
   std::vector<Lane> lanes;
   std::map<std::string_view, double, std::less<>> shares;  // as of the start of the walk
-  for (const auto& [shape, queue] : shapes_) {
-    if (queue.empty()) continue;
+  for (auto& [shape, queue] : shapes_) {
+    if (queue.requests.empty()) continue;
     auto t = tenants_.find(shape.tenant);
     if (t == tenants_.end() || t->second.suspended) continue;  // skipped by visit
     auto s = shares.find(shape.tenant);
@@ -556,7 +571,8 @@ void Scheduler::Walk(const Entitlement& entitled, const std::set<std::string, st
   }
   // The lane's first borrower at or after `from`.
   auto next_in = [&](const Lane& lane, uint64_t from) -> std::optional<uint64_t> {
-    for (auto it = lane.queue->lower_bound(from); it != lane.queue->end(); ++it) {
+    const auto& requests = lane.queue->requests;
+    for (auto it = requests.lower_bound(from); it != requests.end(); ++it) {
       if (!ahead.contains(it->second->id())) return it->first;
     }
     return std::nullopt;
@@ -569,16 +585,18 @@ void Scheduler::Walk(const Entitlement& entitled, const std::set<std::string, st
   std::priority_queue awake(std::greater<Step>{}, std::move(steps));  // the smallest on top
   std::vector<std::pair<size_t, uint64_t>> asleep;  // lane, its next request's seq
 
-  for (Allocation* a : OrderedQueue(entitled, reserving, freed, /*borrowers=*/false)) visit(*a);
+  for (Allocation* a : OrderedQueue(entitled, reserving, freed, /*borrowers=*/false)) {
+    visit(*a, nullptr);
+  }
 
   while (!awake.empty()) {
     const auto [share, priority, seq, i] = awake.top();
     awake.pop();
     const Lane& lane = lanes[i];
     const uint64_t generation = generation_;
-    if (auto it = lane.queue->find(seq); it != lane.queue->end()) {
+    if (auto it = lane.queue->requests.find(seq); it != lane.queue->requests.end()) {
       Allocation& a = *it->second;
-      const bool settled = visit(a) && generation_ == generation;
+      const bool settled = visit(a, lane.queue) && generation_ == generation;
       const std::optional<uint64_t> next = next_in(lane, seq + 1);
       if (next && settled) {
         asleep.emplace_back(i, *next);
@@ -671,11 +689,13 @@ void Scheduler::Pass(int64_t now_ms, DecisionRecords& out, IdList freed_for) {
   // The verdict is the same for every request of a shape; records go out in
   // id order.
   std::vector<Allocation*> rejected;
+  VerdictRun run;
   for (const auto& [shape, queue] : shapes_) {
-    if (queue.empty() || QuotaVerdictFor(*queue.begin()->second) != QuotaVerdict::kNeverFits) {
+    if (queue.requests.empty() ||
+        ShapeVerdict(shape, *queue.requests.begin()->second, run) != QuotaVerdict::kNeverFits) {
       continue;
     }
-    for (const auto& [seq, a] : queue) rejected.push_back(a);
+    for (const auto& [seq, a] : queue.requests) rejected.push_back(a);
   }
   std::sort(rejected.begin(), rejected.end(),
             [](const Allocation* x, const Allocation* y) { return x->id() < y->id(); });
@@ -700,7 +720,11 @@ void Scheduler::Pass(int64_t now_ms, DecisionRecords& out, IdList freed_for) {
     if (!ReconcileReclaims(reserving, tried, out)) break;
     freed.clear();
   }
-  std::erase_if(shapes_, [](const auto& shape) { return shape.second.empty(); });
+  // (A queue emptied stays empty through a pass: nothing is queued in one.)
+  for (Shapes::iterator it : emptied_shapes_) {
+    if (it->second.requests.empty()) shapes_.erase(it);
+  }
+  emptied_shapes_.clear();
 }
 
 // ---------------------------------------------------------------- tenants
