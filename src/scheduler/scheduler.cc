@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cassert>
+#include <optional>
+#include <queue>
 #include <set>
 #include <tuple>
 
@@ -111,7 +113,7 @@ std::string ProjectKey(std::string_view tenant, std::string_view project) {
 }
 }  // namespace
 
-void Scheduler::CountPending(const Allocation& a, int delta) {
+void Scheduler::CountPending(Allocation& a, int delta) {
   auto add = [&](std::string key) {
     auto it = pending_.try_emplace(std::move(key), 0).first;
     it->second += delta;
@@ -120,6 +122,18 @@ void Scheduler::CountPending(const Allocation& a, int delta) {
   };
   add(a.request.tenant);
   if (!a.request.project.empty()) add(ProjectKey(a.request.tenant, a.request.project));
+  if (delta > 0) {
+    auto it = shapes_.find(a.request);
+    if (it == shapes_.end()) {
+      AllocationRequest shape = a.request;
+      shape.id.clear();
+      it = shapes_.emplace(std::move(shape), ShapeQueue{}).first;
+    }
+    it->second.requests.emplace(a.seq, &a);
+  } else if (auto it = shapes_.find(a.request); it != shapes_.end()) {
+    it->second.requests.erase(a.seq);
+    if (it->second.requests.empty()) emptied_shapes_.push_back(it);
+  }
 }
 
 int64_t Scheduler::PendingCount(std::string_view tenant, std::string_view project) const {
@@ -188,36 +202,61 @@ QuotaCheck Scheduler::QuotaFor(const Allocation& a) const {
 }
 
 QuotaVerdict Scheduler::QuotaVerdictFor(const Allocation& a) const {
+  ++requests_examined_;
   auto t = tenants_.find(a.request.tenant);
   if (t == tenants_.end()) return QuotaVerdict::kNeverFits;
   return CheckQuotaVerdict(t->second, ledger_, a.request, ClassOf(a.request), a.charge_milli);
 }
 
-Scheduler::Entitlement Scheduler::ComputeEntitlement() const {
-  // Only requests within their guarantee can be entitled; the verdict of
-  // each does not depend on the others, so the rest (a backlog of borrowers)
-  // is not sorted.
-  std::vector<const Allocation*> pending;
-  for (const auto& [id, a] : allocations_) {
-    if (a.state == AllocationState::kPending &&
-        QuotaVerdictFor(a) == QuotaVerdict::kWithinGuarantee) {
-      pending.push_back(&a);
-    }
+QuotaVerdict Scheduler::ShapeVerdict(const AllocationRequest& shape, const Allocation& head,
+                                     VerdictRun& run) const {
+  if (run.shape == nullptr || !SameQuotaKey(*run.shape, shape)) {
+    run = {&shape, QuotaVerdictFor(head)};
   }
-  std::sort(pending.begin(), pending.end(),
-            [](const Allocation* x, const Allocation* y) { return x->seq < y->seq; });
-  std::map<std::pair<std::string, ResourceClass>, int64_t> ahead;  // older entitled charges
+  return run.verdict;
+}
+
+Scheduler::Entitlement Scheduler::ComputeEntitlement() const {
+  // Only requests within their guarantee can be entitled, and that verdict
+  // is the same for every request of a shape; within a tenant's class they
+  // are taken oldest first. A request of a shape that is not entitled leaves
+  // the charge ahead unchanged, which only grows, so no later request of
+  // that shape is entitled either: the shape is dropped there, and a backlog
+  // costs its shapes, not its requests.
+  struct Lane {
+    std::map<uint64_t, Allocation*>::const_iterator next, end;
+  };
+  std::map<std::pair<std::string, ResourceClass>, std::vector<Lane>> classes;
+  VerdictRun run;
+  for (const auto& [shape, queue] : shapes_) {
+    const auto& requests = queue.requests;
+    if (requests.empty() ||
+        ShapeVerdict(shape, *requests.begin()->second, run) != QuotaVerdict::kWithinGuarantee) {
+      continue;
+    }
+    classes[{shape.tenant, ClassOf(shape)}].push_back({requests.begin(), requests.end()});
+  }
   Entitlement out;
-  for (const Allocation* a : pending) {
-    const ResourceClass rc = ClassOf(a->request);
-    const TenantPolicy& t = tenants_.find(a->request.tenant)->second;
+  for (auto& [key, lanes] : classes) {
+    const auto& [tenant, rc] = key;
+    const TenantPolicy& t = tenants_.find(tenant)->second;
     const Quota* q = t.QuotaFor(rc);
     const ClassUsage u = ledger_.Tenant(t.id, rc);
-    const int64_t base = a->request.priority == Priority::kPreemptible ? u.used : u.non_preemptible;
-    int64_t& before = ahead[{t.id, rc}];
-    if (q != nullptr && base + before + a->charge_milli <= q->guarantee) {
-      out.ahead.emplace(a->id(), before);
-      before += a->charge_milli;
+    int64_t before = 0;  // the charges of older entitled requests
+    while (!lanes.empty()) {
+      auto oldest = std::min_element(lanes.begin(), lanes.end(), [](const Lane& x, const Lane& y) {
+        return x.next->first < y.next->first;
+      });
+      const Allocation* a = oldest->next->second;
+      ++requests_examined_;
+      const int64_t base =
+          a->request.priority == Priority::kPreemptible ? u.used : u.non_preemptible;
+      if (q != nullptr && base + before + a->charge_milli <= q->guarantee) {
+        out.ahead.emplace(a->id(), before);
+        before += a->charge_milli;
+        if (++oldest->next != oldest->end) continue;
+      }
+      lanes.erase(oldest);
     }
   }
   return out;
@@ -259,7 +298,8 @@ std::vector<const Allocation*> Scheduler::VictimsOf(std::string_view reclaimer) 
 
 std::vector<Allocation*> Scheduler::OrderedQueue(const Entitlement& entitled,
                                                  const IdList& reserving,
-                                                 const std::set<std::string, std::less<>>& freed) {
+                                                 const std::set<std::string, std::less<>>& freed,
+                                                 bool borrowers) {
   struct Entry {
     int group;
     double share;
@@ -270,18 +310,28 @@ std::vector<Allocation*> Scheduler::OrderedQueue(const Entitlement& entitled,
   std::map<std::string, double, std::less<>> shares;
   std::vector<Entry> entries;
   const std::set<std::string, std::less<>> reserved(reserving.begin(), reserving.end());
-  for (auto& [id, a] : allocations_) {
-    if (a.state != AllocationState::kPending) continue;
+  auto add = [&](const std::string& id, Allocation& a) {
+    if (a.state != AllocationState::kPending) return;
     // Reclaimers whose victims are gone, then reclaimers still waiting, both
     // strictly oldest first: the room was cleared for them in that order.
     if (freed.contains(id) || reserved.contains(id)) {
       entries.push_back({freed.contains(id) ? 0 : 1, 0.0, 0, a.seq, &a});
-      continue;
+      return;
     }
     const int group = entitled.contains(id) ? 2 : 3;
     auto s = shares.find(a.request.tenant);
     if (s == shares.end()) s = shares.emplace(a.request.tenant, ShareOf(a.request.tenant)).first;
     entries.push_back({group, s->second, int(a.request.priority), a.seq, &a});
+  };
+  if (borrowers) {
+    for (auto& [id, a] : allocations_) add(id, a);
+  } else {
+    std::set<std::string_view> ahead(freed.begin(), freed.end());
+    ahead.insert(reserving.begin(), reserving.end());
+    for (const auto& [id, before] : entitled.ahead) ahead.insert(id);
+    for (std::string_view id : ahead) {
+      if (auto it = allocations_.find(id); it != allocations_.end()) add(it->first, it->second);
+    }
   }
   std::sort(entries.begin(), entries.end(), [](const Entry& x, const Entry& y) {
     return std::tie(x.group, x.share, x.priority, x.seq) <
@@ -326,20 +376,29 @@ bool Scheduler::KeepsReservations(const Allocation& a, const Placement& p,
   return all_fit(std::move(with));
 }
 
-bool Scheduler::TryPlace(Allocation& a, const IdList* reserving, DecisionRecords& out) {
+bool Scheduler::TryPlace(Allocation& a, const IdList* reserving, DecisionRecords& out,
+                         bool* shape_settled, ShapeQueue* shape) {
   // A request of a shape that found no room in this generation of the
   // cluster would find none now either: skipped without a search (and
   // before the quota check, which cannot make it fit), so a backlog of one
   // unplaceable shape costs one search, not one per request.
-  if (no_fit_.KnownNotToFit(a.request, generation_)) return false;
+  auto settled = [&] {
+    if (shape_settled != nullptr) *shape_settled = true;
+    return false;
+  };
+  if (shape == nullptr) {
+    auto it = shapes_.find(a.request);
+    if (it != shapes_.end()) shape = &it->second;
+  }
+  if (shape != nullptr && shape->no_fit_generation == generation_) return settled();
   const QuotaVerdict q = QuotaVerdictFor(a);
-  if (q == QuotaVerdict::kWaits || q == QuotaVerdict::kNeverFits) return false;
+  if (q == QuotaVerdict::kWaits || q == QuotaVerdict::kNeverFits) return settled();
   auto ctx = ContextFor(a, state_);
   if (!ctx) return false;
   auto p = FindPlacement(*ctx, engine_.get());
   if (!p) {
-    no_fit_.NoteNoFit(a.request, generation_);
-    return false;
+    if (shape != nullptr) shape->no_fit_generation = generation_;
+    return settled();
   }
   if (reserving != nullptr && !KeepsReservations(a, *p, *reserving)) return false;
   a.placement = p->nodes;
@@ -454,27 +513,109 @@ void Scheduler::Walk(const Entitlement& entitled, const std::set<std::string, st
   auto by_seq = [&](const std::string& x, const std::string& y) {
     return allocations_.find(x)->second.seq < allocations_.find(y)->second.seq;
   };
-  for (Allocation* a : OrderedQueue(entitled, reserving, freed)) {
-    if (a->state != AllocationState::kPending) continue;
-    auto t = tenants_.find(a->request.tenant);
-    if (t == tenants_.end() || t->second.suspended) continue;
-    const std::string& id = a->id();
+  // Returns whether the step did nothing, as every later request of the
+  // shape would do nothing until the generation moves.
+  auto visit = [&](Allocation& a, ShapeQueue* shape) {
+    ++requests_examined_;
+    if (a.state != AllocationState::kPending) return false;
+    auto t = tenants_.find(a.request.tenant);
+    if (t == tenants_.end() || t->second.suspended) return false;
+    const std::string& id = a.id();
     auto r = std::find(reserving.begin(), reserving.end(), id);
     // A reclaimer takes the room cleared for it whatever other reclaims wait.
     const bool reclaiming = freed.contains(id) || r != reserving.end();
-    if (TryPlace(*a, reclaiming ? nullptr : &reserving, out)) {
+    bool settled = false;
+    if (TryPlace(a, reclaiming ? nullptr : &reserving, out, &settled, shape)) {
       if (r != reserving.end()) reserving.erase(r);
       CancelReclaim(id, out);
-      continue;
+      return false;
     }
-    if (reclaims_.contains(id) || !entitled.contains(id)) continue;
-    if (StartReclaim(*a, entitled.ahead.find(id)->second, out)) {
-      if (a->state == AllocationState::kPending && reclaims_.contains(id)) {
+    if (reclaims_.contains(id) || !entitled.contains(id)) return settled;
+    if (StartReclaim(a, entitled.ahead.find(id)->second, out)) {
+      if (a.state == AllocationState::kPending && reclaims_.contains(id)) {
         reserving.insert(std::upper_bound(reserving.begin(), reserving.end(), id, by_seq), id);
       }
     } else {
       tried[id] = revision_;
     }
+    return false;
+  };
+
+  // The order is fixed at the start of the walk (OrderedQueue's). The
+  // borrowers (neither reclaimers nor entitled) come last, ordered by their
+  // tenant's share, then priority, then age: all of one shape share the
+  // first two, so each shape is a lane, oldest first, and the walk merges
+  // the lanes. A lane whose request fails as the whole shape would
+  // (ShapeSettled) sleeps: its next requests would do nothing until the
+  // generation moves, and when it moves every sleeping lane wakes at its
+  // first request after the one just walked. A backlog that cannot be
+  // placed costs one step per shape and capacity change.
+  // (Copies: `reserving` changes during the walk.)
+  std::set<std::string, std::less<>> ahead(freed.begin(), freed.end());
+  ahead.insert(reserving.begin(), reserving.end());
+  for (const auto& [id, before] : entitled.ahead) ahead.insert(id);
+  struct Lane {
+    double share;
+    int priority;
+    ShapeQueue* queue;
+  };
+  std::vector<Lane> lanes;
+  std::map<std::string_view, double, std::less<>> shares;  // as of the start of the walk
+  for (auto& [shape, queue] : shapes_) {
+    if (queue.requests.empty()) continue;
+    auto t = tenants_.find(shape.tenant);
+    if (t == tenants_.end() || t->second.suspended) continue;  // skipped by visit
+    auto s = shares.find(shape.tenant);
+    if (s == shares.end()) s = shares.emplace(shape.tenant, ShareOf(shape.tenant)).first;
+    lanes.push_back({s->second, int(shape.priority), &queue});
+  }
+  // The lane's first borrower at or after `from`.
+  auto next_in = [&](const Lane& lane, uint64_t from) -> std::optional<uint64_t> {
+    const auto& requests = lane.queue->requests;
+    for (auto it = requests.lower_bound(from); it != requests.end(); ++it) {
+      if (!ahead.contains(it->second->id())) return it->first;
+    }
+    return std::nullopt;
+  };
+  using Step = std::tuple<double, int, uint64_t, size_t>;  // share, priority, seq, lane
+  std::vector<Step> steps;
+  for (size_t i = 0; i < lanes.size(); ++i) {
+    if (auto n = next_in(lanes[i], 0)) steps.emplace_back(lanes[i].share, lanes[i].priority, *n, i);
+  }
+  std::priority_queue awake(std::greater<Step>{}, std::move(steps));  // the smallest on top
+  std::vector<std::pair<size_t, uint64_t>> asleep;  // lane, its next request's seq
+
+  for (Allocation* a : OrderedQueue(entitled, reserving, freed, /*borrowers=*/false)) {
+    visit(*a, nullptr);
+  }
+
+  while (!awake.empty()) {
+    const auto [share, priority, seq, i] = awake.top();
+    awake.pop();
+    const Lane& lane = lanes[i];
+    const uint64_t generation = generation_;
+    if (auto it = lane.queue->requests.find(seq); it != lane.queue->requests.end()) {
+      Allocation& a = *it->second;
+      const bool settled = visit(a, lane.queue) && generation_ == generation;
+      const std::optional<uint64_t> next = next_in(lane, seq + 1);
+      if (next && settled) {
+        asleep.emplace_back(i, *next);
+      } else if (next) {
+        awake.emplace(share, priority, *next, i);
+      }
+    } else if (auto next = next_in(lane, seq + 1)) {
+      awake.emplace(share, priority, *next, i);
+    }
+    if (generation_ == generation) continue;
+    for (const auto& [j, from] : asleep) {
+      const Lane& other = lanes[j];
+      const auto order = std::tie(other.share, other.priority) <=> std::tie(share, priority);
+      std::optional<uint64_t> next;
+      if (order > 0) next = next_in(other, from);
+      if (order == 0) next = next_in(other, std::max(from, seq + 1));
+      if (next) awake.emplace(other.share, other.priority, *next, j);
+    }
+    asleep.clear();
   }
 }
 
@@ -545,16 +686,24 @@ void Scheduler::Pass(int64_t now_ms, DecisionRecords& out, IdList freed_for) {
   }
 
   // Queued requests a quota change made impossible.
-  IdList rejected;
-  for (auto& [id, a] : allocations_) {
-    if (a.state != AllocationState::kPending) continue;
-    if (QuotaVerdictFor(a) == QuotaVerdict::kNeverFits) {
-      out.push_back(Record(DecisionKind::kRejected, a, QuotaFor(a).reason));
-      CountPending(a, -1);
-      rejected.push_back(id);
+  // The verdict is the same for every request of a shape; records go out in
+  // id order.
+  std::vector<Allocation*> rejected;
+  VerdictRun run;
+  for (const auto& [shape, queue] : shapes_) {
+    if (queue.requests.empty() ||
+        ShapeVerdict(shape, *queue.requests.begin()->second, run) != QuotaVerdict::kNeverFits) {
+      continue;
     }
+    for (const auto& [seq, a] : queue.requests) rejected.push_back(a);
   }
-  for (const std::string& id : rejected) allocations_.erase(id);
+  std::sort(rejected.begin(), rejected.end(),
+            [](const Allocation* x, const Allocation* y) { return x->id() < y->id(); });
+  for (Allocation* a : rejected) {
+    out.push_back(Record(DecisionKind::kRejected, *a, QuotaFor(*a).reason));
+    CountPending(*a, -1);
+    allocations_.erase(a->id());
+  }
 
   // Entitlement changes as the walk places work (a tenant's older requests
   // placed, or a reclaim the walk ends that had marked every borrower), so
@@ -571,6 +720,11 @@ void Scheduler::Pass(int64_t now_ms, DecisionRecords& out, IdList freed_for) {
     if (!ReconcileReclaims(reserving, tried, out)) break;
     freed.clear();
   }
+  // (A queue emptied stays empty through a pass: nothing is queued in one.)
+  for (Shapes::iterator it : emptied_shapes_) {
+    if (it->second.requests.empty()) shapes_.erase(it);
+  }
+  emptied_shapes_.clear();
 }
 
 // ---------------------------------------------------------------- tenants
@@ -679,8 +833,7 @@ Result<DecisionRecords> Scheduler::Submit(AllocationRequest request, int64_t now
   a.charge_milli = ChargeMilli(a.request, *capacity::FindGpuModel(a.request.model));
   out.push_back(Record(DecisionKind::kQueued, a));
   const std::string id = a.id();
-  CountPending(a, +1);
-  allocations_.emplace(id, std::move(a));
+  CountPending(allocations_.emplace(id, std::move(a)).first->second, +1);
   Pass(now_ms, out);
   return out;
 }
@@ -954,8 +1107,8 @@ Status Scheduler::Restore(const std::vector<Allocation>& allocations) {
     next_seq_ = std::max(next_seq_, a.seq + 1);
     now_ms_ = std::max({now_ms_, a.submitted_ms, a.placed_ms});
     if (a.state == AllocationState::kPreempting) reclaims_[a.preempted_for].insert(a.id());
-    if (!a.Placed()) CountPending(a, +1);
-    allocations_.emplace(a.id(), a);
+    Allocation& held = allocations_.emplace(a.id(), a).first->second;
+    if (!held.Placed()) CountPending(held, +1);
   }
   for (int32_t i = 0; i < state_.node_count(); ++i) RefreshEngineNode(i);
   CapacityChanged();

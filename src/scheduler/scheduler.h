@@ -119,6 +119,11 @@ class Scheduler {
 
   // Pending requests the tenant (project "": all of the tenant's) holds.
   int64_t PendingCount(std::string_view tenant, std::string_view project = {}) const;
+  // How many times, since creation, the scheduler looked at one queued
+  // request: a quota verdict taken or a step of the walk. What a pass costs
+  // grows with this, so tests pin that a backlog of requests that cannot be
+  // placed does not add to it pass after pass.
+  uint64_t requests_examined() const { return requests_examined_; }
 
   // --- queries ---
   // Who an explanation is for. A tenant (kOwner) is never told which of
@@ -181,6 +186,22 @@ class Scheduler {
   // Oldest first.
   using IdList = std::vector<std::string>;
 
+  // Pending requests by shape (see shape_memo.h), oldest first: the walk
+  // takes each shape's requests as one ordered lane, and a pass's quota
+  // verdicts and entitlement are taken per shape, so a backlog of one shape
+  // costs a pass what one request costs while it cannot be placed. A queue
+  // emptied is dropped at the end of the pass (the walk holds pointers to
+  // them), and its no-fit mark with it (a search would fail again, and a
+  // failed search changes nothing).
+  struct ShapeQueue {
+    std::map<uint64_t, Allocation*> requests;  // seq → pending request
+    // The generation in which a placement search for the shape failed
+    // (kNoGeneration: none did). A request of the shape is skipped without
+    // a search while generation_ is still that one.
+    uint64_t no_fit_generation = kNoGeneration;
+  };
+  static constexpr uint64_t kNoGeneration = UINT64_MAX;
+
   // `freed_for`: reclaimers whose victims went away before this pass (an
   // early release); they go first like those whose victims it preempts.
   void Pass(int64_t now_ms, DecisionRecords& out, IdList freed_for = {});
@@ -196,7 +217,12 @@ class Scheduler {
                          DecisionRecords& out);
   void Advance(int64_t now_ms) { now_ms_ = std::max(now_ms_, now_ms); }
   // `reserving`: reclaims whose room the placement must leave (nullptr: none).
-  bool TryPlace(Allocation& a, const IdList* reserving, DecisionRecords& out);
+  // `shape_settled` (optional) is set when it failed in a way every request
+  // of `a`'s shape would until the generation moves: the shape found no
+  // placement in this generation, or its quota verdict holds it back.
+  // `shape`: a's entry in shapes_ when the caller has it (else looked up).
+  bool TryPlace(Allocation& a, const IdList* reserving, DecisionRecords& out,
+                bool* shape_settled = nullptr, ShapeQueue* shape = nullptr);
   // `ahead`: the charges of the tenant's older entitled requests of the
   // class. Returns whether it marked victims (or, with grace 0, placed).
   bool StartReclaim(Allocation& a, int64_t ahead, DecisionRecords& out);
@@ -223,19 +249,32 @@ class Scheduler {
   std::optional<PlacementContext> ContextFor(const Allocation& a, const ClusterState& state) const;
   QuotaCheck QuotaFor(const Allocation& a) const;
   QuotaVerdict QuotaVerdictFor(const Allocation& a) const;
+  // The quota verdict of a shape's requests, for callers walking shapes_ in
+  // order: taken once per run of neighbours the quota reads alike (`run`
+  // remembers the last one).
+  struct VerdictRun {
+    const AllocationRequest* shape = nullptr;
+    QuotaVerdict verdict = QuotaVerdict::kWaits;
+  };
+  QuotaVerdict ShapeVerdict(const AllocationRequest& shape, const Allocation& head,
+                            VerdictRun& run) const;
   Entitlement ComputeEntitlement() const;
   double ShareOf(std::string_view tenant) const;
   // Reclaimers whose victims are gone (`freed`), then reserving reclaimers,
-  // then entitled requests, then the rest (see the file comment).
+  // then entitled requests, then (`borrowers`) the rest (see the file
+  // comment). Without the rest it costs what those few cost, not the queue.
   std::vector<Allocation*> OrderedQueue(const Entitlement& entitled, const IdList& reserving,
-                                        const std::set<std::string, std::less<>>& freed);
+                                        const std::set<std::string, std::less<>>& freed,
+                                        bool borrowers = true);
+
   Result<int32_t> NodeByName(std::string_view node) const;
   void RequestMoves(int32_t node, int gpu, std::string_view reason, DecisionRecords& out);
   DecisionRecord Record(DecisionKind kind, const Allocation& a, std::string reason = {}) const;
-  // Keeps pending_ in step when `a` enters (+1) or leaves (-1) the queue.
-  void CountPending(const Allocation& a, int delta);
+  // Keeps pending_ and shapes_ in step when `a` (held in allocations_)
+  // enters (+1) or leaves (-1) the queue.
+  void CountPending(Allocation& a, int delta);
   // Something changed that can alter a placement search's answer (see
-  // ShapeMemo): earlier "does not fit" marks no longer hold.
+  // shape_memo.h): earlier "does not fit" marks no longer hold.
   void CapacityChanged() { ++generation_; }
 
   std::unique_ptr<capacity::Fleet> fleet_;  // owned; ClusterState points into it
@@ -256,14 +295,17 @@ class Scheduler {
   // Bumped on every change that can alter a placement search's answer: a
   // placement taken or given back, node flags or health, a tenant's policy,
   // the placement policy. Shapes that found no placement in this generation
-  // are skipped without a search (no_fit_).
+  // are skipped without a search (ShapeQueue::no_fit_generation).
   uint64_t generation_ = 0;
-  ShapeMemo no_fit_;
   // Pending requests per tenant (key: tenant) and per project (key: tenant,
   // NUL, project), for the submission caps.
   std::map<std::string, int64_t, std::less<>> pending_;
+  using Shapes = std::map<AllocationRequest, ShapeQueue, ShapeLess>;
+  Shapes shapes_;
+  std::vector<Shapes::iterator> emptied_shapes_;
   uint64_t next_seq_ = 1;
   int64_t now_ms_ = 0;
+  mutable uint64_t requests_examined_ = 0;
 };
 
 }  // namespace atrium::sched

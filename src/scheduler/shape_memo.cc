@@ -5,30 +5,25 @@
 namespace atrium::sched {
 namespace {
 
-auto ShapeOf(const AllocationRequest& r) {
+// What the quota reads (see SameQuotaKey), then the rest of the shape.
+auto QuotaKeyOf(const AllocationRequest& r) {
   return std::tie(r.tenant, r.project, r.kind, r.priority, r.model, r.gpus, r.nodes, r.mig_profile,
-                  r.milli, r.mem_cap_mib, r.cpu_milli, r.memory_mib, r.pool, r.region);
+                  r.milli);
+}
+
+auto ShapeOf(const AllocationRequest& r) {
+  return std::tuple_cat(QuotaKeyOf(r),
+                        std::tie(r.mem_cap_mib, r.cpu_milli, r.memory_mib, r.pool, r.region));
 }
 
 }  // namespace
 
-bool ShapeMemo::ShapeLess::operator()(const AllocationRequest& x,
-                                      const AllocationRequest& y) const {
+bool ShapeLess::operator()(const AllocationRequest& x, const AllocationRequest& y) const {
   return ShapeOf(x) < ShapeOf(y);
 }
 
-bool ShapeMemo::KnownNotToFit(const AllocationRequest& request, uint64_t generation) const {
-  return generation == generation_ && failed_.contains(request);
-}
-
-void ShapeMemo::NoteNoFit(const AllocationRequest& request, uint64_t generation) {
-  if (generation != generation_) {
-    failed_.clear();
-    generation_ = generation;
-  }
-  AllocationRequest shape = request;
-  shape.id.clear();
-  failed_.insert(std::move(shape));
+bool SameQuotaKey(const AllocationRequest& x, const AllocationRequest& y) {
+  return QuotaKeyOf(x) == QuotaKeyOf(y);
 }
 
 }  // namespace atrium::sched

@@ -345,5 +345,92 @@ TEST(Workload, RecentRequestsBecomeThePolicysTargetWorkload) {
   EXPECT_FALSE(scheduler.Find("a2")->placement.empty());
 }
 
+// ------------------------------------------------------- unplaceable backlog
+
+// Two nodes of 8 H100s with 7 GPUs of each taken by tenant "filler", and
+// `backlog` pending 2-GPU preemptible requests of tenant "flood", which fit
+// no node (issue 15, item 11).
+std::unique_ptr<Scheduler> BacklogCluster(int backlog, int64_t& now) {
+  auto s = Scheduler::Create(*capacity::ParseFleetSpec("2xH100-80GBx8"));
+  EXPECT_TRUE(s.has_value());
+  auto tenant = [](std::string id, int64_t guarantee, int64_t limit) {
+    TenantPolicy t;
+    t.id = std::move(id);
+    t.quotas[kH100] = {guarantee, limit};
+    return t;
+  };
+  EXPECT_OK((*s)->SetTenant(tenant("filler", 14'000, 14'000), ++now));
+  EXPECT_OK((*s)->SetTenant(tenant("flood", 0, 1'000'000), ++now));
+  EXPECT_OK((*s)->SetTenant(tenant("other", 8'000, 8'000), ++now));
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_OK(
+        (*s)->Submit(Gpus("fill-" + std::to_string(i), "filler", 7, Priority::kBatch), ++now));
+  }
+  for (int i = 0; i < backlog; ++i) {
+    EXPECT_OK((*s)->Submit(Gpus("flood-" + std::to_string(i), "flood", 2, Priority::kPreemptible),
+                           ++now));
+  }
+  EXPECT_EQ((*s)->PendingCount("flood"), backlog);
+  return std::move(*s);
+}
+
+TEST(Backlog, RegressionPassDoesNotExamineEachRequestOfAnUnplaceableBacklog) {
+  // A pass, and another tenant's submit and cancel, look at as many queued
+  // requests next to 200 unplaceable ones of one shape as next to 10: the
+  // shape is checked once per capacity change, not once per request.
+  auto examined = [](int backlog) {
+    int64_t now = 0;
+    auto s = BacklogCluster(backlog, now);
+    const uint64_t before_pass = s->requests_examined();
+    EXPECT_TRUE(s->AdvanceTime(++now).empty());
+    const uint64_t pass = s->requests_examined() - before_pass;
+    const uint64_t before_submit = s->requests_examined();
+    auto placed = s->Submit(Gpus("o", "other", 1, Priority::kBatch), ++now);
+    EXPECT_OK(placed);
+    EXPECT_EQ(placed->size(), 2u);  // queued, then placed
+    EXPECT_OK(s->Release("o", ++now));
+    return std::pair{pass, s->requests_examined() - before_submit};
+  };
+  const auto [pass_small, submit_small] = examined(10);
+  const auto [pass_large, submit_large] = examined(200);
+  EXPECT_EQ(pass_large, pass_small);
+  EXPECT_EQ(submit_large, submit_small);
+  EXPECT_LT(pass_large, 10u);
+}
+
+TEST(Backlog, ParkedRequestsComeBackInTheirOrderWhenCapacityFrees) {
+  int64_t now = 0;
+  auto s = BacklogCluster(50, now);
+  auto released = s->Release("fill-1", ++now);
+  EXPECT_OK(released);
+  // 8 GPUs free on the node: the four oldest flood requests, oldest first.
+  std::vector<std::string> placed;
+  for (const DecisionRecord& r : *released) {
+    if (r.kind == DecisionKind::kPlaced) placed.push_back(r.allocation_id);
+  }
+  EXPECT_EQ(placed, (std::vector<std::string>{"flood-0", "flood-1", "flood-2", "flood-3"}));
+  EXPECT_EQ(s->PendingCount("flood"), 46);
+  // Quota un-parks too: with the flood's limit at what it runs, its queued
+  // requests wait whatever frees up; raised again, the next four are placed.
+  TenantPolicy t;
+  t.id = "flood";
+  t.quotas[kH100] = {0, 8'000};
+  EXPECT_OK(s->SetTenant(t, ++now));
+  auto freed = s->Release("fill-0", ++now);
+  EXPECT_OK(freed);
+  EXPECT_EQ(freed->size(), 1u);  // released; nothing placed
+  EXPECT_EQ(s->PendingCount("flood"), 46);
+  t.quotas[kH100] = {0, 1'000'000};
+  auto raised = s->SetTenant(t, ++now);
+  EXPECT_OK(raised);
+  placed.clear();
+  for (const DecisionRecord& r : *raised) {
+    if (r.kind == DecisionKind::kPlaced) placed.push_back(r.allocation_id);
+  }
+  EXPECT_EQ(placed, (std::vector<std::string>{"flood-4", "flood-5", "flood-6", "flood-7"}));
+  EXPECT_EQ(s->Find("flood-8")->state, AllocationState::kPending);
+  EXPECT_EQ(s->Find("flood-7")->state, AllocationState::kRunning);
+}
+
 }  // namespace
 }  // namespace atrium::sched
