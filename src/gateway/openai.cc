@@ -381,6 +381,13 @@ Result<ParsedRequest> ParseRequest(Api api, std::string_view body) {
         if (model->size() > kMaxModelLength) {
           return FieldError("model", "at most " + std::to_string(kMaxModelLength) + " bytes");
         }
+        // The name reaches the usage record (and logs) before it is resolved:
+        // a NUL there once made the store refuse the record, and the journal's
+        // shipper stall behind it for every tenant.
+        if (std::any_of(model->begin(), model->end(),
+                        [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7F; })) {
+          return FieldError("model", "a name without control characters");
+        }
         request.model = std::string(*model);
 
         TextTally tally;

@@ -27,8 +27,9 @@ struct ParsedRequest {
 };
 
 // Validates the body: a JSON object; "model" a non-empty string (at most 256
-// bytes); "stream" a bool; max_completion_tokens / max_tokens non-negative
-// integers (max_completion_tokens wins when both are given); n and best_of
+// bytes, no control characters U+0000-U+001F or U+007F); "stream" a bool;
+// max_completion_tokens / max_tokens non-negative integers
+// (max_completion_tokens wins when both are given); n and best_of
 // (completions) integers 1..kMaxChoices; stream_options an
 // object whose include_usage is a bool; "messages" (chat) a non-empty array of
 // objects, "prompt" (completions) and "input" (embeddings) a string or an

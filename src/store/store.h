@@ -186,8 +186,10 @@ class Store {
   // id is already stored is skipped, so a gateway that re-ships a batch after
   // a crash stores each request exactly once. Records of a tenant that no
   // longer exists (evicted while the batch was on its way) are dropped, as
-  // eviction would have removed them. Errors: kInvalidArgument for a record
-  // without id or tenant (nothing is stored).
+  // eviction would have removed them. Errors: kInvalidArgument when a record
+  // can never be stored — no id or tenant, or a text field that is not UTF-8
+  // or holds a NUL byte (nothing of the batch is stored); kUnavailable (or
+  // kInternal) when the store itself failed.
   Status InsertUsageRecords(const std::vector<UsageRecord>& records);
   // The tenant's records matching `filter`, newest first (created_at, then
   // id, descending); the cursor is opaque.

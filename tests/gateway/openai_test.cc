@@ -178,6 +178,24 @@ TEST(OpenAiTest, RejectsMalformedBodiesNamingTheField) {
   ExpectFieldError(Api::kEmbeddings, R"({"model":"m","input":{"text":"x"}})", "input");
 }
 
+// Issue 15, item 16: {"model":"p\u0000q"} reached the usage record (the
+// model is copied before it is resolved), and the store's refusal of the NUL
+// stalled the usage of every tenant behind it. Refused here, with a 400.
+TEST(OpenAiTest, RejectsControlCharactersInTheModelName) {
+  for (const char* model :
+       {R"(p\u0000q)", R"(p\u0001)", R"(a\nb)", R"(tab\there)", R"(del\u007f)"}) {
+    SCOPED_TRACE(model);
+    ExpectFieldError(
+        Api::kChatCompletions,
+        std::string(R"({"model":")") + model + R"(","messages":[{"role":"user","content":"x"}]})",
+        "model");
+  }
+  auto unicode =
+      ParseRequest(Api::kEmbeddings, R"({"model":"mod\u00e8le-\u6a21\u578b","input":"x"})");
+  ASSERT_OK(unicode);
+  EXPECT_EQ(unicode->model, "mod\xC3\xA8le-\xE6\xA8\xA1\xE5\x9E\x8B");
+}
+
 TEST(OpenAiTest, AcceptsDeepToolSchemasButNotUnboundedNesting) {
   auto nested = [](int depth) {
     std::string schema;
