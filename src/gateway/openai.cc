@@ -498,8 +498,13 @@ int64_t EstimateOutputTokens(Api api, std::string_view body) {
 SseRelay::SseRelay(bool client_wants_usage) : client_wants_usage_(client_wants_usage) {}
 
 std::string SseRelay::Feed(std::string_view bytes) {
-  if (pass_through_) return std::string(bytes);
   std::string out;
+  if (skipping_) {
+    const size_t end = SkipOversizedEvent(bytes);
+    out.append(bytes.substr(0, end));
+    bytes.remove_prefix(end);
+    if (skipping_ || bytes.empty()) return out;
+  }
   held_.append(bytes);
   size_t event_start = 0;
   while (scan_ < held_.size()) {
@@ -536,15 +541,45 @@ std::string SseRelay::Feed(std::string_view bytes) {
   scan_ -= event_start;
   line_start_ -= event_start;
   if (held_.size() > kMaxHeldEventBytes) {
+    // Too large to hold and parse: relayed as it is (no usage-only chunk is
+    // that large), unmetered, and the relay finds its feet again at the
+    // event's end.
+    ++oversized_events_;
+    at_line_start_ = line_start_ == held_.size();
     out.append(held_);
     held_.clear();
-    pass_through_ = true;
+    scan_ = line_start_ = 0;
+    data_.clear();
+    has_data_ = false;
+    last_forwarded_ = true;
+    skipping_ = true;
   }
   return out;
 }
 
+size_t SseRelay::SkipOversizedEvent(std::string_view bytes) {
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    const char c = bytes[i];
+    if (skip_lf_) {
+      skip_lf_ = false;
+      if (c == '\n') continue;  // the CRLF's LF: the line ended at the CR
+    }
+    if (c != '\r' && c != '\n') {
+      at_line_start_ = false;
+      continue;
+    }
+    skip_lf_ = c == '\r';
+    if (at_line_start_) {  // a blank line: the oversized event ends here
+      skipping_ = false;
+      return i + 1;
+    }
+    at_line_start_ = true;
+  }
+  return bytes.size();
+}
+
 std::string SseRelay::Finish() {
-  if (pass_through_) return {};
+  if (skipping_) return {};  // the oversized event's bytes have all been relayed
   if (line_start_ < held_.size()) ProcessLine(std::string_view(held_).substr(line_start_));
   const bool drop = MeterEvent();  // a usage-only chunk the client did not ask for
   std::string out = drop ? std::string() : std::move(held_);

@@ -38,8 +38,11 @@ struct GatewayOptions {
   int connect_timeout_ms = 2'000;
   int first_byte_timeout_ms = 120'000;   // upstream headers must arrive within this (504)
   int stream_idle_timeout_ms = 120'000;  // longest silence inside a response body
-  int max_retries = 1;                   // other endpoints tried before the first byte
-  int health_interval_ms = 2'000;        // active checks: GET <endpoint>/v1/models
+  // A response that is not a stream must arrive whole within this, counted
+  // from its head (504 after): a body dripped a byte at a time never ends.
+  int upstream_body_timeout_ms = 300'000;
+  int max_retries = 1;             // other endpoints tried before the first byte
+  int health_interval_ms = 2'000;  // active checks: GET <endpoint>/v1/models
   size_t max_upstream_body_bytes = 64 * 1024 * 1024;
   // https endpoints: certificates are checked against the system's CAs and,
   // when set, the CAs in this PEM file (e.g. the private CA of in-cluster

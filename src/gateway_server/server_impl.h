@@ -48,7 +48,9 @@ template <class T>
 using awaitable = net::awaitable<T>;
 using Executor = net::io_context::executor_type;
 
-constexpr size_t kPieceBytes = 4096;  // streamed upstream body read size: SSE events are small
+// Upstream bodies are read this much at a time: SSE events are small, and a
+// whole body is appended piece by piece as it arrives.
+constexpr size_t kPieceBytes = 4096;
 // A request that started at once has its client watched for a disconnect
 // from this long after it started: most exchanges are over sooner, and arming
 // the watch costs a system call (epoll_ctl) per request.

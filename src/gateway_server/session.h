@@ -97,7 +97,7 @@ class Session : public std::enable_shared_from_this<Session> {
   UpstreamPool& pool_;
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
-  std::string piece_;                  // a streamed response's bytes on their way through the relay
+  std::string piece_;                  // upstream body bytes on their way to the relay or the body
   uint64_t journal_wait_ = 0;          // the journal batch the next write waits for (0: none)
   std::string journal_request_;        // the request whose record that batch holds
   bool journal_success_ = false;       // and its answer is a success (withheld if unrecorded)

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -22,6 +23,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -223,6 +225,86 @@ class CloseDelimitedServer {
   std::thread thread_;
 };
 
+// A hostile model server: for each connection it reads the request, then
+// `answer` writes whatever it likes to the socket; the connection is then
+// held open (no end of body) until the gateway closes it or the server is
+// destroyed, as a server that stalls would.
+class HostileServer {
+ public:
+  explicit HostileServer(std::function<void(int fd)> answer) : answer_(std::move(answer)) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    ::listen(fd_, 16);
+    socklen_t len = sizeof addr;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    EXPECT_EQ(::pipe(stop_), 0);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~HostileServer() {
+    ::shutdown(fd_, SHUT_RDWR);  // wakes accept()
+    char byte = 1;
+    EXPECT_EQ(::write(stop_[1], &byte, 1), 1);  // wakes a held connection
+    thread_.join();
+    ::close(fd_);
+    ::close(stop_[0]);
+    ::close(stop_[1]);
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+  // Sends all of `bytes` (false when the gateway has gone).
+  static bool SendAll(int fd, std::string_view bytes) {
+    while (!bytes.empty()) {
+      ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      bytes.remove_prefix(static_cast<size_t>(n));
+    }
+    return true;
+  }
+
+ private:
+  void Serve() {
+    for (;;) {
+      int c = ::accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      std::string in;
+      char buf[4096];
+      for (;;) {
+        size_t head_end = in.find("\r\n\r\n");
+        if (head_end != std::string::npos) {
+          size_t cl = in.find("Content-Length: ");
+          size_t want =
+              cl == std::string::npos || cl > head_end ? 0 : std::stoul(in.substr(cl + 16));
+          if (in.size() >= head_end + 4 + want) break;
+        }
+        ssize_t n = ::recv(c, buf, sizeof buf, 0);
+        if (n <= 0) break;
+        in.append(buf, static_cast<size_t>(n));
+      }
+      answer_(c);
+      // Held until the gateway closes it or the test ends.
+      for (;;) {
+        pollfd p[2] = {{c, POLLIN, 0}, {stop_[0], POLLIN, 0}};
+        if (::poll(p, 2, -1) < 0 || p[1].revents != 0) {
+          ::close(c);
+          return;
+        }
+        if (::recv(c, buf, sizeof buf, 0) <= 0) break;
+      }
+      ::close(c);
+    }
+  }
+
+  const std::function<void(int fd)> answer_;
+  int fd_ = -1;
+  int port_ = 0;
+  int stop_[2] = {-1, -1};
+  std::thread thread_;
+};
+
 class Connection {
  public:
   explicit Connection(int port) {
@@ -258,6 +340,37 @@ class Connection {
     sent_ms_ = NowMs();
     ASSERT_EQ(::send(fd_, text.data(), text.size(), MSG_NOSIGNAL),
               static_cast<ssize_t>(text.size()));
+  }
+
+  // Reads until `marker` has arrived (or the timeout); returns what arrived.
+  std::string ReadUntil(const std::string& marker, int timeout_ms = 5'000) {
+    std::string raw;
+    const int64_t deadline = NowMs() + timeout_ms;
+    while (raw.find(marker) == std::string::npos) {
+      pollfd p{fd_, POLLIN, 0};
+      int left = static_cast<int>(deadline - NowMs());
+      if (left <= 0 || ::poll(&p, 1, left) <= 0) break;
+      char c;
+      if (::recv(fd_, &c, 1, 0) <= 0) break;  // byte by byte: nothing past the marker is taken
+      raw.push_back(c);
+    }
+    return raw;
+  }
+
+  // Reads `n` bytes (fewer on a timeout or the peer's close).
+  std::string ReadBytes(size_t n, int timeout_ms) {
+    std::string out;
+    const int64_t deadline = NowMs() + timeout_ms;
+    std::vector<char> buf(1 << 16);
+    while (out.size() < n) {
+      pollfd p{fd_, POLLIN, 0};
+      int left = static_cast<int>(deadline - NowMs());
+      if (left <= 0 || ::poll(&p, 1, left) <= 0) break;
+      ssize_t got = ::recv(fd_, buf.data(), std::min(buf.size(), n - out.size()), 0);
+      if (got <= 0) break;
+      out.append(buf.data(), static_cast<size_t>(got));
+    }
+    return out;
   }
 
   // Reads until `stop(bytes so far)` or the response is complete.
@@ -973,6 +1086,107 @@ TEST_F(GatewayTest, AStreamsTimeToFirstTokenIsItsFirstChunkNotTheResponseHead) {
   ASSERT_TRUE(record.has_value());
   EXPECT_EQ(record->output_tokens, 1);
   EXPECT_GE(record->ttft_ms, 300);  // the head came at once, the first token 300 ms later
+}
+
+// Issue 15, item 18: one SSE event over 1 MiB switched metering off for the
+// rest of the stream: 50 chunks and the upstream's usage after it were billed
+// 0 output tokens, and the usage-only chunk reached a client that had not
+// asked for it.
+TEST_F(GatewayTest, AnOversizedStreamEventIsRelayedAndTheRestOfTheStreamIsMetered) {
+  const std::string huge =
+      "data: {\"choices\":[{\"index\":0,\"text\":\"" + std::string(1'100'000, 'x') + "\"}]}\n\n";
+  std::string events = huge;
+  for (int i = 0; i < 50; ++i) {
+    events += "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"t\"}}]}\n\n";
+  }
+  events += "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":50}}\n\n";
+  events += "data: [DONE]\n\n";
+  CloseDelimitedServer server(events, "text/event-stream");
+  AddDeployment("dep_1", {{"http://127.0.0.1:" + std::to_string(server.port()), 8}});
+  StartGateway();
+  RawResponse r = Post(key_a_, ChatBody(100, true));
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.body.substr(0, huge.size()), huge);  // relayed byte for byte
+  EXPECT_EQ(r.body.find("\"usage\""), std::string::npos);
+  EXPECT_NE(r.body.find("data: [DONE]"), std::string::npos);
+  auto record = RecordOf(r.headers["x-request-id"]);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->status, "completed");
+  EXPECT_EQ(record->output_tokens, 50);
+}
+
+// Issue 15, item 19: a non-streamed body was zero-filled up to its announced
+// Content-Length on every read: an upstream announcing 64 MiB and sending 10
+// bytes cost the gateway 64 MiB a request (and an honest large body cost
+// time quadratic in its size).
+TEST_F(GatewayTest, AnUpstreamThatAnnouncesAHugeBodyAndSendsLittleCostsLittleMemory) {
+  constexpr int64_t kAnnounced = int64_t{1} << 30;
+  HostileServer liar([&](int fd) {
+    HostileServer::SendAll(fd,
+                           "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                           "Content-Length: " +
+                               std::to_string(kAnnounced) + "\r\n\r\n{\"id\":\"x\"}");
+    ::shutdown(fd, SHUT_WR);  // and no more
+  });
+  AddDeployment("dep_1", {{liar.url(), 8}});
+  GatewayOptions options;
+  options.max_upstream_body_bytes = 2 * static_cast<size_t>(kAnnounced);
+  StartGateway(options);
+  rusage before{};
+  ::getrusage(RUSAGE_SELF, &before);
+  ASSERT_LT(before.ru_maxrss, 512 * 1024) << "the test process already peaked too high to tell";
+  RawResponse r = Post(key_a_, ChatBody(2, false));
+  EXPECT_EQ(r.status, 502);  // the body broke off
+  rusage after{};
+  ::getrusage(RUSAGE_SELF, &after);
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 64 * 1024) << "KiB of peak memory grown";
+  auto record = RecordOf(r.headers["x-request-id"]);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->status, "failed");
+}
+
+TEST_F(GatewayTest, AnHonestLargeBodyIsRelayedWhole) {
+  std::string body = R"({"object":"list","data":[)";
+  while (body.size() < (16u << 20)) body += R"({"object":"embedding","embedding":[0.125,-0.5]},)";
+  body +=
+      R"({"object":"embedding","embedding":[1]}],"usage":{"prompt_tokens":7,"total_tokens":7}})";
+  CloseDelimitedServer server(body, "application/json", 0, "200 OK",
+                              "Content-Length: " + std::to_string(body.size()) + "\r\n");
+  AddDeployment("dep_1", {{"http://127.0.0.1:" + std::to_string(server.port()), 8}});
+  StartGateway();
+  Connection c(port_);
+  c.Send("POST", "/v1/chat/completions", ChatBody(2, false),
+         {{"Authorization", "Bearer " + key_a_}});
+  const std::string head = c.ReadUntil("\r\n\r\n", 20'000);
+  ASSERT_EQ(head.substr(0, 12), "HTTP/1.1 200") << head;
+  EXPECT_NE(head.find("Content-Length: " + std::to_string(body.size()) + "\r\n"),
+            std::string::npos);
+  const std::string relayed = c.ReadBytes(body.size(), 20'000);
+  EXPECT_TRUE(relayed == body) << relayed.size() << " bytes of " << body.size();
+}
+
+// Issue 15, item 23: a non-streamed body dripped slowly had no deadline as a
+// whole, only one per silence.
+TEST_F(GatewayTest, ANonStreamedBodyMustArriveWholeWithinItsDeadline) {
+  HostileServer dripper([](int fd) {
+    HostileServer::SendAll(fd,
+                           "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                           "Content-Length: 100\r\n\r\n{\"id\":");
+  });
+  AddDeployment("dep_1", {{dripper.url(), 8}});
+  GatewayOptions options;
+  options.upstream_body_timeout_ms = 300;
+  options.stream_idle_timeout_ms = 30'000;
+  StartGateway(options);
+  const int64_t start = NowMs();
+  RawResponse r = Post(key_a_, ChatBody(2, false));
+  EXPECT_EQ(r.status, 504) << r.body;
+  EXPECT_LT(NowMs() - start, 10'000);
+  EXPECT_NE(r.body.find("upstream_timeout"), std::string::npos) << r.body;
+  auto record = RecordOf(r.headers["x-request-id"]);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->status, "failed");
+  EXPECT_EQ(record->http_status, 504);
 }
 
 TEST_F(GatewayTest, AnOverloadedModelServersAdviceOnWhenToRetryReachesTheClient) {
