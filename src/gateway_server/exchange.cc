@@ -222,6 +222,31 @@ awaitable<std::optional<Session::Early>> Session::Queue(Exchange& x) {
     server_.DeferWatch(loop_, x.interrupts);
     co_return std::nullopt;
   }
+  // The request is to wait: its body waits with it, within its tenant's
+  // share of the memory for queued bodies.
+  const auto body_bytes = static_cast<int64_t>(x.body.size());
+  if (!server_.body_budget.ReserveQueued(x.caller.tenant_id, body_bytes)) {
+    if (server_.dispatcher.Cancel(x.slot.id, Now())) {
+      x.meter.Dequeued(Now());
+      co_return Early::Rejected(
+          Refusal{429, "rate_limit_error", "rate_limit_exceeded",
+                  "too many request bytes of this tenant wait in the queue (at most " +
+                      std::to_string(server_.body_budget.options().queued_bytes_per_tenant) +
+                      "); retry when fewer requests are waiting",
+                  1000});
+    }
+    // Granted meanwhile: it waits no longer.
+    x.endpoint = server_.dispatcher.TakeGrant(x.slot.id).value_or("");
+    x.meter.Dequeued(Now());
+    server_.DeferWatch(loop_, x.interrupts);
+    co_return std::nullopt;
+  }
+  struct QueuedHold {
+    gateway::BodyBudget& budget;
+    const std::string& tenant;
+    int64_t bytes;
+    ~QueuedHold() { budget.ReleaseQueued(tenant, bytes); }
+  } queued_hold{server_.body_budget, x.caller.tenant_id, body_bytes};
   WatchClient(x.interrupts);  // a wait in the queue may be long
   queue_timer.emplace(executor_);
   x.interrupts->queue_timer = &*queue_timer;

@@ -1189,6 +1189,174 @@ TEST_F(GatewayTest, ANonStreamedBodyMustArriveWholeWithinItsDeadline) {
   EXPECT_EQ(record->http_status, 504);
 }
 
+// Issue 15, item 22: bodies were read before authentication, so 100
+// unauthenticated connections held 400 MB for the read timeout. The key is
+// checked on the headers; a bad one is answered at once, its body unread.
+TEST_F(GatewayTest, ABadKeyIsRefusedOnTheHeadersBeforeTheBodyIsRead) {
+  AddDeployment("dep_1", {{StartSim("idle"), 4}});
+  GatewayOptions options;
+  options.read_timeout_ms = 60'000;
+  StartGateway(options);
+  for (const std::string auth :
+       {std::string("Authorization: Bearer sk-not-a-key\r\n"), std::string()}) {
+    Connection c(port_);
+    c.SendRaw("POST /v1/chat/completions HTTP/1.1\r\nHost: test\r\n" + auth +
+              "Content-Type: application/json\r\nContent-Length: 4000000\r\n\r\n");
+    RawResponse r = c.Read(5'000);
+    EXPECT_EQ(r.status, 401) << (auth.empty() ? "no key" : "bad key");
+    EXPECT_EQ(r.headers["connection"], "close");
+  }
+}
+
+// Issue 15, items 22 and 23: bodies in memory had no overall bound, and
+// `Expect: 100-continue` went unanswered (curl waited a second).
+TEST_F(GatewayTest, BodiesInMemoryHaveABudgetAndContinueIsAnsweredAfterTheHeaders) {
+  // A model server that answers at once, however long the prompt.
+  CloseDelimitedServer server(
+      R"({"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}})");
+  AddDeployment("dep_1", {{"http://127.0.0.1:" + std::to_string(server.port()), 8}});
+  GatewayOptions options;
+  options.body_memory_bytes = 100'000;
+  StartGateway(options);
+  std::string body = ChatBody(1, false);
+  body.insert(body.size() - 1, ",\"pad\":\"" + std::string(70'000 - body.size(), 'p') + "\"");
+  ASSERT_GT(2 * body.size(), options.body_memory_bytes);  // room for one at a time
+  ASSERT_LT(body.size(), options.body_memory_bytes);
+  auto head = [&](const std::string& key) {
+    return "POST /v1/chat/completions HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer " + key +
+           "\r\nExpect: 100-continue\r\nContent-Type: application/json\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n";
+  };
+  // A bad key is told so, not to continue.
+  Connection bad(port_);
+  bad.SendRaw(head("sk-wrong"));
+  EXPECT_EQ(bad.Read(5'000).status, 401);
+  // The first body fits: the client is told to send it.
+  Connection first(port_);
+  first.SendRaw(head(key_a_));
+  EXPECT_EQ(first.ReadUntil("\r\n\r\n", 5'000), "HTTP/1.1 100 Continue\r\n\r\n");
+  // The second would pass the budget while the first is held: refused at
+  // once, with advice on when to come back.
+  Connection second(port_);
+  second.SendRaw(head(key_b_));
+  RawResponse refused = second.Read(5'000);
+  EXPECT_EQ(refused.status, 503);
+  EXPECT_EQ(refused.headers["retry-after"], "1");
+  EXPECT_NE(refused.body.find("request bodies"), std::string::npos) << refused.body;
+  first.SendRaw(body);
+  EXPECT_EQ(first.Read().status, 200);
+  // Served and gone: its room is free again.
+  Connection third(port_);
+  third.SendRaw(head(key_b_));
+  EXPECT_EQ(third.ReadUntil("\r\n\r\n", 5'000), "HTTP/1.1 100 Continue\r\n\r\n");
+  third.SendRaw(body);
+  EXPECT_EQ(third.Read().status, 200);
+}
+
+TEST_F(GatewayTest, EachTenantsQueuedBodiesHaveABudget) {
+  AddDeployment("dep_1", {{StartSim("slow"), 1}});
+  const std::string body = ChatBody(1, false);
+  GatewayOptions options;
+  options.queued_body_bytes_per_tenant = body.size() + body.size() / 2;  // room for one
+  StartGateway(options);
+  Connection busy(port_);
+  busy.Send("POST", "/v1/chat/completions", ChatBody(50, true),
+            {{"Authorization", "Bearer " + key_a_}});
+  busy.Read(2000, 1);  // it holds the only slot
+  Connection waiting(port_);
+  waiting.Send("POST", "/v1/chat/completions", body, {{"Authorization", "Bearer " + key_a_}});
+  for (int i = 0; i < 200 && gateway_->dispatcher().QueuedFor("dep_1") == 0; ++i) {
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_EQ(gateway_->dispatcher().QueuedFor("dep_1"), 1u);
+  RawResponse over = Post(key_a_, body);
+  EXPECT_EQ(over.status, 429) << over.body;
+  EXPECT_EQ(over.headers["retry-after"], "1");
+  auto record = RecordOf(over.headers["x-request-id"]);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->status, "rejected");
+  // Another tenant's requests still wait their turn.
+  Connection other(port_);
+  other.Send("POST", "/v1/chat/completions", body, {{"Authorization", "Bearer " + key_b_}});
+  for (int i = 0; i < 200 && gateway_->dispatcher().QueuedFor("dep_1") < 2; ++i) {
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_EQ(gateway_->dispatcher().QueuedFor("dep_1"), 2u);
+}
+
+// Issue 15, item 23: two Authorization headers were taken as the first.
+TEST_F(GatewayTest, TwoAuthorizationHeadersAreRefused) {
+  AddDeployment("dep_1", {{StartSim("idle"), 4}});
+  StartGateway();
+  const std::string body = ChatBody(1, false);
+  Connection c(port_);
+  c.SendRaw("POST /v1/chat/completions HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer " + key_a_ +
+            "\r\nAuthorization: Bearer " + key_b_ +
+            "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+            "\r\n\r\n" + body);
+  RawResponse r = c.Read(5'000);
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("more than one Authorization header"), std::string::npos) << r.body;
+}
+
+// Issue 15, item 23: the disconnect watch ended at the first byte the client
+// sent after its request, so a client that pipelined a byte and left was
+// not noticed: its request stayed queued, went upstream and was billed.
+TEST_F(GatewayTest, AClientThatSentMoreAndLeftStillLeavesTheQueue) {
+  AddDeployment("dep_1", {{StartSim("slow"), 1}});
+  StartGateway();
+  Connection busy(port_);
+  busy.Send("POST", "/v1/chat/completions", ChatBody(50, true),
+            {{"Authorization", "Bearer " + key_a_}});
+  busy.Read(2000, 1);
+  auto waiting = std::make_unique<Connection>(port_);
+  waiting->Send("POST", "/v1/chat/completions", ChatBody(1, false),
+                {{"Authorization", "Bearer " + key_b_}});
+  for (int i = 0; i < 200 && gateway_->dispatcher().QueuedFor("dep_1") == 0; ++i) {
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_EQ(gateway_->dispatcher().QueuedFor("dep_1"), 1u);
+  waiting->SendRaw("GET /healthz HTTP/1.1\r\n");  // the start of a next request
+  std::this_thread::sleep_for(50ms);              // seen by the watch, alone
+  waiting->Close();
+  for (int i = 0; i < 200 && gateway_->dispatcher().QueuedFor("dep_1") > 0; ++i) {
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_EQ(gateway_->dispatcher().QueuedFor("dep_1"), 0u);
+}
+
+TEST_F(GatewayTest, ARequestSentAheadWhileTheLastOneWaitedIsServedNext) {
+  AddDeployment("dep_1", {{StartSim("slow"), 1}});
+  StartGateway();
+  Connection busy(port_);
+  busy.Send("POST", "/v1/chat/completions", ChatBody(3, true),
+            {{"Authorization", "Bearer " + key_a_}});
+  busy.Read(2000, 1);
+  Connection c(port_);
+  c.Send("POST", "/v1/chat/completions", ChatBody(1, false),
+         {{"Authorization", "Bearer " + key_b_}});
+  for (int i = 0; i < 200 && gateway_->dispatcher().QueuedFor("dep_1") == 0; ++i) {
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_EQ(gateway_->dispatcher().QueuedFor("dep_1"), 1u);
+  c.SendRaw("GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n");  // taken in by the watch
+  const std::string first = c.ReadUntil("\r\n\r\n", 20'000);
+  ASSERT_EQ(first.substr(0, 12), "HTTP/1.1 200") << first;
+  const size_t at = first.find("Content-Length: ");
+  ASSERT_NE(at, std::string::npos);
+  const size_t length = std::stoul(first.substr(at + 16));
+  std::string body;
+  while (body.size() < length) {
+    const std::string more = c.ReadUntil(std::string(1, '}'), 5'000);
+    if (more.empty()) break;
+    body += more;
+  }
+  ASSERT_EQ(body.size(), length);
+  RawResponse health = c.Read();
+  EXPECT_EQ(health.status, 200);
+  EXPECT_EQ(health.body, R"({"status":"ok"})");
+}
+
 TEST_F(GatewayTest, AnOverloadedModelServersAdviceOnWhenToRetryReachesTheClient) {
   const std::string busy = R"({"error":{"message":"busy","type":"server_error"}})";
   CloseDelimitedServer overloaded(busy, "application/json", 0, "503 Service Unavailable",
