@@ -30,12 +30,16 @@ bool EnsureAdminToken(Platform& platform, const std::filesystem::path& path) {
   if (in && std::getline(in, existing) && platform.identity().IsValidCredential(existing)) {
     return true;
   }
-  auto key = platform.identity().BootstrapAdminKey("bootstrap-admin");
+  // The token file is dev's own: a key it no longer holds is replaced, and
+  // the replacement is audited like `atrium bootstrap-admin --rotate`.
+  auto key = atrium::BootstrapPlatformAdmin(platform.store(), platform.identity(),
+                                            atrium::SystemClock::Instance(),
+                                            {/*rotate=*/true, "dev:admin.token"});
   if (!key.has_value()) {
     spdlog::error("cannot create the bootstrap admin key: {}", key.error().message);
     return false;
   }
-  auto written = atrium::WriteSecretFile(path.string(), *key);
+  auto written = atrium::WriteSecretFile(path.string(), key->key_text);
   if (!written.has_value()) {
     spdlog::error("{}", written.error().message);
     return false;
@@ -117,6 +121,14 @@ int main(int argc, char** argv) {
   dev->add_option("--gateway-upstream-ca", gateway_upstream_ca,
                   "PEM file of CAs to trust, besides the system's, for https model endpoints")
       ->check(CLI::ExistingFile);
+  std::vector<std::string> egress_allow;
+  dev->add_option("--egress-allow", egress_allow,
+                  "Network (CIDR) tenants' dedicated deployments may reach besides public "
+                  "addresses, e.g. 127.0.0.0/8 for engine-sim servers on this machine "
+                  "(repeatable; [egress] allowed_networks)");
+  bool dedicated_requires_entitlement = false;
+  dev->add_flag("--dedicated-requires-entitlement", dedicated_requires_entitlement,
+                "A tenant's dedicated deployment must be of a model it is entitled to");
   std::string fleet_spec;
   dev->add_option("--fleet", fleet_spec,
                   "Simulated GPU fleet as COUNTxMODELxGPUS items, e.g. "
@@ -135,6 +147,10 @@ int main(int argc, char** argv) {
       "Create an API key for the platform's bootstrap admin directly in the configured store");
   bootstrap->add_option("--config", bootstrap_config, "TOML configuration file")->required();
   bootstrap->add_option("--out", bootstrap_out, "Write the key here (mode 0600), not to stdout");
+  bool bootstrap_rotate = false;
+  bootstrap->add_flag("--rotate", bootstrap_rotate,
+                      "Replace the bootstrap admin's key: create a new one and revoke the old "
+                      "(without it, a second run is refused); both are audited");
 
   atrium::sim::SimCommandOptions sim_options;
   auto* sim = app.add_subcommand(
@@ -179,6 +195,7 @@ int main(int argc, char** argv) {
     std::filesystem::path dir = std::filesystem::absolute(data_dir);
     Config config;
     config.store_url = "sqlite://" + (dir / "atrium.db").string();
+    config.signing_key_file = (dir / "signing.key").string();
     config.api_listen = api_listen;
     config.scheduler_fleet = fleet_spec;
     config.run_gateway = true;
@@ -187,6 +204,14 @@ int main(int argc, char** argv) {
     config.gateway_threads = gateway_threads;
     config.gateway_upstream_ca_file = gateway_upstream_ca;
     config.gateway_journal_dir = (dir / "gateway").string();
+    config.audit_checkpoint_file = (dir / "audit-checkpoints.jsonl").string();
+    config.audit_signing_key_file = (dir / "audit-signing.key").string();
+    config.egress_allowed_networks = egress_allow;
+    config.gateway_dedicated_requires_entitlement = dedicated_requires_entitlement;
+    if (auto rules = atrium::EgressRulesOf(config); !rules.has_value()) {
+      std::cerr << "atrium: --egress-allow: " << rules.error().message << "\n";
+      return 2;
+    }
     if (auto fleet = atrium::capacity::ParseFleetSpec(fleet_spec);
         !fleet_spec.empty() && !fleet.has_value()) {
       std::cerr << "atrium: --fleet: " << fleet.error().message << "\n";
@@ -215,16 +240,20 @@ int main(int argc, char** argv) {
       std::cerr << "atrium: " << config.error().message << "\n";
       return 2;
     }
-    auto key = atrium::CreateBootstrapAdminKey(*config);
+    auto key = atrium::CreateBootstrapAdminKey(*config, bootstrap_rotate);
     if (!key.has_value()) {
       std::cerr << "atrium: " << key.error().message << "\n";
       return 1;
     }
+    if (key->revoked_keys > 0) {
+      std::cerr << "atrium: revoked " << key->revoked_keys
+                << " older bootstrap admin key(s); the rotation is in the audit trail\n";
+    }
     if (bootstrap_out.empty()) {
-      std::cout << *key << std::endl;
+      std::cout << key->key_text << std::endl;
       return 0;
     }
-    auto written = atrium::WriteSecretFile(bootstrap_out, *key);
+    auto written = atrium::WriteSecretFile(bootstrap_out, key->key_text);
     if (!written.has_value()) {
       std::cerr << "atrium: " << written.error().message << "\n";
       return 1;

@@ -7,6 +7,7 @@
 #include "capacity/gpu_catalog.h"
 #include "common/strings.h"
 #include "scheduler/allocation.h"
+#include "scheduler/scheduler.h"
 
 namespace atrium::api {
 namespace {
@@ -111,6 +112,19 @@ Result<sched::AllocationRequest> RequestOf(Context& ctx, std::string& named_tena
   return q;
 }
 
+// What the caller may read of an allocation. Platform staff read all of
+// it; a tenant is not told which allocation of another tenant reclaims its
+// work (preempted_for names one only when it is the tenant's own — the
+// reason already says "another tenant's guarantee").
+Json AllocationViewFor(Context& ctx, const AllocationRecord& a) {
+  if (ctx.principal->is_platform() || a.preempted_for.empty()) return AllocationView(a);
+  AllocationRecord shown = a;
+  if (!ctx.services.store->GetAllocation(TenantScope::Of(a.tenant_id), a.preempted_for)) {
+    shown.preempted_for.clear();
+  }
+  return AllocationView(shown);
+}
+
 }  // namespace
 
 Result<http::Response> CreateAllocation(Context& ctx) {
@@ -134,7 +148,7 @@ Result<http::Response> CreateAllocation(Context& ctx) {
                                              ctx.principal->user_id, std::move(request)));
   ctx.audit_target = "tenant/" + a.tenant_id + "/allocation/" + a.id;
   // Placed at once: 201. Queued: 202, and GET .../why says what it waits for.
-  return JsonResponse(a.state == "pending" ? 202 : 201, AllocationView(a));
+  return JsonResponse(a.state == "pending" ? 202 : 201, AllocationViewFor(ctx, a));
 }
 
 Result<http::Response> ListAllocations(Context& ctx) {
@@ -165,11 +179,12 @@ Result<http::Response> ListAllocations(Context& ctx) {
     }
     ATRIUM_ASSIGN_OR_RETURN(page, ctx.services.store->ListAllocations(ctx.scope, filter, opts));
   }
-  return JsonResponse(200, PageView(page, AllocationView));
+  return JsonResponse(
+      200, PageView(page, [&](const AllocationRecord& a) { return AllocationViewFor(ctx, a); }));
 }
 
 Result<http::Response> GetAllocation(Context& ctx) {
-  return JsonResponse(200, AllocationView(*ctx.allocation));
+  return JsonResponse(200, AllocationViewFor(ctx, *ctx.allocation));
 }
 
 Result<http::Response> ReleaseAllocation(Context& ctx) {
@@ -177,13 +192,17 @@ Result<http::Response> ReleaseAllocation(Context& ctx) {
   ATRIUM_ASSIGN_OR_RETURN(
       AllocationRecord a,
       scheduling->Release(OriginOf(ctx), ctx.scope.tenant_id, ctx.allocation->id));
-  return JsonResponse(200, AllocationView(a));
+  return JsonResponse(200, AllocationViewFor(ctx, a));
 }
 
 Result<http::Response> ExplainAllocation(Context& ctx) {
   ATRIUM_ASSIGN_OR_RETURN(auto* scheduling, SchedulingOf(ctx));
+  // Staff see which allocations of which tenants a reclaim involves; a
+  // tenant sees only its own named.
+  const auto audience = ctx.principal->is_platform() ? sched::Scheduler::Audience::kStaff
+                                                     : sched::Scheduler::Audience::kOwner;
   ATRIUM_ASSIGN_OR_RETURN(std::string why,
-                          scheduling->Explain(ctx.scope.tenant_id, ctx.allocation->id));
+                          scheduling->Explain(ctx.scope.tenant_id, ctx.allocation->id, audience));
   ATRIUM_ASSIGN_OR_RETURN(AllocationRecord a,
                           ctx.services.store->GetAllocation(ctx.scope, ctx.allocation->id));
   return JsonResponse(200, {{"id", a.id}, {"state", a.state}, {"explanation", why}});

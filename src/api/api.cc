@@ -78,6 +78,29 @@ http::Response ErrorResponse(const Error& e, const std::string& request_id) {
 
 ControlPlaneApi::ControlPlaneApi(Services services) : services_(services), router_(BuildRoutes()) {}
 
+ControlPlaneApi::~ControlPlaneApi() {
+  std::vector<AuditRecord> rest;
+  {
+    std::lock_guard lock(denials_mu_);
+    rest = denials_.FlushAll();
+  }
+  AppendSummaries(std::move(rest));
+}
+
+int64_t ControlPlaneApi::unauthenticated_denials() const {
+  std::lock_guard lock(denials_mu_);
+  return denials_.total();
+}
+
+void ControlPlaneApi::AppendSummaries(std::vector<AuditRecord> summaries) {
+  for (auto& summary : summaries) {
+    spdlog::info("audit: {} {} {}", summary.action, summary.status, summary.target);
+    if (auto appended = services_.store->AppendAudit(std::move(summary)); !appended.has_value()) {
+      spdlog::error("audit append of a refusal summary failed: {}", appended.error().message);
+    }
+  }
+}
+
 http::Response ControlPlaneApi::Handle(http::Request& request) {
   auto match = router_.Find(request.method, request.path);
   if (!match.route) {
@@ -107,7 +130,20 @@ http::Response ControlPlaneApi::Handle(http::Request& request) {
                     c == ErrorCode::kResourceExhausted;
       outcome = denied ? "denied" : "failed";
     }
-    Audit(ctx, spec, response.status, outcome);
+    std::vector<AuditRecord> closed;
+    const int64_t now = services_.clock->NowMillis();
+    if (outcome != "allowed" && !ctx.principal) {
+      // Anyone can send these: counted, not appended one by one.
+      std::lock_guard lock(denials_mu_);
+      closed = denials_.Add({spec.audit_action, outcome, response.status,
+                             std::string(WireNameOf(result.error().code))},
+                            request.remote_address, request.request_id, now);
+    } else {
+      Audit(ctx, spec, response.status, outcome);
+      std::lock_guard lock(denials_mu_);
+      closed = denials_.Flush(now);
+    }
+    AppendSummaries(std::move(closed));
   }
   return response;
 }
@@ -218,6 +254,18 @@ Status ControlPlaneApi::ResolveAndAuthorize(Context& ctx, const RouteSpec& spec)
       if (!p.is_platform() && tenant_id != p.tenant_id) return Error::NotFound("tenant not found");
       if (p.is_platform()) {
         auto tenant = services_.store->GetTenant(tenant_id);
+        if (!tenant.has_value() && tenant.error().code == ErrorCode::kNotFound) {
+          // An evicted tenant's usage, allocations and audit trail are kept
+          // for staff to read; nothing of it may change any more.
+          auto evicted = services_.store->GetEvictedTenantForPlatform(tenant_id);
+          if (evicted.has_value()) {
+            if (ctx.request.method != "GET") {
+              return Error::FailedPrecondition("tenant " + tenant_id +
+                                               " was evicted; its records are read-only");
+            }
+            tenant = std::move(evicted);
+          }
+        }
         if (!tenant.has_value()) return tenant.error();
         ctx.tenant = std::move(tenant).value();
       }

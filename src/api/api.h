@@ -6,10 +6,14 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
+#include "audit/checkpoint.h"
+#include "audit/denial_tally.h"
 #include "common/clock.h"
 #include "common/json_reader.h"
+#include "gateway/egress_policy.h"
 #include "http/message.h"
 #include "http/router.h"
 #include "identity/identity_service.h"
@@ -26,6 +30,14 @@ struct Services {
   TenantService* tenants = nullptr;
   const Clock* clock = nullptr;
   scheduling::SchedulingService* scheduling = nullptr;
+  // The last signed audit checkpoint (runtime/audit_checkpointer.h); unset
+  // or nullopt when checkpoints are off or none was taken yet.
+  std::function<std::optional<audit::Checkpoint>()> audit_checkpoint;
+  // Where tenants' dedicated deployments may send requests; nullptr: the
+  // default rules (public addresses only), with no listeners known.
+  const gateway::EgressPolicy* egress = nullptr;
+  // A dedicated deployment must be of a model its tenant is entitled to.
+  bool dedicated_requires_entitlement = false;
 };
 
 // How a route finds the object it acts on, for the authorization decision.
@@ -99,18 +111,30 @@ ApiRouter BuildRoutes();
 class ControlPlaneApi {
  public:
   explicit ControlPlaneApi(Services services);
+  // Records what the unauthenticated-refusal tally still holds.
+  ~ControlPlaneApi();
 
   // Thread-safe; never throws.
   http::Response Handle(http::Request& request);
   const ApiRouter& router() const { return router_; }
 
+  // Refusals of audited routes without a principal (no, bad or throttled
+  // credentials), counted since start: the flood metric. They reach the
+  // trail as one summary record per (action, status, reason) and minute
+  // (audit/denial_tally.h), written when a later audited request or the
+  // shutdown finds the minute over.
+  int64_t unauthenticated_denials() const;
+
  private:
   Result<http::Response> Dispatch(Context& ctx, const RouteSpec& spec);
   Status ResolveAndAuthorize(Context& ctx, const RouteSpec& spec);
   void Audit(const Context& ctx, const RouteSpec& spec, int status, const std::string& outcome);
+  void AppendSummaries(std::vector<AuditRecord> summaries);
 
   Services services_;
   ApiRouter router_;
+  mutable std::mutex denials_mu_;
+  audit::DenialTally denials_;  // guarded by denials_mu_
 };
 
 // The one error shape: {"error":{"code","message","request_id"}}.

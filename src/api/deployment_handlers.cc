@@ -3,7 +3,9 @@
 // and may place a dedicated one for a tenant; a tenant admin manages its own
 // tenant's dedicated deployments. Tenants see their dedicated deployments
 // and the shared ones of models they are entitled to, without the shared
-// ones' endpoint URLs (the operator's servers).
+// ones' endpoint URLs (the operator's servers). A dedicated deployment's
+// endpoints must pass the operator's egress policy, and where the operator
+// requires it the tenant must be entitled to its model.
 #include <algorithm>
 #include <set>
 
@@ -75,6 +77,67 @@ Status CheckResidency(const Tenant& tenant, const std::string& region) {
                                 allowed + "): its data may not go there");
 }
 
+// A dedicated deployment's endpoints are the tenant's to choose, and the
+// gateway sends the tenant's requests there: each must pass the operator's
+// egress policy (gateway/egress_policy.h; the gateway checks the addresses a
+// name resolves to again when it connects). Every shared deployment's
+// endpoint is refused among them, so this reads every deployment
+// (unscoped: for the check only, nothing of it is answered).
+Status CheckEgress(const Context& ctx, const std::vector<DeploymentEndpoint>& endpoints) {
+  static const gateway::EgressPolicy kDefaultPolicy;
+  const gateway::EgressPolicy& policy =
+      ctx.services.egress != nullptr ? *ctx.services.egress : kDefaultPolicy;
+  std::vector<gateway::HostPort> shared;
+  ListOptions opts;
+  opts.limit = 1000;
+  for (;;) {
+    ATRIUM_ASSIGN_OR_RETURN(Page<DeploymentRecord> page,
+                            ctx.services.store->ListDeploymentsForPlatform({}, opts));
+    for (const DeploymentRecord& d : page.items) {
+      if (d.visibility != "shared") continue;
+      for (const DeploymentEndpoint& e : d.endpoints) {
+        if (auto target = gateway::HostPortOfUrl(e.url); target.has_value()) {
+          shared.push_back(std::move(*target));
+        }
+      }
+    }
+    if (page.next_cursor.empty()) break;
+    opts.after = page.next_cursor;
+  }
+  const gateway::EgressFacts facts = policy.Facts(std::move(shared));
+  for (const DeploymentEndpoint& e : endpoints) {
+    gateway::EgressVerdict verdict = gateway::CheckEndpointUrl(policy.rules(), facts, e.url);
+    if (!verdict.allowed) {
+      return Error::PermissionDenied(
+          "endpoint URL '" + e.url +
+          "' is refused by the operator's egress policy: " + verdict.rule);
+    }
+  }
+  return OkStatus();
+}
+
+// Where the operator requires it, a dedicated deployment is of a model its
+// tenant is entitled to (as a shared one's users are).
+Status CheckEntitlement(const Context& ctx, const std::string& tenant_id,
+                        const std::string& model) {
+  if (!ctx.services.dedicated_requires_entitlement) return OkStatus();
+  ATRIUM_ASSIGN_OR_RETURN(std::vector<EntitlementRecord> entitlements,
+                          ctx.services.store->ListEntitlements(TenantScope::Of(tenant_id)));
+  for (const EntitlementRecord& e : entitlements) {
+    if (e.model == model) return OkStatus();
+  }
+  return Error::PermissionDenied("the tenant is not entitled to model " + model +
+                                 ", and the operator requires an entitlement for a dedicated "
+                                 "deployment of a model");
+}
+
+// The checks a dedicated deployment `d` (as it will be stored) passes.
+Status CheckDedicated(const Context& ctx, const DeploymentRecord& d) {
+  if (d.visibility != "dedicated") return OkStatus();
+  ATRIUM_RETURN_IF_ERROR(CheckEntitlement(ctx, d.tenant_id, d.model));
+  return CheckEgress(ctx, d.endpoints);
+}
+
 void Apply(const DeploymentFields& f, DeploymentRecord& d) {
   if (f.model) d.model = *f.model;
   if (f.version) d.version = *f.version;
@@ -140,6 +203,7 @@ Result<http::Response> CreateDeployment(Context& ctx) {
   Apply(fields, d);
   d.created_at = d.updated_at = now;
   ctx.audit_target = AuditTargetOf(d);
+  ATRIUM_RETURN_IF_ERROR(CheckDedicated(ctx, d));
   ATRIUM_RETURN_IF_ERROR(ctx.services.store->CreateDeployment(d));
   return JsonResponse(201, DeploymentView(d, true));
 }
@@ -191,6 +255,10 @@ Result<http::Response> UpdateDeployment(Context& ctx) {
   }
   Apply(fields, d);
   d.updated_at = ctx.services.clock->NowMillis();
+  // Checked again when the endpoints or the model change (not a mere move
+  // between regions: an endpoint stored before a stricter policy is the
+  // gateway's to refuse when it connects).
+  if (fields.endpoints || fields.model) ATRIUM_RETURN_IF_ERROR(CheckDedicated(ctx, d));
   ATRIUM_RETURN_IF_ERROR(ctx.services.store->UpdateDeployment(TenantScope::Of(d.tenant_id), d));
   return JsonResponse(200, DeploymentView(d, true));
 }

@@ -181,4 +181,17 @@ Result<http::Response> SummarizeUsage(Context& ctx) {
                             {"items", items}});
 }
 
+Result<http::Response> SummarizeRefusals(Context& ctx) {
+  ATRIUM_ASSIGN_OR_RETURN(UsageFilter usage, UsageFilterOf(ctx));
+  const RefusalFilter filter{usage.from, usage.to, usage.key_id};
+  ATRIUM_ASSIGN_OR_RETURN(auto totals,
+                          ctx.services.store->SummarizeGatewayRefusals(ctx.scope, filter));
+  Json items = Json::array();
+  for (const auto& t : totals) items.push_back(RefusalTotalsView(t));
+  return JsonResponse(200, {{"tenant_id", ctx.scope.tenant_id},
+                            {"from", TimeOrNull(filter.from)},
+                            {"to", TimeOrNull(filter.to)},
+                            {"items", items}});
+}
+
 }  // namespace atrium::api

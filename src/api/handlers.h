@@ -35,6 +35,8 @@ Result<http::Response> RevokeKey(Context& ctx);
 
 Result<http::Response> ListAllAudit(Context& ctx);
 Result<http::Response> ListTenantAudit(Context& ctx);
+Result<http::Response> AuditHeads(Context& ctx);
+Result<http::Response> TenantAuditHeads(Context& ctx);
 
 Result<http::Response> ListNodes(Context& ctx);
 Result<http::Response> GetNode(Context& ctx);
@@ -74,5 +76,6 @@ Result<http::Response> SetKeyGatewayLimits(Context& ctx);
 
 Result<http::Response> ListUsage(Context& ctx);
 Result<http::Response> SummarizeUsage(Context& ctx);
+Result<http::Response> SummarizeRefusals(Context& ctx);
 
 }  // namespace atrium::api

@@ -83,6 +83,10 @@ ApiRouter BuildRoutes() {
       "The tenant's audit trail (its own hash chain)", {.query = kPaging});
   add("GET", "/api/v1/audit", P::kAuditRead, T::kPlatformWide, "", ListAllAudit,
       "The whole audit trail (operators)", {.query = kPaging});
+  add("GET", "/api/v1/tenants/{tenant_id}/audit/heads", P::kAuditRead, T::kTenant, "",
+      TenantAuditHeads, "The tenant chain's head and its last signed checkpoint");
+  add("GET", "/api/v1/audit/heads", P::kAuditRead, T::kPlatformWide, "", AuditHeads,
+      "Every chain's head, the global sequence number and the last signed checkpoint");
 
   // The fleet: everyone reads it (tenants see only their own allocations on
   // it); operators cordon and drain.
@@ -176,6 +180,10 @@ ApiRouter BuildRoutes() {
   add("GET", "/api/v1/tenants/{tenant_id}/usage/summary", P::kUsageRead, T::kTenant, "",
       SummarizeUsage, "The tenant's gateway usage totals, overall or per model or key",
       {.query = {"group_by", "from", "to", "model", "key_id"}});
+  add("GET", "/api/v1/tenants/{tenant_id}/usage/refusals", P::kUsageRead, T::kTenant, "",
+      SummarizeRefusals,
+      "The tenant's requests the gateway refused before serving them, counted per key and reason",
+      {.query = {"from", "to", "key_id"}});
   return r;
 }
 

@@ -83,12 +83,17 @@ Result<http::Response> ResumeTenant(Context& ctx) {
 
 Result<http::Response> EvictTenant(Context& ctx) {
   ATRIUM_ASSIGN_OR_RETURN(auto summary, ctx.services.tenants->Evict(ctx.scope.tenant_id));
-  return JsonResponse(200, {{"id", ctx.scope.tenant_id},
-                            {"state", "evicted"},
-                            {"removed",
-                             {{"users", summary.users},
-                              {"api_keys", summary.api_keys},
-                              {"sessions", summary.sessions}}}});
+  return JsonResponse(
+      200,
+      {{"id", ctx.scope.tenant_id},
+       {"state", "evicted"},
+       {"removed",
+        {{"users", summary.users}, {"api_keys", summary.api_keys}, {"sessions", summary.sessions}}},
+       // Billing and accounting records outlive the
+       // tenant; staff read them under its id.
+       {"kept",
+        {{"allocations", summary.allocations_kept},
+         {"usage_records", summary.usage_records_kept}}}});
 }
 
 }  // namespace atrium::api

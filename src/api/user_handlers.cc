@@ -60,6 +60,7 @@ Result<http::Response> UpdateUser(Context& ctx) {
   changes.role = r.String("role", false, 32);
   changes.state = r.String("state", false, 16);
   changes.password = r.String("password", false, 1024);
+  changes.current_password = r.String("current_password", false, 1024);
   ATRIUM_RETURN_IF_ERROR(r.Finish());
   ATRIUM_ASSIGN_OR_RETURN(
       User u, ctx.services.identity->UpdateUser(*ctx.principal, ctx.scope,

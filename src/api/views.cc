@@ -251,7 +251,16 @@ Json UsageView(const UsageRecord& u, bool with_endpoint) {
           {"total_ms", u.total_ms},
           {"status", u.status},
           {"http_status", u.http_status},
-          {"created_at", FormatTimestamp(u.created_at)}};
+          {"created_at", FormatTimestamp(u.created_at)},
+          {"flag", OrNull(u.flag)}};
+}
+
+Json RefusalTotalsView(const RefusalTotals& t) {
+  return {{"key_id", OrNull(t.key_id)},
+          {"reason", t.reason},
+          {"count", t.count},
+          {"first_minute_at", FormatTimestamp(t.first_minute_at)},
+          {"last_minute_at", FormatTimestamp(t.last_minute_at)}};
 }
 
 Json UsageTotalsView(const UsageTotals& t) {

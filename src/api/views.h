@@ -33,6 +33,7 @@ Json GatewayLimitView(const GatewayLimitRecord& l);
 // with_endpoint false: the upstream URL is left out (tenants).
 Json UsageView(const UsageRecord& u, bool with_endpoint);
 Json UsageTotalsView(const UsageTotals& t);
+Json RefusalTotalsView(const RefusalTotals& t);
 
 template <typename T, typename ViewFn>
 Json PageView(const Page<T>& page, ViewFn view) {

@@ -9,47 +9,118 @@ namespace atrium::cli {
 
 audit::VerifyReport VerifyAgainstHeads(std::vector<AuditRecord> records,
                                        const std::vector<ChainHead>& heads) {
-  // The last record of each chain, before Verify takes the vector.
-  std::map<std::string, const AuditRecord*> last;
-  for (const auto& r : records) {
-    auto& at = last[r.chain];
-    if (at == nullptr || r.chain_seq > at->chain_seq) at = &r;
-  }
-  std::map<std::string, AuditRecord> tails;
-  for (const auto& [chain, record] : last) tails[chain] = *record;
-  audit::VerifyReport report = audit::Verify(std::move(records));
-  if (!report.ok) return report;
+  audit::TrailClaims claims;
+  claims.heads.emplace();
+  for (const auto& [chain, head] : heads) claims.heads->push_back({chain, head.first, head.second});
+  return audit::VerifyTrail(std::move(records), claims);
+}
 
-  auto broken = [&](const std::string& chain, std::string reason) {
-    report.ok = false;
-    report.broken_chain = chain;
-    auto it = tails.find(chain);
-    report.broken_seq = it == tails.end() ? 0 : it->second.seq;
-    report.broken_chain_seq = it == tails.end() ? 0 : it->second.chain_seq;
-    report.reason = std::move(reason);
+Json TrailSummaryToJson(const TrailSummary& summary) {
+  Json heads = Json::array();
+  for (const auto& h : summary.heads) {
+    heads.push_back({{"chain", h.chain}, {"chain_seq", h.chain_seq}, {"hash", h.hash}});
+  }
+  Json j = {{"heads", std::move(heads)},
+            {"checkpoint",
+             summary.checkpoint ? audit::CheckpointToJson(*summary.checkpoint) : Json(nullptr)}};
+  if (summary.last_seq) j["last_seq"] = *summary.last_seq;
+  return j;
+}
+
+Result<TrailSummary> TrailSummaryFromJson(const Json& j) {
+  auto bad = [](const std::string& what) {
+    return Error::InvalidArgument("malformed audit trail summary: " + what);
   };
-  std::map<std::string, bool> has_head;
-  for (const auto& [chain, head] : heads) {
-    has_head[chain] = true;
-    auto it = tails.find(chain);
-    int64_t have = it == tails.end() ? 0 : it->second.chain_seq;
-    if (have != head.first) {
-      broken(chain, "the chain ends at #" + std::to_string(have) + " but its recorded head is #" +
-                        std::to_string(head.first) + ": records removed from the tail");
-      return report;
-    }
-    if (it->second.hash != head.second) {
-      broken(chain, "the last record's hash differs from the chain's recorded head");
-      return report;
-    }
+  if (!j.is_object()) return bad("not an object");
+  TrailSummary summary;
+  if (auto it = j.find("last_seq"); it != j.end() && !it->is_null()) {
+    if (!it->is_number_integer()) return bad("last_seq");
+    summary.last_seq = it->get<int64_t>();
   }
-  for (const auto& [chain, record] : tails) {
-    if (!has_head.count(chain)) {
-      broken(chain, "the chain has no recorded head");
+  auto heads = j.find("heads");
+  if (heads == j.end() || !heads->is_array()) return bad("heads");
+  for (const auto& h : *heads) {
+    if (!h.is_object() || !h.contains("chain") || !h["chain"].is_string() ||
+        !h.contains("chain_seq") || !h["chain_seq"].is_number_integer() || !h.contains("hash") ||
+        !h["hash"].is_string()) {
+      return bad("a head");
+    }
+    summary.heads.push_back({h["chain"], h["chain_seq"].get<int64_t>(), h["hash"]});
+  }
+  if (auto it = j.find("checkpoint"); it != j.end() && !it->is_null()) {
+    ATRIUM_ASSIGN_OR_RETURN(audit::Checkpoint checkpoint, audit::CheckpointFromJson(*it));
+    summary.checkpoint = std::move(checkpoint);
+  }
+  return summary;
+}
+
+Result<AuditExport> ParseAuditExport(const std::string& text) {
+  AuditExport parsed;
+  std::istringstream in(text);
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    auto where = [&](const std::string& message) {
+      return Error::InvalidArgument("line " + std::to_string(number) + ": " + message);
+    };
+    auto json = ParseJson(line);
+    if (!json.has_value()) return where(json.error().message);
+    if (parsed.summary) return where("a record after the export's summary line");
+    if (json->is_object() && json->contains("audit_export")) {
+      auto summary = TrailSummaryFromJson((*json)["audit_export"]);
+      if (!summary.has_value()) return where(summary.error().message);
+      parsed.summary = std::move(summary).value();
+      continue;
+    }
+    auto record = audit::FromJson(*json);
+    if (!record.has_value()) return where(record.error().message);
+    parsed.records.push_back(std::move(record).value());
+  }
+  return parsed;
+}
+
+std::vector<AuditRecord> CoveredBy(std::vector<AuditRecord> records, const TrailSummary& summary) {
+  std::map<std::string, int64_t> head_of;
+  for (const auto& h : summary.heads) head_of[h.chain] = h.chain_seq;
+  std::erase_if(records, [&](const AuditRecord& r) {
+    if (summary.last_seq) return r.seq > *summary.last_seq;
+    auto it = head_of.find(r.chain);
+    return it == head_of.end() || r.chain_seq > it->second;
+  });
+  return records;
+}
+
+audit::VerifyReport VerifySummary(std::vector<AuditRecord> records, const TrailSummary& summary,
+                                  const std::string& trusted_public_key, std::string* note) {
+  audit::TrailClaims claims;
+  claims.heads = summary.heads;
+  claims.last_seq = summary.last_seq;
+  if (summary.checkpoint) {
+    const std::string& key =
+        trusted_public_key.empty() ? summary.checkpoint->public_key : trusted_public_key;
+    if (auto verified = audit::VerifyCheckpointSignatures(*summary.checkpoint, key);
+        !verified.has_value()) {
+      audit::VerifyReport report;
+      report.ok = false;
+      report.records = static_cast<int64_t>(records.size());
+      report.reason = verified.error().message;
       return report;
     }
+    claims.checkpoint = &*summary.checkpoint;
+    if (note) {
+      *note = trusted_public_key.empty()
+                  ? "checkpoint of seq " + std::to_string(summary.checkpoint->last_seq) +
+                        " signed by key " + key +
+                        " (not pinned: pass --public-key with the key the operator publishes)"
+                  : "checkpoint of seq " + std::to_string(summary.checkpoint->last_seq) +
+                        " verified with the pinned key";
+    }
+  } else if (note) {
+    *note = "no signed checkpoint: a trail rewound by someone with database access would not show";
   }
-  return report;
+  return audit::VerifyTrail(std::move(records), claims);
 }
 
 Result<std::vector<AuditRecord>> ParseAuditJsonLines(const std::string& text) {

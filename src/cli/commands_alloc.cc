@@ -94,7 +94,7 @@ int Create(Context& ctx, const CreateArgs& args) {
   if (!allocation.has_value()) return ctx.Fail(allocation.error());
   ctx.PrintObject(*allocation, kAllocationFieldOrder);
   if (!ctx.json_output() && StringAt(*allocation, "state") == "pending") {
-    ctx.err() << "(queued: `atrium why " << StringAt(*allocation, "id")
+    ctx.err() << "(queued: `atrium why " << EscapeForTerminal(StringAt(*allocation, "id"))
               << "` says what it waits for)" << std::endl;
   }
   return kExitOk;
@@ -171,8 +171,8 @@ int Why(Context& ctx, const std::string& id) {
     ctx.PrintJson(*why);
     return kExitOk;
   }
-  ctx.out() << id << " (" << StringAt(*why, "state") << "): " << StringAt(*why, "explanation")
-            << "\n";
+  ctx.out() << EscapeForTerminal(id) << " (" << EscapeForTerminal(StringAt(*why, "state"))
+            << "): " << EscapeForTerminal(StringAt(*why, "explanation")) << "\n";
   return kExitOk;
 }
 

@@ -6,11 +6,13 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <sstream>
 
 #include "cli/args.h"
 #include "cli/audit_check.h"
 #include "cli/commands.h"
+#include "store/audit_state.h"
 #include "store/store.h"
 
 namespace atrium::cli {
@@ -32,6 +34,35 @@ Result<std::string> AuditTarget(Context& ctx, ApiSession& api, const std::string
   std::string own = StringAt(FieldAt(me, "tenant"), "id");
   if (own.empty()) return std::string("/api/v1/audit");
   return "/api/v1/tenants/" + UrlEncode(own) + "/audit";
+}
+
+// The trail summary (heads, sequence number, checkpoint) for an audit route.
+Result<TrailSummary> FetchSummary(ApiSession& api, const std::string& target) {
+  ATRIUM_ASSIGN_OR_RETURN(Json heads, api.Get(target + "/heads"));
+  return TrailSummaryFromJson(heads);
+}
+
+struct FetchedTrail {
+  std::vector<Json> items;  // as the API answered them, for export
+  AuditExport trail;        // the same records, parsed, and the summary
+};
+
+// The summary first, then the records it covers: what export and online
+// verification read.
+Result<FetchedTrail> FetchTrail(ApiSession& api, const std::string& target) {
+  ATRIUM_ASSIGN_OR_RETURN(TrailSummary summary, FetchSummary(api, target));
+  ATRIUM_ASSIGN_OR_RETURN(auto items, api.ListAll(target, kPage));
+  std::vector<AuditRecord> records;
+  for (const auto& item : items) {
+    ATRIUM_ASSIGN_OR_RETURN(AuditRecord record, audit::FromJson(item));
+    records.push_back(std::move(record));
+  }
+  records = CoveredBy(std::move(records), summary);
+  std::set<int64_t> covered;
+  for (const auto& r : records) covered.insert(r.seq);
+  std::erase_if(items,
+                [&](const Json& item) { return !covered.count(item.value("seq", int64_t{0})); });
+  return FetchedTrail{std::move(items), AuditExport{std::move(records), std::move(summary)}};
 }
 
 struct ListAuditArgs {
@@ -57,14 +88,17 @@ int Export(Context& ctx, const ExportArgs& args) {
   if (api == nullptr) return kExitUsage;
   auto target = AuditTarget(ctx, *api, args.tenant);
   if (!target.has_value()) return ctx.Fail(target.error());
-  auto records = api->ListAll(*target, kPage);
-  if (!records.has_value()) return ctx.Fail(records.error());
+  auto fetched = FetchTrail(*api, *target);
+  if (!fetched.has_value()) return ctx.Fail(fetched.error());
   std::string text;
-  for (const auto& record : *records) {
-    text += record.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
+  for (const auto& item : fetched->items) {
+    text += item.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
   }
+  // Last: a file cut short loses this line, and one missing records no
+  // longer matches it.
+  text += Json{{"audit_export", TrailSummaryToJson(*fetched->trail.summary)}}.dump() + "\n";
   if (args.out.empty() || args.out == "-") {
-    ctx.out() << text << std::flush;
+    ctx.out() << EscapeJsonForTerminal(text) << std::flush;
     return kExitOk;
   }
   // The trail names people and addresses: keep the file private.
@@ -72,7 +106,8 @@ int Export(Context& ctx, const ExportArgs& args) {
   bool ok = fd >= 0 && ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   if (fd >= 0) ok = ::close(fd) == 0 && ok;
   if (!ok) return ctx.Fail(Error::Internal("cannot write " + args.out));
-  ctx.err() << "Exported " << records->size() << " audit records to " << args.out << std::endl;
+  ctx.err() << "Exported " << fetched->items.size() << " audit records to " << args.out
+            << std::endl;
   return kExitOk;
 }
 
@@ -81,11 +116,12 @@ struct VerifyArgs {
   std::string store_url;
   std::string data_dir;
   std::string tenant;
+  std::string public_key;
+  std::string checkpoints;
 };
 
-// Every record and chain head straight from the store.
-Result<std::pair<std::vector<AuditRecord>, std::vector<ChainHead>>> ReadStore(
-    const std::string& url) {
+// Every record, the counter and the chain heads straight from the store.
+Result<AuditExport> ReadStore(const std::string& url) {
   ATRIUM_ASSIGN_OR_RETURN(auto store, Store::Open(url, 1));
   std::vector<AuditRecord> records;
   ListOptions options;
@@ -98,11 +134,34 @@ Result<std::pair<std::vector<AuditRecord>, std::vector<ChainHead>>> ReadStore(
   }
   // Read after the records: a record appended in between makes its chain
   // look truncated, which only happens against a live store.
-  ATRIUM_ASSIGN_OR_RETURN(auto heads, store->AuditHeads());
-  return std::make_pair(std::move(records), std::move(heads));
+  ATRIUM_ASSIGN_OR_RETURN(audit::TrailState state, ReadAuditState(store->database()));
+  TrailSummary summary;
+  summary.last_seq = state.last_seq;
+  summary.heads = std::move(state.heads);
+  return AuditExport{std::move(records), std::move(summary)};
 }
 
-int PrintReport(Context& ctx, const audit::VerifyReport& report) {
+Result<std::string> ReadText(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Error::NotFound("cannot read " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The public key to check checkpoints with: --public-key, or the one in
+// `pub_file` when it exists; "" = the key each checkpoint names.
+Result<std::string> TrustedKey(const std::string& given, const std::string& pub_file) {
+  if (!given.empty() || pub_file.empty()) return given;
+  std::error_code ec;
+  if (!std::filesystem::exists(pub_file, ec)) return std::string();
+  ATRIUM_ASSIGN_OR_RETURN(std::string text, ReadText(pub_file));
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  return text;
+}
+
+int PrintReport(Context& ctx, const audit::VerifyReport& report, const std::string& note = "") {
+  if (!note.empty()) ctx.err() << note << std::endl;
   if (ctx.json_output()) {
     Json j = {{"ok", report.ok}, {"records", report.records}, {"chains", report.chains}};
     if (!report.ok) {
@@ -113,7 +172,7 @@ int PrintReport(Context& ctx, const audit::VerifyReport& report) {
     }
     ctx.PrintJson(j);
   } else {
-    ctx.out() << DescribeReport(report) << std::endl;
+    ctx.out() << EscapeForTerminal(DescribeReport(report)) << std::endl;
   }
   return report.ok ? kExitOk : kExitFailed;
 }
@@ -122,49 +181,76 @@ int Verify(Context& ctx, const VerifyArgs& args) {
   int sources = !args.file.empty() + !args.store_url.empty() + !args.data_dir.empty();
   if (sources > 1) return ctx.Usage("give at most one of --file, --store, --data");
   if (!args.tenant.empty() && sources > 0) return ctx.Usage("--tenant is for online verification");
+  if (!args.checkpoints.empty() && args.store_url.empty() && args.data_dir.empty()) {
+    return ctx.Usage("--checkpoints is for --store and --data");
+  }
+  std::string note;
 
   if (!args.file.empty()) {
-    std::ifstream in(args.file);
-    if (!in) return ctx.Fail(Error::NotFound("cannot read " + args.file));
-    std::stringstream text;
-    text << in.rdbuf();
-    auto records = ParseAuditJsonLines(text.str());
-    if (!records.has_value()) {
-      return ctx.Fail(Error::InvalidArgument(args.file + ": " + records.error().message));
+    auto text = ReadText(args.file);
+    if (!text.has_value()) return ctx.Fail(text.error());
+    auto parsed = ParseAuditExport(*text);
+    if (!parsed.has_value()) {
+      return ctx.Fail(Error::InvalidArgument(args.file + ": " + parsed.error().message));
     }
-    // An export is whole chains: each must start at #1.
-    return PrintReport(ctx, audit::Verify(std::move(records).value()));
+    if (!parsed->summary) {
+      audit::VerifyReport report;
+      report.ok = false;
+      report.records = static_cast<int64_t>(parsed->records.size());
+      report.reason =
+          "the export has no summary line: its end was cut off (or it was written before "
+          "exports carried one), so missing records would not show";
+      return PrintReport(ctx, report);
+    }
+    auto report =
+        VerifySummary(std::move(parsed->records), *parsed->summary, args.public_key, &note);
+    return PrintReport(ctx, report, note);
   }
 
   if (!args.store_url.empty() || !args.data_dir.empty()) {
     std::string url = args.store_url;
+    std::string checkpoints = args.checkpoints;
+    std::string pub_file;
     if (!args.data_dir.empty()) {
       std::error_code ec;
-      std::filesystem::path db = std::filesystem::absolute(args.data_dir, ec) / "atrium.db";
+      std::filesystem::path dir = std::filesystem::absolute(args.data_dir, ec);
+      std::filesystem::path db = dir / "atrium.db";
       // Store::Open would create an empty database and call it verified.
       if (ec || !std::filesystem::exists(db, ec)) {
         return ctx.Fail(Error::NotFound("no store at " + db.string()));
       }
       url = "sqlite://" + db.string();
+      if (checkpoints.empty()) checkpoints = (dir / "audit-checkpoints.jsonl").string();
+      pub_file = (dir / "audit-signing.key.pub").string();
     }
     auto read = ReadStore(url);
     if (!read.has_value()) return ctx.Fail(read.error());
-    return PrintReport(ctx, VerifyAgainstHeads(std::move(read->first), read->second));
+    std::error_code ec;
+    if (!checkpoints.empty() &&
+        (!args.checkpoints.empty() || std::filesystem::exists(checkpoints, ec))) {
+      auto text = ReadText(checkpoints);
+      if (!text.has_value()) return ctx.Fail(text.error());
+      auto latest = audit::LatestCheckpointIn(*text);
+      if (!latest.has_value()) {
+        return ctx.Fail(Error::InvalidArgument(checkpoints + ": " + latest.error().message));
+      }
+      read->summary->checkpoint = std::move(*latest);
+    }
+    auto key = TrustedKey(args.public_key, pub_file);
+    if (!key.has_value()) return ctx.Fail(key.error());
+    auto report = VerifySummary(std::move(read->records), *read->summary, *key, &note);
+    return PrintReport(ctx, report, note);
   }
 
   ApiSession* api = ctx.Connect();
   if (api == nullptr) return kExitUsage;
   auto target = AuditTarget(ctx, *api, args.tenant);
   if (!target.has_value()) return ctx.Fail(target.error());
-  auto items = api->ListAll(*target, kPage);
-  if (!items.has_value()) return ctx.Fail(items.error());
-  std::vector<AuditRecord> records;
-  for (const auto& item : *items) {
-    auto record = audit::FromJson(item);
-    if (!record.has_value()) return ctx.Fail(record.error());
-    records.push_back(std::move(record).value());
-  }
-  return PrintReport(ctx, audit::Verify(std::move(records)));
+  auto fetched = FetchTrail(*api, *target);
+  if (!fetched.has_value()) return ctx.Fail(fetched.error());
+  auto report = VerifySummary(std::move(fetched->trail.records), *fetched->trail.summary,
+                              args.public_key, &note);
+  return PrintReport(ctx, report, note);
 }
 
 }  // namespace
@@ -181,7 +267,9 @@ void AddAuditCommands(CLI::App& app, VerbTable& verbs) {
 
   auto export_args = std::make_shared<ExportArgs>();
   CLI::App* exp =
-      audit->add_subcommand("export", "Write every audit record as JSON Lines (one a line)");
+      audit->add_subcommand("export",
+                            "Write every audit record as JSON Lines (one a line), then a summary "
+                            "line: the chain heads, sequence number and signed checkpoint");
   exp->add_option("--tenant", export_args->tenant,
                   "Only this tenant's chain (default: all you may read)");
   exp->add_option("--out", export_args->out, "File to write (default: stdout)");
@@ -198,6 +286,13 @@ void AddAuditCommands(CLI::App& app, VerbTable& verbs) {
   verify->add_option("--data", verify_args->data_dir,
                      "The data directory of `atrium dev` (reads DIR/atrium.db)");
   verify->add_option("--tenant", verify_args->tenant, "Online: only this tenant's chain");
+  verify->add_option("--public-key", verify_args->public_key,
+                     "The operator's audit checkpoint key (hex) to check signatures with "
+                     "(default: DATA/audit-signing.key.pub with --data, else the key the "
+                     "checkpoint names, which catches damage but not forgery)");
+  verify->add_option("--checkpoints", verify_args->checkpoints,
+                     "With --store or --data: the checkpoint file to compare the store with "
+                     "(default with --data: DATA/audit-checkpoints.jsonl)");
   verbs.Add(verify, [verify_args](Context& ctx) { return Verify(ctx, *verify_args); });
 }
 

@@ -78,7 +78,8 @@ int NodeAction(Context& ctx, const std::string& name, const std::string& action)
     ctx.PrintJson(*node);
     return kExitOk;
   }
-  ctx.out() << "node " << name << ": " << StringAt(*node, "state") << "\n";
+  ctx.out() << "node " << EscapeForTerminal(name) << ": "
+            << EscapeForTerminal(StringAt(*node, "state")) << "\n";
   return kExitOk;
 }
 

@@ -54,7 +54,7 @@ void PrintDeployment(Context& ctx, const Json& d) {
     return;
   }
   for (const auto& e : endpoints) {
-    ctx.out() << "endpoint: " << StringAt(e, "url") << " (capacity "
+    ctx.out() << "endpoint: " << EscapeForTerminal(StringAt(e, "url")) << " (capacity "
               << CellText(FieldAt(e, "capacity"));
     const Json max_prefill = FieldAt(e, "max_prefill");
     if (max_prefill.is_number_integer() && max_prefill.get<int64_t>() > 0) {

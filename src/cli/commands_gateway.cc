@@ -1,7 +1,8 @@
 // A tenant's side of the inference gateway: entitlement grant | revoke |
 // list (which models it may call), limit get | set (request, token,
 // concurrency and queue limits of the tenant or one key) and usage list |
-// summary (what it used; each tenant sees only its own).
+// summary | refusals (what it used, and what was refused; each tenant sees
+// only its own).
 #include <memory>
 
 #include "cli/args.h"
@@ -31,8 +32,8 @@ int Grant(Context& ctx, const EntitlementArgs& args) {
   if (ctx.json_output()) {
     ctx.PrintJson(*granted);
   } else {
-    ctx.out() << "Tenant " << StringAt(*granted, "tenant_id") << " may call " << args.model
-              << ".\n";
+    ctx.out() << "Tenant " << EscapeForTerminal(StringAt(*granted, "tenant_id")) << " may call "
+              << EscapeForTerminal(args.model) << ".\n";
   }
   return kExitOk;
 }
@@ -211,6 +212,29 @@ int Summary(Context& ctx, const UsageArgs& args) {
   return kExitOk;
 }
 
+// Requests refused before a model server saw them, counted per key and reason.
+int Refusals(Context& ctx, const UsageArgs& args) {
+  ApiSession* api = ctx.Connect();
+  if (api == nullptr) return kExitUsage;
+  auto base = ctx.TenantBase(args.tenant);
+  if (!base.has_value()) return ctx.Fail(base.error());
+  auto refusals = api->Get(WithQuery(*base + "/usage/refusals",
+                                     {{"from", args.from}, {"to", args.to}, {"key_id", args.key}}));
+  if (!refusals.has_value()) return ctx.Fail(refusals.error());
+  if (ctx.json_output()) {
+    ctx.PrintJson(*refusals);
+    return kExitOk;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& t : FieldAt(*refusals, "items")) {
+    rows.push_back({CellText(FieldAt(t, "key_id")), CellText(FieldAt(t, "reason")),
+                    CellText(FieldAt(t, "count")), CellText(FieldAt(t, "first_minute_at")),
+                    CellText(FieldAt(t, "last_minute_at"))});
+  }
+  ctx.out() << FormatTable({"KEY", "REASON", "COUNT", "FIRST_MINUTE", "LAST_MINUTE"}, rows);
+  return kExitOk;
+}
+
 void AddUsageFilters(CLI::App* command, UsageArgs& args) {
   command->add_option("--tenant", args.tenant, "Tenant id or name (default: your own)");
   command->add_option("--from", args.from,
@@ -278,6 +302,15 @@ void AddGatewayCommands(CLI::App& app, VerbTable& verbs) {
   summary->add_option("--group-by", summary_args->group_by, "One row per model or per key")
       ->check(CLI::IsMember({"model", "key"}));
   verbs.Add(summary, [summary_args](Context& ctx) { return Summary(ctx, *summary_args); });
+  auto refusals_args = std::make_shared<UsageArgs>();
+  CLI::App* refusals = usage->add_subcommand(
+      "refusals", "Requests the gateway refused before serving them, per key and reason");
+  refusals->add_option("--tenant", refusals_args->tenant, "Tenant id or name (default: your own)");
+  refusals->add_option("--from", refusals_args->from,
+                       "Only refusals at or after this time: RFC 3339 or ms since the epoch");
+  refusals->add_option("--to", refusals_args->to, "Only refusals before this time: RFC 3339 or ms");
+  refusals->add_option("--key", refusals_args->key, "Only refusals of this API key id");
+  verbs.Add(refusals, [refusals_args](Context& ctx) { return Refusals(ctx, *refusals_args); });
 }
 
 }  // namespace atrium::cli

@@ -70,7 +70,7 @@ int Create(Context& ctx, const CreateArgs& args) {
   shown.erase("key");
   ctx.out() << FormatDetail(shown, kKeyFieldOrder) << "\n"
             << "API key (shown only this once; store it safely):\n"
-            << text << "\n";
+            << EscapeForTerminal(text) << "\n";
   return kExitOk;
 }
 

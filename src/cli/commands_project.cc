@@ -30,7 +30,7 @@ void PrintProject(Context& ctx, const Json& project) {
     ctx.PrintJson(project);
     return;
   }
-  ctx.out() << "name: " << StringAt(project, "name") << "\n";
+  ctx.out() << "name: " << EscapeForTerminal(StringAt(project, "name")) << "\n";
   PrintQuotaRows(ctx, FieldAt(project, "quotas"));
 }
 

@@ -178,8 +178,8 @@ int Evict(Context& ctx, const EvictArgs& args) {
     return kExitOk;
   }
   Json removed = FieldAt(*answer, "removed");
-  ctx.out() << "Evicted tenant " << name << " (" << *id << "): removed "
-            << CellText(FieldAt(removed, "users")) << " users, "
+  ctx.out() << "Evicted tenant " << EscapeForTerminal(name) << " (" << EscapeForTerminal(*id)
+            << "): removed " << CellText(FieldAt(removed, "users")) << " users, "
             << CellText(FieldAt(removed, "api_keys")) << " API keys, "
             << CellText(FieldAt(removed, "sessions")) << " sessions.\n";
   return kExitOk;

@@ -124,6 +124,7 @@ struct UpdateArgs {
   std::string display_name;
   std::string email;
   bool password_stdin = false;
+  bool current_password_stdin = false;
   CLI::Option* email_opt = nullptr;
 };
 
@@ -138,10 +139,27 @@ int Update(Context& ctx, const UpdateArgs& args) {
         "nothing to update: give at least one of --role, --state, --display-name, "
         "--email, --password-stdin");
   }
+  if (args.current_password_stdin && !args.password_stdin) {
+    return ctx.Usage("--current-password-stdin goes with --password-stdin");
+  }
   if (args.password_stdin) {
     auto password = ReadStdinSecret();
     if (!password.has_value()) return ctx.Usage(password.error().message);
-    body["password"] = *password;
+    if (args.current_password_stdin) {
+      // Your own password: the current one on the first line, the new one after.
+      auto newline = password->find('\n');
+      if (newline == std::string::npos) {
+        return ctx.Usage(
+            "--current-password-stdin: give the current password, then the new one, "
+            "on two lines");
+      }
+      std::string current = password->substr(0, newline);
+      if (!current.empty() && current.back() == '\r') current.pop_back();
+      body["current_password"] = current;
+      body["password"] = password->substr(newline + 1);
+    } else {
+      body["password"] = *password;
+    }
   }
   return WithUserPath(ctx, args.which, [&](ApiSession& api, const std::string& path) {
     auto user = api.Patch(path, body);
@@ -213,6 +231,9 @@ void AddUserCommands(CLI::App& app, VerbTable& verbs) {
   update_args->email_opt = update->add_option("--email", update_args->email, "E-mail address");
   update->add_flag("--password-stdin", update_args->password_stdin,
                    "Set a new password read from stdin");
+  update->add_flag("--current-password-stdin", update_args->current_password_stdin,
+                   "Changing your own password: stdin holds the current password, then the new "
+                   "one, on two lines (log in first: an API key cannot change it)");
   verbs.Add(update, [update_args](Context& ctx) { return Update(ctx, *update_args); });
 
   auto delete_args = std::make_shared<OneUserArgs>();

@@ -65,17 +65,18 @@ ApiSession* Context::Connect(bool need_token) {
 }
 
 int Context::Fail(const Error& error) {
-  err_ << "atrium: " << error.message << std::endl;
+  // Server messages may quote what a tenant typed.
+  err_ << "atrium: " << EscapeForTerminal(error.message) << std::endl;
   return kExitFailed;
 }
 
 int Context::Usage(const std::string& message) {
-  err_ << "atrium: " << message << std::endl;
+  err_ << "atrium: " << EscapeForTerminal(message) << std::endl;
   return kExitUsage;
 }
 
 void Context::PrintJson(const Json& value) {
-  out_ << value.dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
+  out_ << EscapeJsonForTerminal(value.dump(2, ' ', false, Json::error_handler_t::replace)) << "\n";
 }
 
 void Context::PrintObject(const Json& object, const std::vector<std::string>& first) {

@@ -5,19 +5,80 @@
 
 namespace atrium::cli {
 
+namespace {
+
+// True if a C1 control (UTF-8 C2 80..C2 9F) starts at `i`.
+bool IsC1At(std::string_view text, size_t i) {
+  return i + 1 < text.size() && static_cast<unsigned char>(text[i]) == 0xC2 &&
+         static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+         static_cast<unsigned char>(text[i + 1]) <= 0x9F;
+}
+
+constexpr char kHex[] = "0123456789abcdef";
+
+}  // namespace
+
+std::string EscapeForTerminal(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    auto c = static_cast<unsigned char>(text[i]);
+    if (IsC1At(text, i)) {
+      auto code = static_cast<unsigned char>(text[i + 1]);
+      out += "\\u00";
+      out += kHex[code >> 4];
+      out += kHex[code & 0xF];
+      ++i;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7F) {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 0xF];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+std::string EscapeJsonForTerminal(std::string_view json_text) {
+  std::string out;
+  out.reserve(json_text.size());
+  for (size_t i = 0; i < json_text.size(); ++i) {
+    auto c = static_cast<unsigned char>(json_text[i]);
+    if (IsC1At(json_text, i)) {
+      auto code = static_cast<unsigned char>(json_text[i + 1]);
+      out += "\\u00";
+      out += kHex[code >> 4];
+      out += kHex[code & 0xF];
+      ++i;
+    } else if (c == 0x7F) {
+      out += "\\u007f";
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 std::string CellText(const Json& value) {
   switch (value.type()) {
     case Json::value_t::null:
       return "-";
     case Json::value_t::string: {
       const auto& s = value.get_ref<const std::string&>();
-      return s.empty() ? "-" : s;
+      return s.empty() ? "-" : EscapeForTerminal(s);
     }
     case Json::value_t::array: {
       std::string out;
       for (const auto& item : value) {
         if (!out.empty()) out += ",";
-        out += item.is_string() ? item.get<std::string>() : CellText(item);
+        out += item.is_string() ? EscapeForTerminal(item.get<std::string>()) : CellText(item);
       }
       return out.empty() ? "-" : out;
     }
@@ -25,7 +86,8 @@ std::string CellText(const Json& value) {
       std::string out;
       for (const auto& [key, item] : value.items()) {
         if (!out.empty()) out += ",";
-        out += key + "=" + (item.is_string() ? item.get<std::string>() : CellText(item));
+        out += EscapeForTerminal(key) + "=" +
+               (item.is_string() ? EscapeForTerminal(item.get<std::string>()) : CellText(item));
       }
       return out.empty() ? "-" : out;
     }
@@ -34,8 +96,18 @@ std::string CellText(const Json& value) {
   }
 }
 
-std::string FormatTable(const std::vector<std::string>& header,
-                        const std::vector<std::vector<std::string>>& rows) {
+std::string FormatTable(const std::vector<std::string>& raw_header,
+                        const std::vector<std::vector<std::string>>& raw_rows) {
+  // Escaping is idempotent on text without controls, so cells that came
+  // through CellText are unchanged; anything else is made safe here.
+  std::vector<std::string> header;
+  for (const auto& cell : raw_header) header.push_back(EscapeForTerminal(cell));
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& raw_row : raw_rows) {
+    std::vector<std::string> row;
+    for (const auto& cell : raw_row) row.push_back(EscapeForTerminal(cell));
+    rows.push_back(std::move(row));
+  }
   std::vector<size_t> widths(header.size(), 0);
   for (size_t c = 0; c < header.size(); ++c) widths[c] = header[c].size();
   for (const auto& row : rows) {
@@ -94,9 +166,9 @@ void Flatten(const Json& object, const std::string& prefix,
   for (const auto& [key, value] : object.items()) {
     bool nested = value.is_object() && !value.empty();
     if (nested) {
-      Flatten(value, prefix + key + ".", out);
+      Flatten(value, prefix + EscapeForTerminal(key) + ".", out);
     } else {
-      out.emplace_back(prefix + key, CellText(value));
+      out.emplace_back(prefix + EscapeForTerminal(key), CellText(value));
     }
   }
 }

@@ -4,20 +4,34 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/json_reader.h"
 
 namespace atrium::cli {
 
-// One cell as text: strings as they are, null or "" as "-", numbers and
+// `text` safe to write to a terminal: C0 control characters (escape,
+// newline, tab, ...), DEL and the C1 controls (U+0080-U+009F, which some
+// terminals take as escape sequences) become visible escapes ("\x1b", "\n",
+// "\t", "\u009b"); everything else, other UTF-8 included, stays as it is.
+// Values tenants control (names, display names, key names, error messages
+// that quote them) pass through this before they reach an operator's
+// terminal, so none can move the cursor, rewrite earlier lines or set the
+// window title.
+std::string EscapeForTerminal(std::string_view text);
+
+// JSON text (a dump with ensure_ascii off) with DEL and the C1 controls,
+// which JSON leaves raw, written as \u escapes; still valid JSON.
+std::string EscapeJsonForTerminal(std::string_view json_text);
+
+// One cell as text, escaped for the terminal: strings as they are, null or "" as "-", numbers and
 // booleans in JSON form, arrays joined with ",", objects as k=v joined with ",".
 std::string CellText(const Json& value);
 
-// Rows under a header, columns separated by two spaces and padded to the
-// widest cell; the last column is not padded and lines carry no trailing
-// blanks. Every line ends with '\n'. Rows shorter than the header are padded
-// with empty cells.
+// Rows under a header, every cell escaped for the terminal, columns separated by two spaces and
+// padded to the widest cell; the last column is not padded and lines carry no trailing blanks.
+// Every line ends with '\n'. Rows shorter than the header are padded with empty cells.
 std::string FormatTable(const std::vector<std::string>& header,
                         const std::vector<std::vector<std::string>>& rows);
 
@@ -33,9 +47,9 @@ Json FieldAt(const Json& object, const std::string& path);
 // FormatTable over `items` (JSON objects) with one cell per column.
 std::string FormatObjects(const std::vector<Column>& columns, const std::vector<Json>& items);
 
-// One object as aligned "field: value" lines. Fields named in `first` come
-// first in that order, then the rest sorted; nested objects are flattened to
-// "outer.inner" fields.
+// One object as aligned "field: value" lines, escaped for the terminal. Fields named in `first`
+// come first in that order, then the rest sorted; nested objects are flattened to "outer.inner"
+// fields.
 std::string FormatDetail(const Json& object, const std::vector<std::string>& first = {});
 
 }  // namespace atrium::cli

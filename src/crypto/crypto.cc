@@ -116,6 +116,83 @@ bool VerifyPassword(std::string_view encoded_hash, std::string_view password) {
   return crypto_pwhash_str_verify(h.c_str(), password.data(), password.size()) == 0;
 }
 
+SigningKeyPair GenerateSigningKeyPair() {
+  InitCrypto();
+  SigningKeyPair pair;
+  pair.public_key.assign(crypto_sign_PUBLICKEYBYTES, '\0');
+  pair.secret_key.assign(crypto_sign_SECRETKEYBYTES, '\0');
+  crypto_sign_keypair(reinterpret_cast<unsigned char*>(pair.public_key.data()),
+                      reinterpret_cast<unsigned char*>(pair.secret_key.data()));
+  return pair;
+}
+
+Result<std::string> SignDetached(std::string_view secret_key, std::string_view message) {
+  if (secret_key.size() != crypto_sign_SECRETKEYBYTES) {
+    return Error::InvalidArgument("an Ed25519 secret key is " +
+                                  std::to_string(crypto_sign_SECRETKEYBYTES) + " bytes");
+  }
+  InitCrypto();
+  std::string signature(crypto_sign_BYTES, '\0');
+  crypto_sign_detached(reinterpret_cast<unsigned char*>(signature.data()), nullptr,
+                       reinterpret_cast<const unsigned char*>(message.data()), message.size(),
+                       reinterpret_cast<const unsigned char*>(secret_key.data()));
+  return signature;
+}
+
+bool VerifyDetached(std::string_view public_key, std::string_view message,
+                    std::string_view signature) {
+  if (public_key.size() != crypto_sign_PUBLICKEYBYTES || signature.size() != crypto_sign_BYTES) {
+    return false;
+  }
+  InitCrypto();
+  return crypto_sign_verify_detached(
+             reinterpret_cast<const unsigned char*>(signature.data()),
+             reinterpret_cast<const unsigned char*>(message.data()), message.size(),
+             reinterpret_cast<const unsigned char*>(public_key.data())) == 0;
+}
+
+std::string PublicKeyOf(std::string_view secret_key) {
+  if (secret_key.size() != crypto_sign_SECRETKEYBYTES) return "";
+  std::string pk(crypto_sign_PUBLICKEYBYTES, '\0');
+  crypto_sign_ed25519_sk_to_pk(reinterpret_cast<unsigned char*>(pk.data()),
+                               reinterpret_cast<const unsigned char*>(secret_key.data()));
+  return pk;
+}
+
+Result<std::string> SecretBoxSeal(std::string_view key, std::string_view plaintext) {
+  InitCrypto();
+  static_assert(kSecretBoxKeyBytes == crypto_secretbox_KEYBYTES);
+  if (key.size() != crypto_secretbox_KEYBYTES) {
+    return Error::InvalidArgument("secret box key must have 32 bytes");
+  }
+  std::string out(crypto_secretbox_NONCEBYTES + crypto_secretbox_MACBYTES + plaintext.size(), '\0');
+  auto* nonce = reinterpret_cast<unsigned char*>(out.data());
+  randombytes_buf(nonce, crypto_secretbox_NONCEBYTES);
+  crypto_secretbox_easy(nonce + crypto_secretbox_NONCEBYTES,
+                        reinterpret_cast<const unsigned char*>(plaintext.data()), plaintext.size(),
+                        nonce, reinterpret_cast<const unsigned char*>(key.data()));
+  return out;
+}
+
+Result<std::string> SecretBoxOpen(std::string_view key, std::string_view sealed) {
+  InitCrypto();
+  if (key.size() != crypto_secretbox_KEYBYTES) {
+    return Error::InvalidArgument("secret box key must have 32 bytes");
+  }
+  if (sealed.size() < crypto_secretbox_NONCEBYTES + crypto_secretbox_MACBYTES) {
+    return Error::InvalidArgument("sealed text is too short");
+  }
+  const auto* nonce = reinterpret_cast<const unsigned char*>(sealed.data());
+  size_t cipher_len = sealed.size() - crypto_secretbox_NONCEBYTES;
+  std::string out(cipher_len - crypto_secretbox_MACBYTES, '\0');
+  if (crypto_secretbox_open_easy(reinterpret_cast<unsigned char*>(out.data()),
+                                 nonce + crypto_secretbox_NONCEBYTES, cipher_len, nonce,
+                                 reinterpret_cast<const unsigned char*>(key.data())) != 0) {
+    return Error::InvalidArgument("sealed text does not open with this key");
+  }
+  return out;
+}
+
 uint32_t Crc32(std::string_view data) {
   boost::crc_32_type crc;
   crc.process_bytes(data.data(), data.size());

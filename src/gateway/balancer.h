@@ -1,6 +1,7 @@
 // Which upstream endpoint of a deployment serves the next request, and the
-// health of each endpoint (by URL, so a URL shared by two deployments has
-// one health): the active health check's last verdict, passive ejection
+// health of each endpoint (by URL; the Dispatcher keeps one Balancer per
+// deployment, so two deployments naming one URL each count their own slots
+// and verdicts): the active health check's last verdict, passive ejection
 // after consecutive failures, and a circuit breaker over a window of
 // failures (open, then half-open with one trial request, then closed on a
 // success). Pure: the caller passes the time. Not thread-safe.
@@ -58,7 +59,8 @@ class Balancer {
   // asking for at least their share of the deployment (not a light tenant's
   // burst), which spreads their refills over the engine's steps and keeps
   // the lighter tenant's first token near what it is on an idle engine.
-  // Counts are per URL: deployments sharing an endpoint share its prefills.
+  // Counts are per endpoint of the deployment (one Balancer each): another
+  // deployment naming the same URL neither sees nor takes these prefills.
   //
   // Burst: the dispatcher lets a tenant that asks for least and runs less
   // than its share of the slots, or has lately been served less than its

@@ -110,8 +110,11 @@ void Limiter::Reconcile(const std::vector<LimitSubject>& subjects, int64_t reser
     State& state = subjects_[subject.name];
     state.limits = subject.limits;
     state.tokens.Refill(tpm, now_ms);
-    state.tokens.level =
-        std::clamp(state.tokens.level + give_back * kUnits, -kMaxUnits, tpm * kUnits);
+    // One request's excess takes at most one minute of the limit: a usage
+    // report far above what was reserved (a lying or broken model server)
+    // delays the subject's next requests by a minute, not by hours.
+    const int64_t change = std::max(give_back, -tpm);
+    state.tokens.level = std::clamp(state.tokens.level + change * kUnits, -kMaxUnits, tpm * kUnits);
   }
 }
 

@@ -35,8 +35,10 @@ class Limiter {
   // retry_after_ms = -1.
   LimitDecision Admit(const std::vector<LimitSubject>& subjects, int64_t tokens, int64_t now_ms);
   // After the response: gives back reserved - actual tokens to each token
-  // bucket, or takes the excess (a bucket may go into debt, which later
-  // requests wait out).
+  // bucket, or takes the excess, at most the bucket's capacity (one minute
+  // of its limit) per request: a bucket may go into debt, which later
+  // requests wait out, but one request cannot lock a subject out for longer
+  // than a minute beyond its own reservation.
   void Reconcile(const std::vector<LimitSubject>& subjects, int64_t reserved, int64_t actual,
                  int64_t now_ms);
 

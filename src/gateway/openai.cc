@@ -124,10 +124,27 @@ Result<std::optional<int64_t>> ChoiceCount(object body, const char* name) {
 struct TextTally {
   int64_t bytes = 0;   // text, estimated at 4 bytes a token
   int64_t tokens = 0;  // counted directly
+  int64_t non_text_parts = 0;
 };
 
 void TallyString(const std::optional<element>& v, TextTally& tally) {
   if (auto s = AsString(v)) tally.bytes += static_cast<int64_t>(s->size());
+}
+
+// Every string in `v`, at any depth, and with `keys` every object key too
+// (a tool's parameter names are prompt as much as its description). The
+// document's depth is bounded by the parser (kMaxJsonDepth).
+void TallyAllText(const element& v, bool keys, TextTally& tally) {
+  if (v.type() == element_type::STRING) {
+    TallyString(v, tally);
+  } else if (auto items = AsArray(v)) {
+    for (element item : *items) TallyAllText(item, keys, tally);
+  } else if (auto fields = AsObject(v)) {
+    for (auto field : *fields) {
+      if (keys) tally.bytes += static_cast<int64_t>(field.key.size());
+      TallyAllText(field.value, keys, tally);
+    }
+  }
 }
 
 // A prompt / input: a string, or an array of strings, token ids or arrays of
@@ -150,6 +167,16 @@ Status TallyPrompt(const std::optional<element>& v, std::string_view field, Text
     }
   }
   return OkStatus();
+}
+
+// Top-level request fields known never to reach the prompt whose values
+// hold strings or keys (numbers and booleans count nothing anyway).
+bool IsNonPromptField(std::string_view name) {
+  for (std::string_view known :
+       {"model", "stream_options", "logit_bias", "user", "stop", "metadata", "service_tier"}) {
+    if (name == known) return true;
+  }
+  return false;
 }
 
 // A message's tool calls: each function's name and arguments.
@@ -189,13 +216,18 @@ Status TallyMessages(const std::optional<element>& v, TextTally& tally) {
             TallyString(Member(*fields, "text"), tally);
           } else {
             tally.tokens += kTokensPerNonTextPart;
+            ++tally.non_text_parts;
           }
         }
       }
     } else {
       TallyString(content, tally);
     }
-    TallyToolCalls(*message, tally);
+    // Tool calls, names, reasoning and whatever else a template renders:
+    // every string but the role (counted in the framing).
+    for (auto field : *message) {
+      if (field.key != "role" && field.key != "content") TallyAllText(field.value, false, tally);
+    }
   }
   return OkStatus();
 }
@@ -344,6 +376,28 @@ bool CarriesContent(const element& c) {
   return false;
 }
 
+// The bytes of generated text a stream chunk's choice carries: its text,
+// delta content (a string or text parts), reasoning content and tool-call
+// names and arguments.
+int64_t ContentBytes(const element& c) {
+  auto choice = AsObject(c);
+  if (!choice) return 0;
+  TextTally tally;
+  TallyString(Member(*choice, "text"), tally);
+  if (auto delta = AsObject(Member(*choice, "delta"))) {
+    auto content = Member(*delta, "content");
+    TallyString(content, tally);
+    if (auto parts = AsArray(content)) {
+      for (element part : *parts) {
+        if (auto p = AsObject(part)) TallyString(Member(*p, "text"), tally);
+      }
+    }
+    TallyString(Member(*delta, "reasoning_content"), tally);
+    TallyToolCalls(*delta, tally);
+  }
+  return tally.bytes;
+}
+
 }  // namespace
 
 std::string_view ApiName(Api api) {
@@ -391,14 +445,28 @@ Result<ParsedRequest> ParseRequest(Api api, std::string_view body) {
         request.model = std::string(*model);
 
         TextTally tally;
+        std::string_view prompt_field;
         if (api == Api::kChatCompletions) {
+          prompt_field = "messages";
           ATRIUM_RETURN_IF_ERROR(TallyMessages(Member(*json, "messages"), tally));
         } else if (api == Api::kCompletions) {
+          prompt_field = "prompt";
           ATRIUM_RETURN_IF_ERROR(TallyPrompt(Member(*json, "prompt"), "prompt", tally));
         } else {
+          prompt_field = "input";
           ATRIUM_RETURN_IF_ERROR(TallyPrompt(Member(*json, "input"), "input", tally));
         }
+        // Every other field that may carry prompt text (tools, functions,
+        // response_format, unknown ones): the keys and strings in its value.
+        // Duplicated members all count: which one an upstream keeps is its
+        // business.
+        for (auto field : *json) {
+          if (field.key == prompt_field || IsNonPromptField(field.key)) continue;
+          TallyAllText(field.value, true, tally);
+        }
         request.estimated_input_tokens = std::max<int64_t>(1, (tally.bytes + 3) / 4 + tally.tokens);
+        request.input_bound = static_cast<int64_t>(body.size()) +
+                              tally.non_text_parts * kNonTextPartTokenBound + kUsageMarginTokens;
 
         // Embeddings neither stream nor generate: their stream/max_tokens fields,
         // if any, are the upstream's business.
@@ -498,6 +566,13 @@ int64_t EstimateOutputTokens(Api api, std::string_view body) {
 SseRelay::SseRelay(bool client_wants_usage) : client_wants_usage_(client_wants_usage) {}
 
 std::string SseRelay::Feed(std::string_view bytes) {
+  if (saw_done_ && held_.empty()) {
+    // After [DONE] only the LF of its event's CRLF still goes out.
+    std::string out;
+    if (skip_lf_ && !bytes.empty() && bytes.front() == '\n' && last_forwarded_) out = "\n";
+    skip_lf_ = false;
+    return out;
+  }
   std::string out;
   if (skipping_) {
     const size_t end = SkipOversizedEvent(bytes);
@@ -540,6 +615,13 @@ std::string SseRelay::Feed(std::string_view bytes) {
   held_.erase(0, event_start);
   scan_ -= event_start;
   line_start_ -= event_start;
+  if (saw_done_) {
+    held_.clear();
+    scan_ = line_start_ = 0;
+    data_.clear();
+    has_data_ = false;
+    return out;
+  }
   if (held_.size() > kMaxHeldEventBytes) {
     // Too large to hold and parse: relayed as it is (no usage-only chunk is
     // that large), unmetered, and the relay finds its feet again at the
@@ -579,7 +661,9 @@ size_t SseRelay::SkipOversizedEvent(std::string_view bytes) {
 }
 
 std::string SseRelay::Finish() {
-  if (skipping_) return {};  // the oversized event's bytes have all been relayed
+  // After [DONE] nothing more goes out; an oversized event's bytes have all
+  // been relayed.
+  if (skipping_ || saw_done_) return {};
   if (line_start_ < held_.size()) ProcessLine(std::string_view(held_).substr(line_start_));
   const bool drop = MeterEvent();  // a usage-only chunk the client did not ask for
   std::string out = drop ? std::string() : std::move(held_);
@@ -603,6 +687,11 @@ void SseRelay::ProcessLine(std::string_view line) {
 }
 
 bool SseRelay::MeterEvent() {
+  if (saw_done_) {  // the stream has ended: nothing more goes out
+    has_data_ = false;
+    data_.clear();
+    return true;
+  }
   if (!has_data_) return false;
   has_data_ = false;
   std::string data = std::move(data_);
@@ -629,7 +718,10 @@ bool SseRelay::MeterEvent() {
     }
     auto choices = AsArray(Member(*chunk, "choices"));
     if (!choices) return false;
-    for (element choice : *choices) content_chunks_ += CarriesContent(choice) ? 1 : 0;
+    for (element choice : *choices) {
+      content_chunks_ += CarriesContent(choice) ? 1 : 0;
+      content_bytes_ += ContentBytes(choice);
+    }
     return has_usage && choices->size() == 0 && !client_wants_usage_;
   });
 }

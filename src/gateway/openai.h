@@ -24,6 +24,12 @@ struct ParsedRequest {
   int64_t max_tokens = 0;           // max_completion_tokens or max_tokens; 0 when absent
   int64_t choices = 1;              // completions generated: max(n, best_of), at least 1
   int64_t estimated_input_tokens = 0;
+  // The most prompt tokens the request can be: its body's bytes (no
+  // tokenizer makes more than one token of a byte of text, and the JSON
+  // around the text outweighs a chat template's framing) plus
+  // kNonTextPartTokenBound per image / audio part, plus kUsageMarginTokens.
+  // A usage report above it is implausible (UsageMeter bounds it).
+  int64_t input_bound = 0;
 };
 
 // Validates the body: a JSON object; "model" a non-empty string (at most 256
@@ -44,10 +50,23 @@ inline constexpr int64_t kMaxChoices = 128;  // OpenAI's own bound on n
 //   EstimateTokens(all text) + 1 per token id given as a number
 //   + 4 per chat message (role and framing) + 256 per non-text content part
 //   (image, audio), at least 1.
-// Text is chat content strings and text parts, tool-call names and arguments;
-// prompt / input strings. It is an admission estimate only: the limiter
+// Text is everything in the body that can reach the prompt: chat content
+// strings and text parts, every other string of a message but its role
+// (tool calls, names, reasoning); prompt / input strings; and every key and
+// string of every other top-level field but "model" — tools, functions,
+// response_format, tool_choice and whatever fields an engine renders into
+// its prompt (a template's kwargs, documents, guided-decoding schemas).
+// Counting what might not be prompt costs a client a few tokens of its
+// limit; missing what is prompt lets a tenant bill and rate-limit a huge
+// prompt as a small one. It is an admission estimate only: the limiter
 // reconciles it with the upstream's usage afterwards.
 int64_t EstimateTokens(std::string_view text);
+
+// Bounds on what a model server may plausibly report (see
+// ParsedRequest::input_bound and UsageMeter).
+inline constexpr int64_t kNonTextPartTokenBound = 65536;  // one image / audio part
+inline constexpr int64_t kUsageMarginTokens = 256;        // per request, on the input
+inline constexpr int64_t kOutputMarginTokens = 16;        // per choice, on max_tokens
 
 // The body sent upstream. For a stream whose client did not already ask for
 // usage, stream_options.include_usage is set to true by splicing the bytes,
@@ -89,9 +108,15 @@ int64_t EstimateOutputTokens(Api api, std::string_view body);
 //
 // Metering: usage is taken from every chunk carrying it, field by field the
 // largest value seen, never summed (vLLM repeats cumulative usage on every
-// chunk). Content chunks are counted so that a stream without usage can
-// still be metered: one per choice with non-empty delta.content,
-// delta.reasoning_content, tool-call arguments or text.
+// chunk). Content chunks are counted (one per choice with non-empty
+// delta.content, delta.reasoning_content, tool-call arguments or text), and
+// the bytes of that text, so that a stream without usage can still be
+// metered: one chunk may carry many tokens, so the text, not the chunk
+// count, is what estimates it (EstimatedOutputTokens).
+//
+// The stream ends at "data: [DONE]": whatever the upstream sends after it
+// is neither relayed nor metered (a client stops reading there, and a
+// server that goes on would have its tokens relayed unbilled).
 class SseRelay {
  public:
   explicit SseRelay(bool client_wants_usage);
@@ -106,6 +131,10 @@ class SseRelay {
   int64_t content_chunks() const { return content_chunks_; }
   // usage.completion_tokens when the upstream sent usage, else content_chunks().
   int64_t StreamedTokens() const;
+  // The output relayed so far estimated from its text: EstimateTokens of
+  // the content bytes of every chunk (choices' delta content, reasoning
+  // content, tool-call names and arguments, text).
+  int64_t EstimatedOutputTokens() const { return (content_bytes_ + 3) / 4; }
   bool saw_done() const { return saw_done_; }  // "data: [DONE]" seen
   int64_t oversized_events() const { return oversized_events_; }
 
@@ -130,6 +159,7 @@ class SseRelay {
   int64_t oversized_events_ = 0;
   Usage usage_;
   int64_t content_chunks_ = 0;
+  int64_t content_bytes_ = 0;
   bool saw_done_ = false;
 };
 

@@ -88,6 +88,8 @@ class PolicySnapshot {
   const DeploymentRecord* Deployment(const std::string& id) const;
   // Every endpoint URL of every deployment, sorted and unique (health checks).
   std::vector<std::string> EndpointUrls() const;
+  // Every deployment, in id order.
+  const std::vector<DeploymentRecord>& deployments() const { return deployments_; }
 
  private:
   struct KeyEntry {

@@ -11,6 +11,13 @@ void SlotShares::Seen(const std::string& tenant, double weight, int64_t now_ms) 
   t.last_seen_ms = now_ms;
 }
 
+void SlotShares::Queued(const std::string& tenant) { ++tenants_[tenant].waiting; }
+
+void SlotShares::Dequeued(const std::string& tenant) {
+  auto it = tenants_.find(tenant);
+  if (it != tenants_.end() && it->second.waiting > 0) --it->second.waiting;
+}
+
 void SlotShares::Started(const std::string& tenant) { ++tenants_[tenant].in_flight; }
 
 void SlotShares::Finished(const std::string& tenant) {
@@ -23,14 +30,14 @@ double SlotShares::ShareOf(const std::string& tenant, int64_t capacity, int64_t 
   if (self == tenants_.end()) return static_cast<double>(capacity);
   double total = 0;
   for (const auto& [name, t] : tenants_) {
-    if (name == tenant || Active(t, now_ms)) total += t.weight;
+    if (name == tenant || Present(t, now_ms)) total += t.weight;
   }
   return static_cast<double>(capacity) * self->second.weight / total;
 }
 
 bool SlotShares::Contended(const std::string& tenant, int64_t now_ms) const {
   for (const auto& [name, t] : tenants_) {
-    if (name != tenant && Active(t, now_ms)) return true;
+    if (name != tenant && Present(t, now_ms)) return true;
   }
   return false;
 }
@@ -38,7 +45,7 @@ bool SlotShares::Contended(const std::string& tenant, int64_t now_ms) const {
 bool SlotShares::Shared(int64_t now_ms) const {
   int active = 0;
   for (const auto& [name, t] : tenants_) {
-    if (Active(t, now_ms) && ++active >= 2) return true;
+    if (Present(t, now_ms) && ++active >= 2) return true;
   }
   return false;
 }
@@ -59,13 +66,13 @@ bool SlotShares::MayStart(const std::string& tenant, int64_t capacity, int64_t f
   const int64_t self_in_flight = self == tenants_.end() ? 0 : self->second.in_flight;
   double total = self_weight;
   for (const auto& [name, t] : tenants_) {
-    if (name != tenant && Active(t, now_ms)) total += t.weight;
+    if (name != tenant && Active(t)) total += t.weight;
   }
   const double per_weight = static_cast<double>(capacity) / total;
   if (static_cast<double>(self_in_flight) < self_weight * per_weight) return true;
   double reserve = 0;
   for (const auto& [name, t] : tenants_) {
-    if (name == tenant || !Active(t, now_ms)) continue;
+    if (name == tenant || !Active(t)) continue;
     const int64_t waiting = queued ? queued(name) : 0;
     reserve += std::max(0.0, t.weight * per_weight - static_cast<double>(t.in_flight + waiting));
   }
@@ -93,7 +100,7 @@ bool SlotShares::Light(const std::string& tenant, int64_t now_ms) const {
   double total_served = 0;
   bool contended = false;
   for (const auto& [name, t] : tenants_) {
-    if (name != tenant && !Active(t, now_ms)) continue;
+    if (name != tenant && !Present(t, now_ms)) continue;
     contended = contended || name != tenant;
     total_weight += t.weight;
     total_served += DecayedServed(t, now_ms);
@@ -112,7 +119,7 @@ bool SlotShares::LeastDemand(const std::string& tenant, int64_t waiting, int64_t
   const int64_t self_in_flight = self == tenants_.end() ? 0 : self->second.in_flight;
   const double mine = static_cast<double>(self_in_flight + waiting) / self_weight;
   for (const auto& [name, t] : tenants_) {
-    if (name == tenant || !Active(t, now_ms)) continue;
+    if (name == tenant || !Present(t, now_ms)) continue;
     const int64_t theirs = t.in_flight + (queued ? queued(name) : 0);
     if (static_cast<double>(theirs) / t.weight < mine) return false;
   }
@@ -120,7 +127,7 @@ bool SlotShares::LeastDemand(const std::string& tenant, int64_t waiting, int64_t
 }
 
 void SlotShares::Sweep(int64_t now_ms) {
-  std::erase_if(tenants_, [&](const auto& entry) { return !Active(entry.second, now_ms); });
+  std::erase_if(tenants_, [&](const auto& entry) { return !Present(entry.second, now_ms); });
 }
 
 }  // namespace atrium::gateway

@@ -1,5 +1,8 @@
 #include "gateway/usage_meter.h"
 
+#include <algorithm>
+#include <limits>
+
 namespace atrium::gateway {
 
 std::string_view UsageStatusName(UsageStatus status) {
@@ -30,6 +33,27 @@ void UsageMeter::Parsed(const ParsedRequest& request) {
   record_.model = request.model;
   record_.stream = request.stream;
   record_.input_tokens = request.estimated_input_tokens;
+  input_bound_ = std::max<int64_t>(request.input_bound, request.estimated_input_tokens);
+  max_tokens_ = request.max_tokens;
+  choices_ = std::clamp<int64_t>(request.choices, 1, kMaxChoices);
+}
+
+void UsageMeter::Reserved(int64_t output_tokens) {
+  reserved_output_ = std::max<int64_t>(0, output_tokens);
+}
+
+void UsageMeter::Received(int64_t bytes) { received_bytes_ = std::max<int64_t>(0, bytes); }
+
+int64_t UsageMeter::OutputBound() const {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  const int64_t margin = kOutputMarginTokens * choices_;
+  int64_t bound = 0;
+  if (max_tokens_ > 0) {
+    bound = max_tokens_ > (kMax - margin) / choices_ ? kMax - margin : max_tokens_ * choices_;
+  } else {
+    bound = std::min(std::max(reserved_output_, received_bytes_), kMax - margin);
+  }
+  return bound + margin;
 }
 
 void UsageMeter::Routed(const std::string& deployment_id) { record_.deployment_id = deployment_id; }
@@ -47,13 +71,33 @@ void UsageMeter::FirstByte(int64_t now_ms) {
 }
 
 void UsageMeter::Tokens(const Usage& reported, std::optional<int64_t> counted) {
+  if (finished_) return;  // the record is billed: the settlement uses the same figures
+  const int64_t output_bound = OutputBound();
   if (reported.present) {
     reported_ = true;
-    record_.input_tokens = reported.prompt_tokens;
-    record_.output_tokens = reported.completion_tokens;
-    record_.cached_tokens = reported.cached_tokens;
+    const int64_t input_bound =
+        input_bound_ > 0 ? input_bound_ : std::numeric_limits<int64_t>::max();
+    const bool over =
+        reported.prompt_tokens > input_bound || reported.completion_tokens > output_bound;
+    record_.input_tokens = std::min(reported.prompt_tokens, input_bound);
+    record_.output_tokens = std::min(reported.completion_tokens, output_bound);
+    record_.cached_tokens = std::min(reported.cached_tokens, record_.input_tokens);
+    if (over) record_.flag = kUsageOverBound;
   } else if (counted) {
-    record_.output_tokens = *counted;
+    // The gateway's own count comes from what it relayed: no bound needed.
+    counted_ = std::max<int64_t>(0, *counted);
+    record_.output_tokens = counted_;
+  }
+}
+
+int64_t UsageMeter::UnreportedStreamOutput(UsageStatus status) const {
+  switch (status) {
+    case UsageStatus::kCancelled:
+      return std::max(counted_, reserved_output_);
+    case UsageStatus::kCompleted:
+      return counted_;
+    default:
+      return chunks_ >= 0 ? std::min(counted_, chunks_) : counted_;
   }
 }
 
@@ -69,6 +113,9 @@ UsageRecord UsageMeter::Finish(UsageStatus status, int http_status, int64_t now_
     record_.output_tokens = 0;
     record_.cached_tokens = 0;
   }
+  if (record_.stream && !reported_ && took_on) {
+    record_.output_tokens = UnreportedStreamOutput(status);
+  }
   record_.status = std::string(UsageStatusName(status));
   record_.http_status = http_status;
   Times(now_ms);
@@ -79,6 +126,10 @@ UsageRecord UsageMeter::Finish(UsageStatus status, int http_status, int64_t now_
 }
 
 const UsageRecord& UsageMeter::Snapshot(int64_t now_ms) {
+  // A checkpoint stands for a stream the gateway's end cut off.
+  if (record_.stream && !reported_) {
+    record_.output_tokens = UnreportedStreamOutput(UsageStatus::kInterrupted);
+  }
   record_.http_status = 200;
   Times(now_ms);
   return record_;

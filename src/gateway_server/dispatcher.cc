@@ -105,8 +105,8 @@ gateway::PickRule Dispatcher::RuleLocked(const DeploymentQueue& queue, const Slo
 void Dispatcher::StartLocked(DeploymentQueue& queue, const SlotRequest& request,
                              const std::string& url, int64_t now_ms) {
   limiter_.Started(request.subjects);
-  balancer_.Started(url);
-  if (request.stream) StartPrefillLocked(request, url);
+  queue.balancer.Started(url);
+  if (request.stream) StartPrefillLocked(queue, request, url);
   queue.shares.Started(request.tenant_id);
   // A request's input counts as served when it starts (its output when it
   // ends), so a tenant that starts flooding is seen as heavy at once.
@@ -116,16 +116,16 @@ void Dispatcher::StartLocked(DeploymentQueue& queue, const SlotRequest& request,
   ++queue.in_flight;
 }
 
-void Dispatcher::StartPrefillLocked(const SlotRequest& request, const std::string& url) {
-  balancer_.PrefillStarted(url);
+void Dispatcher::StartPrefillLocked(DeploymentQueue& queue, const SlotRequest& request,
+                                    const std::string& url) {
+  queue.balancer.PrefillStarted(url);
   prefilling_[request.id] = url;
 }
 
-Dispatcher::Dispatcher(DispatcherOptions options)
-    : options_(std::move(options)), balancer_(options_.balancer) {}
+Dispatcher::Dispatcher(DispatcherOptions options) : options_(std::move(options)) {}
 
-Dispatcher::DeploymentQueue& Dispatcher::QueueOf(const DeploymentRecord& deployment) {
-  auto [it, inserted] = queues_.try_emplace(deployment.id);
+Dispatcher::DeploymentQueue& Dispatcher::StateOfLocked(const std::string& deployment_id) {
+  auto [it, inserted] = queues_.try_emplace(deployment_id, options_.balancer);
   DeploymentQueue& queue = it->second;
   if (inserted) {
     if (options_.discipline == QueueDiscipline::kFair) {
@@ -134,6 +134,11 @@ Dispatcher::DeploymentQueue& Dispatcher::QueueOf(const DeploymentRecord& deploym
       queue.fifo = std::make_unique<gateway::FifoQueue>();
     }
   }
+  return queue;
+}
+
+Dispatcher::DeploymentQueue& Dispatcher::QueueOf(const DeploymentRecord& deployment) {
+  DeploymentQueue& queue = StateOfLocked(deployment.id);
   // The newest snapshot's endpoints: a deployment change applies to the
   // queue. Compared first: copying the list on every request is hot-path work.
   if (queue.endpoints != deployment.endpoints) {
@@ -161,11 +166,12 @@ Admission Dispatcher::Admit(const SlotRequest& request, int64_t now_ms, Wake wak
       admission.reason = "the model's deployment has no endpoints";
       return admission;
     }
-    if (!balancer_.AnyUp(request.deployment->endpoints, now_ms)) {
+    DeploymentQueue& queue = QueueOf(*request.deployment);
+    if (!queue.balancer.AnyUp(queue.endpoints, now_ms)) {
       // Down, not busy: an answer now beats a wait until the deadline.
       admission.http_status = 503;
       admission.retry_after_ms =
-          balancer_.UpAgainInMs(request.deployment->endpoints, now_ms).value_or(kDownRetryMs);
+          queue.balancer.UpAgainInMs(queue.endpoints, now_ms).value_or(kDownRetryMs);
       admission.reason = "every endpoint of the model's deployment is down";
       return admission;
     }
@@ -177,11 +183,10 @@ Admission Dispatcher::Admit(const SlotRequest& request, int64_t now_ms, Wake wak
       admission.reason = rate.reason;
       return admission;
     }
-    DeploymentQueue& queue = QueueOf(*request.deployment);
     queue.shares.Seen(request.tenant_id, request.weight, now_ms);
     if (queue.size() == 0 && MayStartLocked(queue, request, now_ms)) {
-      if (auto pick = balancer_.Pick(queue.endpoints, {}, now_ms,
-                                     RuleLocked(queue, request, false, now_ms))) {
+      if (auto pick = queue.balancer.Pick(queue.endpoints, {}, now_ms,
+                                          RuleLocked(queue, request, false, now_ms))) {
         const std::string& url = queue.endpoints[*pick].url;
         StartLocked(queue, request, url, now_ms);
         if (queue.fair) {
@@ -206,6 +211,7 @@ Admission Dispatcher::Admit(const SlotRequest& request, int64_t now_ms, Wake wak
     } else {
       queue.fifo->Push(ItemOf(request, now_ms));
     }
+    queue.shares.Queued(request.tenant_id);
     waiting_.emplace(request.id, Waiter{request, std::move(wake)});
     admission.kind = Admission::Kind::kQueued;
     PumpLocked(queue, now_ms, wakes);
@@ -220,13 +226,14 @@ void Dispatcher::PumpLocked(DeploymentQueue& queue, int64_t now_ms, std::vector<
     if (it == waiting_.end()) return false;
     const SlotRequest& r = it->second.request;
     return MayStartLocked(queue, r, now_ms) &&
-           balancer_.HasFreeSlot(queue.endpoints, now_ms, RuleLocked(queue, r, true, now_ms));
+           queue.balancer.HasFreeSlot(queue.endpoints, now_ms, RuleLocked(queue, r, true, now_ms));
   };
   // No request can start without a slot free: one within the capacity, or
   // a burst slot while tenants share the deployment (only then may one
   // take it).
   const bool burst = queue.bursts && queue.fair && queue.shares.Shared(now_ms);
-  while (queue.size() > 0 && balancer_.HasFreeSlot(queue.endpoints, now_ms, {.burst = burst})) {
+  while (queue.size() > 0 &&
+         queue.balancer.HasFreeSlot(queue.endpoints, now_ms, {.burst = burst})) {
     std::optional<gateway::QueuedItem> item;
     if (queue.fair) {
       // Within a priority class, a tenant below its share of the slots goes
@@ -243,9 +250,12 @@ void Dispatcher::PumpLocked(DeploymentQueue& queue, int64_t now_ms, std::vector<
     }
     if (!item) break;  // everything waiting is held back by its own concurrency limit
     auto it = waiting_.find(item->id);
-    if (it == waiting_.end()) continue;
-    auto pick = balancer_.Pick(queue.endpoints, {}, now_ms,
-                               RuleLocked(queue, it->second.request, false, now_ms));
+    if (it == waiting_.end()) {
+      queue.shares.Dequeued(item->tenant);
+      continue;
+    }
+    auto pick = queue.balancer.Pick(queue.endpoints, {}, now_ms,
+                                    RuleLocked(queue, it->second.request, false, now_ms));
     if (!pick) {  // can_start said yes; keep the item rather than lose it
       if (queue.fair) {
         queue.fair->Push(*item);
@@ -257,6 +267,7 @@ void Dispatcher::PumpLocked(DeploymentQueue& queue, int64_t now_ms, std::vector<
     const std::string& url = queue.endpoints[*pick].url;
     const SlotRequest& r = it->second.request;
     limiter_.Unqueued(r.subjects);
+    queue.shares.Dequeued(r.tenant_id);
     StartLocked(queue, r, url, now_ms);
     granted_[item->id] = url;
     wakes.push_back(std::move(it->second.wake));
@@ -285,6 +296,7 @@ bool Dispatcher::Cancel(uint64_t id, int64_t now_ms) {
     } else {
       q->second.fifo->Remove(id);
     }
+    q->second.shares.Dequeued(r.tenant_id);
   }
   limiter_.Unqueued(r.subjects);
   limiter_.Reconcile(r.subjects, r.reserved_tokens, 0, now_ms);  // it ran nothing
@@ -300,14 +312,15 @@ std::optional<std::string> Dispatcher::Retry(const SlotRequest& request,
   std::optional<std::string> next;
   {
     std::lock_guard lock(mu_);
-    balancer_.Failed(failed_url, now_ms);
-    const bool prefill_ended = EndPrefillLocked(request.id);
+    DeploymentQueue& queue = StateOfLocked(request.deployment->id);
+    queue.balancer.Failed(failed_url, now_ms);
+    const bool prefill_ended = EndPrefillLocked(request);
     // Not paced: the request already holds its slot.
-    auto pick = balancer_.Pick(request.deployment->endpoints, tried, now_ms, {});
+    auto pick = queue.balancer.Pick(request.deployment->endpoints, tried, now_ms, {});
     if (pick) {
       next = request.deployment->endpoints[*pick].url;
-      balancer_.Started(*next);
-      if (request.stream) StartPrefillLocked(request, *next);
+      queue.balancer.Started(*next);
+      if (request.stream) StartPrefillLocked(queue, request, *next);
     }
     // The failed endpoint's prefill is free again.
     if (prefill_ended) PumpPacedLocked(now_ms, wakes);
@@ -316,10 +329,10 @@ std::optional<std::string> Dispatcher::Retry(const SlotRequest& request,
   return next;
 }
 
-bool Dispatcher::EndPrefillLocked(uint64_t id) {
-  auto it = prefilling_.find(id);
+bool Dispatcher::EndPrefillLocked(const SlotRequest& request) {
+  auto it = prefilling_.find(request.id);
   if (it == prefilling_.end()) return false;
-  balancer_.PrefillEnded(it->second);
+  StateOfLocked(request.deployment->id).balancer.PrefillEnded(it->second);
   prefilling_.erase(it);
   return true;
 }
@@ -340,7 +353,7 @@ void Dispatcher::FirstToken(const SlotRequest& request, int64_t now_ms) {
   std::vector<Wake> wakes;
   {
     std::lock_guard lock(mu_);
-    if (!EndPrefillLocked(request.id)) return;
+    if (!EndPrefillLocked(request)) return;
     PumpPacedLocked(now_ms, wakes);
   }
   for (auto& w : wakes) w();
@@ -351,19 +364,20 @@ void Dispatcher::Finish(const SlotRequest& request, const std::string& endpoint,
   std::vector<Wake> wakes;
   {
     std::lock_guard lock(mu_);
-    EndPrefillLocked(request.id);
+    EndPrefillLocked(request);
     limiter_.Finished(request.subjects);
     limiter_.Reconcile(request.subjects, request.reserved_tokens,
                        usage.input_tokens + usage.output_tokens, now_ms);
+    gateway::Balancer& balancer = StateOfLocked(request.deployment->id).balancer;
     switch (endpoint.empty() ? Outcome::kAbandoned : outcome) {
       case Outcome::kSucceeded:
-        balancer_.Succeeded(endpoint, now_ms);
+        balancer.Succeeded(endpoint, now_ms);
         break;
       case Outcome::kFailed:
-        balancer_.Failed(endpoint, now_ms);
+        balancer.Failed(endpoint, now_ms);
         break;
       case Outcome::kAbandoned:
-        if (!endpoint.empty()) balancer_.Abandoned(endpoint);
+        if (!endpoint.empty()) balancer.Abandoned(endpoint);
         break;
     }
     auto q = queues_.find(request.deployment->id);
@@ -398,9 +412,10 @@ void Dispatcher::ChargeOutput(const SlotRequest& request, int64_t output_tokens)
   }
 }
 
-void Dispatcher::HealthCheck(const std::string& url, bool ok, int64_t now_ms) {
+void Dispatcher::HealthCheck(const std::string& deployment_id, const std::string& url, bool ok,
+                             int64_t now_ms) {
   std::lock_guard lock(mu_);
-  balancer_.HealthCheck(url, ok, now_ms);
+  StateOfLocked(deployment_id).balancer.HealthCheck(url, ok, now_ms);
 }
 
 const DeploymentRecord* Dispatcher::Choose(const std::vector<const DeploymentRecord*>& candidates,
@@ -408,7 +423,8 @@ const DeploymentRecord* Dispatcher::Choose(const std::vector<const DeploymentRec
   if (candidates.size() == 1) return candidates.front();
   std::lock_guard lock(mu_);
   for (const DeploymentRecord* d : candidates) {
-    if (balancer_.AnyUp(d->endpoints, now_ms)) return d;
+    auto q = queues_.find(d->id);
+    if (q == queues_.end() || q->second.balancer.AnyUp(d->endpoints, now_ms)) return d;
   }
   return candidates.front();
 }
@@ -435,9 +451,17 @@ double Dispatcher::CounterOf(const std::string& deployment_id, const std::string
   return q->second.fair->Counter(tenant_id);
 }
 
-std::string Dispatcher::DescribeEndpoint(const std::string& url, int64_t now_ms) const {
+std::string Dispatcher::DescribeEndpoint(const std::string& deployment_id, const std::string& url,
+                                         int64_t now_ms) const {
   std::lock_guard lock(mu_);
-  return balancer_.Describe(url, now_ms);
+  auto q = queues_.find(deployment_id);
+  return q == queues_.end() ? "healthy" : q->second.balancer.Describe(url, now_ms);
+}
+
+int Dispatcher::OutstandingOn(const std::string& deployment_id, const std::string& url) const {
+  std::lock_guard lock(mu_);
+  auto q = queues_.find(deployment_id);
+  return q == queues_.end() ? 0 : q->second.balancer.Outstanding(url);
 }
 
 }  // namespace atrium::gateway_server

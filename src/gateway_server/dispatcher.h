@@ -1,6 +1,6 @@
 // Dispatcher: the gateway's one piece of shared, mutable request state. It
-// owns the rate and concurrency limiter, one fair queue per deployment and the
-// endpoint balancer, behind one mutex, and hands out upstream slots: a request
+// owns the rate and concurrency limiter, and per deployment a fair queue, its
+// slot shares and an endpoint balancer, behind one mutex, and hands out upstream slots: a request
 // either starts at once (its deployment has no backlog, a free endpoint slot,
 // and its tenant and key are under their concurrency limits), waits in its
 // deployment's queue until Pump() grants it a slot and calls its Wake, or is
@@ -100,7 +100,10 @@ class Dispatcher {
   // stream runs (VTC charges as tokens are produced).
   void ChargeOutput(const SlotRequest& request, int64_t output_tokens);
 
-  void HealthCheck(const std::string& url, bool ok, int64_t now_ms);
+  // The active health check's verdict on `url` as an endpoint of deployment
+  // `deployment_id` (each deployment keeps its own state of an endpoint).
+  void HealthCheck(const std::string& deployment_id, const std::string& url, bool ok,
+                   int64_t now_ms);
   // Of a model's candidate deployments (preferred first), the first with an
   // endpoint up; the first of all when every one is down (its queue waits).
   const DeploymentRecord* Choose(const std::vector<const DeploymentRecord*>& candidates,
@@ -111,14 +114,23 @@ class Dispatcher {
 
   size_t QueuedFor(const std::string& deployment_id) const;
   double CounterOf(const std::string& deployment_id, const std::string& tenant_id) const;
-  std::string DescribeEndpoint(const std::string& url, int64_t now_ms) const;
+  std::string DescribeEndpoint(const std::string& deployment_id, const std::string& url,
+                               int64_t now_ms) const;
+  // Requests running on `url` as an endpoint of deployment `deployment_id`.
+  int OutstandingOn(const std::string& deployment_id, const std::string& url) const;
 
  private:
   struct Waiter {
     SlotRequest request;
     Wake wake;
   };
+  // Everything kept per deployment. Its endpoints' slots, prefills, health
+  // and circuits are its own even where another deployment names the same
+  // URL: a tenant's dedicated deployment never takes, nor counts against,
+  // a shared deployment's slots outside that one's fair queue.
   struct DeploymentQueue {
+    explicit DeploymentQueue(const gateway::BalancerOptions& options) : balancer(options) {}
+    gateway::Balancer balancer;
     std::unique_ptr<gateway::FairQueue> fair;
     std::unique_ptr<gateway::FifoQueue> fifo;
     std::vector<DeploymentEndpoint> endpoints;  // as of the newest request
@@ -130,6 +142,8 @@ class Dispatcher {
     int64_t capacity() const;
   };
   DeploymentQueue& QueueOf(const DeploymentRecord& deployment);
+  // The deployment's state, made on first use (a health check may come first).
+  DeploymentQueue& StateOfLocked(const std::string& deployment_id);
   // A slot of `queue` for a request of `tenant`: concurrency, shares, endpoint.
   bool MayStartLocked(DeploymentQueue& queue, const SlotRequest& request, int64_t now_ms);
   // Whether `request` waits for its endpoint's prefills (max_prefill, see
@@ -159,9 +173,10 @@ class Dispatcher {
                                bool waiting, int64_t now_ms) const;
   void StartLocked(DeploymentQueue& queue, const SlotRequest& request, const std::string& url,
                    int64_t now_ms);
-  void StartPrefillLocked(const SlotRequest& request, const std::string& url);
+  void StartPrefillLocked(DeploymentQueue& queue, const SlotRequest& request,
+                          const std::string& url);
   // Ends the request's prefill if it is in one (first token, retry, finish).
-  bool EndPrefillLocked(uint64_t id);
+  bool EndPrefillLocked(const SlotRequest& request);
   // Grants what can start in every queue (after a slot freed), or in every
   // queue that paces (after a prefill ended: only those can have waited for it).
   void PumpAllLocked(int64_t now_ms, std::vector<Wake>& wakes);
@@ -172,7 +187,6 @@ class Dispatcher {
   const DispatcherOptions options_;
   mutable std::mutex mu_;
   gateway::Limiter limiter_;                                 // GUARDED_BY(mu_)
-  gateway::Balancer balancer_;                               // GUARDED_BY(mu_)
   std::unordered_map<std::string, DeploymentQueue> queues_;  // GUARDED_BY(mu_)
   std::unordered_map<uint64_t, Waiter> waiting_;             // GUARDED_BY(mu_)
   std::unordered_map<uint64_t, std::string> granted_;        // GUARDED_BY(mu_)

@@ -73,6 +73,25 @@ int64_t RetryAfterMs(const bhttp::fields& head) {
   return std::min<int64_t>(seconds, 86'400) * 1000;
 }
 
+// How a refusal is counted (RefusalTally): its code, else its type.
+std::string_view RefusalReason(const Refusal& refusal) {
+  if (!refusal.code.empty()) return refusal.code;
+  if (!refusal.type.empty()) return refusal.type;
+  return "refused";
+}
+
+// The server's Content-Encoding when it is not the identity: the body is
+// compressed (the gateway asks for identity, a server may ignore that).
+std::string CompressedEncoding(const bhttp::fields& head) {
+  auto value = head[bhttp::field::content_encoding];
+  std::string encoding(value.data(), value.size());
+  if (encoding.empty() || beast::iequals(encoding, "identity") ||
+      encoding.find_first_of("\r\n") != std::string::npos) {
+    return {};
+  }
+  return encoding;
+}
+
 // The server's Retry-After and retry-after-ms (read by OpenAI's SDKs) as
 // header lines to relay.
 std::string RetryAdvice(const bhttp::fields& head) {
@@ -83,6 +102,24 @@ std::string RetryAdvice(const bhttp::fields& head) {
     lines.append(name).append(": ").append(value.data(), value.size()).append("\r\n");
   }
   return lines;
+}
+
+// What a tenant is told when its request found no model server to answer
+// it: the status and what it means, never the endpoint (the operator's
+// upstream URLs and addresses are not the tenant's to see; the operator's
+// log has them, with the request id).
+std::string TenantFacingFailure(int status, const GatewayOptions& options) {
+  switch (status) {
+    case 504:
+      return "the model's server did not answer within " +
+             std::to_string(options.first_byte_timeout_ms) + " ms";
+    case 503:
+      return "the model's server is overloaded (it answered 503); retry later";
+    case 502:
+      return "the model's server could not be reached or failed (502)";
+    default:
+      return "the model's server answered " + std::to_string(status);
+  }
 }
 
 }  // namespace
@@ -147,6 +184,14 @@ void Session::Meter(Exchange& x, UsageStatus status, int http_status) {
 }
 
 awaitable<bool> Session::End(Exchange& x, const Early& early) {
+  if (early.status == UsageStatus::kRejected && early.refusal) {
+    // No model server saw it: nothing served, nothing billed. A count per
+    // key, reason and minute, not a record: a flood of refusals must not
+    // fill the store.
+    server_.journal.CountRefusal(x.caller.tenant_id, x.caller.key_id, RefusalReason(*early.refusal),
+                                 x.arrived);
+    co_return co_await SendError(*early.refusal, x.keep_alive, x.request_id);
+  }
   Meter(x, early.status, early.refusal ? early.refusal->status : 499);
   if (!early.refusal) co_return false;  // the client has gone: close
   co_return co_await SendError(*early.refusal, x.keep_alive, x.request_id);
@@ -191,6 +236,7 @@ std::optional<Session::Early> Session::Prepare(Exchange& x, const HttpRequest& r
   slot.deployment = deployment;
   slot.input_tokens = x.parsed.estimated_input_tokens;
   slot.reserved_tokens = gateway::ReservedTokens(x.api, x.parsed, kDefaultOutputReserve);
+  x.meter.Reserved(slot.reserved_tokens - x.parsed.estimated_input_tokens);
   slot.deadline_ms = x.arrived + request_options.deadline_ms;
   slot.stream = x.parsed.stream;
   return std::nullopt;
@@ -283,9 +329,13 @@ awaitable<std::optional<Session::Early>> Session::Queue(Exchange& x) {
 awaitable<std::optional<Session::Early>> Session::Route(Exchange& x) {
   const std::string upstream_body = gateway::UpstreamBody(x.body, x.parsed);
   std::vector<std::string> tried;
-  std::string failure;
+  std::string failure;  // for the operator's log: may name the endpoint
   int failure_status = 502;
   int64_t failure_retry_after_ms = 0;
+  // A tenant's dedicated deployment sends only where the egress policy lets it.
+  std::shared_ptr<const gateway::EgressFacts> egress;
+  if (x.slot.deployment->visibility != "shared") egress = server_.EgressFactsOf(*x.snapshot);
+  AddressCheck egress_check;
   for (int attempt = 0;; ++attempt) {
     tried.push_back(x.endpoint);
     x.meter.Upstream(x.endpoint);
@@ -293,12 +343,15 @@ awaitable<std::optional<Session::Early>> Session::Route(Exchange& x) {
     auto address = ParseUpstreamUrl(x.endpoint);
     if (!address.has_value()) {
       failure = address.error().message;
+    } else if (egress && !(failure = server_.EgressRefusal(*egress, x.endpoint)).empty()) {
+      // Refused like an unreachable endpoint: another may be tried.
     } else {
       std::string head = "POST " + address->base_path + std::string(UpstreamPath(x.api)) +
                          " HTTP/1.1\r\nHost: " + address->host_header +
                          "\r\nContent-Type: application/json\r\nAccept: " +
                          (x.parsed.stream ? "text/event-stream" : "application/json") +
-                         "\r\nX-Request-Id: " + x.request_id +
+                         // Metered answers must be readable: no compression.
+                         "\r\nAccept-Encoding: identity\r\nX-Request-Id: " + x.request_id +
                          "\r\nContent-Length: " + std::to_string(upstream_body.size()) + "\r\n\r\n";
       // A pooled connection the peer closed meanwhile fails at once: then
       // one fresh connection to the same endpoint, which is no verdict on it.
@@ -306,9 +359,10 @@ awaitable<std::optional<Session::Early>> Session::Route(Exchange& x) {
         beast::error_code ec;
         x.connection = pool_.TakeIdle(x.endpoint);
         if (!x.connection) {
+          if (egress) egress_check = server_.EgressCheck(egress, x.endpoint);
           x.connection =
               co_await ConnectUpstream(pool_, x.endpoint, *address, server_.upstream_tls.get(),
-                                       options().connect_timeout_ms, failure);
+                                       options().connect_timeout_ms, failure, &egress_check);
           if (!x.connection) break;
         }
         UpstreamConnection& connection = *x.connection;
@@ -376,16 +430,19 @@ awaitable<std::optional<Session::Early>> Session::Route(Exchange& x) {
       next = server_.dispatcher.Retry(x.slot, x.endpoint, tried, Now());
       settled = true;
     }
+    // The operator's log has the endpoint; the tenant's answer never does.
+    spdlog::warn("gateway: request {} (deployment {}): {}", x.request_id, x.slot.deployment->id,
+                 failure);
     if (!next) {
       server_.dispatcher.Finish(x.slot, settled ? "" : x.endpoint, Dispatcher::Outcome::kFailed,
                                 {x.meter.record().input_tokens, 0, 0}, Now());
       const char* code = failure_status == 504   ? "upstream_timeout"
                          : failure_status == 503 ? "service_unavailable"
                                                  : "upstream_error";
-      co_return Early::Failed(Refusal{failure_status, "server_error", code, failure,
-                                      failure_status == 503
-                                          ? std::max<int64_t>(failure_retry_after_ms, 1000)
-                                          : failure_retry_after_ms});
+      co_return Early::Failed(Refusal{
+          failure_status, "server_error", code, TenantFacingFailure(failure_status, options()),
+          failure_status == 503 ? std::max<int64_t>(failure_retry_after_ms, 1000)
+                                : failure_retry_after_ms});
     }
     x.endpoint = *next;
   }
@@ -402,8 +459,12 @@ awaitable<bool> Session::Relay(Exchange& x) {
   auto content_type_field = response.get()[bhttp::field::content_type];
   std::string content_type(content_type_field.data(), content_type_field.size());
   if (content_type.empty()) content_type = "application/json";
-  const bool streaming = x.parsed.stream && upstream_status == 200 &&
+  // A compressed answer cannot be read as events or metered from its text:
+  // it is relayed whole, with its Content-Encoding, and billed as reserved.
+  const std::string encoding = CompressedEncoding(response.get());
+  const bool streaming = x.parsed.stream && upstream_status == 200 && encoding.empty() &&
                          content_type.find("text/event-stream") != std::string::npos;
+  int64_t received = 0;  // body bytes of a stream read so far
   gateway::SseRelay relay(x.parsed.client_wants_usage);
   std::string whole;  // non-streamed body
   if (piece_.empty()) piece_.resize(kPieceBytes);
@@ -420,16 +481,23 @@ awaitable<bool> Session::Relay(Exchange& x) {
     server_.dispatcher.FirstToken(x.slot, Now());
   }
 
-  // Tokens as the upstream reported them; without a report a stream's
-  // content chunks, or (not streamed, answered) an estimate from the body.
+  // Tokens as the upstream reported them (the meter bounds them); without a
+  // report a stream's relayed text (the meter bills at least its
+  // reservation), or (not streamed, answered) an estimate from the body — a
+  // compressed body's bytes say nothing: its reservation.
   auto count_tokens = [&]() {
     if (streaming) {
-      x.meter.Tokens(relay.usage(), relay.StreamedTokens());
+      x.meter.Received(received);
+      x.meter.StreamChunks(relay.content_chunks());
+      x.meter.Tokens(relay.usage(), relay.EstimatedOutputTokens());
     } else {
-      const gateway::Usage reported = gateway::UsageFromResponse(whole);
+      x.meter.Received(static_cast<int64_t>(whole.size()));
+      const gateway::Usage reported =
+          encoding.empty() ? gateway::UsageFromResponse(whole) : gateway::Usage{};
       std::optional<int64_t> estimate;  // parses the body again: only when needed
       if (!reported.present && upstream_status == 200) {
-        estimate = gateway::EstimateOutputTokens(x.api, whole);
+        estimate = encoding.empty() ? gateway::EstimateOutputTokens(x.api, whole)
+                                    : x.meter.reserved_output();
       }
       x.meter.Tokens(reported, estimate);
     }
@@ -515,6 +583,7 @@ awaitable<bool> Session::Relay(Exchange& x) {
       server_.dispatcher.FirstToken(x.slot, Now());
       x.meter.FirstByte(Now());  // not the head: a server may send it before its prefill
     }
+    received += static_cast<int64_t>(n);
     std::string out = relay.Feed(std::string_view(piece_.data(), n));
     if (relay.saw_done() && !x.meter.finished()) {
       // The client may treat [DONE] as the end: the record is durable first.
@@ -530,7 +599,9 @@ awaitable<bool> Session::Relay(Exchange& x) {
     if (!x.meter.finished() && Now() - checkpointed_at >= kCheckpointEveryMs) checkpoint();
     if (++chunks_since_charge >= kChargeEveryChunks) {
       chunks_since_charge = 0;
-      int64_t served = relay.StreamedTokens();
+      // A server's claim counts no further than the meter believes it.
+      x.meter.Received(received);
+      int64_t served = std::min(relay.StreamedTokens(), x.meter.OutputBound());
       if (served > charged) {
         server_.dispatcher.ChargeOutput(x.slot, served - charged);
         charged = served;
@@ -613,9 +684,11 @@ awaitable<bool> Session::Relay(Exchange& x) {
     }
     // The server's advice on when to come back (a 429 or 503 of its own)
     // reaches the client as it was given.
+    std::string extra_headers = RetryAdvice(response.get());
+    if (!encoding.empty()) extra_headers += "Content-Encoding: " + encoding + "\r\n";
     const std::string head =
         ResponseHead(upstream_status, content_type, static_cast<int64_t>(whole.size()),
-                     x.keep_alive, x.request_id, RetryAdvice(response.get()));
+                     x.keep_alive, x.request_id, extra_headers);
     keep_open = co_await WriteAll(head, whole);
   }
   const UsageRecord& record = x.meter.record();

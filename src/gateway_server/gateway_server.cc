@@ -11,6 +11,7 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
+#include <map>
 
 #include "common/thread_name.h"
 #include "crypto/crypto.h"
@@ -75,17 +76,34 @@ awaitable<void> GatewayServer::Impl::AcceptLoop() {
   }
 }
 
-awaitable<void> GatewayServer::Impl::CheckHealth(std::string url) {
+awaitable<void> GatewayServer::Impl::CheckHealth(std::string url, bool dedicated,
+                                                 std::vector<std::string> deployment_ids) {
+  auto verdict = [&](bool ok) {
+    for (const std::string& id : deployment_ids)
+      dispatcher.HealthCheck(id, url, ok, clock.NowMillis());
+  };
   auto address = ParseUpstreamUrl(url);
   if (!address.has_value()) {
-    dispatcher.HealthCheck(url, false, clock.NowMillis());
+    verdict(false);
     co_return;
   }
   beast::error_code ec;
   UpstreamPool probe_pool(0);
   std::string why;
-  auto connection = co_await ConnectUpstream(probe_pool, url, *address, upstream_tls.get(),
-                                             kHealthTimeoutMs, why);
+  // A tenant's endpoint is probed only where it may be sent requests: a
+  // probe is a request too.
+  std::shared_ptr<const gateway::EgressFacts> facts =
+      dedicated ? EgressFactsOf(*policy.Current()) : nullptr;
+  std::unique_ptr<UpstreamConnection> connection;
+  AddressCheck check;
+  if (facts) {
+    why = EgressRefusal(*facts, url);
+    check = EgressCheck(facts, url);
+  }
+  if (why.empty()) {
+    connection = co_await ConnectUpstream(probe_pool, url, *address, upstream_tls.get(),
+                                          kHealthTimeoutMs, why, &check);
+  }
   bool ok = false;
   if (connection) {
     std::string head = "GET " + address->base_path +
@@ -114,14 +132,60 @@ awaitable<void> GatewayServer::Impl::CheckHealth(std::string url) {
     }
   }
   // Said once per change, not every check.
-  auto last = health_verdicts.try_emplace(url, true).first;
+  auto last = health_verdicts.try_emplace((dedicated ? "dedicated " : "") + url, true).first;
   if (!ok && last->second) {
     spdlog::warn("gateway: endpoint {} fails its health check: {}", url, why);
   } else if (ok && !last->second) {
     spdlog::info("gateway: endpoint {} passes its health check again", url);
   }
   last->second = ok;
-  dispatcher.HealthCheck(url, ok, clock.NowMillis());
+  verdict(ok);
+}
+
+std::shared_ptr<const gateway::EgressFacts> GatewayServer::Impl::EgressFactsOf(
+    const gateway::PolicySnapshot& snapshot) {
+  std::lock_guard lock(egress_mu);
+  if (egress_facts && egress_serial == snapshot.serial()) return egress_facts;
+  std::vector<gateway::HostPort> shared;
+  for (const DeploymentRecord& d : snapshot.deployments()) {
+    if (d.visibility != "shared") continue;
+    for (const DeploymentEndpoint& e : d.endpoints) {
+      if (auto target = gateway::HostPortOfUrl(e.url); target.has_value()) {
+        shared.push_back(std::move(*target));
+      }
+    }
+  }
+  egress_facts = std::make_shared<const gateway::EgressFacts>(egress->Facts(std::move(shared)));
+  egress_serial = snapshot.serial();
+  return egress_facts;
+}
+
+std::string GatewayServer::Impl::EgressRefusal(const gateway::EgressFacts& facts,
+                                               const std::string& url) const {
+  gateway::EgressVerdict verdict = gateway::CheckEndpointUrl(egress->rules(), facts, url);
+  return verdict.allowed ? "" : "egress policy refuses " + url + ": " + verdict.rule;
+}
+
+AddressCheck GatewayServer::Impl::EgressCheck(std::shared_ptr<const gateway::EgressFacts> facts,
+                                              const std::string& url) const {
+  auto target = gateway::HostPortOfUrl(url);
+  return [policy = egress, facts = std::move(facts), url,
+          target = target.has_value() ? *target : gateway::HostPort{}](
+             const tcp::endpoint& endpoint) -> std::string {
+    gateway::IpAddress address;
+    const net::ip::address& ip = endpoint.address();
+    if (ip.is_v4()) {
+      const auto bytes = ip.to_v4().to_bytes();
+      address.bytes[10] = address.bytes[11] = 0xff;
+      std::copy(bytes.begin(), bytes.end(), address.bytes.begin() + 12);
+    } else {
+      const auto bytes = ip.to_v6().to_bytes();
+      std::copy(bytes.begin(), bytes.end(), address.bytes.begin());
+    }
+    gateway::EgressVerdict verdict =
+        gateway::CheckResolvedAddress(policy->rules(), *facts, target, address);
+    return verdict.allowed ? "" : "egress policy refuses " + url + ": " + verdict.rule;
+  };
 }
 
 awaitable<void> GatewayServer::Impl::Maintenance() {
@@ -134,10 +198,18 @@ awaitable<void> GatewayServer::Impl::Maintenance() {
     const int64_t now = clock.NowMillis();
     if (now - last_health >= options.health_interval_ms) {
       last_health = now;
-      std::vector<std::string> urls;
+      // One probe per URL (and per kind: a tenant's is under the egress
+      // policy), its verdict for each deployment naming it.
+      std::map<std::pair<std::string, bool>, std::vector<std::string>> probes;
       auto snapshot = policy.Current();
-      for (const std::string& url : snapshot->EndpointUrls()) {
-        net::co_spawn(*loops[0], CheckHealth(url), net::detached);
+      for (const DeploymentRecord& d : snapshot->deployments()) {
+        for (const DeploymentEndpoint& e : d.endpoints) {
+          probes[{e.url, d.visibility != "shared"}].push_back(d.id);
+        }
+      }
+      for (auto& [probe, ids] : probes) {
+        net::co_spawn(*loops[0], CheckHealth(probe.first, probe.second, std::move(ids)),
+                      net::detached);
       }
     }
     dispatcher.Pump(now);
@@ -174,6 +246,8 @@ Result<int> GatewayServer::Start() {
     return Error::Unavailable("gateway cannot listen on " + impl.options.host + ":" +
                               std::to_string(impl.options.port) + ": " + ec.message());
   }
+  // A tenant's deployment may not aim the gateway at itself.
+  impl.egress->AddPlatformListener({impl.options.host, bound.port()});
   crypto::InitCrypto();
   net::co_spawn(impl.acceptor.get_executor(), impl.AcceptLoop(), net::detached);
   net::co_spawn(*impl.loops[0], impl.Maintenance(), net::detached);

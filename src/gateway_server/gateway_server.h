@@ -18,6 +18,7 @@
 
 #include "common/clock.h"
 #include "common/result.h"
+#include "gateway/egress_policy.h"
 #include "gateway_server/dispatcher.h"
 #include "gateway_server/policy_loader.h"
 #include "gateway_server/usage_journal.h"
@@ -55,6 +56,12 @@ struct GatewayOptions {
   // when set, the CAs in this PEM file (e.g. the private CA of in-cluster
   // model servers).
   std::string upstream_ca_file;
+  // Where a tenant's dedicated deployment may send requests (checked on
+  // the URL and on every address it resolves to, before connecting and
+  // health-checking); shared deployments are not restricted. nullptr: the
+  // default rules (public addresses only). The gateway adds its own
+  // listener to it when it binds.
+  std::shared_ptr<gateway::EgressPolicy> egress;
   DispatcherOptions dispatcher;
 };
 

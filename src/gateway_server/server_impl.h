@@ -98,7 +98,8 @@ struct GatewayServer::Impl {
         pools(loops.size()),
         journal_batches(loops.size()),
         acceptor(*loops[0]),
-        maintenance_timer(*loops[0]) {
+        maintenance_timer(*loops[0]),
+        egress(options.egress ? options.egress : std::make_shared<gateway::EgressPolicy>()) {
     for (auto& loop : loops) deferred_watches.push_back(std::make_unique<DeferredWatches>(*loop));
   }
 
@@ -113,7 +114,22 @@ struct GatewayServer::Impl {
 
   awaitable<void> AcceptLoop();
   awaitable<void> Maintenance();
-  awaitable<void> CheckHealth(std::string url);
+  // Checks `url` and gives the verdict to each of `deployment_ids`;
+  // `dedicated`: theirs is a tenant's endpoint, under the egress policy.
+  awaitable<void> CheckHealth(std::string url, bool dedicated,
+                              std::vector<std::string> deployment_ids);
+
+  // The egress policy's facts as of `snapshot` (its shared deployments'
+  // endpoints, the platform's listeners), computed once per snapshot.
+  std::shared_ptr<const gateway::EgressFacts> EgressFactsOf(
+      const gateway::PolicySnapshot& snapshot);
+  // For a dedicated deployment's endpoint `url`: "" when its URL passes the
+  // egress policy, else the rule that refuses it (for the logs, never the
+  // tenant: it may name the operator's addresses).
+  std::string EgressRefusal(const gateway::EgressFacts& facts, const std::string& url) const;
+  // What ConnectUpstream checks on each address `url` resolves to.
+  AddressCheck EgressCheck(std::shared_ptr<const gateway::EgressFacts> facts,
+                           const std::string& url) const;
 
   // Watches armed late (kWatchAfter), per loop, in the order they are due.
   struct DeferredWatches {
@@ -191,6 +207,10 @@ struct GatewayServer::Impl {
   std::vector<net::executor_work_guard<net::io_context::executor_type>> keep_running;
   tcp::acceptor acceptor;
   net::steady_timer maintenance_timer;
+  const std::shared_ptr<gateway::EgressPolicy> egress;
+  std::mutex egress_mu;
+  uint64_t egress_serial = 0;                                // GUARDED_BY(egress_mu)
+  std::shared_ptr<const gateway::EgressFacts> egress_facts;  // GUARDED_BY(egress_mu)
   std::vector<std::thread> threads;
 
   bool running = false;

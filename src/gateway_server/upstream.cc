@@ -144,7 +144,8 @@ void UpstreamPool::Clear() {
 
 boost::asio::awaitable<std::unique_ptr<UpstreamConnection>> ConnectUpstream(
     UpstreamPool& pool, const std::string& url, const UpstreamAddress& address,
-    boost::asio::ssl::context* tls_context, int timeout_ms, std::string& why) {
+    boost::asio::ssl::context* tls_context, int timeout_ms, std::string& why,
+    const AddressCheck* check) {
   beast::error_code ec;
   auto executor = co_await net::this_coro::executor;
   std::vector<tcp::endpoint> endpoints = pool.Cached(url);
@@ -158,6 +159,14 @@ boost::asio::awaitable<std::unique_ptr<UpstreamConnection>> ConnectUpstream(
     }
     for (const auto& r : results) endpoints.push_back(r.endpoint());
     pool.Remember(url, endpoints);
+  }
+  if (check != nullptr && *check) {
+    for (const tcp::endpoint& endpoint : endpoints) {
+      if (std::string refused = (*check)(endpoint); !refused.empty()) {
+        why = std::move(refused);
+        co_return nullptr;
+      }
+    }
   }
   if (address.tls && tls_context == nullptr) {  // never https in cleartext
     why = "no TLS set-up for " + url;

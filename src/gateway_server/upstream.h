@@ -13,6 +13,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -92,12 +93,22 @@ class UpstreamPool {
   std::unordered_map<std::string, std::vector<boost::asio::ip::tcp::endpoint>> resolved_;
 };
 
+// Judges one resolved address of an endpoint before the gateway connects
+// to it: "" to connect, else why not (the egress policy of a tenant's
+// dedicated deployment: see gateway/egress_policy.h).
+using AddressCheck = std::function<std::string(const boost::asio::ip::tcp::endpoint&)>;
+
 // A fresh connection to one endpoint (its resolved addresses cached in
 // `pool`), within `timeout_ms` including the TLS handshake of an https
-// endpoint; never https in cleartext (no tls_context: a failure). On failure
-// nullptr, and `why` says what failed (for a certificate: which check).
+// endpoint; never https in cleartext (no tls_context: a failure). With
+// `check` (a pointer: no temporary with a destructor in a co_await
+// expression, which g++ 12 may destroy twice), every address the host resolves to (cached or not) must pass it,
+// or nothing is connected (DNS rebinding: the addresses are judged, not the
+// name). On failure nullptr, and `why` says what failed (for a
+// certificate: which check).
 boost::asio::awaitable<std::unique_ptr<UpstreamConnection>> ConnectUpstream(
     UpstreamPool& pool, const std::string& url, const UpstreamAddress& address,
-    boost::asio::ssl::context* tls_context, int timeout_ms, std::string& why);
+    boost::asio::ssl::context* tls_context, int timeout_ms, std::string& why,
+    const AddressCheck* check = nullptr);
 
 }  // namespace atrium::gateway_server

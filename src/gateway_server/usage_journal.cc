@@ -104,6 +104,7 @@ void AppendUsageLine(std::string& out, const UsageRecord& r) {
   AppendString(out, "status", r.status);
   AppendInt(out, "http_status", r.http_status);
   AppendInt(out, "created_at", r.created_at);
+  if (!r.flag.empty()) AppendString(out, "flag", r.flag);  // absent from older lines
   out.back() = '}';
 }
 
@@ -138,6 +139,7 @@ Result<UsageRecord> DecodeUsageLine(std::string_view line) {
     r.status = j.at("status").get<std::string>();
     r.http_status = j.at("http_status").get<int>();
     r.created_at = j.at("created_at").get<int64_t>();
+    if (auto flag = j.find("flag"); flag != j.end()) r.flag = flag->get<std::string>();
     if (r.id.empty()) return Error::InvalidArgument("usage journal: a record has no id");
     return r;
   } catch (const Json::exception& e) {
@@ -434,11 +436,43 @@ void UsageJournal::FlushLoop() {
   }
 }
 
+void UsageJournal::CountRefusal(const std::string& tenant_id, const std::string& key_id,
+                                std::string_view reason, int64_t at_ms) {
+  std::lock_guard lock(refusals_mu_);
+  refusals_.Add(tenant_id, key_id, reason, at_ms);
+}
+
+int64_t UsageJournal::refusals_counted() {
+  std::lock_guard lock(refusals_mu_);
+  return refusals_.total();
+}
+
+bool UsageJournal::ShipRefusals() {
+  std::vector<RefusalCount> counts;
+  {
+    std::lock_guard lock(refusals_mu_);
+    counts = refusals_.Take();
+  }
+  if (counts.empty() || !refusal_sink_) return true;
+  Status s = refusal_sink_(counts);
+  if (!s.has_value()) {
+    spdlog::warn("usage journal: store unavailable, refusal counts wait: {}", s.error().message);
+    std::lock_guard lock(refusals_mu_);
+    refusals_.Restore(counts);
+    return false;
+  }
+  int64_t n = 0;
+  for (const auto& c : counts) n += c.count;
+  refusals_shipped_.fetch_add(n);
+  return true;
+}
+
 void UsageJournal::ShipLoop() {
   std::unique_lock lock(wake_mu_);
   while (!stopping_) {
     lock.unlock();
     bool ok = ShipOnce();
+    ok = ShipRefusals() && ok;
     lock.lock();
     if (stopping_) break;
     // After a store error wait longer: the store may be down for a while.
@@ -634,6 +668,7 @@ void UsageJournal::Stop() {
   flusher_.join();
   shipper_.join();
   ShipOnce();  // one last attempt; what fails stays in the file for the next start
+  ShipRefusals();
   ::fdatasync(fd_);
   {
     std::lock_guard lock(append_mu_);

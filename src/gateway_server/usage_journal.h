@@ -29,6 +29,11 @@
 // is billed for what it had relayed by its last checkpoint. (Should the
 // final record's write fail, the checkpoint is what remains of the request.)
 //
+// Refusals (requests no model server saw) are not records: CountRefusal()
+// adds them to a bounded in-memory tally (gateway::RefusalTally) that the
+// shipper hands to the refusal sink with each round. They are statistics,
+// not bills: counts not yet shipped when the process dies are lost.
+//
 // A record the store refuses as invalid (kInvalidArgument: it can never be
 // stored, e.g. text with a NUL byte) must not hold up the others behind it,
 // nor be retried forever: the shipper offers the refused batch's records one
@@ -50,6 +55,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "gateway/refusal_tally.h"
 #include "store/gateway_records.h"
 
 namespace atrium::gateway_server {
@@ -71,6 +77,8 @@ inline constexpr const char* kInterruptedStatus = "interrupted";
 // kInvalidArgument: some record can never be stored (nothing was stored);
 // any other error: the store is unavailable.
 using UsageSink = std::function<Status(const std::vector<UsageRecord>&)>;
+// Adds refusal counts; the store's AddGatewayRefusals.
+using RefusalSink = std::function<Status(const std::vector<RefusalCount>&)>;
 
 std::string EncodeUsageLine(const UsageRecord& record);  // one JSON object, no newline
 Result<UsageRecord> DecodeUsageLine(std::string_view line);
@@ -95,6 +103,15 @@ class UsageJournal {
   Status Checkpoint(UsageRecord record);
   // Ships what is left (one last attempt), syncs, joins the threads.
   void Stop();
+
+  // Where refusal counts go; set before Start(). Without one they are
+  // counted (refusals_counted) and dropped.
+  void SetRefusalSink(RefusalSink sink) { refusal_sink_ = std::move(sink); }
+  // One request refused before any model server saw it; thread-safe.
+  void CountRefusal(const std::string& tenant_id, const std::string& key_id,
+                    std::string_view reason, int64_t at_ms);
+  int64_t refusals_counted();
+  int64_t refusals_shipped() const { return refusals_shipped_.load(); }
 
   // For tests: lines appended and shipped by this process.
   int64_t appended() const { return appended_.load(); }
@@ -135,6 +152,8 @@ class UsageJournal {
   bool ShipRecovered();
   // Rewrites usage.inflight with the live checkpoints only.
   Status CompactInflight();  // REQUIRES(inflight_mu_)
+  // Hands the refusal counts to the sink; on failure they wait for the next round.
+  bool ShipRefusals();
 
   const UsageJournalOptions options_;
   const UsageSink sink_;
@@ -175,6 +194,11 @@ class UsageJournal {
   std::atomic<bool> compact_due_{false};               // the flusher is to CompactInflight()
   std::vector<UsageRecord> recovered_;                 // shipper thread only (and Start)
   std::atomic<int64_t> recovered_shipped_{0};
+
+  RefusalSink refusal_sink_;
+  std::mutex refusals_mu_;
+  gateway::RefusalTally refusals_;  // GUARDED_BY(refusals_mu_)
+  std::atomic<int64_t> refusals_shipped_{0};
 
   std::mutex wake_mu_;
   std::condition_variable wake_;

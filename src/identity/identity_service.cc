@@ -7,6 +7,7 @@
 #include "crypto/crypto.h"
 #include "crypto/ids.h"
 #include "identity/api_key.h"
+#include "identity/signing_key_box.h"
 
 namespace atrium {
 namespace {
@@ -25,15 +26,32 @@ Status ValidatePassword(const std::string& pw) {
   return OkStatus();
 }
 
+// The key-encryption key of a service given none (see IdentityOptions).
+const std::string& ProcessSigningKeyKek() {
+  static const std::string kek = crypto::RandomBytes(crypto::kSecretBoxKeyBytes);
+  return kek;
+}
+
 }  // namespace
 
 IdentityService::IdentityService(Store& store, const Clock& clock, IdentityOptions options)
     : store_(store), clock_(clock), options_(options), throttle_(clock, options.throttle) {
   options_.access_token_ttl_s = std::clamp<int64_t>(options_.access_token_ttl_s, 60, 3600);
+  if (options_.signing_key_kek.empty()) options_.signing_key_kek = ProcessSigningKeyKek();
+  hasher_ = options_.password_hasher ? options_.password_hasher
+                                     : NewArgon2PasswordHasher(options_.fast_password_hashing);
+  // Hashed with the same hasher and cost as real passwords, so checking it
+  // costs what checking a real one does.
+  auto dummy = hasher_->Hash(crypto::HexEncode(crypto::RandomBytes(16)));
+  if (dummy.has_value()) dummy_password_hash_ = std::move(dummy).value();
 }
 
 Status IdentityService::Init() {
-  ATRIUM_ASSIGN_OR_RETURN(auto keys, store_.ListSigningKeys());
+  if (options_.signing_key_kek.size() != crypto::kSecretBoxKeyBytes) {
+    return Error::InvalidArgument("the signing-key encryption key must have 32 bytes");
+  }
+  ATRIUM_ASSIGN_OR_RETURN(auto keys, LoadSigningKeys());
+  ATRIUM_RETURN_IF_ERROR(store_.DeleteExpiredSessionsForHousekeeping(clock_.NowMillis()));
   if (keys.empty()) {
     ATRIUM_RETURN_IF_ERROR(RotateSigningKey());
     return OkStatus();
@@ -41,6 +59,22 @@ Status IdentityService::Init() {
   std::unique_lock lock(mu_);
   signing_keys_ = std::move(keys);
   return OkStatus();
+}
+
+Result<std::vector<SigningKey>> IdentityService::LoadSigningKeys() {
+  ATRIUM_ASSIGN_OR_RETURN(auto keys, store_.ListSigningKeys());
+  for (SigningKey& key : keys) {
+    if (!IsSealedSecret(key.secret)) {
+      // Written by a release that kept signing keys in plain text: seal it
+      // in place. Tokens it signed stay valid; the plaintext is gone from
+      // the live database (not from older backups of it).
+      ATRIUM_ASSIGN_OR_RETURN(std::string sealed, SealSecret(options_.signing_key_kek, key.secret));
+      ATRIUM_RETURN_IF_ERROR(store_.ReplaceSigningKeySecret(key.id, sealed));
+      continue;
+    }
+    ATRIUM_ASSIGN_OR_RETURN(key.secret, OpenSealedSecret(options_.signing_key_kek, key.secret));
+  }
+  return keys;
 }
 
 std::vector<SigningKey> IdentityService::SigningKeys() {
@@ -59,8 +93,9 @@ Result<std::string> IdentityService::RotateSigningKey() {
     }
   }
   SigningKey key{NewId("sk", clock_), crypto::HexEncode(crypto::RandomBytes(32)), created_at};
-  ATRIUM_RETURN_IF_ERROR(store_.AddSigningKey(key));
-  ATRIUM_ASSIGN_OR_RETURN(auto keys, store_.ListSigningKeys());
+  ATRIUM_ASSIGN_OR_RETURN(std::string sealed, SealSecret(options_.signing_key_kek, key.secret));
+  ATRIUM_RETURN_IF_ERROR(store_.AddSigningKey(SigningKey{key.id, sealed, key.created_at}));
+  ATRIUM_ASSIGN_OR_RETURN(auto keys, LoadSigningKeys());
   // Drop keys superseded long enough ago that nothing they signed is valid.
   std::vector<SigningKey> kept;
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -144,6 +179,7 @@ Result<Principal> IdentityService::AuthenticateApiKey(const std::string& text) {
     p.credential = "key:" + key->id;
     p.is_service = owner->kind == "service";
     p.scopes = key->scopes;
+    p.expires_at = key->expires_at;
     cached = CachedKey{*key, p, clock_.NowMillis()};
     // Only unrevoked keys are cached; revocation erases the entry.
     if (key->revoked_at == 0) {
@@ -175,6 +211,9 @@ Result<Principal> IdentityService::AuthenticateToken(const std::string& token) {
   if (session->user_id != claims.subject || session->tenant_id != claims.tenant_id) {
     return Error::Unauthenticated("invalid access token");
   }
+  // The row's expiry rules, not only the token's: a session ends when the
+  // server says so.
+  if (clock_.NowMillis() >= session->expires_at) return Error::Unauthenticated("session ended");
   auto user = store_.GetUser(TenantScope::Of(claims.tenant_id), claims.subject);
   if (!user.has_value() || user->state != "active") {
     return Error::Unauthenticated("user is disabled or gone");
@@ -199,29 +238,39 @@ Result<LoginResult> IdentityService::Login(const std::string& tenant_name,
     throttle_.RecordFailure(account, source);
     return Error::Unauthenticated("wrong tenant, username or password");
   };
+  // Every refusal below costs exactly one password check (a real hash or
+  // the dummy one), so how long a refusal takes does not tell a missing
+  // tenant, a suspended one, a service account or an unknown name from a
+  // wrong password.
+  bool refused = false;
   TenantScope scope = TenantScope::Platform();
   if (!tenant_name.empty()) {
     auto tenant = store_.GetTenantByName(tenant_name);
     if (!tenant.has_value()) {
       if (tenant.error().code != ErrorCode::kNotFound) return tenant.error();
-      // Hash anyway so a missing tenant takes as long as a wrong password.
-      (void)crypto::HashPassword(password, options_.fast_password_hashing);
-      return reject();
+      refused = true;
+    } else {
+      refused = tenant->state != "active";
+      scope = TenantScope::Of(tenant->id);
     }
-    if (tenant->state != "active") return reject();
-    scope = TenantScope::Of(tenant->id);
   }
-  auto user = store_.GetUserByName(scope, username);
-  if (!user.has_value()) {
-    if (user.error().code != ErrorCode::kNotFound) return user.error();
-    (void)crypto::HashPassword(password, options_.fast_password_hashing);
-    return reject();
+  std::optional<User> user;
+  if (!refused) {
+    auto found = store_.GetUserByName(scope, username);
+    if (found.has_value()) {
+      user = std::move(found).value();
+    } else if (found.error().code != ErrorCode::kNotFound) {
+      return found.error();
+    }
   }
-  if (user->kind != "human" || user->password_hash.empty() ||
-      !crypto::VerifyPassword(user->password_hash, password) || user->state != "active") {
-    return reject();
-  }
+  const bool has_password = user && user->kind == "human" && !user->password_hash.empty();
+  const bool password_ok =
+      hasher_->Verify(has_password ? user->password_hash : dummy_password_hash_, password);
+  if (!has_password || !password_ok || refused || user->state != "active") return reject();
   throttle_.RecordSuccess(account);
+  // Logins are when sessions are made, so also when the ended ones go. A
+  // failed purge only leaves rows that no longer authenticate anyway.
+  (void)store_.DeleteExpiredSessionsForHousekeeping(clock_.NowMillis());
   int64_t now_s = clock_.NowSeconds();
   Session session{NewId("ses", clock_), user->tenant_id, user->id, clock_.NowMillis(),
                   (now_s + options_.access_token_ttl_s) * 1000};
@@ -268,6 +317,11 @@ Result<User> IdentityService::CreateUser(const Principal& actor, const TenantSco
   if (!RoleCovers(actor.role, *role)) {
     return Error::PermissionDenied("cannot grant a role above your own");
   }
+  if (req.kind == "human" && actor.is_restricted_key()) {
+    return Error::PermissionDenied(
+        "a scoped or expiring key cannot create a user with a password: the login would outlive "
+        "or outreach it");
+  }
   User u;
   u.id = NewId("usr", clock_);
   u.tenant_id = scope.tenant_id;
@@ -277,8 +331,7 @@ Result<User> IdentityService::CreateUser(const Principal& actor, const TenantSco
   u.role = req.role;
   u.kind = req.kind;
   if (req.kind == "human") {
-    ATRIUM_ASSIGN_OR_RETURN(u.password_hash,
-                            crypto::HashPassword(req.password, options_.fast_password_hashing));
+    ATRIUM_ASSIGN_OR_RETURN(u.password_hash, hasher_->Hash(req.password));
   }
   u.state = "active";
   u.created_at = u.updated_at = clock_.NowMillis();
@@ -290,6 +343,23 @@ Result<User> IdentityService::UpdateUser(const Principal& actor, const TenantSco
                                          const std::string& id, const UserChanges& changes) {
   ATRIUM_ASSIGN_OR_RETURN(User u, store_.GetUser(scope, id));
   bool self = actor.user_id == id && actor.tenant_id == scope.tenant_id;
+  if (changes.current_password && !changes.password) {
+    return Error::InvalidArgument("current_password goes with a new password");
+  }
+  if (changes.role || changes.state || changes.password) {
+    // A key acts for its owner with at most the owner's power; letting it
+    // set the owner's password (then log in) or role would hand it the
+    // owner's full login, or let a lesser key demote its owner.
+    if (self && actor.is_api_key()) {
+      return Error::PermissionDenied(
+          "an API key cannot change its owner's password, role or state; log in to do that");
+    }
+    auto current_role = ParseRole(u.role);
+    if (!self && (!current_role || !RoleCovers(actor.role, *current_role))) {
+      return Error::PermissionDenied(
+          "cannot change the password, role or state of a user whose role is above yours");
+    }
+  }
   if (changes.display_name) u.display_name = *changes.display_name;
   if (changes.email) u.email = *changes.email;
   if (changes.role) {
@@ -312,9 +382,24 @@ Result<User> IdentityService::UpdateUser(const Principal& actor, const TenantSco
   }
   if (changes.password) {
     if (u.kind != "human") return Error::InvalidArgument("service accounts have no password");
+    if (actor.is_restricted_key()) {
+      return Error::PermissionDenied(
+          "a scoped or expiring key cannot set a password: the login would outlive or outreach it");
+    }
+    if (self) {
+      if (!changes.current_password) {
+        return Error::InvalidArgument("changing your own password needs current_password");
+      }
+      // Guessing through this route counts like guessing at the login.
+      const std::string account = "password-change/" + u.id;
+      ATRIUM_RETURN_IF_ERROR(throttle_.Check(account, actor.credential));
+      if (!hasher_->Verify(u.password_hash, *changes.current_password)) {
+        throttle_.RecordFailure(account, actor.credential);
+        return Error::PermissionDenied("current_password is wrong");
+      }
+    }
     ATRIUM_RETURN_IF_ERROR(ValidatePassword(*changes.password));
-    ATRIUM_ASSIGN_OR_RETURN(
-        u.password_hash, crypto::HashPassword(*changes.password, options_.fast_password_hashing));
+    ATRIUM_ASSIGN_OR_RETURN(u.password_hash, hasher_->Hash(*changes.password));
   }
   u.updated_at = clock_.NowMillis();
   ATRIUM_RETURN_IF_ERROR(store_.UpdateUser(scope, u));
@@ -360,6 +445,24 @@ Result<std::pair<ApiKey, std::string>> IdentityService::CreateApiKey(const Princ
   if (req.expires_at != 0 && req.expires_at <= clock_.NowMillis()) {
     return Error::InvalidArgument("expires_at must be in the future");
   }
+  // A scoped or expiring creator makes keys at most as scoped and as short
+  // lived as itself; what the request leaves out it inherits.
+  std::vector<std::string> scopes = req.scopes;
+  if (!actor.scopes.empty()) {
+    if (scopes.empty()) scopes = actor.scopes;
+    for (const auto& scope_name : scopes) {
+      if (std::find(actor.scopes.begin(), actor.scopes.end(), scope_name) == actor.scopes.end()) {
+        return Error::PermissionDenied("scope '" + scope_name + "' is not among your key's scopes");
+      }
+    }
+  }
+  int64_t expires_at = req.expires_at;
+  if (actor.expires_at != 0) {
+    if (expires_at == 0) expires_at = actor.expires_at;
+    if (expires_at > actor.expires_at) {
+      return Error::PermissionDenied("a key cannot outlive the key that creates it");
+    }
+  }
   GeneratedApiKey generated = GenerateApiKey();
   ApiKey k;
   k.id = generated.key_id;
@@ -367,10 +470,10 @@ Result<std::pair<ApiKey, std::string>> IdentityService::CreateApiKey(const Princ
   k.owner_user_id = owner.id;
   k.name = req.name;
   k.role = role_name;
-  k.scopes = req.scopes;
+  k.scopes = std::move(scopes);
   k.secret_hash = generated.secret_hash;
   k.created_at = clock_.NowMillis();
-  k.expires_at = req.expires_at;
+  k.expires_at = expires_at;
   ATRIUM_RETURN_IF_ERROR(store_.CreateApiKey(k));
   return std::make_pair(k, generated.text);
 }

@@ -21,6 +21,7 @@
 #include "common/result.h"
 #include "identity/access_token.h"
 #include "identity/login_throttle.h"
+#include "identity/password_hasher.h"
 #include "identity/roles.h"
 #include "store/store.h"
 
@@ -34,6 +35,15 @@ struct IdentityOptions {
   int64_t access_token_ttl_s = 3600;   // at most 1 h
   bool fast_password_hashing = false;  // tests and benchmarks only
   LoginThrottleOptions throttle;
+  // Hashes and checks passwords; null = argon2id at the cost
+  // fast_password_hashing picks. Tests inject one that counts.
+  std::shared_ptr<PasswordHasher> password_hasher;
+  // The 32-byte key that seals token signing keys in the store
+  // (identity/signing_key_box.h); the server reads it from
+  // auth.signing_key_file. "" = a key random to this process: enough for
+  // tests and benchmarks, but a store written with it cannot be reopened by
+  // another process.
+  std::string signing_key_kek;
 };
 
 struct NewUser {
@@ -51,14 +61,17 @@ struct UserChanges {
   std::optional<std::string> role;
   std::optional<std::string> state;  // active | disabled
   std::optional<std::string> password;
+  // Required with `password` when users change their own: a stolen session
+  // must not become a permanent takeover.
+  std::optional<std::string> current_password;
 };
 
 struct NewApiKey {
   std::string name;
-  std::string owner_user_id;  // "" = the caller
-  std::string role;           // "" = the owner's role
-  std::vector<std::string> scopes;
-  int64_t expires_at = 0;  // ms since epoch, 0 = never
+  std::string owner_user_id;        // "" = the caller
+  std::string role;                 // "" = the owner's role
+  std::vector<std::string> scopes;  // empty = the creator's (all, for an unscoped creator)
+  int64_t expires_at = 0;           // ms since epoch; 0 = the creator's expiry (never, for most)
 };
 
 struct LoginResult {
@@ -71,7 +84,9 @@ class IdentityService {
  public:
   IdentityService(Store& store, const Clock& clock, IdentityOptions options = {});
 
-  // Loads the signing keys, creating the first one if there is none.
+  // Loads the signing keys, creating the first one if there is none, and
+  // seals any a release before sealing stored in plain text. Purges expired
+  // sessions.
   Status Init();
 
   // "Bearer" value: an API key (atr_...) or an access token.
@@ -85,13 +100,24 @@ class IdentityService {
   Result<std::string> RotateSigningKey();
 
   // --- users ---
+  // A credential never yields one with more power than itself: a scoped or
+  // expiring key cannot create a user with a password, and changing a
+  // password, role or state needs a role covering the user's (see
+  // UpdateUser).
   Result<User> CreateUser(const Principal& actor, const TenantScope& scope, const NewUser& req);
+  // Password, role and state changes: an API key never makes them on its
+  // own owner (it would outlive or outrank itself through a login); users
+  // change their own password from a login session with current_password;
+  // on another user the actor's role must cover the user's current role, and
+  // a scoped or expiring key sets no password.
   Result<User> UpdateUser(const Principal& actor, const TenantScope& scope, const std::string& id,
                           const UserChanges& changes);
   Status DeleteUser(const TenantScope& scope, const std::string& id);
 
   // --- API keys ---
-  // Returns the stored record and the key text (shown once).
+  // Returns the stored record and the key text (shown once). The new key is
+  // never more than its creator: role covered by the creator's and the
+  // owner's, scopes a subset of the creator's, expiry no later.
   Result<std::pair<ApiKey, std::string>> CreateApiKey(const Principal& actor,
                                                       const TenantScope& scope,
                                                       const NewApiKey& req);
@@ -122,11 +148,17 @@ class IdentityService {
   Status CheckTenantActive(const std::string& tenant_id);
   Status ValidateNewUser(const Principal& actor, const NewUser& req);
   std::vector<SigningKey> SigningKeys();
+  // The stored signing keys, opened; plaintext rows are sealed on the way.
+  Result<std::vector<SigningKey>> LoadSigningKeys();
 
   Store& store_;
   const Clock& clock_;
   IdentityOptions options_;
   LoginThrottle throttle_;
+  std::shared_ptr<PasswordHasher> hasher_;
+  // Checked instead of a real hash on every login refusal that has no hash
+  // of its own, so that every refusal costs one password check.
+  std::string dummy_password_hash_;
 
   std::shared_mutex mu_;
   std::vector<SigningKey> signing_keys_;                             // GUARDED_BY(mu_)

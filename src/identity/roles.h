@@ -6,6 +6,7 @@
 // Authorize() is the only place that compares a principal with a target.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -83,8 +84,13 @@ struct Principal {
   std::string credential;  // "key:<id>" or "session:<id>"
   bool is_service = false;
   std::vector<std::string> scopes;  // API-key scopes (models); empty = all
+  int64_t expires_at = 0;           // ms; an API key's own expiry, 0 = never
 
   bool is_platform() const { return tenant_id.empty(); }
+  bool is_api_key() const { return credential.rfind("key:", 0) == 0; }
+  // A key narrower than its owner's login: scoped or expiring. Whatever it
+  // creates must be as narrow (see IdentityService::CreateApiKey).
+  bool is_restricted_key() const { return is_api_key() && (!scopes.empty() || expires_at != 0); }
   std::string actor() const;  // for the audit trail: "user:<id>" or "key:<id>"
 };
 

@@ -2,12 +2,15 @@
 
 #include <toml++/toml.h>
 
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "capacity/fleet_spec.h"
 #include "common/strings.h"
+#include "gateway/egress_policy.h"
 
 namespace atrium {
 namespace {
@@ -41,6 +44,39 @@ class TableReader {
              std::to_string(max));
       } else {
         out = static_cast<T>(*v);
+      }
+    }
+  }
+  void Bool(const char* key, bool& out) {
+    known_.insert(key);
+    if (!table_ || error_) return;
+    if (const toml::node* n = table_->get(key)) {
+      if (auto v = n->value<bool>(); v && n->is_boolean()) {
+        out = *v;
+      } else {
+        Fail("'" + name_ + "." + key + "' must be true or false");
+      }
+    }
+  }
+  void StringArray(const char* key, std::vector<std::string>& out) {
+    known_.insert(key);
+    if (!table_ || error_) return;
+    if (const toml::node* n = table_->get(key)) {
+      const toml::array* array = n->as_array();
+      std::vector<std::string> values;
+      if (array) {
+        for (const toml::node& item : *array) {
+          if (!item.is_string()) {
+            array = nullptr;
+            break;
+          }
+          values.push_back(*item.value<std::string>());
+        }
+      }
+      if (!array) {
+        Fail("'" + name_ + "." + key + "' must be an array of strings");
+      } else {
+        out = std::move(values);
       }
     }
   }
@@ -97,8 +133,9 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
     return Error::InvalidArgument(msg.str());
   }
   Config c;
-  static const std::set<std::string> kTables = {"server", "store",     "api",    "auth",
-                                                "log",    "scheduler", "gateway"};
+  static const std::set<std::string> kTables = {"server", "store",     "api",     "auth",
+                                                "log",    "scheduler", "gateway", "audit",
+                                                "egress"};
   for (const auto& [k, v] : root) {
     std::string key(k.str());
     if (!kTables.contains(key)) {
@@ -140,6 +177,7 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
   ATRIUM_RETURN_IF_ERROR(api.Finish());
   TableReader auth(root["auth"].as_table(), "auth");
   auth.Int("access_token_ttl_s", c.access_token_ttl_s, 60, 3600);
+  auth.String("signing_key_file", c.signing_key_file);
   ATRIUM_RETURN_IF_ERROR(auth.Finish());
   TableReader log(root["log"].as_table(), "log");
   log.String("level", c.log_level);
@@ -149,6 +187,8 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
   scheduler.Int("grace_seconds", c.scheduler_grace_s, 0, 86'400);
   scheduler.String("policy", c.scheduler_policy);
   scheduler.Int("tick_ms", c.scheduler_tick_ms, 10, 60'000);
+  scheduler.Int("max_pending_per_tenant", c.scheduler_max_pending_per_tenant, 1, 1'000'000);
+  scheduler.Int("max_pending_per_project", c.scheduler_max_pending_per_project, 1, 1'000'000);
   ATRIUM_RETURN_IF_ERROR(scheduler.Finish());
   TableReader gateway(root["gateway"].as_table(), "gateway");
   gateway.String("listen", c.gateway_listen);
@@ -165,7 +205,23 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
   gateway.Int("queued_body_bytes_per_tenant", c.gateway_queued_body_bytes_per_tenant, 1024,
               int64_t{1} << 40);
   gateway.String("upstream_ca_file", c.gateway_upstream_ca_file);
+  gateway.Bool("dedicated_requires_entitlement", c.gateway_dedicated_requires_entitlement);
   ATRIUM_RETURN_IF_ERROR(gateway.Finish());
+  TableReader audit(root["audit"].as_table(), "audit");
+  audit.String("checkpoint_file", c.audit_checkpoint_file);
+  audit.String("signing_key_file", c.audit_signing_key_file);
+  audit.Int("checkpoint_interval_s", c.audit_checkpoint_interval_s, 1, 86'400);
+  ATRIUM_RETURN_IF_ERROR(audit.Finish());
+  if (c.audit_checkpoint_file.empty() != c.audit_signing_key_file.empty()) {
+    return Error::InvalidArgument(
+        "'audit.checkpoint_file' and 'audit.signing_key_file' go together");
+  }
+  TableReader egress(root["egress"].as_table(), "egress");
+  egress.StringArray("allowed_networks", c.egress_allowed_networks);
+  egress.StringArray("denied_networks", c.egress_denied_networks);
+  egress.StringArray("allowed_hosts", c.egress_allowed_hosts);
+  ATRIUM_RETURN_IF_ERROR(egress.Finish());
+  ATRIUM_RETURN_IF_ERROR(EgressRulesOf(c));
   if (c.gateway_queue != "fair" && c.gateway_queue != "fifo") {
     return Error::InvalidArgument("'gateway.queue' must be fair or fifo");
   }
@@ -181,6 +237,16 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
       !StartsWith(c.store_url, "postgres://")) {
     return Error::InvalidArgument("'store.url' must start with sqlite:/// or postgresql://");
   }
+  if (c.signing_key_file.empty()) {
+    if (!StartsWith(c.store_url, "sqlite:///")) {
+      return Error::InvalidArgument(
+          "'auth.signing_key_file' is required with a PostgreSQL store (the same file on every "
+          "server sharing it)");
+    }
+    std::string db_path = c.store_url.substr(std::string_view("sqlite://").size());
+    db_path = db_path.substr(0, db_path.find('?'));
+    c.signing_key_file = (std::filesystem::path(db_path).parent_path() / "signing.key").string();
+  }
   ATRIUM_RETURN_IF_ERROR(ParseListenAddress(c.api_listen));
   if (!c.scheduler_fleet.empty()) {
     if (auto fleet = capacity::ParseFleetSpec(c.scheduler_fleet); !fleet.has_value()) {
@@ -193,6 +259,29 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
         "'log.level' must be one of trace, debug, info, warn, error, off");
   }
   return c;
+}
+
+Result<gateway::EgressRules> EgressRulesOf(const Config& c) {
+  gateway::EgressRules rules;
+  for (const auto& [key, texts, out] :
+       {std::tuple{"allowed_networks", &c.egress_allowed_networks, &rules.allowed_networks},
+        std::tuple{"denied_networks", &c.egress_denied_networks, &rules.denied_networks}}) {
+    for (const std::string& text : *texts) {
+      auto network = gateway::ParseIpNetwork(text);
+      if (!network.has_value()) {
+        return Error::InvalidArgument(std::string("'egress.") + key +
+                                      "': " + network.error().message);
+      }
+      out->push_back(std::move(*network));
+    }
+  }
+  for (const std::string& pattern : c.egress_allowed_hosts) {
+    if (auto valid = gateway::ValidateHostPattern(pattern); !valid.has_value()) {
+      return Error::InvalidArgument("'egress.allowed_hosts': " + valid.error().message);
+    }
+  }
+  rules.allowed_hosts = c.egress_allowed_hosts;
+  return rules;
 }
 
 Result<Config> LoadConfigFile(const std::string& path) {

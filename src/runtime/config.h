@@ -4,8 +4,10 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "common/result.h"
+#include "gateway/egress_policy.h"
 
 namespace atrium {
 
@@ -27,6 +29,10 @@ struct Config {
   int64_t api_max_connections = 10'000;
   // [auth]
   int64_t access_token_ttl_s = 3600;
+  // The key file that seals token signing keys in the store (created, mode
+  // 0600, at first start). "" = "signing.key" beside a SQLite database;
+  // required with PostgreSQL, and the same file on every server sharing it.
+  std::string signing_key_file;
   // [log]
   std::string log_level = "info";
   // [scheduler]
@@ -37,6 +43,10 @@ struct Config {
   int64_t scheduler_grace_s = 30;  // reclaim victims' grace period
   std::string scheduler_policy = "atrium";
   int64_t scheduler_tick_ms = 1000;  // how often queued work is retried
+  // The most pending allocation requests per tenant and per project (429
+  // beyond): one tenant's backlog must not slow every tenant's scheduling.
+  int64_t scheduler_max_pending_per_tenant = 1000;
+  int64_t scheduler_max_pending_per_project = 500;
   // [gateway]
   std::string gateway_listen = "127.0.0.1:8081";
   int gateway_threads = 2;
@@ -51,10 +61,35 @@ struct Config {
   int64_t gateway_body_memory_bytes = 256 * 1024 * 1024;  // request bodies in memory, in all
   int64_t gateway_queued_body_bytes_per_tenant = 64 * 1024 * 1024;  // one tenant's, queued
   std::string gateway_upstream_ca_file;  // extra CAs (PEM) trusted for https endpoints
+  // [audit] Signed checkpoints of the audit trail (runtime/audit_checkpointer.h),
+  // kept outside the database. Both files or neither; "" = no checkpoints
+  // (a warning at start: a rewound trail would not show).
+  std::string audit_checkpoint_file;
+  std::string audit_signing_key_file;
+  int64_t audit_checkpoint_interval_s = 60;
+  // A tenant's dedicated deployment must be of a model the tenant is
+  // entitled to (as shared deployments are): an operator that licenses
+  // models per tenant turns this on. Off: a dedicated deployment is the
+  // tenant's own server, serving whatever it names.
+  bool gateway_dedicated_requires_entitlement = false;
+  // [egress] Where a tenant's dedicated deployment may send requests (see
+  // gateway/egress_policy.h). Networks in CIDR form ("10.0.0.0/8").
+  // Opened beyond public addresses, e.g. the cluster network of the
+  // operator's model servers; loopback, link-local, private, CGNAT and
+  // unique-local addresses are closed unless opened here.
+  std::vector<std::string> egress_allowed_networks;
+  std::vector<std::string> egress_denied_networks;  // closed even if public or opened
+  // Host patterns a tenant's endpoint host must match: "*", "*.domain", or
+  // one name or address.
+  std::vector<std::string> egress_allowed_hosts = {"*"};
 };
 
 Result<Config> LoadConfigFile(const std::string& path);
 Result<Config> ParseConfig(const std::string& toml_text, const std::string& source_name);
+
+// The [egress] keys as the policy's rules; kInvalidArgument naming the key
+// for a network or host pattern that does not parse.
+Result<gateway::EgressRules> EgressRulesOf(const Config& config);
 
 // "host:port" → parts; port 0 allowed (any free port).
 Result<std::pair<std::string, int>> ParseListenAddress(const std::string& text);

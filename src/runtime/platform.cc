@@ -1,12 +1,17 @@
 #include "runtime/platform.h"
 
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <csignal>
+#include <cstring>
 #include <filesystem>
+
+#include "identity/signing_key_box.h"
 
 namespace atrium {
 
@@ -21,9 +26,53 @@ std::string UrlOf(const std::string& host, int port) {
   return "http://" + h + ":" + std::to_string(port);
 }
 
+// The listen address `text` (HOST:PORT) is on 0.0.0.0 or ::.
+bool IsWildcardListener(const std::string& text) {
+  auto listen = ParseListenAddress(text);
+  if (!listen.has_value()) return false;
+  auto address = gateway::ParseIpAddress(listen->first);
+  return address && (address->bytes == gateway::IpAddress{}.bytes ||
+                     *address == *gateway::ParseIpAddress("0.0.0.0"));
+}
+
+// This machine's addresses: a listener on 0.0.0.0 or :: is reached on each.
+std::vector<gateway::IpAddress> LocalAddresses() {
+  std::vector<gateway::IpAddress> out;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return out;
+  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr) continue;
+    gateway::IpAddress address;
+    if (i->ifa_addr->sa_family == AF_INET) {
+      const auto* v4 = reinterpret_cast<const sockaddr_in*>(i->ifa_addr);
+      address.bytes[10] = address.bytes[11] = 0xff;
+      std::memcpy(address.bytes.data() + 12, &v4->sin_addr, 4);
+    } else if (i->ifa_addr->sa_family == AF_INET6) {
+      const auto* v6 = reinterpret_cast<const sockaddr_in6*>(i->ifa_addr);
+      std::memcpy(address.bytes.data(), &v6->sin6_addr, 16);
+    } else {
+      continue;
+    }
+    out.push_back(address);
+  }
+  freeifaddrs(list);
+  return out;
+}
+
 }  // namespace
 
 Result<PlatformUrls> Platform::Start() {
+  ATRIUM_ASSIGN_OR_RETURN(gateway::EgressRules rules, EgressRulesOf(config_));
+  egress_ = std::make_shared<gateway::EgressPolicy>(std::move(rules));
+  if (IsWildcardListener(config_.api_listen) || IsWildcardListener(config_.gateway_listen)) {
+    egress_->SetLocalAddresses(LocalAddresses());
+  }
+  if (!config_.run_control_plane) {
+    // The API runs elsewhere; its configured address is the best we know.
+    if (auto api = ParseListenAddress(config_.api_listen); api.has_value() && api->second != 0) {
+      egress_->AddPlatformListener({api->first, static_cast<uint16_t>(api->second)});
+    }
+  }
   ATRIUM_ASSIGN_OR_RETURN(store_, Store::Open(config_.store_url, config_.store_pool_size));
   PlatformUrls urls;
   if (config_.run_control_plane) {
@@ -43,6 +92,9 @@ Result<std::string> Platform::StartGateway() {
       journal_opts, [store](const std::vector<UsageRecord>& records) {
         return store->InsertUsageRecords(records);
       });
+  journal_->SetRefusalSink([store](const std::vector<RefusalCount>& counts) {
+    return store->AddGatewayRefusals(counts);
+  });
   ATRIUM_RETURN_IF_ERROR(journal_->Start());
   policy_ = std::make_unique<gateway_server::PolicyLoader>(
       gateway_server::PolicySource{[store] { return store->GatewayPolicyMarkerForGateway(); },
@@ -64,6 +116,7 @@ Result<std::string> Platform::StartGateway() {
   opts.queued_body_bytes_per_tenant =
       static_cast<size_t>(config_.gateway_queued_body_bytes_per_tenant);
   opts.upstream_ca_file = config_.gateway_upstream_ca_file;
+  opts.egress = egress_;
   opts.dispatcher.discipline = config_.gateway_queue == "fifo"
                                    ? gateway_server::QueueDiscipline::kFifo
                                    : gateway_server::QueueDiscipline::kFair;
@@ -81,6 +134,7 @@ Status Platform::RefreshGatewayPolicy() {
 Result<std::string> Platform::StartControlPlane() {
   IdentityOptions id_opts;
   id_opts.access_token_ttl_s = config_.access_token_ttl_s;
+  ATRIUM_ASSIGN_OR_RETURN(id_opts.signing_key_kek, LoadOrCreateKeyFile(config_.signing_key_file));
   identity_ = std::make_unique<IdentityService>(*store_, SystemClock::Instance(), id_opts);
   ATRIUM_RETURN_IF_ERROR(identity_->Init());
   tenants_ = std::make_unique<TenantService>(*store_, *identity_, SystemClock::Instance());
@@ -89,12 +143,29 @@ Result<std::string> Platform::StartControlPlane() {
   sched_opts.grace_ms = config_.scheduler_grace_s * 1000;
   sched_opts.policy = config_.scheduler_policy;
   sched_opts.tick_ms = config_.scheduler_tick_ms;
+  sched_opts.max_pending_per_tenant = config_.scheduler_max_pending_per_tenant;
+  sched_opts.max_pending_per_project = config_.scheduler_max_pending_per_project;
   scheduling_ =
       std::make_unique<scheduling::SchedulingService>(*store_, SystemClock::Instance(), sched_opts);
   ATRIUM_RETURN_IF_ERROR(scheduling_->Start());
   tenants_->SetObserver(scheduling_.get());
-  api_ = std::make_unique<api::ControlPlaneApi>(api::Services{
-      store_.get(), identity_.get(), tenants_.get(), &SystemClock::Instance(), scheduling_.get()});
+  api::Services services{store_.get(), identity_.get(), tenants_.get(), &SystemClock::Instance(),
+                         scheduling_.get()};
+  if (!config_.audit_checkpoint_file.empty()) {
+    checkpointer_ = std::make_unique<AuditCheckpointer>(
+        *store_, SystemClock::Instance(),
+        AuditCheckpointOptions{config_.audit_checkpoint_file, config_.audit_signing_key_file,
+                               config_.audit_checkpoint_interval_s * 1000});
+    ATRIUM_RETURN_IF_ERROR(checkpointer_->Start());
+    services.audit_checkpoint = [c = checkpointer_.get()] { return c->Latest(); };
+  } else {
+    spdlog::warn(
+        "audit checkpoints are off ([audit] checkpoint_file): a trail cut short or rewound by "
+        "someone with write access to the database would not show");
+  }
+  services.egress = egress_.get();
+  services.dedicated_requires_entitlement = config_.gateway_dedicated_requires_entitlement;
+  api_ = std::make_unique<api::ControlPlaneApi>(services);
 
   ATRIUM_ASSIGN_OR_RETURN(auto listen, ParseListenAddress(config_.api_listen));
   http::ServerOptions opts;
@@ -108,6 +179,7 @@ Result<std::string> Platform::StartControlPlane() {
   server_ = std::make_unique<http::Server>(
       opts, [api = api_.get()](http::Request& req) { return api->Handle(req); });
   ATRIUM_ASSIGN_OR_RETURN(int port, server_->Start());
+  egress_->AddPlatformListener({listen.first, static_cast<uint16_t>(port)});
   return UrlOf(listen.first, port);
 }
 
@@ -129,6 +201,9 @@ void Platform::Stop() {
   api_.reset();
   // The scheduler's timer writes to the store: stop it before the store closes.
   if (scheduling_) scheduling_->Stop();
+  // After every writer of audit records, before the store closes.
+  if (checkpointer_) checkpointer_->Stop();
+  checkpointer_.reset();
   if (tenants_) tenants_->SetObserver(nullptr);
   scheduling_.reset();
   tenants_.reset();
@@ -136,11 +211,14 @@ void Platform::Stop() {
   store_.reset();  // closes every pooled connection
 }
 
-Result<std::string> CreateBootstrapAdminKey(const Config& config) {
+Result<BootstrapAdminResult> CreateBootstrapAdminKey(const Config& config, bool rotate) {
   ATRIUM_ASSIGN_OR_RETURN(auto store, Store::Open(config.store_url, 1));
-  IdentityService identity(*store, SystemClock::Instance());
+  IdentityOptions id_opts;
+  ATRIUM_ASSIGN_OR_RETURN(id_opts.signing_key_kek, LoadOrCreateKeyFile(config.signing_key_file));
+  IdentityService identity(*store, SystemClock::Instance(), id_opts);
   ATRIUM_RETURN_IF_ERROR(identity.Init());
-  return identity.BootstrapAdminKey("bootstrap-admin");
+  return BootstrapPlatformAdmin(*store, identity, SystemClock::Instance(),
+                                {rotate, "cli:bootstrap-admin"});
 }
 
 Status WriteSecretFile(const std::string& path, const std::string& text) {

@@ -8,11 +8,14 @@
 
 #include "api/api.h"
 #include "common/clock.h"
+#include "gateway/egress_policy.h"
 #include "gateway_server/gateway_server.h"
 #include "gateway_server/policy_loader.h"
 #include "gateway_server/usage_journal.h"
 #include "http/server.h"
 #include "identity/identity_service.h"
+#include "runtime/audit_checkpointer.h"
+#include "runtime/bootstrap_admin.h"
 #include "runtime/config.h"
 #include "scheduling/scheduling_service.h"
 #include "store/store.h"
@@ -49,10 +52,14 @@ class Platform {
   Result<std::string> StartGateway();       // returns the gateway URL
 
   Config config_;
+  // Where tenants' dedicated deployments may send requests: the API checks
+  // endpoints against it when they are written, the gateway when it connects.
+  std::shared_ptr<gateway::EgressPolicy> egress_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<IdentityService> identity_;
   std::unique_ptr<TenantService> tenants_;
   std::unique_ptr<scheduling::SchedulingService> scheduling_;
+  std::unique_ptr<AuditCheckpointer> checkpointer_;
   std::unique_ptr<api::ControlPlaneApi> api_;
   std::unique_ptr<http::Server> server_;
   std::unique_ptr<gateway_server::UsageJournal> journal_;
@@ -62,8 +69,10 @@ class Platform {
 
 // Production bootstrap (`atrium bootstrap-admin`): opens the configured
 // store, applies migrations, and returns a new API key of the platform's
-// bootstrap-admin service account, creating the account on first use.
-Result<std::string> CreateBootstrapAdminKey(const Config& config);
+// bootstrap-admin service account, creating the account on first use; both
+// audited. An account that still has an active key is refused unless
+// `rotate` (see runtime/bootstrap_admin.h).
+Result<BootstrapAdminResult> CreateBootstrapAdminKey(const Config& config, bool rotate);
 
 // Writes `text` and a newline to `path` with mode 0600 (created or truncated).
 Status WriteSecretFile(const std::string& path, const std::string& text);

@@ -24,6 +24,9 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(capacity::Fleet fleet,
                                                      SchedulerOptions options) {
   ATRIUM_RETURN_IF_ERROR(capacity::ValidateFleet(fleet));
   if (options.grace_ms < 0) return Error::InvalidArgument("grace_ms must not be negative");
+  if (options.max_pending_per_tenant < 1 || options.max_pending_per_project < 1) {
+    return Error::InvalidArgument("the pending request caps must be positive");
+  }
   for (const capacity::Node& n : fleet.nodes()) {
     if (n.gpus.size() > size_t(kMaxGpusPerNode)) {
       return Error::InvalidArgument("node " + n.name + " has more than " +
@@ -69,6 +72,7 @@ void Scheduler::SetWorkload(const std::vector<AllocationRequest>& recent) {
     samples.push_back(std::move(sample));
   }
   options_.policy_context.workload = BuildTypicalPods(samples);
+  CapacityChanged();
   auto policy = MakePolicy(options_.policy, options_.policy_context);
   if (!policy) return;  // the name was accepted by Create
   std::vector<NodeState> views;
@@ -98,6 +102,31 @@ DecisionRecord Scheduler::Record(DecisionKind kind, const Allocation& a, std::st
 
 // ------------------------------------------------------------ bookkeeping
 
+namespace {
+std::string ProjectKey(std::string_view tenant, std::string_view project) {
+  std::string key(tenant);
+  key += '\0';
+  key += project;
+  return key;
+}
+}  // namespace
+
+void Scheduler::CountPending(const Allocation& a, int delta) {
+  auto add = [&](std::string key) {
+    auto it = pending_.try_emplace(std::move(key), 0).first;
+    it->second += delta;
+    assert(it->second >= 0);
+    if (it->second == 0) pending_.erase(it);
+  };
+  add(a.request.tenant);
+  if (!a.request.project.empty()) add(ProjectKey(a.request.tenant, a.request.project));
+}
+
+int64_t Scheduler::PendingCount(std::string_view tenant, std::string_view project) const {
+  auto it = pending_.find(project.empty() ? std::string(tenant) : ProjectKey(tenant, project));
+  return it == pending_.end() ? 0 : it->second;
+}
+
 void Scheduler::RefreshEngineNode(int32_t node) { engine_->SetNode(node, state_.EngineView(node)); }
 
 void Scheduler::RefreshEngine(const Allocation& a) {
@@ -115,6 +144,7 @@ bool Scheduler::ApplyPlaced(Allocation& a) {
   ledger_.Add(a);
   RefreshEngine(a);
   ++revision_;
+  CapacityChanged();
   return true;
 }
 
@@ -123,6 +153,7 @@ void Scheduler::RemovePlaced(Allocation& a) {
   ledger_.Remove(a);
   RefreshEngine(a);
   ++revision_;
+  CapacityChanged();
 }
 
 void Scheduler::ForgetVictim(const Allocation& victim) {
@@ -131,6 +162,15 @@ void Scheduler::ForgetVictim(const Allocation& victim) {
   if (r == reclaims_.end()) return;
   r->second.erase(victim.id());
   if (r->second.empty()) reclaims_.erase(r);
+}
+
+std::string Scheduler::ReclaimerForVictim(const Allocation& victim) const {
+  auto r = allocations_.find(victim.preempted_for);
+  if (r == allocations_.end()) return "a request that left the queue";
+  if (r->second.request.tenant == victim.request.tenant) {
+    return victim.preempted_for + " (within its tenant's guarantee)";
+  }
+  return "another tenant's guarantee";
 }
 
 std::optional<PlacementContext> Scheduler::ContextFor(const Allocation& a,
@@ -154,16 +194,21 @@ QuotaVerdict Scheduler::QuotaVerdictFor(const Allocation& a) const {
 }
 
 Scheduler::Entitlement Scheduler::ComputeEntitlement() const {
+  // Only requests within their guarantee can be entitled; the verdict of
+  // each does not depend on the others, so the rest (a backlog of borrowers)
+  // is not sorted.
   std::vector<const Allocation*> pending;
   for (const auto& [id, a] : allocations_) {
-    if (a.state == AllocationState::kPending) pending.push_back(&a);
+    if (a.state == AllocationState::kPending &&
+        QuotaVerdictFor(a) == QuotaVerdict::kWithinGuarantee) {
+      pending.push_back(&a);
+    }
   }
   std::sort(pending.begin(), pending.end(),
             [](const Allocation* x, const Allocation* y) { return x->seq < y->seq; });
   std::map<std::pair<std::string, ResourceClass>, int64_t> ahead;  // older entitled charges
   Entitlement out;
   for (const Allocation* a : pending) {
-    if (QuotaVerdictFor(*a) != QuotaVerdict::kWithinGuarantee) continue;
     const ResourceClass rc = ClassOf(a->request);
     const TenantPolicy& t = tenants_.find(a->request.tenant)->second;
     const Quota* q = t.QuotaFor(rc);
@@ -282,12 +327,20 @@ bool Scheduler::KeepsReservations(const Allocation& a, const Placement& p,
 }
 
 bool Scheduler::TryPlace(Allocation& a, const IdList* reserving, DecisionRecords& out) {
+  // A request of a shape that found no room in this generation of the
+  // cluster would find none now either: skipped without a search (and
+  // before the quota check, which cannot make it fit), so a backlog of one
+  // unplaceable shape costs one search, not one per request.
+  if (no_fit_.KnownNotToFit(a.request, generation_)) return false;
   const QuotaVerdict q = QuotaVerdictFor(a);
   if (q == QuotaVerdict::kWaits || q == QuotaVerdict::kNeverFits) return false;
   auto ctx = ContextFor(a, state_);
   if (!ctx) return false;
   auto p = FindPlacement(*ctx, engine_.get());
-  if (!p) return false;
+  if (!p) {
+    no_fit_.NoteNoFit(a.request, generation_);
+    return false;
+  }
   if (reserving != nullptr && !KeepsReservations(a, *p, *reserving)) return false;
   a.placement = p->nodes;
   a.mig_start = p->mig_start;
@@ -300,6 +353,7 @@ bool Scheduler::TryPlace(Allocation& a, const IdList* reserving, DecisionRecords
     a.placed_ms = -1;
     return false;
   }
+  CountPending(a, -1);
   out.push_back(Record(DecisionKind::kPlaced, a));
   return true;
 }
@@ -319,7 +373,7 @@ Scheduler::IdList Scheduler::PreemptExpired(DecisionRecords& out) {
   for (Allocation* a : due) {
     RemovePlaced(*a);
     out.push_back(Record(DecisionKind::kPreempted, *a,
-                         "grace period over; capacity reclaimed for " + a->preempted_for));
+                         "grace period over; capacity reclaimed for " + ReclaimerForVictim(*a)));
     if (std::find(reclaimers.begin(), reclaimers.end(), a->preempted_for) == reclaimers.end()) {
       reclaimers.push_back(a->preempted_for);
     }
@@ -339,7 +393,7 @@ void Scheduler::CancelReclaim(std::string_view reclaimer, DecisionRecords& out) 
     Allocation& a = allocations_.find(v->id())->second;
     a.state = AllocationState::kRunning;
     a.preempt_at_ms = -1;
-    const std::string why = "reclaim for " + a.preempted_for + " no longer needs it";
+    const std::string why = "the reclaim for " + ReclaimerForVictim(a) + " no longer needs it";
     a.preempted_for.clear();
     out.push_back(Record(DecisionKind::kPreemptionCancelled, a, why));
   }
@@ -383,8 +437,7 @@ bool Scheduler::StartReclaim(Allocation& a, int64_t ahead, DecisionRecords& out)
     victim.preempted_for = a.id();
     reclaims_[a.id()].insert(victim.id());
     DecisionRecord r = Record(DecisionKind::kPreemptionScheduled, victim,
-                              "borrowed capacity reclaimed for " + a.id() + " of tenant " +
-                                  a.request.tenant + " (within its guarantee)");
+                              "borrowed capacity reclaimed for " + ReclaimerForVictim(victim));
     r.preempt_at_ms = victim.preempt_at_ms;
     out.push_back(std::move(r));
   }
@@ -497,6 +550,7 @@ void Scheduler::Pass(int64_t now_ms, DecisionRecords& out, IdList freed_for) {
     if (a.state != AllocationState::kPending) continue;
     if (QuotaVerdictFor(a) == QuotaVerdict::kNeverFits) {
       out.push_back(Record(DecisionKind::kRejected, a, QuotaFor(a).reason));
+      CountPending(a, -1);
       rejected.push_back(id);
     }
   }
@@ -525,6 +579,7 @@ Result<DecisionRecords> Scheduler::SetTenant(TenantPolicy policy, int64_t now_ms
   ATRIUM_RETURN_IF_ERROR(ValidateTenantPolicy(policy));
   std::string id = policy.id;
   tenants_.insert_or_assign(std::move(id), std::move(policy));
+  CapacityChanged();
   DecisionRecords out;
   Pass(now_ms, out);
   return out;
@@ -534,6 +589,7 @@ Result<DecisionRecords> Scheduler::Suspend(std::string_view tenant, int64_t now_
   auto t = tenants_.find(tenant);
   if (t == tenants_.end()) return Error::NotFound("unknown tenant " + std::string(tenant));
   t->second.suspended = true;
+  CapacityChanged();
   DecisionRecords out;
   Pass(now_ms, out);
   return out;
@@ -543,6 +599,7 @@ Result<DecisionRecords> Scheduler::Resume(std::string_view tenant, int64_t now_m
   auto t = tenants_.find(tenant);
   if (t == tenants_.end()) return Error::NotFound("unknown tenant " + std::string(tenant));
   t->second.suspended = false;
+  CapacityChanged();
   DecisionRecords out;
   Pass(now_ms, out);
   return out;
@@ -564,11 +621,16 @@ Result<DecisionRecords> Scheduler::Evict(std::string_view tenant, int64_t now_ms
   }
   for (Allocation* a : own) {
     ForgetVictim(*a);
-    if (a->Placed()) RemovePlaced(*a);
+    if (a->Placed()) {
+      RemovePlaced(*a);
+    } else {
+      CountPending(*a, -1);
+    }
     out.push_back(Record(DecisionKind::kReleased, *a, "tenant evicted"));
     allocations_.erase(a->id());
   }
   tenants_.erase(t);
+  CapacityChanged();
   Pass(now_ms, out);
   return out;
 }
@@ -582,6 +644,23 @@ Result<DecisionRecords> Scheduler::Submit(AllocationRequest request, int64_t now
   }
   if (allocations_.contains(request.id)) {
     return Error::AlreadyExists("allocation " + request.id + " already exists");
+  }
+  if (PendingCount(request.tenant) >= options_.max_pending_per_tenant) {
+    return Error::ResourceExhausted(
+        "tenant " + request.tenant + " already has " +
+            std::to_string(PendingCount(request.tenant)) +
+            " pending allocation requests, the most a tenant may queue; cancel some or wait until "
+            "some are placed",
+        /*retry_after_s=*/0);
+  }
+  if (!request.project.empty() &&
+      PendingCount(request.tenant, request.project) >= options_.max_pending_per_project) {
+    return Error::ResourceExhausted(
+        "project " + request.project + " already has " +
+            std::to_string(PendingCount(request.tenant, request.project)) +
+            " pending allocation requests, the most a project may queue; cancel some or wait until "
+            "some are placed",
+        /*retry_after_s=*/0);
   }
   Advance(now_ms);
   DecisionRecords out;
@@ -600,6 +679,7 @@ Result<DecisionRecords> Scheduler::Submit(AllocationRequest request, int64_t now
   a.charge_milli = ChargeMilli(a.request, *capacity::FindGpuModel(a.request.model));
   out.push_back(Record(DecisionKind::kQueued, a));
   const std::string id = a.id();
+  CountPending(a, +1);
   allocations_.emplace(id, std::move(a));
   Pass(now_ms, out);
   return out;
@@ -619,6 +699,7 @@ Result<DecisionRecords> Scheduler::Release(std::string_view id, int64_t now_ms) 
     out.push_back(Record(DecisionKind::kReleased, a, "released"));
   } else {
     CancelReclaim(a.id(), out);
+    CountPending(a, -1);
     out.push_back(Record(DecisionKind::kReleased, a, "cancelled while queued"));
   }
   allocations_.erase(it);
@@ -663,6 +744,7 @@ Result<DecisionRecords> Scheduler::Cordon(std::string_view node, int64_t now_ms)
   auto i = NodeByName(node);
   if (!i) return std::move(i).error();
   fleet_->FindMutableNode(node)->cordoned = true;
+  CapacityChanged();
   DecisionRecords out;
   Pass(now_ms, out);
   return out;
@@ -672,6 +754,7 @@ Result<DecisionRecords> Scheduler::Drain(std::string_view node, int64_t now_ms) 
   auto i = NodeByName(node);
   if (!i) return std::move(i).error();
   fleet_->FindMutableNode(node)->draining = true;
+  CapacityChanged();
   Advance(now_ms);
   DecisionRecords out;
   RequestMoves(*i, -1, "node " + std::string(node) + " is draining", out);
@@ -685,6 +768,7 @@ Result<DecisionRecords> Scheduler::Uncordon(std::string_view node, int64_t now_m
   capacity::Node* n = fleet_->FindMutableNode(node);
   n->cordoned = false;
   n->draining = false;
+  CapacityChanged();
   DecisionRecords out;
   Pass(now_ms, out);
   return out;
@@ -700,6 +784,7 @@ Result<DecisionRecords> Scheduler::SetGpuHealth(std::string_view node, int gpu, 
   }
   n->gpus[size_t(gpu)].healthy = healthy;
   RefreshEngineNode(*i);
+  CapacityChanged();
   Advance(now_ms);
   DecisionRecords out;
   if (!healthy) {
@@ -735,7 +820,8 @@ std::vector<std::string> Scheduler::Queue() const {
   return out;
 }
 
-Result<std::string> Scheduler::Explain(std::string_view id) const {
+Result<std::string> Scheduler::Explain(std::string_view id, Audience audience) const {
+  const bool staff = audience == Audience::kStaff;
   const Allocation* a = Find(id);
   if (a == nullptr) return Error::NotFound("unknown allocation " + std::string(id));
   if (a->Placed()) {
@@ -744,8 +830,14 @@ Result<std::string> Scheduler::Explain(std::string_view id) const {
     if (!r.mig_profile.empty()) out += " mig " + r.mig_profile + "@" + std::to_string(r.mig_start);
     out += " since " + Ms(a->placed_ms);
     if (a->state == AllocationState::kPreempting) {
-      out += "; preempted at " + Ms(a->preempt_at_ms) + " to reclaim borrowed capacity for " +
-             a->preempted_for;
+      out += "; preempted at " + Ms(a->preempt_at_ms) + " to reclaim borrowed capacity for ";
+      const Allocation* reclaimer = Find(a->preempted_for);
+      if (staff) {
+        out += a->preempted_for +
+               (reclaimer != nullptr ? " of tenant " + reclaimer->request.tenant : std::string());
+      } else {
+        out += ReclaimerForVictim(*a);
+      }
     }
     return out;
   }
@@ -786,14 +878,35 @@ Result<std::string> Scheduler::Explain(std::string_view id) const {
   }
   const auto victims = VictimsOf(a->id());
   if (!victims.empty()) {
+    // Staff see every victim; a tenant sees only its own allocations named,
+    // never which or how many of another tenant's work make room for it.
     std::string ids;
+    int own = 0;
+    bool others = false;
     int64_t grace_end = 0;
     for (const Allocation* v : victims) {
-      ids += (ids.empty() ? "" : ", ") + v->id();
       grace_end = std::max(grace_end, v->preempt_at_ms);
+      if (!staff && v->request.tenant != a->request.tenant) {
+        others = true;
+        continue;
+      }
+      ids += (ids.empty() ? "" : ", ") + v->id();
+      ++own;
     }
-    lines.push_back("waits for reclaim of " + std::to_string(victims.size()) + " allocations (" +
-                    ids + "); grace ends at " + Ms(grace_end));
+    if (staff) {
+      lines.push_back("waits for reclaim of " + std::to_string(victims.size()) + " allocations (" +
+                      ids + "); grace ends at " + Ms(grace_end));
+    } else if (!others) {
+      lines.push_back("waits for reclaim of " + std::to_string(own) +
+                      " of its tenant's own allocations (" + ids + "); grace ends at " +
+                      Ms(grace_end));
+    } else {
+      lines.push_back("waits for reclaim of borrowed capacity" +
+                      (own > 0 ? " (and of " + std::to_string(own) +
+                                     " of its tenant's own allocations: " + ids + ")"
+                               : std::string()) +
+                      "; grace ends at " + Ms(grace_end));
+    }
   } else if (q.verdict == QuotaVerdict::kWithinGuarantee) {
     lines.push_back("no borrowed capacity would make room; waits for releases");
   } else if (q.verdict == QuotaVerdict::kBorrows) {
@@ -841,9 +954,11 @@ Status Scheduler::Restore(const std::vector<Allocation>& allocations) {
     next_seq_ = std::max(next_seq_, a.seq + 1);
     now_ms_ = std::max({now_ms_, a.submitted_ms, a.placed_ms});
     if (a.state == AllocationState::kPreempting) reclaims_[a.preempted_for].insert(a.id());
+    if (!a.Placed()) CountPending(a, +1);
     allocations_.emplace(a.id(), a);
   }
   for (int32_t i = 0; i < state_.node_count(); ++i) RefreshEngineNode(i);
+  CapacityChanged();
   return OkStatus();
 }
 

@@ -49,6 +49,7 @@
 #include "scheduler/placement.h"
 #include "scheduler/policies.h"
 #include "scheduler/quota.h"
+#include "scheduler/shape_memo.h"
 #include "scheduler/tenant_policy.h"
 
 namespace atrium::sched {
@@ -62,6 +63,13 @@ struct SchedulerOptions {
   // Workload for fragmentation-aware policies; may be empty.
   PolicyContext policy_context;
   uint64_t seed = 1;
+  // The most queued (pending) requests one tenant may hold, and one project
+  // of a tenant; a submission beyond either is refused (ResourceExhausted)
+  // and changes nothing, like Slurm's MaxSubmitJobs. Bounds what one
+  // tenant's backlog costs every other tenant's scheduling. Defaults 1,000
+  // and 500; both must be positive.
+  int64_t max_pending_per_tenant = 1'000;
+  int64_t max_pending_per_project = 500;
 };
 
 using DecisionRecords = std::vector<DecisionRecord>;
@@ -89,7 +97,8 @@ class Scheduler {
   // Admits a request: a kRejected record when it can never fit, otherwise a
   // kQueued record followed by whatever the pass decided. Errors (nothing
   // changes): InvalidArgument for an empty or over-long id, AlreadyExists
-  // for an id the scheduler holds.
+  // for an id the scheduler holds, ResourceExhausted when the tenant or the
+  // project already holds its most pending requests (the options' caps).
   Result<DecisionRecords> Submit(AllocationRequest request, int64_t now_ms);
   // Releases a running allocation or cancels a queued one. NotFound if the
   // scheduler does not hold `id`.
@@ -108,13 +117,22 @@ class Scheduler {
   Result<DecisionRecords> SetGpuHealth(std::string_view node, int gpu, bool healthy,
                                        int64_t now_ms);
 
+  // Pending requests the tenant (project "": all of the tenant's) holds.
+  int64_t PendingCount(std::string_view tenant, std::string_view project = {}) const;
+
   // --- queries ---
+  // Who an explanation is for. A tenant (kOwner) is never told which of
+  // another tenant's allocations a reclaim takes, nor which allocation of
+  // another tenant takes its own: it reads "reclaimed for another tenant's
+  // guarantee" / "waits for reclaim of borrowed capacity". Platform staff
+  // (kStaff) see the allocation ids and tenants.
+  enum class Audience { kOwner, kStaff };
   // Why a queued request waits (or where a running one runs), in words:
   // the quota with used/guarantee/limit, the constraints that refuse nodes
   // (isolation tier, pool, region, power budget with watts needed and left),
-  // and what it waits for (reclaim of N allocations, grace end). NotFound
+  // and what it waits for (reclaim of borrowed capacity, grace end). NotFound
   // for an id the scheduler does not hold.
-  Result<std::string> Explain(std::string_view id) const;
+  Result<std::string> Explain(std::string_view id, Audience audience = Audience::kOwner) const;
   // Every held allocation, in submission order. The shell persists these.
   std::vector<Allocation> Allocations() const;
   // nullptr when not held. Valid until the next mutating call.
@@ -185,6 +203,11 @@ class Scheduler {
   // Returns the reclaimers whose victims it preempted.
   IdList PreemptExpired(DecisionRecords& out);
   void CancelReclaim(std::string_view reclaimer, DecisionRecords& out);
+  // What a victim's records say it was reclaimed for: the reclaiming
+  // allocation's id when it is of the victim's own tenant, otherwise only
+  // "another tenant's guarantee" (decision reasons are stored on the
+  // victim's allocation and shown to its tenant).
+  std::string ReclaimerForVictim(const Allocation& victim) const;
   // Removes a kPreempting allocation from reclaims_ (it is going away).
   void ForgetVictim(const Allocation& victim);
   bool ApplyPlaced(Allocation& a);
@@ -209,6 +232,11 @@ class Scheduler {
   Result<int32_t> NodeByName(std::string_view node) const;
   void RequestMoves(int32_t node, int gpu, std::string_view reason, DecisionRecords& out);
   DecisionRecord Record(DecisionKind kind, const Allocation& a, std::string reason = {}) const;
+  // Keeps pending_ in step when `a` enters (+1) or leaves (-1) the queue.
+  void CountPending(const Allocation& a, int delta);
+  // Something changed that can alter a placement search's answer (see
+  // ShapeMemo): earlier "does not fit" marks no longer hold.
+  void CapacityChanged() { ++generation_; }
 
   std::unique_ptr<capacity::Fleet> fleet_;  // owned; ClusterState points into it
   SchedulerOptions options_;
@@ -225,6 +253,15 @@ class Scheduler {
   // Bumped whenever a placement is taken or given back or a victim is let
   // go: a reclaim that failed at the same revision would fail again.
   uint64_t revision_ = 0;
+  // Bumped on every change that can alter a placement search's answer: a
+  // placement taken or given back, node flags or health, a tenant's policy,
+  // the placement policy. Shapes that found no placement in this generation
+  // are skipped without a search (no_fit_).
+  uint64_t generation_ = 0;
+  ShapeMemo no_fit_;
+  // Pending requests per tenant (key: tenant) and per project (key: tenant,
+  // NUL, project), for the submission caps.
+  std::map<std::string, int64_t, std::less<>> pending_;
   uint64_t next_seq_ = 1;
   int64_t now_ms_ = 0;
 };

@@ -106,6 +106,8 @@ Status SchedulingService::LoadLocked() {
   sched::SchedulerOptions opts;
   opts.grace_ms = options_.grace_ms;
   opts.policy = options_.policy;
+  opts.max_pending_per_tenant = options_.max_pending_per_tenant;
+  opts.max_pending_per_project = options_.max_pending_per_project;
   ATRIUM_ASSIGN_OR_RETURN(auto scheduler, sched::Scheduler::Create(std::move(*fleet), opts));
 
   ATRIUM_ASSIGN_OR_RETURN(auto quotas, store_.ListAllQuotasForScheduler());
@@ -192,6 +194,7 @@ void SchedulingService::NoteRequestLocked(const sched::AllocationRequest& reques
 Status SchedulingService::CommitLocked(const RequestOrigin& by,
                                        const sched::DecisionRecords& decisions,
                                        SchedulingCommit commit, const Subject& caused_by_caller,
+                                       const std::string& caller_tenant,
                                        const std::string& new_allocation_id,
                                        const std::string& new_allocation_creator) {
   const int64_t now = clock_.NowMillis();
@@ -233,7 +236,8 @@ Status SchedulingService::CommitLocked(const RequestOrigin& by,
     if (d.kind == sched::DecisionKind::kRejected && d.allocation_id == new_allocation_id) continue;
     AuditRecord a;
     a.time = now;
-    if (caused_by_caller && caused_by_caller(d)) {
+    const bool by_caller = caused_by_caller && caused_by_caller(d);
+    if (by_caller) {
       a.actor = by.actor;
       a.actor_role = by.actor_role;
     } else {
@@ -243,8 +247,14 @@ Status SchedulingService::CommitLocked(const RequestOrigin& by,
     a.action = "scheduler." + std::string(sched::DecisionKindName(d.kind));
     a.target = AllocationTarget(d.tenant, d.allocation_id);
     a.outcome = "allowed";
-    a.request_id = by.request_id;
-    a.source = by.source;
+    // The caller's request id and address go only into its own tenant's
+    // chain and onto what it did itself: a decision the pass made for
+    // another tenant (a reclaim victim, a placement a release let in) must
+    // not tell that tenant who asked, from where.
+    if (by_caller || (!caller_tenant.empty() && d.tenant == caller_tenant)) {
+      a.request_id = by.request_id;
+      a.source = by.source;
+    }
     commit.audit.push_back(std::move(a));
   }
   if (auto committed = store_.CommitScheduling(commit); !committed) {
@@ -271,7 +281,7 @@ Status SchedulingService::Tick() {
   if (!scheduler_) return Error::FailedPrecondition("the scheduler is not started");
   sched::DecisionRecords decisions = scheduler_->AdvanceTime(clock_.NowMillis());
   if (decisions.empty()) return OkStatus();
-  return CommitLocked(RequestOrigin{.actor = kSchedulerActor}, decisions, {}, nullptr);
+  return CommitLocked(RequestOrigin{.actor = kSchedulerActor}, decisions, {}, nullptr, "");
 }
 
 // ------------------------------------------------------------ allocations
@@ -308,8 +318,8 @@ Result<AllocationRecord> SchedulingService::Submit(const RequestOrigin& by,
     if (d.allocation_id == id && d.kind == sched::DecisionKind::kRejected) rejected = d.reason;
   }
   ATRIUM_RETURN_IF_ERROR(CommitLocked(
-      by, decisions, {}, [&](const sched::DecisionRecord& d) { return d.allocation_id == id; }, id,
-      user_id));
+      by, decisions, {}, [&](const sched::DecisionRecord& d) { return d.allocation_id == id; },
+      tenant_id, id, user_id));
   if (rejected) return Error::FailedPrecondition("the request can never fit: " + *rejected);
   NoteRequestLocked(submitted);
   return store_.GetAllocation(TenantScope::Of(tenant_id), id);
@@ -329,16 +339,17 @@ Result<AllocationRecord> SchedulingService::Release(const RequestOrigin& by,
   ATRIUM_ASSIGN_OR_RETURN(sched::DecisionRecords decisions,
                           scheduler_->Release(id, clock_.NowMillis()));
   ATRIUM_RETURN_IF_ERROR(CommitLocked(
-      by, decisions, {}, [&](const sched::DecisionRecord& d) { return d.allocation_id == id; }));
+      by, decisions, {}, [&](const sched::DecisionRecord& d) { return d.allocation_id == id; },
+      tenant_id));
   return store_.GetAllocation(TenantScope::Of(tenant_id), id);
 }
 
-Result<std::string> SchedulingService::Explain(const std::string& tenant_id,
-                                               const std::string& id) {
+Result<std::string> SchedulingService::Explain(const std::string& tenant_id, const std::string& id,
+                                               sched::Scheduler::Audience audience) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!scheduler_) return Error::Unavailable("the scheduler is not started");
   const sched::Allocation* a = scheduler_->Find(id);
-  if (a != nullptr && a->request.tenant == tenant_id) return scheduler_->Explain(id);
+  if (a != nullptr && a->request.tenant == tenant_id) return scheduler_->Explain(id, audience);
   ATRIUM_ASSIGN_OR_RETURN(AllocationRecord r, store_.GetAllocation(TenantScope::Of(tenant_id), id));
   return r.state + " at " + std::to_string(r.ended_ms) + " ms: " + r.reason;
 }
@@ -355,7 +366,7 @@ Result<sched::TenantPolicy> SchedulingService::PolicyLocked(const std::string& t
   ATRIUM_ASSIGN_OR_RETURN(sched::TenantPolicy policy, PolicyFromRecords(t, quotas, projects));
   ATRIUM_ASSIGN_OR_RETURN(auto decisions, scheduler_->SetTenant(policy, clock_.NowMillis()));
   ATRIUM_RETURN_IF_ERROR(
-      CommitLocked(RequestOrigin{.actor = kSchedulerActor}, decisions, {}, nullptr));
+      CommitLocked(RequestOrigin{.actor = kSchedulerActor}, decisions, {}, nullptr, ""));
   return policy;
 }
 
@@ -388,7 +399,7 @@ Result<std::vector<QuotaRecord>> SchedulingService::SetQuota(const RequestOrigin
     SchedulingCommit commit;
     commit.quotas.push_back({tenant_id, project, rc->model, std::string(sched::KindName(rc->kind)),
                              change.guarantee_milli, change.limit_milli, clock_.NowMillis()});
-    ATRIUM_RETURN_IF_ERROR(CommitLocked(by, decisions, std::move(commit), nullptr));
+    ATRIUM_RETURN_IF_ERROR(CommitLocked(by, decisions, std::move(commit), nullptr, tenant_id));
   }
   return store_.ListQuotas(TenantScope::Of(tenant_id));
 }
@@ -408,7 +419,7 @@ Result<ProjectRecord> SchedulingService::CreateProject(const RequestOrigin& by,
   SchedulingCommit commit;
   ProjectRecord project{tenant_id, name, clock_.NowMillis()};
   commit.new_projects.push_back(project);
-  ATRIUM_RETURN_IF_ERROR(CommitLocked(by, decisions, std::move(commit), nullptr));
+  ATRIUM_RETURN_IF_ERROR(CommitLocked(by, decisions, std::move(commit), nullptr, tenant_id));
   return project;
 }
 
@@ -428,7 +439,7 @@ Status SchedulingService::DeleteProject(const RequestOrigin& by, const std::stri
   ATRIUM_ASSIGN_OR_RETURN(auto decisions, scheduler_->SetTenant(policy, clock_.NowMillis()));
   SchedulingCommit commit;
   commit.deleted_projects.emplace_back(tenant_id, name);
-  return CommitLocked(by, decisions, std::move(commit), nullptr);
+  return CommitLocked(by, decisions, std::move(commit), nullptr, tenant_id);
 }
 
 // ---------------------------------------------------------------- inventory
@@ -447,9 +458,10 @@ Status SchedulingService::NodeOp(const RequestOrigin& by, const std::string& nod
   commit.node_flags.push_back(NodeFlagsOf(*scheduler_->fleet().FindNode(node)));
   // Move requests are the operator's doing; placements the pass made are
   // the scheduler's.
-  return CommitLocked(by, *decisions, std::move(commit), [](const sched::DecisionRecord& d) {
-    return d.kind == sched::DecisionKind::kMoveRequested;
-  });
+  return CommitLocked(
+      by, *decisions, std::move(commit),
+      [](const sched::DecisionRecord& d) { return d.kind == sched::DecisionKind::kMoveRequested; },
+      "");
 }
 
 Status SchedulingService::Cordon(const RequestOrigin& by, const std::string& node) {
@@ -470,9 +482,10 @@ Status SchedulingService::SetGpuHealth(const RequestOrigin& by, const std::strin
                           scheduler_->SetGpuHealth(node, gpu, healthy, clock_.NowMillis()));
   SchedulingCommit commit;
   commit.node_flags.push_back(NodeFlagsOf(*scheduler_->fleet().FindNode(node)));
-  return CommitLocked(by, decisions, std::move(commit), [](const sched::DecisionRecord& d) {
-    return d.kind == sched::DecisionKind::kMoveRequested;
-  });
+  return CommitLocked(
+      by, decisions, std::move(commit),
+      [](const sched::DecisionRecord& d) { return d.kind == sched::DecisionKind::kMoveRequested; },
+      "");
 }
 
 SchedulingService::NodePage SchedulingService::Nodes(std::string_view viewer_tenant,
@@ -552,7 +565,8 @@ void SchedulingService::TenantChanged(const Tenant& tenant) {
     spdlog::error("scheduler: tenant {}: {}", tenant.id, decisions.error().message);
     return;
   }
-  if (auto s = CommitLocked(RequestOrigin{.actor = kSchedulerActor}, *decisions, {}, nullptr); !s) {
+  if (auto s = CommitLocked(RequestOrigin{.actor = kSchedulerActor}, *decisions, {}, nullptr, "");
+      !s) {
     spdlog::error("scheduler: tenant {}: {}", tenant.id, s.error().message);
   }
 }
@@ -562,8 +576,9 @@ Status SchedulingService::TenantEvicting(const std::string& tenant_id, const Req
   if (!scheduler_) return OkStatus();
   if (!scheduler_->tenants().contains(tenant_id)) return OkStatus();  // nothing held
   ATRIUM_ASSIGN_OR_RETURN(auto decisions, scheduler_->Evict(tenant_id, clock_.NowMillis()));
-  return CommitLocked(by, decisions, {},
-                      [&](const sched::DecisionRecord& d) { return d.tenant == tenant_id; });
+  return CommitLocked(
+      by, decisions, {}, [&](const sched::DecisionRecord& d) { return d.tenant == tenant_id; },
+      tenant_id);
 }
 
 }  // namespace atrium::scheduling

@@ -65,6 +65,11 @@ struct SchedulingOptions {
   // How often the timer runs a scheduling pass. 0: no timer thread (tests
   // call Tick). Default 1 s.
   int64_t tick_ms = 1000;
+  // The most pending allocation requests per tenant and per project; a
+  // submission beyond either is refused (ResourceExhausted, 429). Defaults
+  // 1,000 and 500 (sched::SchedulerOptions).
+  int64_t max_pending_per_tenant = 1'000;
+  int64_t max_pending_per_project = 500;
 };
 
 // The audit actor of decisions nobody asked for directly: placements of
@@ -110,8 +115,12 @@ class SchedulingService final : public TenantObserver {
   // the tenant has no such allocation; FailedPrecondition when it has ended.
   Result<AllocationRecord> Release(const RequestOrigin& by, const std::string& tenant_id,
                                    const std::string& id);
-  // Why it waits, or where it runs, in words.
-  Result<std::string> Explain(const std::string& tenant_id, const std::string& id);
+  // Why it waits, or where it runs, in words. The tenant's own audience
+  // (the default) is never told which of another tenant's allocations a
+  // reclaim involves; platform staff (kStaff) are.
+  Result<std::string> Explain(
+      const std::string& tenant_id, const std::string& id,
+      sched::Scheduler::Audience audience = sched::Scheduler::Audience::kOwner);
 
   // --- quotas and projects ---
   // Sets one class of the tenant's quota (project "") or of a project's
@@ -173,10 +182,13 @@ class SchedulingService final : public TenantObserver {
   void NoteRequestLocked(const sched::AllocationRequest& request);  // REQUIRES(mu_)
   // Persists `decisions` plus `commit` in one transaction. Decisions for
   // which `caused_by_caller` holds are audited as `by`; the rest as the
-  // scheduler. `new_allocation`: the submitted request's creator.
+  // scheduler. `by`'s request id and source are recorded only on the
+  // caller's own decisions and on decisions of `caller_tenant` (the tenant
+  // the call acts for; "" for platform operations), never in another
+  // tenant's chain. `new_allocation`: the submitted request's creator.
   Status CommitLocked(const RequestOrigin& by, const sched::DecisionRecords& decisions,
                       SchedulingCommit commit, const Subject& caused_by_caller,
-                      const std::string& new_allocation_id = "",
+                      const std::string& caller_tenant, const std::string& new_allocation_id = "",
                       const std::string& new_allocation_creator = "");     // REQUIRES(mu_)
   Result<sched::TenantPolicy> PolicyLocked(const std::string& tenant_id);  // REQUIRES(mu_)
   Status NodeOp(const RequestOrigin& by, const std::string& node, const char* what);

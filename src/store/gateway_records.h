@@ -86,6 +86,43 @@ struct UsageRecord {
   std::string status;  // completed | cancelled | failed | rejected
   int http_status = 0;
   int64_t created_at = 0;  // ms since epoch, arrival
+  // "" or kUsageOverBound: the model server reported more tokens than the
+  // request could have used; the counts above are the bound, not the claim.
+  std::string flag;
+};
+
+inline constexpr const char* kUsageOverBound = "usage_over_bound";
+
+// Token counts of one usage record are stored at most this large (2^32 - 1,
+// thousands of times any context window): a sum over fewer than 2^31
+// records then never overflows a signed 64-bit integer, in SQL or in C++.
+inline constexpr int64_t kMaxRecordTokens = (int64_t{1} << 32) - 1;
+
+// Requests the gateway refused before any model server saw them (a limit, an
+// unknown model, an invalid body), counted per tenant, key, reason and
+// minute instead of one usage record each: a refusal costs the platform
+// nothing to serve and must cost it nothing unbounded to record.
+struct RefusalCount {
+  std::string tenant_id;
+  std::string key_id;
+  std::string reason;     // the refusal's code, e.g. rate_limit_exceeded, model_not_found
+  int64_t minute_at = 0;  // ms since epoch, the start of the minute
+  int64_t count = 0;
+};
+
+// A tenant's refusals over a time range, per key and reason.
+struct RefusalTotals {
+  std::string key_id;
+  std::string reason;
+  int64_t count = 0;
+  int64_t first_minute_at = 0;  // ms since epoch, the first minute with one
+  int64_t last_minute_at = 0;   // and the last
+};
+
+struct RefusalFilter {
+  int64_t from = 0;  // minute_at >= from (ms); 0 = no bound
+  int64_t to = 0;    // minute_at <  to (ms);   0 = no bound
+  std::string key_id;
 };
 
 struct UsageFilter {

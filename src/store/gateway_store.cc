@@ -144,9 +144,10 @@ bool IsEmpty(const GatewayLimitRecord& r) {
 
 constexpr char kUsageColumns[] =
     "id, tenant_id, key_id, model, deployment_id, endpoint, api, stream, input_tokens, "
-    "output_tokens, cached_tokens, queue_ms, ttft_ms, total_ms, status, http_status, created_at";
-constexpr size_t kUsageColumnCount = 17;
-// Rows per INSERT: 17 parameters each stays under SQLite's oldest limit of
+    "output_tokens, cached_tokens, queue_ms, ttft_ms, total_ms, status, http_status, created_at, "
+    "flag";
+constexpr size_t kUsageColumnCount = 18;
+// Rows per INSERT: 18 parameters each stays under SQLite's oldest limit of
 // 999 parameters per statement.
 constexpr size_t kUsageRowsPerInsert = 50;
 
@@ -206,17 +207,30 @@ UsageRecord UsageFromRow(const Row& r) {
   u.status = r.Text(14);
   u.http_status = r.Int(15);
   u.created_at = r.Int(16);
+  u.flag = r.Text(17);
   return u;
 }
+
+// A token count as stored: 0..kMaxRecordTokens, so that sums of fewer than
+// 2^31 records fit an int64 in SQLite's SUM (which fails on overflow),
+// PostgreSQL's and the reader's.
+int64_t StoredTokens(int64_t n) { return std::clamp<int64_t>(n, 0, kMaxRecordTokens); }
 
 // The record's text is referenced, not copied: `u` outlives the insert.
 void AppendUsageValues(const UsageRecord& u, std::vector<Value>& out) {
   using sql::TextRef;
-  out.insert(out.end(),
-             {TextRef{u.id}, TextRef{u.tenant_id}, TextRef{u.key_id}, TextRef{u.model},
-              TextRef{u.deployment_id}, TextRef{u.endpoint}, TextRef{u.api}, Flag(u.stream),
-              u.input_tokens, u.output_tokens, u.cached_tokens, u.queue_ms, u.ttft_ms, u.total_ms,
-              TextRef{u.status}, int64_t{u.http_status}, u.created_at});
+  out.insert(
+      out.end(),
+      {TextRef{u.id}, TextRef{u.tenant_id}, TextRef{u.key_id}, TextRef{u.model},
+       TextRef{u.deployment_id}, TextRef{u.endpoint}, TextRef{u.api}, Flag(u.stream),
+       StoredTokens(u.input_tokens), StoredTokens(u.output_tokens), StoredTokens(u.cached_tokens),
+       u.queue_ms, u.ttft_ms, u.total_ms, TextRef{u.status}, int64_t{u.http_status}, u.created_at,
+       // A count cut to the bound is flagged like an implausible report.
+       TextRef{StoredTokens(u.input_tokens) != u.input_tokens ||
+                       StoredTokens(u.output_tokens) != u.output_tokens ||
+                       StoredTokens(u.cached_tokens) != u.cached_tokens
+                   ? std::string_view(kUsageOverBound)
+                   : std::string_view(u.flag)}});
 }
 
 // The usage cursor: "<created_at>.<id>" of the last record of a page.
@@ -496,9 +510,11 @@ Status Store::InsertUsageRecords(const std::vector<UsageRecord>& records) {
     }
   }
   return StatusOf(db_->Transact<bool>([&](sql::Connection& c) -> Result<bool> {
-    // Which tenants still exist. On PostgreSQL the share lock makes an
-    // eviction that runs at the same time wait for this batch (and then
-    // delete its rows) or, if it came first, leaves no row to find here.
+    // Which tenants exist or were evicted: an evicted tenant's usage is kept
+    // (billing records outlive the tenant), even when it arrives after the
+    // eviction. On PostgreSQL the share lock makes an eviction that runs at
+    // the same time wait for this batch, or, if it came first, leaves its
+    // evicted_tenants row (same transaction) for the second look to find.
     const bool pg = c.dialect() == sql::Dialect::kPostgres;
     std::set<std::string> tenants;
     for (const auto& u : records) tenants.insert(u.tenant_id);
@@ -508,7 +524,13 @@ Status Store::InsertUsageRecords(const std::vector<UsageRecord>& records) {
                               c.Exec(pg ? "SELECT id FROM tenants WHERE id = $1 FOR SHARE"
                                         : "SELECT id FROM tenants WHERE id = $1",
                                      {t}));
-      if (!rows.rows.empty()) live.insert(t);
+      if (!rows.rows.empty()) {
+        live.insert(t);
+        continue;
+      }
+      ATRIUM_ASSIGN_OR_RETURN(auto evicted,
+                              c.Exec("SELECT id FROM evicted_tenants WHERE id = $1", {t}));
+      if (!evicted.rows.empty()) live.insert(t);
     }
     std::vector<const UsageRecord*> kept;
     for (const auto& u : records) {
@@ -560,6 +582,9 @@ Result<std::vector<UsageTotals>> Store::SummarizeUsage(const TenantScope& scope,
   }
   std::vector<Value> params;
   std::string where = UsageWhere(scope, filter, params);
+  // Every stored count is at most kMaxRecordTokens (written so, and
+  // migration 4 brought older rows under it): these SUMs fit an int64 for
+  // fewer than 2^31 records, which SQLite needs (its SUM fails on overflow).
   std::string q = "SELECT " + (column.empty() ? std::string("''") : column) +
                   ", COUNT(*), SUM(input_tokens), SUM(output_tokens), SUM(cached_tokens) FROM "
                   "usage_records WHERE " +
@@ -571,6 +596,70 @@ Result<std::vector<UsageTotals>> Store::SummarizeUsage(const TenantScope& scope,
     // SUM over no rows is NULL, which reads as 0.
     out.push_back({r.Text(0), r.Int(1), r.Int(2), r.Int(3), r.Int(4)});
   }
+  return out;
+}
+
+// ---------------------------------------------------------------- refusals
+
+Status Store::AddGatewayRefusals(const std::vector<RefusalCount>& counts) {
+  if (counts.empty()) return OkStatus();
+  for (const auto& r : counts) {
+    if (r.tenant_id.empty() || r.reason.empty() || r.count <= 0) {
+      return Error::InvalidArgument("refusal count needs a tenant, a reason and a positive count");
+    }
+  }
+  return StatusOf(db_->Transact<bool>([&](sql::Connection& c) -> Result<bool> {
+    // As for usage records: counts of a tenant evicted meanwhile are dropped.
+    const bool pg = c.dialect() == sql::Dialect::kPostgres;
+    std::map<std::string, bool> live;
+    for (const auto& r : counts) {
+      auto [it, fresh] = live.emplace(r.tenant_id, false);
+      if (!fresh) continue;
+      ATRIUM_ASSIGN_OR_RETURN(auto rows,
+                              c.Exec(pg ? "SELECT id FROM tenants WHERE id = $1 FOR SHARE"
+                                        : "SELECT id FROM tenants WHERE id = $1",
+                                     {r.tenant_id}));
+      it->second = !rows.rows.empty();
+    }
+    for (const auto& r : counts) {
+      if (!live[r.tenant_id]) continue;
+      // A minute's count stops at kMaxRecordTokens (70 million refusals a
+      // second would reach it), so that SUMs over rows cannot overflow.
+      ATRIUM_RETURN_IF_ERROR(
+          c.Exec("INSERT INTO gateway_refusals (tenant_id, key_id, reason, minute_at, requests) "
+                 "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (tenant_id, minute_at, key_id, reason) "
+                 "DO UPDATE SET requests = CASE WHEN gateway_refusals.requests > $6 - excluded.requests "
+                 "THEN $6 ELSE gateway_refusals.requests + excluded.requests END",
+                 {r.tenant_id, r.key_id, r.reason, r.minute_at,
+                  std::min<int64_t>(r.count, kMaxRecordTokens), kMaxRecordTokens}));
+    }
+    return true;
+  }));
+}
+
+Result<std::vector<RefusalTotals>> Store::SummarizeGatewayRefusals(const TenantScope& scope,
+                                                                   const RefusalFilter& filter) {
+  std::vector<Value> params{scope.tenant_id};
+  std::string q =
+      "SELECT key_id, reason, SUM(requests), MIN(minute_at), MAX(minute_at) FROM gateway_refusals "
+      "WHERE tenant_id = $1";
+  if (filter.from != 0) {
+    params.push_back(filter.from);
+    q += " AND minute_at >= " + P(params.size());
+  }
+  if (filter.to != 0) {
+    params.push_back(filter.to);
+    q += " AND minute_at < " + P(params.size());
+  }
+  if (!filter.key_id.empty()) {
+    params.push_back(filter.key_id);
+    q += " AND key_id = " + P(params.size());
+  }
+  q += " GROUP BY key_id, reason ORDER BY key_id, reason";
+  ATRIUM_ASSIGN_OR_RETURN(auto rows, db_->Exec(q, params));
+  std::vector<RefusalTotals> out;
+  for (const auto& r : rows.rows)
+    out.push_back({r.Text(0), r.Text(1), r.Int(2), r.Int(3), r.Int(4)});
   return out;
 }
 

@@ -270,6 +270,47 @@ CREATE TABLE gateway_policy_version (
 );
 INSERT INTO gateway_policy_version (id, version) VALUES (1, 0);
 )sql"},
+    // Usage records flag implausible upstream reports, and hold token counts
+    // of at most 2^32 - 1 each (kMaxRecordTokens), so that SUMs cannot
+    // overflow: rows written before are brought under the bound (and
+    // flagged). Refusals are counted per tenant, key, reason and minute.
+    {4, "gateway: bounded usage, refusal counts",
+     R"sql(
+ALTER TABLE usage_records ADD COLUMN flag TEXT NOT NULL DEFAULT '';
+UPDATE usage_records SET flag = 'usage_over_bound',
+  input_tokens = CASE WHEN input_tokens > 4294967295 THEN 4294967295
+                      WHEN input_tokens < 0 THEN 0 ELSE input_tokens END,
+  output_tokens = CASE WHEN output_tokens > 4294967295 THEN 4294967295
+                       WHEN output_tokens < 0 THEN 0 ELSE output_tokens END,
+  cached_tokens = CASE WHEN cached_tokens > 4294967295 THEN 4294967295
+                       WHEN cached_tokens < 0 THEN 0 ELSE cached_tokens END
+  WHERE input_tokens > 4294967295 OR output_tokens > 4294967295 OR cached_tokens > 4294967295
+     OR input_tokens < 0 OR output_tokens < 0 OR cached_tokens < 0;
+CREATE TABLE gateway_refusals (
+  tenant_id TEXT NOT NULL,
+  key_id TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  minute_at BIGINT NOT NULL,
+  requests BIGINT NOT NULL,
+  PRIMARY KEY (tenant_id, minute_at, key_id, reason)
+);
+)sql"},
+    {5, "evicted tenants: what staff read of a tenant whose history is kept",
+     R"sql(
+CREATE TABLE evicted_tenants (
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  display_name TEXT NOT NULL,
+  tier TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  evicted_at BIGINT NOT NULL
+);
+)sql"},
+    // Expired login sessions are purged by expires_at (identity service,
+    // at every login); the index keeps that a range delete.
+    {6, "sessions: index on expiry for the purge", R"sql(
+CREATE INDEX sessions_expiry ON sessions (expires_at);
+)sql"},
 };
 
 }  // namespace

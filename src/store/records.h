@@ -29,7 +29,9 @@ struct Tenant {
   std::vector<std::string> regions;
   int64_t weight = 1;  // fair-share weight, 1..10000
   std::map<std::string, std::string> labels;
-  std::string state;       // active | suspended | evicting
+  // active | suspended | evicting; "evicted" only from
+  // Store::GetEvictedTenantForPlatform (the tenant row is gone).
+  std::string state;
   int64_t created_at = 0;  // ms since epoch
   int64_t updated_at = 0;
 };

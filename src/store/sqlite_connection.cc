@@ -9,10 +9,15 @@
 // Values come back as text like libpq's: integers in decimal, reals in the
 // shortest form that round-trips (SQLite's own real-to-text keeps only 15
 // digits, which would lose precision), NULL as nullopt.
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <charconv>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -279,6 +284,18 @@ class SqliteConnection final : public Connection {
 }  // namespace
 
 Result<std::unique_ptr<Connection>> OpenSqlite(const std::string& path) {
+  // The database holds password hashes, key hashes and the audit trail: only
+  // its owner reads it. Created 0600 (SQLite gives its -wal and -shm files
+  // the database's mode); an older file made 0644 is narrowed here.
+  if (!path.empty() && path != ":memory:" && path.rfind("file:", 0) != 0) {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      return Error::Unavailable("cannot open sqlite database " + path + ": " +
+                                std::strerror(errno));
+    }
+    ::fchmod(fd, 0600);
+    ::close(fd);
+  }
   sqlite3* db = nullptr;
   // NOMUTEX: a pooled connection is used by one thread at a time.
   int rc = sqlite3_open_v2(

@@ -399,9 +399,21 @@ Result<int64_t> Store::CountTenants() {
   return rows.rows.at(0).Int(0);
 }
 
-Result<EvictionSummary> Store::DeleteTenantAndData(const std::string& tenant_id) {
+Result<EvictionSummary> Store::DeleteTenantAndData(const std::string& tenant_id,
+                                                   int64_t evicted_at) {
   return db_->Transact<EvictionSummary>([&](sql::Connection& c) -> Result<EvictionSummary> {
     EvictionSummary s;
+    // What staff still read of the tenant once its row is gone. Written
+    // before the delete, in the same transaction, so the id is never
+    // unknown: usage arriving late (InsertUsageRecords) finds one or the
+    // other.
+    ATRIUM_ASSIGN_OR_RETURN(
+        auto kept,
+        c.Exec("INSERT INTO evicted_tenants (id, name, display_name, tier, created_at, evicted_at) "
+               "SELECT id, name, display_name, tier, created_at, CAST($2 AS BIGINT) FROM tenants "
+               "WHERE id = $1",
+               {tenant_id, evicted_at}));
+    if (kept.affected == 0) return Error::NotFound("tenant not found");
     ATRIUM_ASSIGN_OR_RETURN(auto keys,
                             c.Exec("DELETE FROM api_keys WHERE tenant_id = $1", {tenant_id}));
     s.api_keys = keys.affected;
@@ -411,9 +423,19 @@ Result<EvictionSummary> Store::DeleteTenantAndData(const std::string& tenant_id)
     ATRIUM_ASSIGN_OR_RETURN(auto users,
                             c.Exec("DELETE FROM users WHERE tenant_id = $1", {tenant_id}));
     s.users = users.affected;
-    ATRIUM_ASSIGN_OR_RETURN(auto allocations,
-                            c.Exec("DELETE FROM allocations WHERE tenant_id = $1", {tenant_id}));
-    s.allocations = allocations.affected;
+    // Allocation history stays (accounting: what ran, where, how long). The
+    // scheduler released what the tenant held before this; a row still held
+    // (no scheduler running) is ended here, so no restart restores work of
+    // a tenant that no longer exists.
+    ATRIUM_RETURN_IF_ERROR(c.Exec(
+        "UPDATE allocations SET state = 'released', reason = 'tenant evicted', ended_ms = $2, "
+        "preempt_at_ms = -1, updated_at = $2 "
+        "WHERE tenant_id = $1 AND state IN ('pending', 'running', 'preempting')",
+        {tenant_id, evicted_at}));
+    ATRIUM_ASSIGN_OR_RETURN(
+        auto allocations,
+        c.Exec("SELECT COUNT(*) FROM allocations WHERE tenant_id = $1", {tenant_id}));
+    s.allocations_kept = allocations.rows.at(0).Int(0);
     ATRIUM_RETURN_IF_ERROR(c.Exec("DELETE FROM quotas WHERE tenant_id = $1", {tenant_id}));
     ATRIUM_RETURN_IF_ERROR(c.Exec("DELETE FROM projects WHERE tenant_id = $1", {tenant_id}));
     ATRIUM_RETURN_IF_ERROR(c.Exec("DELETE FROM tenant_labels WHERE tenant_id = $1", {tenant_id}));
@@ -431,17 +453,35 @@ Result<EvictionSummary> Store::DeleteTenantAndData(const std::string& tenant_id)
     s.gateway_limits = limits.affected;
     ATRIUM_ASSIGN_OR_RETURN(auto tenant, c.Exec("DELETE FROM tenants WHERE id = $1", {tenant_id}));
     if (tenant.affected == 0) return Error::NotFound("tenant not found");
-    // Usage records go too: eviction removes the tenant's data, and without
-    // the tenant no route reaches them any more (bill before evicting; the
-    // audit trail keeps the record of what was done). Deleted after the
-    // tenant row, whose lock InsertUsageRecords waits on, so a batch that
-    // raced the eviction is either dropped there or seen and deleted here.
-    ATRIUM_ASSIGN_OR_RETURN(auto usage,
-                            c.Exec("DELETE FROM usage_records WHERE tenant_id = $1", {tenant_id}));
-    s.usage_records = usage.affected;
+    // Usage records stay: they are billing records, which the operator must
+    // keep (README, "Tenants"); staff read them under the tenant's id.
+    ATRIUM_ASSIGN_OR_RETURN(
+        auto usage, c.Exec("SELECT COUNT(*) FROM usage_records WHERE tenant_id = $1", {tenant_id}));
+    s.usage_records_kept = usage.rows.at(0).Int(0);
+    // Refusal counts are statistics, not bills: they go with the tenant.
+    ATRIUM_RETURN_IF_ERROR(
+        c.Exec("DELETE FROM gateway_refusals WHERE tenant_id = $1", {tenant_id}));
     ATRIUM_RETURN_IF_ERROR(BumpGatewayPolicyMarker(c));
     return s;
   });
+}
+
+Result<Tenant> Store::GetEvictedTenantForPlatform(const std::string& id) {
+  ATRIUM_ASSIGN_OR_RETURN(auto rows,
+                          db_->Exec("SELECT id, name, display_name, tier, created_at, evicted_at "
+                                    "FROM evicted_tenants WHERE id = $1",
+                                    {id}));
+  if (rows.rows.empty()) return Error::NotFound("tenant not found");
+  const auto& r = rows.rows[0];
+  Tenant t;
+  t.id = r.Text(0);
+  t.name = r.Text(1);
+  t.display_name = r.Text(2);
+  t.tier = r.Text(3);
+  t.created_at = r.Int(4);
+  t.updated_at = r.Int(5);
+  t.state = "evicted";
+  return t;
 }
 
 // ---------------------------------------------------------------- users
@@ -616,7 +656,18 @@ Result<int64_t> Store::DeleteSessionsOfUser(const TenantScope& scope, const std:
   return r.affected;
 }
 
+Result<int64_t> Store::DeleteExpiredSessionsForHousekeeping(int64_t now_ms) {
+  ATRIUM_ASSIGN_OR_RETURN(auto r,
+                          db_->Exec("DELETE FROM sessions WHERE expires_at <= $1", {now_ms}));
+  return r.affected;
+}
+
 // ---------------------------------------------------------------- signing keys
+
+Status Store::ReplaceSigningKeySecret(const std::string& id, const std::string& secret) {
+  return ExpectOneRow(db_->Exec("UPDATE signing_keys SET secret = $1 WHERE id = $2", {secret, id}),
+                      "signing key");
+}
 
 Status Store::AddSigningKey(const SigningKey& k) {
   auto r = db_->Exec("INSERT INTO signing_keys (id, secret, created_at) VALUES ($1, $2, $3)",

@@ -31,16 +31,19 @@ struct TenantFilter {
   std::string label_value;
 };
 
-// Counts of what an eviction removed.
+// Counts of what an eviction removed, and of the records it kept.
 struct EvictionSummary {
   int64_t users = 0;
   int64_t api_keys = 0;
   int64_t sessions = 0;
-  int64_t allocations = 0;  // rows, held or ended
   int64_t deployments = 0;  // the tenant's dedicated deployments
   int64_t entitlements = 0;
   int64_t gateway_limits = 0;  // the tenant's row and its keys' rows
-  int64_t usage_records = 0;
+  // Kept, under the evicted tenant's id, for platform staff: allocation
+  // history (rows, held or ended; held ones are ended as released) and
+  // usage records.
+  int64_t allocations_kept = 0;
+  int64_t usage_records_kept = 0;
 };
 
 struct DeploymentFilter {
@@ -64,9 +67,18 @@ class Store {
   // Replaces every mutable field of the tenant with id t.id.
   Status UpdateTenant(const Tenant& t);
   Result<int64_t> CountTenants();
-  // Removes the tenant row and every row it owns in one transaction. Audit
-  // records are kept (they are the operator's record of what happened).
-  Result<EvictionSummary> DeleteTenantAndData(const std::string& tenant_id);
+  // Removes the tenant row and every row it owns in one transaction, except
+  // the records an operator must keep for accounting: audit records, usage
+  // records and allocation history stay under the tenant's id (held
+  // allocations are ended as released at `evicted_at`), and an
+  // evicted_tenants row lets platform staff still find the tenant
+  // (GetEvictedTenantForPlatform). The name is free for a new tenant, which
+  // gets a new id and inherits nothing. kNotFound for an unknown tenant.
+  Result<EvictionSummary> DeleteTenantAndData(const std::string& tenant_id, int64_t evicted_at = 0);
+  // An evicted tenant as staff see it: id, name, display name, tier,
+  // created_at, state "evicted", updated_at = when it was evicted.
+  // kNotFound when no tenant of that id was evicted.
+  Result<Tenant> GetEvictedTenantForPlatform(const std::string& id);
 
   // --- Users (tenant-owned) ---
   Status CreateUser(const User& u);  // u.tenant_id must equal the scope used later
@@ -91,10 +103,15 @@ class Store {
   Result<Session> FindSessionForAuth(const std::string& id);
   Status DeleteSession(const TenantScope& scope, const std::string& id);
   Result<int64_t> DeleteSessionsOfUser(const TenantScope& scope, const std::string& user_id);
+  // Housekeeping across tenants: removes sessions whose expires_at is at or
+  // before `now_ms`; returns how many.
+  Result<int64_t> DeleteExpiredSessionsForHousekeeping(int64_t now_ms);
 
   // --- Token signing keys (platform) ---
   Status AddSigningKey(const SigningKey& k);
   Result<std::vector<SigningKey>> ListSigningKeys();  // newest first
+  // Rewrites a key's stored secret (sealing a plaintext one in place).
+  Status ReplaceSigningKeySecret(const std::string& id, const std::string& secret);
   Status DeleteSigningKey(const std::string& id);
 
   // --- GPU fleet (platform) ---
@@ -184,12 +201,13 @@ class Store {
   // --- Usage records (tenant-owned, written by the gateway) ---
   // Appends the records in ONE transaction. Idempotent by id: a record whose
   // id is already stored is skipped, so a gateway that re-ships a batch after
-  // a crash stores each request exactly once. Records of a tenant that no
-  // longer exists (evicted while the batch was on its way) are dropped, as
-  // eviction would have removed them. Errors: kInvalidArgument when a record
-  // can never be stored — no id or tenant, or a text field that is not UTF-8
-  // or holds a NUL byte (nothing of the batch is stored); kUnavailable (or
-  // kInternal) when the store itself failed.
+  // a crash stores each request exactly once. Records of a tenant id that
+  // is unknown are dropped; records of an evicted tenant are kept (usage
+  // that arrives after the eviction is still billable). Errors:
+  // kInvalidArgument when a record can never be stored — no id or tenant,
+  // or a text field that is not UTF-8 or holds a NUL byte (nothing of the
+  // batch is stored); kUnavailable (or kInternal) when the store itself
+  // failed.
   Status InsertUsageRecords(const std::vector<UsageRecord>& records);
   // The tenant's records matching `filter`, newest first (created_at, then
   // id, descending); the cursor is opaque.
@@ -201,6 +219,18 @@ class Store {
   Result<std::vector<UsageTotals>> SummarizeUsage(const TenantScope& scope,
                                                   const UsageFilter& filter,
                                                   const std::string& group_by);
+
+  // --- Refusal counts (tenant-owned, written by the gateway) ---
+  // Adds each count to its (tenant, key, reason, minute) row, creating it,
+  // in ONE transaction; a row's count stops at kMaxRecordTokens. Counts of
+  // a tenant that no longer exists are dropped. Not idempotent (a count
+  // shipped twice counts twice): these are statistics, not bills. Errors:
+  // kInvalidArgument for a count without tenant or reason, or not positive
+  // (nothing is stored).
+  Status AddGatewayRefusals(const std::vector<RefusalCount>& counts);
+  // The tenant's refusals matching `filter`, per key and reason (ordered so).
+  Result<std::vector<RefusalTotals>> SummarizeGatewayRefusals(const TenantScope& scope,
+                                                              const RefusalFilter& filter);
 
   // --- The gateway's view (unscoped; the gateway serves every tenant) ---
   // Everything the gateway's policy snapshot is built from, read in one

@@ -147,7 +147,7 @@ Result<EvictionSummary> TenantService::Evict(const std::string& id, const Reques
   // Then release what it holds (the scheduler records and audits each
   // release), and only then delete its rows.
   if (observer_) ATRIUM_RETURN_IF_ERROR(observer_->TenantEvicting(id, by));
-  auto summary = store_.DeleteTenantAndData(id);
+  auto summary = store_.DeleteTenantAndData(id, clock_.NowMillis());
   identity_.ForgetTenant(id);
   return summary;
 }

@@ -2,11 +2,14 @@
 // online. Suspension and eviction go through the identity service so every
 // credential of the tenant stops working before the call returns.
 //
-// Eviction removes the tenant's users, API keys, sessions, labels and the
-// tenant row itself. What stays, by design: the audit trail (the operator's
-// record of what happened, hash-chained) and — once metering exists — usage
-// and billing records, which an operator must keep for accounting. A new
-// tenant created later with the same name gets a new id and inherits nothing.
+// Eviction removes the tenant's users, API keys, sessions, labels, quotas,
+// projects, gateway rows and the tenant row itself. What stays, by design:
+// the audit trail (the operator's record of what happened, hash-chained),
+// usage records (also those the gateway ships after the eviction) and
+// allocation history, which an operator must keep for accounting; platform
+// staff read them under the evicted tenant's id (the tenant reads as state
+// "evicted"). A new tenant created later with the same name gets a new id
+// and inherits nothing.
 #pragma once
 
 #include <map>

@@ -358,6 +358,8 @@ TEST_F(ApiBehaviourTest, LoginSucceedsAndFailsUniformly) {
 }
 
 TEST_F(ApiBehaviourTest, SixthFailedLoginIsThrottledWithRetryAfter) {
+  h().clock().AdvanceSeconds(61);  // a fresh minute of refusal counts
+  const int64_t counted_before = h().api().unauthenticated_denials();
   Actor victim = h().CreateActor(w().own.id, w().own.name, Role::kTenantMember, true);
   Json wrong = {{"tenant", victim.tenant_name},
                 {"username", victim.username},
@@ -369,6 +371,7 @@ TEST_F(ApiBehaviourTest, SixthFailedLoginIsThrottledWithRetryAfter) {
     EXPECT_EQ(r.status, 401) << "attempt " << i;
   }
   http::Response sixth = h().CallJson("POST", "/api/v1/auth/login", "", wrong, from);
+  const std::string sixth_id = h().last_request_id();
   EXPECT_EQ(sixth.status, 429);
   EXPECT_EQ(ErrorOf(sixth).code, "resource_exhausted");
   std::string retry = HeaderOf(sixth, "Retry-After");
@@ -378,16 +381,75 @@ TEST_F(ApiBehaviourTest, SixthFailedLoginIsThrottledWithRetryAfter) {
   Json right = wrong;
   right["password"] = kTestPassword;
   EXPECT_EQ(h().CallJson("POST", "/api/v1/auth/login", "", right).status, 429);
-  // The throttled attempt is audited as denied.
+  // Throttled attempts are counted, not recorded one by one (anyone can
+  // send them) ...
   auto rows = h().store().database().Exec(
-      "SELECT outcome, status FROM audit_log WHERE request_id = $1", {h().last_request_id()});
+      "SELECT outcome, status, target FROM audit_log WHERE request_id = $1", {sixth_id});
+  ASSERT_TRUE(rows.has_value());
+  EXPECT_EQ(rows->rows.size(), 0u);
+  EXPECT_EQ(h().api().unauthenticated_denials() - counted_before, 7);
+  // After the window the right password works again.
+  h().clock().AdvanceSeconds(std::stoi(retry) + 61);
+  EXPECT_EQ(h().CallJson("POST", "/api/v1/auth/login", "", right).status, 200);
+  // ... and the minute's count reached the trail as one denied record,
+  // found by its first request.
+  rows = h().store().database().Exec(
+      "SELECT outcome, status, target FROM audit_log WHERE request_id = $1", {sixth_id});
   ASSERT_TRUE(rows.has_value());
   ASSERT_EQ(rows->rows.size(), 1u);
   EXPECT_EQ(rows->rows[0].Text(0), "denied");
   EXPECT_EQ(rows->rows[0].Int(1), 429);
-  // After the window the right password works again.
-  h().clock().AdvanceSeconds(std::stoi(retry) + 1);
-  EXPECT_EQ(h().CallJson("POST", "/api/v1/auth/login", "", right).status, 200);
+  EXPECT_TRUE(StartsWith(rows->rows[0].Text(2),
+                         "unauthenticated: 2 requests from 2 addresses (resource_exhausted)"))
+      << rows->rows[0].Text(2);
+}
+
+// Regression: every unauthenticated request to an audited route appended a
+// record to the platform chain under the global audit lock, so anyone could
+// grow the trail at will. A flood is now one record per minute.
+TEST_F(ApiBehaviourTest, UnauthenticatedFloodIsCountedNotRecordedOneByOne) {
+  // A fresh minute, and whatever earlier tests left counted written out.
+  h().clock().AdvanceSeconds(61);
+  ASSERT_EQ(h().CallJson("PATCH", TenantPath(), PlatformAdmin().key, {{"display_name", "Flooded"}})
+                .status,
+            200);
+  auto count_rows = [&] {
+    auto rows = h().store().database().Exec("SELECT COUNT(*) FROM audit_log", {});
+    return rows.has_value() ? rows->rows[0].Int(0) : -1;
+  };
+  const int64_t rows_before = count_rows();
+  const int64_t counted_before = h().api().unauthenticated_denials();
+  std::string first_id;
+  for (int i = 0; i < 200; ++i) {
+    http::Response r =
+        h().CallJson("POST", "/api/v1/tenants", i % 2 ? "" : "atr_not_a_key", {{"name", "flood"}});
+    EXPECT_EQ(r.status, 401);
+    if (i == 0) first_id = h().last_request_id();
+  }
+  EXPECT_EQ(count_rows(), rows_before) << "a refused anonymous request appended a record";
+  EXPECT_EQ(h().api().unauthenticated_denials() - counted_before, 200);
+
+  // The next audited request after the minute writes the summary; an
+  // authenticated refusal still gets its own record at once.
+  h().clock().AdvanceSeconds(61);
+  http::Response own = h().CallJson("POST", "/api/v1/tenants", Member().key, {{"name", "nope"}});
+  EXPECT_EQ(own.status, 403);
+  EXPECT_EQ(count_rows(), rows_before + 2);
+  auto rows = h().store().database().Exec(
+      "SELECT actor, tenant_id, action, outcome, status, target FROM audit_log WHERE "
+      "request_id = $1",
+      {first_id});
+  ASSERT_TRUE(rows.has_value());
+  ASSERT_EQ(rows->rows.size(), 1u);
+  const auto& row = rows->rows[0];
+  EXPECT_EQ(row.Text(0), "anonymous");
+  EXPECT_EQ(row.Text(1), "") << "the platform chain";
+  EXPECT_EQ(row.Text(2), "tenant.create");
+  EXPECT_EQ(row.Text(3), "denied");
+  EXPECT_EQ(row.Int(4), 401);
+  EXPECT_TRUE(StartsWith(row.Text(5),
+                         "unauthenticated: 200 requests from 1 address (unauthenticated) in ["))
+      << row.Text(5);
 }
 
 TEST_F(ApiBehaviourTest, LogoutEndsTheSession) {
@@ -498,9 +560,17 @@ TEST_F(ApiBehaviourTest, TenantLifecycle) {
   EXPECT_EQ(summary["removed"]["users"], 1);
   EXPECT_GE(summary["removed"]["api_keys"].get<int>(), 1);
   EXPECT_GE(summary["removed"]["sessions"].get<int>(), 1);
-  EXPECT_EQ(h().Call("GET", path, admin).status, 404);
-  EXPECT_EQ(h().Call("GET", path + "/users", admin).status, 404);
-  EXPECT_EQ(h().Call("POST", path + "/resume", admin).status, 404);
+  EXPECT_EQ(summary["kept"]["usage_records"], 0);
+  // Staff still find the tenant, as evicted and read-only.
+  http::Response gone = h().Call("GET", path, admin);
+  ASSERT_EQ(gone.status, 200) << gone.body;
+  EXPECT_EQ(BodyOf(gone)["state"], "evicted");
+  EXPECT_EQ(BodyOf(gone)["name"], name);
+  http::Response no_users = h().Call("GET", path + "/users", admin);
+  ASSERT_EQ(no_users.status, 200);
+  EXPECT_TRUE(BodyOf(no_users)["items"].empty());
+  EXPECT_EQ(h().Call("POST", path + "/resume", admin).status, 409);
+  EXPECT_EQ(h().CallJson("PATCH", path, admin, {{"display_name", "back"}}).status, 409);
   EXPECT_EQ(UserCount(id), 0);
   EXPECT_EQ(h().Call("GET", "/api/v1/whoami", user.key).status, 401);
   EXPECT_EQ(h().Call("GET", "/api/v1/whoami", token2).status, 401);
@@ -540,11 +610,15 @@ TEST_F(ApiBehaviourTest, DisabledUserIsLockedOutAtOnce) {
 // --- The audit trail ---
 
 TEST_F(ApiBehaviourTest, EveryMutatingCallIsAuditedWithoutSecrets) {
+  h().clock().AdvanceSeconds(61);  // a fresh minute of refusal counts
   std::string admin = PlatformAdmin().key;
   std::string new_password = "a-brand-new-passphrase";
   struct Expect {
     std::string request_id, actor, tenant_id, action, target, outcome, source;
     int status;
+    // A refusal without a principal: counted, and recorded as the minute's
+    // summary, which carries the first such request's id.
+    bool summarized = false;
   };
   std::vector<Expect> expects;
   std::vector<std::string> secrets = {kTestPassword, new_password};
@@ -568,7 +642,8 @@ TEST_F(ApiBehaviourTest, EveryMutatingCallIsAuditedWithoutSecrets) {
   record(r, 403, key_actor(TenantAdmin()), a, "tenant.create", "platform", "denied");
   r = h().CallJson("POST", "/api/v1/tenants/" + a + "/users", "",
                    {{"username", "anon"}, {"role", "tenant-member"}, {"kind", "service"}});
-  record(r, 401, "anonymous", "", "user.create", tp, "denied");
+  record(r, 401, "anonymous", "", "user.create", "unauthenticated: 1 request", "denied");
+  expects.back().summarized = true;
   r = h().CallJson("POST", "/api/v1/tenants/" + a + "/users", TenantAdmin().key,
                    {{"username", h().UniqueName("audited-user")},
                     {"role", "tenant-member"},
@@ -605,7 +680,8 @@ TEST_F(ApiBehaviourTest, EveryMutatingCallIsAuditedWithoutSecrets) {
   record(r, 200, "user:" + uid, a, "auth.login", "session", "allowed");
   r = h().CallJson("POST", "/api/v1/auth/login", "",
                    {{"tenant", w().own.name}, {"username", uname}, {"password", kTestPassword}});
-  record(r, 401, "login:" + w().own.name + "/" + uname, "", "auth.login", "session", "denied");
+  record(r, 401, "anonymous", "", "auth.login", "unauthenticated: 1 request", "denied");
+  expects.back().summarized = true;
   http::Response who = h().Call("GET", "/api/v1/whoami", token);
   std::string session_actor = BodyOf(who).value("credential", "");
   r = h().Call("POST", "/api/v1/auth/logout", token);
@@ -619,6 +695,10 @@ TEST_F(ApiBehaviourTest, EveryMutatingCallIsAuditedWithoutSecrets) {
   record(r, 403, key_actor(PlatformOperator()), "", "tenant.evict", "tenant/" + tid, "denied");
   r = h().Call("DELETE", "/api/v1/tenants/" + a + "/users/" + uid, TenantAdmin().key);
   record(r, 204, key_actor(TenantAdmin()), a, "user.delete", tp + "/user/" + uid, "allowed");
+  // A minute on, the next audited request writes the refusal summaries.
+  h().clock().AdvanceSeconds(61);
+  r = h().CallJson("PATCH", TenantPath(), PlatformAdmin().key, {{"display_name", "Audited"}});
+  record(r, 200, key_actor(PlatformAdmin()), a, "tenant.update", tp, "allowed");
 
   for (const auto& e : expects) {
     auto rows = h().store().database().Exec(
@@ -632,7 +712,11 @@ TEST_F(ApiBehaviourTest, EveryMutatingCallIsAuditedWithoutSecrets) {
     EXPECT_EQ(row.Text(0), e.actor) << what;
     EXPECT_EQ(row.Text(1), e.tenant_id) << what;
     EXPECT_EQ(row.Text(2), e.action) << what;
-    EXPECT_EQ(row.Text(3), e.target) << what;
+    if (e.summarized) {
+      EXPECT_TRUE(StartsWith(row.Text(3), e.target)) << what << ": " << row.Text(3);
+    } else {
+      EXPECT_EQ(row.Text(3), e.target) << what;
+    }
     EXPECT_FALSE(row.Text(3).empty()) << what << ": a record must name its target";
     EXPECT_EQ(row.Text(4), e.outcome) << what;
     EXPECT_EQ(row.Int(5), e.status) << what;

@@ -73,11 +73,21 @@ ApiHarness::ApiHarness(IdentityOptions identity_options) {
     throw std::runtime_error("SchedulingService::Start: " + s.error().message);
   }
   tenants_->SetObserver(scheduling_.get());
-  api_ = std::make_unique<ControlPlaneApi>(
-      Services{store_.get(), identity_.get(), tenants_.get(), &clock_, scheduling_.get()});
+  gateway::EgressRules rules;
+  rules.allowed_networks = {*gateway::ParseIpNetwork("10.0.0.0/8")};
+  egress_ = std::make_shared<gateway::EgressPolicy>(rules);
+  egress_->AddPlatformListener({"10.0.0.1", 8080});  // where the rig's API would listen
+  services_ = Services{store_.get(), identity_.get(), tenants_.get(), &clock_, scheduling_.get()};
+  services_.egress = egress_.get();
+  api_ = std::make_unique<ControlPlaneApi>(services_);
   auto root = identity_->BootstrapAdminKey("root");
   if (!root.has_value()) throw std::runtime_error("BootstrapAdminKey: " + root.error().message);
   root_key_ = *root;
+}
+
+void ApiHarness::Reconfigure(const std::function<void(Services&)>& change) {
+  change(services_);
+  api_ = std::make_unique<ControlPlaneApi>(services_);
 }
 
 ApiHarness::~ApiHarness() {
@@ -209,9 +219,11 @@ std::string ApiHarness::CreateAllocation(const Actor& actor) {
 }
 
 std::string ApiHarness::CreateDeployment(const std::string& model, const std::string& tenant_id) {
-  Json body = {{"model", model},
-               {"endpoints", {{{"url", "http://10.0.0.9:8000"}, {"capacity", 4}}}},
-               {"region", "local"}};
+  // A tenant's own server elsewhere than the shared ones: a shared
+  // deployment's endpoint is never a tenant's.
+  const std::string url = tenant_id.empty() ? "http://10.0.0.9:8000" : "http://10.0.1.9:8000";
+  Json body = {
+      {"model", model}, {"endpoints", {{{"url", url}, {"capacity", 4}}}}, {"region", "local"}};
   if (!tenant_id.empty()) body["tenant_id"] = tenant_id;
   return MustCall("POST", "/api/v1/deployments", body, 201)["id"].get<std::string>();
 }

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -169,6 +170,12 @@ class ApiHarness {
   scheduling::SchedulingService& scheduling() { return *scheduling_; }
   ControlPlaneApi& api() { return *api_; }
   const std::string& root_key() const { return root_key_; }
+  // The API again, on services `change` edits (e.g. the operator requires
+  // entitlements for dedicated deployments).
+  void Reconfigure(const std::function<void(Services&)>& change);
+  // The rig's egress policy: like an operator whose model servers run on
+  // its cluster network, it opens 10.0.0.0/8 to tenants' deployments.
+  gateway::EgressPolicy& egress() { return *egress_; }
 
  private:
   // Calls as root and throws unless the status is `want`.
@@ -182,6 +189,8 @@ class ApiHarness {
   std::unique_ptr<IdentityService> identity_;
   std::unique_ptr<TenantService> tenants_;
   std::unique_ptr<scheduling::SchedulingService> scheduling_;
+  std::shared_ptr<gateway::EgressPolicy> egress_;
+  Services services_;
   std::unique_ptr<ControlPlaneApi> api_;
   std::string root_key_;
   int64_t next_request_ = 0;

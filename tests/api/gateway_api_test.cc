@@ -226,6 +226,90 @@ TEST_F(GatewayApiTest, TenantAdminsCreateDedicatedDeploymentsOfTheirOwnTenantOnl
   EXPECT_EQ(BodyOf(placed)["tenant_id"], w().other.id);
 }
 
+// The issue: a tenant admin could aim its dedicated deployment at loopback,
+// the cloud's metadata service, the platform's own listener or an
+// operator's shared model server; the gateway POSTed there and relayed the
+// answer.
+TEST_F(GatewayApiTest, ATenantsDeploymentMustPassTheOperatorsEgressPolicy) {
+  const std::string& key = TenantAdmin().key;
+  h().CreateDeployment("egress-shared-model", "");  // the operator's server, 10.0.0.9:8000
+  const int64_t before = DeploymentCount();
+  struct Probe {
+    const char* url;
+    const char* says;
+  };
+  const Probe probes[] = {
+      {"http://127.0.0.1:8000", "loopback"},
+      {"http://localhost:8081", "loopback"},
+      {"http://[::1]:8000", "loopback"},
+      {"http://169.254.169.254/latest/meta-data", "link-local"},
+      {"http://192.168.1.10:8000", "private"},
+      {"http://100.64.0.1:8000", "CGNAT"},
+      {"http://0.0.0.0:8000", "unspecified"},
+      {"http://10.0.0.9:8000", "reserved for the platform"},  // the shared deployment's
+      {"http://10.0.0.9:8000/v1", "reserved for the platform"},
+      {"http://10.0.0.1:8080", "reserved for the platform"},  // the API's listener
+  };
+  for (const Probe& p : probes) {
+    Json body = DeploymentBody("egress-model");
+    body["endpoints"] = Json::array({{{"url", "http://203.0.113.5:8000"}}, {{"url", p.url}}});
+    http::Response r = h().CallJson("POST", "/api/v1/deployments", key, body);
+    EXPECT_EQ(r.status, 403) << p.url << ": " << r.body;
+    EXPECT_TRUE(Contains(ErrorMessage(r), "egress policy")) << ErrorMessage(r);
+    EXPECT_TRUE(Contains(ErrorMessage(r), p.says)) << p.url << ": " << ErrorMessage(r);
+  }
+  EXPECT_EQ(DeploymentCount(), before) << "a refused deployment is not stored";
+
+  // Public addresses and the networks the operator opened pass.
+  Json body = DeploymentBody("egress-model");
+  body["endpoints"] = Json::array({{{"url", "http://203.0.113.5:8000"}},
+                                   {{"url", "https://models.example.com"}},
+                                   {{"url", "http://10.0.0.5:8000"}}});
+  http::Response created = h().CallJson("POST", "/api/v1/deployments", key, body);
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string path = "/api/v1/deployments/" + BodyOf(created)["id"].get<std::string>();
+  // An update is held to the same rules, and a refused one changes nothing.
+  http::Response moved =
+      h().CallJson("PATCH", path, key, {{"endpoints", Endpoints("http://169.254.169.254")}});
+  EXPECT_EQ(moved.status, 403) << moved.body;
+  EXPECT_EQ(BodyOf(h().Call("GET", path, key))["endpoints"].size(), 3u);
+  // A dedicated deployment staff place for a tenant is the tenant's to
+  // edit later: the same rules.
+  Json placed = DeploymentBody("egress-model");
+  placed["tenant_id"] = w().own.id;
+  placed["endpoints"] = Endpoints("http://127.0.0.1:8000");
+  EXPECT_EQ(h().CallJson("POST", "/api/v1/deployments", Admin(), placed).status, 403);
+  // Shared deployments are the platform staff's own servers: not restricted.
+  Json shared = DeploymentBody("egress-shared-loopback");
+  shared["endpoints"] = Endpoints("http://127.0.0.1:8000");
+  EXPECT_EQ(h().CallJson("POST", "/api/v1/deployments", Admin(), shared).status, 201);
+}
+
+// Where the operator requires it, a tenant's dedicated deployment serves
+// only a model the tenant is entitled to.
+TEST_F(GatewayApiTest, WhereTheOperatorRequiresItADedicatedDeploymentIsOfAnEntitledModel) {
+  const std::string& key = TenantAdmin().key;
+  EXPECT_EQ(h().CallJson("POST", "/api/v1/deployments", key, DeploymentBody("byo-model")).status,
+            201)
+      << "by default a dedicated deployment may serve what it names";
+  h().Reconfigure([](Services& s) { s.dedicated_requires_entitlement = true; });
+  const int64_t before = DeploymentCount();
+  http::Response refused =
+      h().CallJson("POST", "/api/v1/deployments", key, DeploymentBody("licensed-model"));
+  EXPECT_EQ(refused.status, 403) << refused.body;
+  EXPECT_TRUE(Contains(ErrorMessage(refused), "not entitled to model licensed-model"))
+      << ErrorMessage(refused);
+  EXPECT_EQ(DeploymentCount(), before);
+  ASSERT_EQ(h().Call("PUT", TenantPath() + "/entitlements/licensed-model", Admin()).status, 200);
+  http::Response created =
+      h().CallJson("POST", "/api/v1/deployments", key, DeploymentBody("licensed-model"));
+  EXPECT_EQ(created.status, 201) << created.body;
+  // Renaming it to a model without an entitlement is refused too.
+  const std::string path = "/api/v1/deployments/" + BodyOf(created)["id"].get<std::string>();
+  EXPECT_EQ(h().CallJson("PATCH", path, key, {{"model", "other-licensed-model"}}).status, 403);
+  h().Reconfigure([](Services& s) { s.dedicated_requires_entitlement = false; });
+}
+
 TEST_F(GatewayApiTest, ATenantsOwnDeploymentStaysInTheTenantsRegions) {
   http::Response tenant =
       h().CallJson("POST", "/api/v1/tenants", Admin(),
@@ -254,6 +338,7 @@ TEST_F(GatewayApiTest, ATenantsOwnDeploymentStaysInTheTenantsRegions) {
   // Shared deployments serve many tenants: any region.
   Json shared = DeploymentBody("resident-model");
   shared["region"] = "us-east";
+  shared["endpoints"] = Endpoints("http://10.0.0.6:8000");  // not a tenant's server
   EXPECT_EQ(h().CallJson("POST", "/api/v1/deployments", Admin(), shared).status, 201);
 }
 
@@ -353,8 +438,9 @@ TEST_F(GatewayApiTest, DeploymentChangesAreAuditedInTheOwnersChain) {
   EXPECT_EQ(a.tenant_id, w().own.id);
   EXPECT_EQ(a.target, "tenant/" + w().own.id + "/deployment/" + id);
 
-  http::Response shared =
-      h().CallJson("POST", "/api/v1/deployments", Admin(), DeploymentBody("audited-shared"));
+  Json shared_body = DeploymentBody("audited-shared");
+  shared_body["endpoints"] = Endpoints("http://10.0.0.6:8000");  // not a tenant's server
+  http::Response shared = h().CallJson("POST", "/api/v1/deployments", Admin(), shared_body);
   ASSERT_EQ(shared.status, 201);
   a = last_audit();
   EXPECT_EQ(a.tenant_id, "");
@@ -527,7 +613,68 @@ TEST_F(GatewayApiTest, UsageIsTheTenantsOwnNewestFirstAndFiltered) {
   for (const auto& u : others["items"]) EXPECT_EQ(u["tenant_id"], w().other.id);
 }
 
-TEST_F(GatewayApiTest, EvictionTakesTheTenantsGatewayRowsWithIt) {
+// Issue 15 #7: a record a model server made hold the int64 maximum turned
+// every summary of the tenant into a 500 ("integer overflow"), for the
+// tenant and for staff.
+TEST_F(GatewayApiTest, AnImplausibleUsageRecordDoesNotBreakTheSummary) {
+  fixture::TenantSeed t = h().CreateTenant("huge-usage");
+  Actor user = h().CreateActor(t.id, t.name, Role::kTenantMember, /*human=*/false);
+  for (int i = 0; i < 2; ++i) {
+    UsageRecord u;
+    u.id = "req_huge_" + std::to_string(i);
+    u.tenant_id = t.id;
+    u.key_id = user.key_id;
+    u.model = "m";
+    u.api = "chat.completions";
+    u.output_tokens = INT64_MAX;
+    u.status = "completed";
+    u.http_status = 200;
+    u.created_at = h().clock().NowMillis();
+    ASSERT_TRUE(h().store().InsertUsageRecords({u}).has_value());
+  }
+  const std::string path = "/api/v1/tenants/" + t.id + "/usage";
+  for (const std::string& caller : {user.key, Admin()}) {
+    http::Response r = h().Call("GET", path + "/summary", caller);
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(BodyOf(r)["items"][0]["output_tokens"], 2 * kMaxRecordTokens);
+  }
+  Json records = BodyOf(h().Call("GET", path, user.key));
+  ASSERT_EQ(records["items"].size(), 2u);
+  EXPECT_EQ(records["items"][0]["flag"], kUsageOverBound);
+}
+
+// Issue 15 #10: refusals are counted, not recorded; the tenant reads the
+// counts per key and reason, and only its own.
+TEST_F(GatewayApiTest, RefusalsAreReadAsCountsPerKeyAndReason) {
+  const Actor& member = Member();
+  const int64_t minute = h().clock().NowMillis() / 60'000 * 60'000;
+  ASSERT_TRUE(h().store()
+                  .AddGatewayRefusals(
+                      {{w().own.id, member.key_id, "rate_limit_exceeded", minute, 40},
+                       {w().own.id, member.key_id, "rate_limit_exceeded", minute + 60'000, 2},
+                       {w().other.id, "key_x", "model_not_found", minute, 9}})
+                  .has_value());
+  const std::string path = TenantPath() + "/usage/refusals";
+  http::Response r = h().Call("GET", path, Viewer().key);
+  ASSERT_EQ(r.status, 200) << r.body;
+  Json body = BodyOf(r);
+  ASSERT_EQ(body["items"].size(), 1u) << body.dump();
+  EXPECT_EQ(body["items"][0]["key_id"], member.key_id);
+  EXPECT_EQ(body["items"][0]["reason"], "rate_limit_exceeded");
+  EXPECT_EQ(body["items"][0]["count"], 42);
+  EXPECT_EQ(body["items"][0]["first_minute_at"], FormatTimestamp(minute));
+  EXPECT_EQ(body["items"][0]["last_minute_at"], FormatTimestamp(minute + 60'000));
+  Json later =
+      BodyOf(h().Call("GET", path + "?from=" + std::to_string(minute + 60'000), member.key));
+  ASSERT_EQ(later["items"].size(), 1u);
+  EXPECT_EQ(later["items"][0]["count"], 2);
+  EXPECT_EQ(h().Call("GET", path + "?from=yesterday", member.key).status, 400);
+  EXPECT_EQ(
+      h().Call("GET", "/api/v1/tenants/" + w().other.id + "/usage/refusals", member.key).status,
+      404);
+}
+
+TEST_F(GatewayApiTest, EvictionTakesTheTenantsGatewayRowsButKeepsItsUsage) {
   fixture::TenantSeed t = h().CreateTenant("evict-gw");
   Actor user = h().CreateActor(t.id, t.name, Role::kTenantAdmin, /*human=*/false);
   std::string dep = h().CreateDeployment("evict-model", t.id);
@@ -538,10 +685,21 @@ TEST_F(GatewayApiTest, EvictionTakesTheTenantsGatewayRowsWithIt) {
   ASSERT_EQ(h().Call("POST", "/api/v1/tenants/" + t.id + "/evict", Admin()).status, 200);
   EXPECT_EQ(h().Call("GET", "/api/v1/deployments/" + dep, Admin()).status, 404);
   EXPECT_TRUE(h().store().ListEntitlements(TenantScope::Of(t.id))->empty());
-  EXPECT_TRUE(h().store().ListUsage(TenantScope::Of(t.id), {}, {})->items.empty());
   auto after = h().store().GatewayPolicyMarkerForGateway();
   ASSERT_TRUE(after.has_value());
   EXPECT_NE(*after, *before);
+  // Usage is a billing record: it stays, and platform staff read it (and
+  // its totals) under the evicted tenant's id. It used to be deleted.
+  http::Response usage = h().Call("GET", "/api/v1/tenants/" + t.id + "/usage", Admin());
+  ASSERT_EQ(usage.status, 200) << usage.body;
+  ASSERT_EQ(BodyOf(usage)["items"].size(), 1u);
+  EXPECT_EQ(BodyOf(usage)["items"][0]["tenant_id"], t.id);
+  http::Response totals = h().Call("GET", "/api/v1/tenants/" + t.id + "/usage/summary", Admin());
+  EXPECT_EQ(totals.status, 200) << totals.body;
+  // Usage the gateway ships after the eviction is kept too.
+  h().AddUsage(user, "x");
+  EXPECT_EQ(BodyOf(h().Call("GET", "/api/v1/tenants/" + t.id + "/usage", Admin()))["items"].size(),
+            2u);
 }
 
 }  // namespace

@@ -208,10 +208,12 @@ void CordonFirst(ApiHarness& h, const Case& c) {
 }
 
 // Platform staff create shared deployments; a tenant admin its tenant's
-// dedicated ones (the tenant comes from the credential).
+// dedicated ones (the tenant comes from the credential). Each on a server
+// of its own: a shared deployment's endpoint is never a tenant's.
 Json NewDeploymentBody(ApiHarness& h, const Case&) {
+  static int next_port = 8000;
   return {{"model", h.UniqueName("model")},
-          {"endpoints", {{{"url", "http://10.0.0.7:8000"}}}},
+          {"endpoints", {{{"url", "http://10.0.0.7:" + std::to_string(next_port++)}}}},
           {"region", "local"}};
 }
 
@@ -336,6 +338,9 @@ const std::map<std::string, Row>& Expectations() {
       {"GET /api/v1/tenants/{tenant_id}/audit",
        {.own = "200 200 200 403 403", .other = "200 200 m m m"}},
       {"GET /api/v1/audit", {.own = "200 200 403 403 403"}},
+      {"GET /api/v1/tenants/{tenant_id}/audit/heads",
+       {.own = "200 200 200 403 403", .other = "200 200 m m m"}},
+      {"GET /api/v1/audit/heads", {.own = "200 200 403 403 403"}},
 
       // The fleet: everyone reads it (tenants see only their own
       // allocations on it); operators cordon and drain.
@@ -424,6 +429,8 @@ const std::map<std::string, Row>& Expectations() {
       {"GET /api/v1/tenants/{tenant_id}/usage",
        {.own = "200 200 200 200 200", .other = "200 200 m m m"}},
       {"GET /api/v1/tenants/{tenant_id}/usage/summary",
+       {.own = "200 200 200 200 200", .other = "200 200 m m m"}},
+      {"GET /api/v1/tenants/{tenant_id}/usage/refusals",
        {.own = "200 200 200 200 200", .other = "200 200 m m m"}},
   };
   return *table;
@@ -678,12 +685,15 @@ struct AuditRow {
 };
 
 // The API's own records: the scheduler's decision records ("scheduler.*")
-// that a request may cause come on top and are checked by the API tests.
+// that a request may cause come on top and are checked by the API tests, as
+// do the summaries of earlier minutes' unauthenticated refusals that a
+// request may flush (audit/denial_tally.h).
 std::vector<AuditRow> AuditAfter(Store& store, int64_t seq) {
   std::vector<AuditRow> out;
   auto rows = store.database().Exec(
       "SELECT request_id, action, outcome, tenant_id FROM audit_log WHERE seq > $1 AND action NOT "
-      "LIKE 'scheduler.%' ORDER BY seq",
+      "LIKE 'scheduler.%' AND NOT (actor = 'anonymous' AND target LIKE 'unauthenticated: %') "
+      "ORDER BY seq",
       {seq});
   if (!rows.has_value()) return out;
   for (const auto& r : rows->rows) out.push_back({r.Text(0), r.Text(1), r.Text(2), r.Text(3)});
@@ -710,7 +720,9 @@ Sent Send(ApiHarness& h, const ApiRouter::Route& route, const Row& row, const Ca
 
   std::string before = Snapshot(h.store(), tenants, platform_users);
   int64_t seq = MaxAuditSeq(h.store());
+  const int64_t counted_before = h.api().unauthenticated_denials();
   http::Response r = h.CallJson(route.method, s.target, c.bearer, body);
+  const int64_t counted = h.api().unauthenticated_denials() - counted_before;
   std::string request_id = h.last_request_id();
   std::string after = Snapshot(h.store(), tenants, platform_users);
 
@@ -730,6 +742,16 @@ Sent Send(ApiHarness& h, const ApiRouter::Route& route, const Row& row, const Ca
   auto records = AuditAfter(h.store(), seq);
   if (action.empty()) {
     if (!records.empty()) s.problems.push_back("a read appended an audit record");
+    if (counted != 0) s.problems.push_back("a read was counted as an audited refusal");
+  } else if (counted != 0 || (c.bearer.empty() && !ok)) {
+    // Refused before a principal existed: counted for the minute's summary
+    // record, never appended one by one (anyone could flood the trail).
+    if (ok) s.problems.push_back("an allowed request was only counted, not recorded");
+    if (counted != 1) s.problems.push_back("a refusal without a credential was not counted");
+    if (!records.empty()) {
+      s.problems.push_back("an unauthenticated refusal appended " + std::to_string(records.size()) +
+                           " audit record(s)");
+    }
   } else if (records.size() != 1 || records[0].request_id != request_id) {
     s.problems.push_back("expected exactly one audit record for " + request_id + ", got " +
                          std::to_string(records.size()));

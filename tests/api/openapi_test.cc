@@ -631,6 +631,8 @@ TEST_F(OpenApiTest, ResponsesMatchTheirSchemas) {
        tenant_admin);
   call("GET", "/api/v1/tenants/{tenant_id}/usage/summary", a + "/usage/summary?group_by=key",
        nullptr, tenant_admin);
+  call("GET", "/api/v1/tenants/{tenant_id}/usage/refusals", a + "/usage/refusals", nullptr,
+       tenant_admin);
   call("GET", "/api/v1/tenants/{tenant_id}/usage", a + "/usage?from=bad", nullptr);  // 400
   call("GET", "/api/v1/tenants/{tenant_id}", t, nullptr);                            // 404 now
   call("POST", "/api/v1/tenants", "/api/v1/tenants", {{"name", 5}});                 // 400

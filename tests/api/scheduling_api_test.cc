@@ -213,13 +213,29 @@ TEST_F(SchedulingApiTest, QuotaAndProjectInputIsStrict) {
   EXPECT_EQ(quotas["items"][1]["used_milli"], 1000) << quotas.dump();
 }
 
-TEST_F(SchedulingApiTest, EvictionReleasesEverythingTheTenantHolds) {
+TEST_F(SchedulingApiTest, EvictionReleasesEverythingTheTenantHoldsAndKeepsItsHistory) {
   Json a = BodyOf(
       Allocate(alice_, {{"kind", "mig"}, {"model", "A100-80GB"}, {"mig_profile", "1g.10gb"}}));
   ASSERT_EQ(a["state"], "running") << a.dump();
   http::Response evicted = h_.Call("POST", "/api/v1/tenants/" + a_.id + "/evict", h_.root_key());
   ASSERT_EQ(evicted.status, 200) << evicted.body;
-  EXPECT_EQ(Rows("SELECT COUNT(*) FROM allocations WHERE tenant_id = '" + a_.id + "'"), 0);
+  EXPECT_EQ(BodyOf(evicted)["kept"]["allocations"], 1);
+  // The allocation history stays, ended, for staff to read (accounting);
+  // it used to be deleted with the tenant.
+  EXPECT_EQ(Rows("SELECT COUNT(*) FROM allocations WHERE tenant_id = '" + a_.id +
+                 "' AND state = 'released'"),
+            1);
+  http::Response listed = h_.Call("GET", "/api/v1/allocations?tenant_id=" + a_.id, h_.root_key());
+  ASSERT_EQ(listed.status, 200) << listed.body;
+  ASSERT_EQ(BodyOf(listed)["items"].size(), 1u);
+  EXPECT_EQ(BodyOf(listed)["items"][0]["id"], a["id"]);
+  EXPECT_EQ(BodyOf(listed)["items"][0]["state"], "released");
+  http::Response one =
+      h_.Call("GET", "/api/v1/allocations/" + a["id"].get<std::string>(), h_.root_key());
+  EXPECT_EQ(one.status, 200) << one.body;
+  // Another tenant still finds nothing of it.
+  EXPECT_EQ(h_.Call("GET", "/api/v1/allocations/" + a["id"].get<std::string>(), bob_.key).status,
+            404);
   auto rows = h_.store().database().Exec(
       "SELECT actor FROM audit_log WHERE action = 'scheduler.released' AND tenant_id = $1",
       {a_.id});
@@ -228,6 +244,83 @@ TEST_F(SchedulingApiTest, EvictionReleasesEverythingTheTenantHolds) {
   EXPECT_NE(rows->rows[0].Text(0), scheduling::kSchedulerActor);
   Json gpu = BodyOf(h_.Call("GET", "/api/v1/gpus?node=a100-80gb-0", h_.root_key()));
   for (const auto& g : gpu["items"]) EXPECT_TRUE(g["allocations"].empty()) << g.dump();
+}
+
+// Issue 15, item 5: a tenant read another tenant's allocation ids off a
+// reclaim — preempted_for and the reason on its preempted allocation, the
+// victim ids in the reclaimer's /why. Staff still see them.
+TEST_F(SchedulingApiTest, AReclaimShowsNeitherTenantTheOthersAllocations) {
+  SetQuota(
+      b_.id,
+      {{"model", "H100-80GB"}, {"kind", "gpu"}, {"guarantee_milli", 0}, {"limit_milli", 8000}});
+  std::vector<std::string> borrowed;
+  for (int i = 0; i < 2; ++i) {
+    http::Response r = Allocate(
+        bob_, {{"kind", "gpu"}, {"model", "H100-80GB"}, {"gpus", 4}, {"priority", "preemptible"}});
+    ASSERT_EQ(r.status, 201) << r.body;
+    borrowed.push_back(BodyOf(r)["id"].get<std::string>());
+  }
+  http::Response reclaim = Allocate(
+      alice_, {{"kind", "gpu"}, {"model", "H100-80GB"}, {"gpus", 4}, {"priority", "interactive"}});
+  ASSERT_EQ(reclaim.status, 202) << reclaim.body;
+  const std::string a_id = BodyOf(reclaim)["id"].get<std::string>();
+
+  std::string victim;
+  for (const std::string& id : borrowed) {
+    Json seen = BodyOf(h_.Call("GET", "/api/v1/allocations/" + id, bob_.key));
+    if (seen["state"] != "preempting") continue;
+    victim = id;
+    EXPECT_TRUE(seen["preempted_for"].is_null()) << seen.dump();
+    EXPECT_EQ(seen["reason"].get<std::string>().find(a_id), std::string::npos) << seen.dump();
+    EXPECT_EQ(seen["reason"].get<std::string>().find(a_.id), std::string::npos) << seen.dump();
+    Json staff = BodyOf(h_.Call("GET", "/api/v1/allocations/" + id, h_.root_key()));
+    EXPECT_EQ(staff["preempted_for"], a_id) << staff.dump();
+    Json listed = BodyOf(h_.Call("GET", "/api/v1/allocations?state=preempting", bob_.key));
+    ASSERT_EQ(listed["items"].size(), 1u);
+    EXPECT_TRUE(listed["items"][0]["preempted_for"].is_null()) << listed.dump();
+    Json why = BodyOf(h_.Call("GET", "/api/v1/allocations/" + id + "/why", bob_.key));
+    EXPECT_EQ(why["explanation"].get<std::string>().find(a_id), std::string::npos) << why.dump();
+  }
+  ASSERT_FALSE(victim.empty());
+  Json why = BodyOf(h_.Call("GET", "/api/v1/allocations/" + a_id + "/why", alice_.key));
+  EXPECT_EQ(why["explanation"].get<std::string>().find(victim), std::string::npos) << why.dump();
+  EXPECT_NE(why["explanation"].get<std::string>().find("waits for reclaim of borrowed capacity"),
+            std::string::npos)
+      << why.dump();
+  Json staff_why = BodyOf(h_.Call("GET", "/api/v1/allocations/" + a_id + "/why", h_.root_key()));
+  EXPECT_NE(staff_why["explanation"].get<std::string>().find(victim), std::string::npos)
+      << staff_why.dump();
+}
+
+// Issue 15, item 11: every submission was accepted, however many of the
+// tenant's requests already waited. A project holds at most 500 pending
+// requests by default; the next is refused with 429 and the reason, and
+// nothing is stored or audited for it.
+TEST_F(SchedulingApiTest, PendingRequestsBeyondTheProjectCapAreRefused) {
+  ASSERT_EQ(
+      h_.CallJson("POST", "/api/v1/tenants/" + a_.id + "/projects", alice_.key, {{"name", "flood"}})
+          .status,
+      201);
+  const Json body = {{"kind", "gpu"}, {"model", "H100-80GB"}, {"gpus", 4}, {"project", "flood"}};
+  ASSERT_EQ(Allocate(alice_, body).status, 201);  // takes the whole quota; the rest wait
+  for (int i = 0; i < 500; ++i) {
+    http::Response r = Allocate(alice_, body);
+    ASSERT_EQ(r.status, 202) << i << ": " << r.body;
+  }
+  const int64_t rows = Rows("SELECT COUNT(*) FROM allocations");
+  const int64_t audit = Rows("SELECT COUNT(*) FROM audit_log WHERE action LIKE 'scheduler.%'");
+  http::Response refused = Allocate(alice_, body);
+  EXPECT_EQ(refused.status, 429) << refused.body;
+  EXPECT_NE(refused.body.find("project flood already has 500 pending allocation requests"),
+            std::string::npos)
+      << refused.body;
+  EXPECT_EQ(Rows("SELECT COUNT(*) FROM allocations"), rows);
+  EXPECT_EQ(Rows("SELECT COUNT(*) FROM audit_log WHERE action LIKE 'scheduler.%'"), audit);
+  // Another tenant is not held back by it.
+  SetQuota(
+      b_.id,
+      {{"model", "H100-80GB"}, {"kind", "gpu"}, {"guarantee_milli", 1000}, {"limit_milli", 1000}});
+  EXPECT_EQ(Allocate(bob_, {{"kind", "gpu"}, {"model", "H100-80GB"}}).status, 201);
 }
 
 TEST_F(SchedulingApiTest, CapacityCountsFreeGpusAndMigRoom) {

@@ -54,7 +54,7 @@ TEST(GatewayCommandsTest, EveryVerbIsRegistered) {
   for (const char* verb : {"get", "set"}) {
     EXPECT_NO_THROW(app.get_subcommand("limit")->get_subcommand(verb)) << verb;
   }
-  for (const char* verb : {"list", "summary"}) {
+  for (const char* verb : {"list", "summary", "refusals"}) {
     EXPECT_NO_THROW(app.get_subcommand("usage")->get_subcommand(verb)) << verb;
   }
 }

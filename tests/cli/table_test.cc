@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+
 namespace atrium::cli {
 namespace {
 
@@ -63,6 +66,69 @@ TEST(CliFormatDetailTest, PreferredFieldsFirstThenSortedAndFlattened) {
             "labels.env:  prod\n"
             "removed:     -\n"
             "weight:      3\n");
+}
+
+// Regression (issue 15, item 14): display names and key names a tenant
+// chose reached operators' terminals raw, so a name could set the window
+// title, move the cursor or rewrite the lines above it.
+TEST(CliEscapeTest, ControlCharactersBecomeVisibleEscapes) {
+  EXPECT_EQ(EscapeForTerminal("plain Zo\xc3\xab \\ name"), "plain Zo\xc3\xab \\ name");
+  EXPECT_EQ(EscapeForTerminal("\x1b]0;pwned\x07"), "\\x1b]0;pwned\\x07");
+  EXPECT_EQ(EscapeForTerminal("two\nlines\r\tx"), "two\\nlines\\r\\tx");
+  EXPECT_EQ(EscapeForTerminal(std::string("nul\0del\x7f", 8)), "nul\\x00del\\x7f");
+  EXPECT_EQ(EscapeForTerminal("csi\xc2\x9b"
+                              "2J"),
+            "csi\\u009b2J");
+  EXPECT_EQ(EscapeForTerminal("nbsp\xc2\xa0ok"), "nbsp\xc2\xa0ok");  // U+00A0 is not a control
+}
+
+bool HasRawControl(const std::string& text, bool allow_newline) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    auto c = static_cast<unsigned char>(text[i]);
+    if (c == '\n' && allow_newline) continue;
+    if (c < 0x20 || c == 0x7f) return true;
+    if (c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) <= 0x9f &&
+        static_cast<unsigned char>(text[i + 1]) >= 0x80) {
+      return true;
+    }
+  }
+  return false;
+}
+
+TEST(CliEscapeTest, TablesAndDetailsCarryNoRawControls) {
+  const std::string hostile =
+      "evil\x1b[2J\x1b[H\nfake row\xc2\x9b"
+      "31m";
+  Json key = {{"name", hostile},
+              {"labels", {{"k\x1b", "v\x07"}}},
+              {"scopes", Json::array({"m\x1b"})},
+              {"nested",
+               {{"x\x1b"
+                 "y",
+                 hostile}}}};
+  std::string table =
+      FormatObjects({{"NAME", "name"}, {"LABELS", "labels"}, {"SCOPES", "scopes"}}, {key});
+  EXPECT_FALSE(HasRawControl(table, /*allow_newline=*/true)) << table;
+  EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 2) << "one header, one row:\n" << table;
+  EXPECT_NE(table.find("evil\\x1b[2J\\x1b[H\\nfake row\\u009b31m"), std::string::npos) << table;
+
+  std::string raw_table = FormatTable({"A\x1b"}, {{hostile}});
+  EXPECT_FALSE(HasRawControl(raw_table, true)) << raw_table;
+  EXPECT_EQ(std::count(raw_table.begin(), raw_table.end(), '\n'), 2);
+
+  std::string detail = FormatDetail(key, {"name"});
+  EXPECT_FALSE(HasRawControl(detail, true)) << detail;
+  EXPECT_EQ(std::count(detail.begin(), detail.end(), '\n'), 4) << detail;
+}
+
+TEST(CliEscapeTest, JsonOutputStaysValidAndCarriesNoRawControls) {
+  Json value = {{"name",
+                 "evil\x7f\xc2\x9b"
+                 "31m\x1b[0m"}};
+  std::string text = EscapeJsonForTerminal(value.dump(2, ' ', false));
+  EXPECT_FALSE(HasRawControl(text, true)) << text;
+  Json back = Json::parse(text);
+  EXPECT_EQ(back, value);
 }
 
 }  // namespace

@@ -229,5 +229,33 @@ TEST(IdsTest, IsWellFormedIdRejectsOtherShapes) {
   }
 }
 
+// RFC 8032 section 7.1, test 1: the empty message.
+TEST(SigningTest, Ed25519KnownVector) {
+  std::string seed, public_key, signature;
+  ASSERT_TRUE(HexDecode("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60", seed));
+  ASSERT_TRUE(
+      HexDecode("d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a", public_key));
+  std::string secret_key = seed + public_key;
+  EXPECT_EQ(PublicKeyOf(secret_key), public_key);
+  auto signed_empty = SignDetached(secret_key, "");
+  ASSERT_TRUE(signed_empty.has_value());
+  EXPECT_EQ(HexEncode(*signed_empty),
+            "e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e39"
+            "701cf9b46bd25bf5f0595bbe24655141438e7a100b");
+  EXPECT_TRUE(VerifyDetached(public_key, "", *signed_empty));
+}
+
+TEST(SigningTest, AnythingChangedFailsToVerify) {
+  SigningKeyPair pair = GenerateSigningKeyPair();
+  auto signature = SignDetached(pair.secret_key, "checkpoint");
+  ASSERT_TRUE(signature.has_value());
+  EXPECT_TRUE(VerifyDetached(pair.public_key, "checkpoint", *signature));
+  EXPECT_FALSE(VerifyDetached(pair.public_key, "checkpoinT", *signature));
+  EXPECT_FALSE(VerifyDetached(GenerateSigningKeyPair().public_key, "checkpoint", *signature));
+  EXPECT_FALSE(VerifyDetached(pair.public_key, "checkpoint", signature->substr(1)));
+  EXPECT_FALSE(SignDetached("short", "x").has_value());
+  EXPECT_EQ(PublicKeyOf("short"), "");
+}
+
 }  // namespace
 }  // namespace atrium::crypto

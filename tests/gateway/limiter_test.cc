@@ -103,6 +103,22 @@ TEST(LimiterTest, ReconcileGivesBackOrTakesTheDifference) {
   EXPECT_TRUE(limiter.Admit(subjects, 100, 36'000).allowed);
 }
 
+// Issue 15 #20: a model server that claimed 1,000,000 tokens for a request
+// of max_tokens 3 put its tenant 1M tokens in debt at 2,000 a minute — every
+// request refused for 8.3 hours. One request's excess is at most one minute
+// of the limit.
+TEST(LimiterTest, OneRequestsExcessCannotLockASubjectOutForHours) {
+  Limiter limiter;
+  auto subjects = Subjects(Limits(0, 2000), {});
+  ASSERT_TRUE(limiter.Admit(subjects, 10, 0).allowed);
+  limiter.Reconcile(subjects, 10, 1'000'000, 0);
+  LimitDecision refused = limiter.Admit(subjects, 10, 0);
+  EXPECT_FALSE(refused.allowed);
+  // 1990 left less 2000 of excess: 10 tokens in debt, 20 to wait for.
+  EXPECT_EQ(refused.retry_after_ms, 600);
+  EXPECT_TRUE(limiter.Admit(subjects, 10, 60'000).allowed);
+}
+
 TEST(LimiterTest, GivingBackNeverOverfillsTheBucket) {
   Limiter limiter;
   auto subjects = Subjects({}, Limits(0, 1000));

@@ -41,7 +41,9 @@ TEST(OpenAiTest, ParsesAChatRequest) {
   EXPECT_TRUE(r->stream);
   EXPECT_TRUE(r->client_wants_usage);
   EXPECT_EQ(r->max_tokens, 100);
-  EXPECT_EQ(r->estimated_input_tokens, 2 + 4);  // 8 bytes / 4 + one message
+  // 8 bytes of content and the unknown field's key "x" (it may be prompt):
+  // 9 bytes / 4, rounded up, + one message.
+  EXPECT_EQ(r->estimated_input_tokens, 3 + 4);
 }
 
 TEST(OpenAiTest, DefaultsWhenOptionalFieldsAreAbsentOrNull) {
@@ -94,8 +96,8 @@ TEST(OpenAiTest, IncludeUsageFalseIsNotAskingForUsage) {
 }
 
 TEST(OpenAiTest, EstimatesChatContentPartsAndToolCalls) {
-  // Text: "abcd", tool call "fn" and "{\"a\"}", "done" = 15 bytes = 4 tokens;
-  // one image part; three messages.
+  // Text: "abcd", tool call "c1", "function", "fn" and "{\"a\"}", tool call
+  // id "c1", "done" = 27 bytes = 7 tokens; one image part; three messages.
   auto r = ParseRequest(Api::kChatCompletions, R"({"model":"m","messages":[
       {"role":"user","content":[{"type":"text","text":"abcd"},
                                 {"type":"image_url","image_url":{"url":"data:xxxxxxxxxxxxxxxx"}}]},
@@ -103,7 +105,59 @@ TEST(OpenAiTest, EstimatesChatContentPartsAndToolCalls) {
        "tool_calls":[{"id":"c1","type":"function","function":{"name":"fn","arguments":"{\"a\"}"}}]},
       {"role":"tool","tool_call_id":"c1","content":"done"}]})");
   ASSERT_OK(r);
-  EXPECT_EQ(r->estimated_input_tokens, 4 + 256 + 3 * 4);
+  EXPECT_EQ(r->estimated_input_tokens, 7 + 256 + 3 * 4);
+}
+
+// Issue 15 #17: a 337 KB prompt sent in `tools` was estimated at 5 tokens
+// (only message contents counted), billed 5 input tokens and let through a
+// 2,000 tokens/minute limit that refused the same text as a message. Every
+// field that can reach the prompt counts.
+TEST(OpenAiTest, EstimatesEveryPromptBearingFieldNotOnlyTheMessages) {
+  const std::string text(337'000, 'a');
+  const std::string message = R"({"model":"m","messages":[{"role":"user","content":"hi"}],)";
+  for (
+      const std::string& field :
+      {R"("tools":[{"type":"function","function":{"name":"f","description":")" + text +
+           R"(","parameters":{"type":"object"}}}])",
+       R"("functions":[{"name":"f","description":")" + text + R"("}])",
+       R"("response_format":{"type":"json_schema","json_schema":{"name":"s","schema":{"description":")" +
+           text + R"("}}})",
+       R"("tool_choice":{"type":"function","function":{"name":")" + text + R"("}})",
+       R"("chat_template_kwargs":{"documents":[")" + text + R"("]})",
+       // Keys are prompt too: a schema's property names.
+       R"("guided_json":{"properties":{")" + text + R"(":{}}})"}) {
+    auto r = ParseRequest(Api::kChatCompletions, message + field + "}");
+    ASSERT_OK(r);
+    EXPECT_GE(r->estimated_input_tokens, 337'000 / 4) << field.substr(0, 40);
+  }
+  // The same text as a message estimates the same.
+  auto as_message =
+      ParseRequest(Api::kChatCompletions,
+                   R"({"model":"m","messages":[{"role":"user","content":")" + text + R"("}]})");
+  ASSERT_OK(as_message);
+  EXPECT_EQ(as_message->estimated_input_tokens, 337'000 / 4 + 4);
+  // Fields that never reach the prompt cost nothing.
+  auto controls = ParseRequest(Api::kChatCompletions,
+                               R"({"model":"m","messages":[{"role":"user","content":"hi"}],
+      "user":"someone-with-a-long-name","stop":["\n\n","END"],"logit_bias":{"50256":-100},
+      "stream_options":{"include_usage":true},"temperature":0.5,"seed":7})");
+  ASSERT_OK(controls);
+  EXPECT_EQ(controls->estimated_input_tokens, 1 + 4);
+  // A message's other fields (its name, reasoning) count; its role does not.
+  auto named = ParseRequest(Api::kChatCompletions,
+                            R"({"model":"m","messages":[{"role":"user","name":"abcdefgh",
+      "content":"hi","reasoning_content":"12345678"}]})");
+  ASSERT_OK(named);
+  EXPECT_EQ(named->estimated_input_tokens, 5 + 4);  // 18 bytes
+}
+
+TEST(OpenAiTest, TheInputBoundIsTheBodyPlusRoomForImagesAndAMargin) {
+  const std::string body = R"({"model":"m","messages":[{"role":"user","content":[
+      {"type":"text","text":"look"},{"type":"image_url","image_url":{"url":"http://x/y.png"}}]}]})";
+  auto r = ParseRequest(Api::kChatCompletions, body);
+  ASSERT_OK(r);
+  EXPECT_EQ(r->input_bound,
+            static_cast<int64_t>(body.size()) + kNonTextPartTokenBound + kUsageMarginTokens);
 }
 
 TEST(OpenAiTest, EstimatesPromptsAndInputs) {
@@ -473,6 +527,47 @@ TEST(SseRelayTest, CountsContentChunksWhenTheUpstreamSendsNoUsage) {
   EXPECT_EQ(relay.content_chunks(), 4);
   EXPECT_EQ(relay.StreamedTokens(), 4);
   EXPECT_FALSE(relay.saw_done());
+}
+
+// Issue 15 #17: one chunk may carry many tokens; a stream without usage is
+// estimated from the text it relayed, not from its chunk count.
+TEST(SseRelayTest, EstimatesTheOutputFromTheTextRelayedNotTheChunkCount) {
+  const std::string big(4'000, 'x');
+  const std::string stream =
+      kRoleChunk + ContentChunk(big) +
+      Chunk(R"({"choices":[{"index":0,"delta":{"reasoning_content":"12345678"}}]})") +
+      Chunk(
+          R"({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"name":"look","arguments":"{}"}}]}}]})") +
+      Chunk(R"({"choices":[{"index":0,"text":"abcd"}]})");
+  SseRelay relay(false);
+  Relay(relay, stream, {});
+  EXPECT_EQ(relay.content_chunks(), 4);
+  EXPECT_EQ(relay.EstimatedOutputTokens(), (4'000 + 8 + 4 + 2 + 4 + 3) / 4);
+}
+
+// Issue 15 #20: a server sent [DONE] first, then 200 tokens; the client got
+// them and the request was billed 0. The stream ends at [DONE]: nothing
+// after it is relayed (nor metered).
+TEST(SseRelayTest, NothingAfterDoneIsRelayed) {
+  std::string after;
+  for (int i = 0; i < 200; ++i) after += ContentChunk("tok");
+  after += Chunk(R"({"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":999}})");
+  const std::string stream = kRoleChunk + kDone + after;
+  for (std::vector<size_t> cuts :
+       {std::vector<size_t>{}, std::vector<size_t>{kRoleChunk.size() + 3},
+        std::vector<size_t>{kRoleChunk.size() + kDone.size() + 7}}) {
+    SseRelay relay(true);
+    EXPECT_EQ(Relay(relay, stream, cuts), kRoleChunk + kDone);
+    EXPECT_TRUE(relay.saw_done());
+    EXPECT_EQ(relay.content_chunks(), 0);
+    EXPECT_FALSE(relay.usage().present);
+  }
+  // Also when the rest arrives byte by byte.
+  SseRelay bytewise(true);
+  std::string out;
+  for (char c : stream) out += bytewise.Feed(std::string_view(&c, 1));
+  out += bytewise.Finish();
+  EXPECT_EQ(out, kRoleChunk + kDone);
 }
 
 TEST(SseRelayTest, CountsCompletionsTextAndEveryChoice) {

@@ -27,10 +27,35 @@ TEST(SlotSharesTest, AFloodingTenantLeavesALightOnesShareFree) {
   }
   EXPECT_EQ(a, 4);  // its own share; the 3 b has not used stay free
   EXPECT_TRUE(s.MayStart("b", 8, 3, 0));
-  // Once b has been quiet for the window, a may take them.
+  // While b has a request waiting it stays active; once it runs and waits
+  // for nothing, a may take them.
+  s.Queued("b");
   s.Finished("b");
-  EXPECT_FALSE(s.MayStart("a", 8, 4, 1000));
-  EXPECT_TRUE(s.MayStart("a", 8, 4, 2500));
+  EXPECT_FALSE(s.MayStart("a", 8, 4, 0));
+  s.Dequeued("b");
+  EXPECT_TRUE(s.MayStart("a", 8, 4, 0));
+}
+
+// The issue: one rejected request every 1.5 s (billed 0) kept a tenant
+// "active" for a window after it, which kept its share of the slots from a
+// flooding tenant: 2 of 4 slots sat idle throughout.
+TEST(SlotSharesTest, ATenantWhoseRequestsEndedHoldsNoSlotsBack) {
+  SlotShares s;
+  s.Seen("b", 1, 0);
+  s.Started("b");
+  s.Finished("b");    // refused by the model server at once
+  s.Seen("b", 1, 1);  // and another, refused before it ran
+  s.Seen("a", 1, 1);
+  int a = 0;
+  while (s.MayStart("a", 4, 4 - a, 1)) {
+    s.Started("a");
+    ++a;
+  }
+  EXPECT_EQ(a, 4) << "b runs and waits for nothing: every slot is a's";
+  // Pacing and burst slots still see b for the window: they keep no slot
+  // within the capacity idle.
+  EXPECT_TRUE(s.Contended("a", 1));
+  EXPECT_FALSE(s.Contended("a", 2001));
 }
 
 TEST(SlotSharesTest, WaitingRequestsAreTakenOffTheSlotsKeptForATenant) {
@@ -75,6 +100,7 @@ TEST(SlotSharesTest, SharesFollowWeights) {
   SlotShares s;
   s.Seen("a", 3, 0);
   s.Seen("b", 1, 0);
+  s.Queued("b");  // active: slots are kept for it
   EXPECT_DOUBLE_EQ(s.ShareOf("a", 8, 0), 6.0);
   EXPECT_DOUBLE_EQ(s.ShareOf("b", 8, 0), 2.0);
   for (int i = 0; i < 6; ++i) s.Started("a");

@@ -123,6 +123,92 @@ TEST(UsageMeterTest, ARequestNoModelServerTookOnIsRecordedWithNoTokens) {
   EXPECT_EQ(left.output_tokens, 0);
 }
 
+// Issue 15 #20: a model server answered 3 chunks to a request of max_tokens
+// 3 and claimed 1,000,000 completion tokens; the tenant was billed as
+// claimed. Issue 15 #7: one claiming 18446744073709551615 was stored as the
+// int64 maximum. A claim is believed only up to what the request could
+// produce, and the record says the server claimed more.
+TEST(UsageMeterTest, AReportAboveWhatTheRequestCouldProduceIsBoundedAndFlagged) {
+  const std::string body =
+      R"({"model":"m","max_tokens":3,"messages":[{"role":"user","content":"hi"}]})";
+  auto request = ParseRequest(Api::kChatCompletions, body);
+  ASSERT_TRUE(request.has_value());
+  UsageMeter meter("req_b", TheCaller(), Api::kChatCompletions, 0);
+  meter.Parsed(*request);
+  meter.Sent();
+  meter.Answered(200);
+  meter.Tokens(UsageFromResponse(R"({"usage":{"prompt_tokens":18446744073709551615,
+      "completion_tokens":1000000,"prompt_tokens_details":{"cached_tokens":9223372036854775807}}})"),
+               std::nullopt);
+  const UsageRecord r = meter.Finish(UsageStatus::kCompleted, 200, 5);
+  EXPECT_EQ(r.output_tokens, 3 + kOutputMarginTokens);
+  EXPECT_EQ(r.input_tokens, static_cast<int64_t>(body.size()) + kUsageMarginTokens);
+  EXPECT_LE(r.cached_tokens, r.input_tokens);
+  EXPECT_EQ(r.flag, kUsageOverBound);
+
+  // n choices may each reach max_tokens; a plausible report stands as is.
+  auto four = ParseRequest(Api::kChatCompletions, R"({"model":"m","max_tokens":3,"n":4,
+      "messages":[{"role":"user","content":"hi"}]})");
+  ASSERT_TRUE(four.has_value());
+  UsageMeter honest("req_h", TheCaller(), Api::kChatCompletions, 0);
+  honest.Parsed(*four);
+  honest.Tokens(Usage{true, 9, 12, 0}, std::nullopt);
+  EXPECT_EQ(honest.record().output_tokens, 12);
+  EXPECT_EQ(honest.record().input_tokens, 9);
+  EXPECT_EQ(honest.record().flag, "");
+}
+
+TEST(UsageMeterTest, WithoutMaxTokensTheOutputIsBoundedByWhatTheServerSent) {
+  UsageMeter meter("req_c", TheCaller(), Api::kChatCompletions, 0);
+  meter.Parsed(Request(false));
+  meter.Reserved(100);
+  meter.Received(5'000);
+  meter.Tokens(Usage{true, 40, 4'000, 0}, std::nullopt);
+  EXPECT_EQ(meter.record().output_tokens, 4'000);
+  EXPECT_EQ(meter.record().flag, "");
+  meter.Tokens(Usage{true, 40, 900'000, 0}, std::nullopt);
+  EXPECT_EQ(meter.record().output_tokens, 5'000 + kOutputMarginTokens);
+  EXPECT_EQ(meter.record().flag, kUsageOverBound);
+}
+
+// Issue 15 #17: a client that closed a stream before its usage chunk was
+// billed a chunk count (30 for an answer of thousands of tokens). A stream
+// its client cut off without usage is billed at least what it reserved; one
+// that completed without usage, its relayed text; one the gateway or the
+// server cut off, no more than the client surely received.
+TEST(UsageMeterTest, AStreamWithoutUsageIsBilledByHowItEnded) {
+  auto ended = [](UsageStatus status, int64_t text_tokens, int64_t chunks) {
+    UsageMeter meter("req_d", TheCaller(), Api::kChatCompletions, 0);
+    meter.Parsed(Request(true));
+    meter.Reserved(2'048);
+    meter.Sent();
+    meter.Answered(200);
+    meter.StreamChunks(chunks);
+    meter.Tokens(Usage{}, text_tokens);
+    return meter.Finish(status, 200, 9).output_tokens;
+  };
+  EXPECT_EQ(ended(UsageStatus::kCancelled, 40, 30), 2'048);
+  EXPECT_EQ(ended(UsageStatus::kCancelled, 5'000, 30), 5'000);  // more relayed than reserved
+  EXPECT_EQ(ended(UsageStatus::kCompleted, 3'000, 30), 3'000);  // the text, not the chunks
+  EXPECT_EQ(ended(UsageStatus::kInterrupted, 3'000, 30), 30);
+  EXPECT_EQ(ended(UsageStatus::kFailed, 20, 30), 20);
+  // A checkpoint stands for an interrupted stream.
+  UsageMeter running("req_e", TheCaller(), Api::kChatCompletions, 0);
+  running.Parsed(Request(true));
+  running.Reserved(2'048);
+  running.StreamChunks(4);
+  running.Tokens(Usage{}, 700);
+  EXPECT_EQ(running.Snapshot(5).output_tokens, 4);
+  // Not streamed: the whole answer was read, its estimate stands.
+  UsageMeter whole("req_f", TheCaller(), Api::kChatCompletions, 0);
+  whole.Parsed(Request(false));
+  whole.Reserved(2'048);
+  whole.Sent();
+  whole.Answered(200);
+  whole.Tokens(Usage{}, 30);
+  EXPECT_EQ(whole.Finish(UsageStatus::kCancelled, 499, 9).output_tokens, 30);
+}
+
 TEST(UsageMeterTest, TheFirstTokenIsTimedOnce) {
   UsageMeter meter("req_5", TheCaller(), Api::kChatCompletions, 100);
   meter.Parsed(Request(true));
@@ -135,6 +221,7 @@ TEST(UsageMeterTest, ASnapshotIsTheRecordSoFarThenFinishSupersedesIt) {
   UsageMeter meter("req_4", TheCaller(), Api::kChatCompletions, 100);
   meter.Parsed(Request(true));
   meter.FirstByte(130);
+  meter.StreamChunks(5);
   meter.Tokens(Usage{}, 5);
   const UsageRecord& snap = meter.Snapshot(1'100);
   EXPECT_EQ(snap.http_status, 200);

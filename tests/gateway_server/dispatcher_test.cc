@@ -91,12 +91,12 @@ TEST_F(DispatcherTest, AQueuedRequestThatLeavesGivesBackTheTokensItReserved) {
 }
 
 TEST_F(DispatcherTest, ADeploymentWhoseEndpointsAreAllDownIsRefusedAtOnceNotQueued) {
-  for (int i = 0; i < 2; ++i) dispatcher_.HealthCheck("http://127.0.0.1:1", false, now_);
+  for (int i = 0; i < 2; ++i) dispatcher_.HealthCheck("dep_1", "http://127.0.0.1:1", false, now_);
   Admission down = Admit(Request("a"));
   EXPECT_EQ(down.kind, Admission::Kind::kRefused);
   EXPECT_EQ(down.http_status, 503);
   EXPECT_EQ(down.retry_after_ms, 1000);  // the next health check may pass
-  dispatcher_.HealthCheck("http://127.0.0.1:1", true, now_);
+  dispatcher_.HealthCheck("dep_1", "http://127.0.0.1:1", true, now_);
   // Ejected after three failures in a row: back when the ejection ends.
   for (int i = 0; i < 3; ++i) {
     SlotRequest r = Request("a");
@@ -169,6 +169,58 @@ TEST_F(DispatcherTest, ALightTenantWithNothingWaitingStillFindsItsShareFree) {
   SlotRequest b2 = Request("b");
   EXPECT_EQ(Admit(b2).kind, Admission::Kind::kQueued);    // behind a's backlog in the queue...
   EXPECT_TRUE(dispatcher_.TakeGrant(b2.id).has_value());  // ...but granted at once
+}
+
+// The issue: a tenant whose request had been refused at once (billed 0)
+// counted as active for two seconds after it, which kept its share of the
+// slots from a flooding tenant; one such request every 1.5 s left 2 of 4
+// slots idle throughout.
+TEST_F(DispatcherTest, ATenantWithNothingRunningOrWaitingKeepsNoSlotsIdle) {
+  SlotRequest refused = Request("b");
+  ASSERT_EQ(Admit(refused).kind, Admission::Kind::kStarted);
+  dispatcher_.Finish(refused, "http://127.0.0.1:1", Dispatcher::Outcome::kSucceeded, {0, 0, 0},
+                     now_);
+  now_ += 1;
+  std::vector<SlotRequest> a;
+  int started = 0;
+  for (int i = 0; i < 10; ++i) {
+    a.push_back(Request("a"));
+    if (Admit(a.back()).kind == Admission::Kind::kStarted) ++started;
+  }
+  EXPECT_EQ(started, 4) << "b runs and waits for nothing: every slot is a's";
+  EXPECT_EQ(dispatcher_.QueuedFor("dep_1"), 6u);
+}
+
+// The issue: balancer state was kept per URL, so a tenant's dedicated
+// deployment naming a shared deployment's URL took that one's slots outside
+// its fair queue (and its failures ejected the endpoint for everyone).
+TEST(DispatcherStateTest, EachDeploymentCountsItsOwnSlotsOfAnEndpointItShares) {
+  const DeploymentRecord shared = TestDeployment("dep_shared", {{"http://10.0.0.9:8000", 1}});
+  DeploymentRecord dedicated = TestDeployment("dep_dedicated", {{"http://10.0.0.9:8000", 1}});
+  dedicated.visibility = "dedicated";
+  dedicated.tenant_id = "t";
+  Dispatcher dispatcher(DispatcherOptions{});
+  const int64_t now = 1'000'000;
+  SlotRequest own = MakeRequest(1, "t", &dedicated, 40, 100);
+  ASSERT_EQ(dispatcher.Admit(own, now, [] {}).kind, Admission::Kind::kStarted);
+  SlotRequest other = MakeRequest(2, "u", &shared, 40, 100);
+  EXPECT_EQ(dispatcher.Admit(other, now, [] {}).kind, Admission::Kind::kStarted)
+      << "the dedicated deployment's request holds none of the shared one's slots";
+  EXPECT_EQ(dispatcher.OutstandingOn("dep_shared", "http://10.0.0.9:8000"), 1);
+  EXPECT_EQ(dispatcher.OutstandingOn("dep_dedicated", "http://10.0.0.9:8000"), 1);
+  // Failures through the dedicated deployment eject it there only.
+  dispatcher.Finish(own, "http://10.0.0.9:8000", Dispatcher::Outcome::kFailed, {}, now);
+  for (uint64_t id = 3; id < 5; ++id) {
+    SlotRequest r = MakeRequest(id, "t", &dedicated, 40, 100);
+    ASSERT_EQ(dispatcher.Admit(r, now, [] {}).kind, Admission::Kind::kStarted);
+    dispatcher.Finish(r, "http://10.0.0.9:8000", Dispatcher::Outcome::kFailed, {}, now);
+  }
+  EXPECT_NE(dispatcher.DescribeEndpoint("dep_dedicated", "http://10.0.0.9:8000", now), "healthy");
+  EXPECT_EQ(dispatcher.DescribeEndpoint("dep_shared", "http://10.0.0.9:8000", now), "healthy");
+  for (int i = 0; i < 2; ++i) {
+    dispatcher.HealthCheck("dep_dedicated", "http://10.0.0.9:8000", false, now);
+  }
+  EXPECT_EQ(dispatcher.DescribeEndpoint("dep_shared", "http://10.0.0.9:8000", now), "healthy");
 }
 
 TEST(DispatcherPacingTest, TheHeavierTenantsStreamsWaitForTheEndpointsPrefillsALighterOnesDoNot) {

@@ -2,6 +2,7 @@
 // simulators, a policy built from rows the test controls, a usage journal
 // shipping to an in-memory store. Requests go over loopback sockets.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -31,6 +32,7 @@
 #include <thread>
 
 #include "engine_sim/server.h"
+#include "gateway/openai.h"
 #include "gateway_server/gateway_server.h"
 #include "gateway_server/upstream.h"
 #include "identity/api_key.h"
@@ -71,6 +73,35 @@ int DeadPort() {
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   ::close(fd);
   return ntohs(addr.sin_port);
+}
+
+// Everything the gateway logs while it lives (the operator's view).
+class LogCapture {
+ public:
+  LogCapture() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(log_)) {
+    spdlog::default_logger()->sinks().push_back(sink_);
+  }
+  ~LogCapture() {
+    auto& sinks = spdlog::default_logger()->sinks();
+    sinks.erase(std::find(sinks.begin(), sinks.end(), sink_));
+  }
+  std::string Text() {
+    spdlog::default_logger()->flush();
+    return log_.str();
+  }
+
+ private:
+  std::ostringstream log_;
+  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
+};
+
+// A test rig's egress policy: the engine simulators run on loopback, so the
+// operator of the rig opens it for tenants' dedicated deployments.
+std::shared_ptr<gateway::EgressPolicy> LoopbackRig() {
+  gateway::EgressRules rules;
+  rules.allowed_networks = {*gateway::ParseIpNetwork("127.0.0.0/8"),
+                            *gateway::ParseIpNetwork("::1/128")};
+  return std::make_shared<gateway::EgressPolicy>(rules);
 }
 
 // What an https model endpoint looks like to the gateway: TLS terminated in
@@ -184,6 +215,11 @@ class CloseDelimitedServer {
     ::close(fd_);
   }
   int port() const { return port_; }
+  // The last request's head and body, as the server read them.
+  std::string last_request() {
+    std::lock_guard lock(mu_);
+    return last_request_;
+  }
 
  private:
   void Serve() {
@@ -205,6 +241,10 @@ class CloseDelimitedServer {
         if (n <= 0) break;
         in.append(buf, static_cast<size_t>(n));
       }
+      {
+        std::lock_guard lock(mu_);
+        last_request_ = in;
+      }
       const std::string head = "HTTP/1.1 " + status_ + "\r\n" + extra_headers_ +
                                "Content-Type: " + content_type_ + "\r\nConnection: close\r\n\r\n";
       ::send(c, head.data(), head.size(), MSG_NOSIGNAL);
@@ -223,6 +263,8 @@ class CloseDelimitedServer {
   int fd_ = -1;
   int port_ = 0;
   std::thread thread_;
+  std::mutex mu_;
+  std::string last_request_;  // GUARDED_BY(mu_)
 };
 
 // A hostile model server: for each connection it reads the request, then
@@ -482,6 +524,17 @@ struct MemoryStore {
     std::lock_guard lock(mu);
     return rows.size();
   }
+  std::map<std::string, int64_t> refusals;  // "<tenant> <key> <reason>" -> count
+  Status AddRefusals(const std::vector<RefusalCount>& counts) {
+    std::lock_guard lock(mu);
+    for (const auto& c : counts) refusals[c.tenant_id + " " + c.key_id + " " + c.reason] += c.count;
+    return OkStatus();
+  }
+  int64_t Refusals(const std::string& what) {
+    std::lock_guard lock(mu);
+    auto it = refusals.find(what);
+    return it == refusals.end() ? 0 : it->second;
+  }
 };
 
 class GatewayTest : public ::testing::Test {
@@ -554,10 +607,27 @@ class GatewayTest : public ::testing::Test {
     for (const auto& t : entitled) rows_.entitlements.push_back({t, "sim-model", 0});
   }
 
+  // A dedicated deployment of `model` for `tenant`, as a tenant admin
+  // would have made it (or a row that got into the store some other way).
+  void AddDedicated(const std::string& id, const std::string& tenant, const std::string& url,
+                    const std::string& model = "sim-model") {
+    DeploymentRecord d;
+    d.id = id;
+    d.model = model;
+    d.endpoints = {{url, 8}};
+    d.region = "eu-1";
+    d.latency_tier = "interactive";
+    d.visibility = "dedicated";
+    d.tenant_id = tenant;
+    rows_.deployments.push_back(d);
+  }
+
   void StartGateway(GatewayOptions options = {}, int health_interval_ms = 200) {
     journal_ = std::make_unique<UsageJournal>(
         UsageJournalOptions{dir_.string(), 10, 10, 100, 16 << 20},
         [this](const std::vector<UsageRecord>& r) { return store_.Insert(r); });
+    journal_->SetRefusalSink(
+        [this](const std::vector<RefusalCount>& c) { return store_.AddRefusals(c); });
     ASSERT_OK(journal_->Start());
     policy_ =
         std::make_unique<PolicyLoader>(PolicySource{[this]() -> Result<int64_t> {
@@ -574,6 +644,7 @@ class GatewayTest : public ::testing::Test {
                                        20);
     ASSERT_OK(policy_->Start());
     options.health_interval_ms = health_interval_ms;
+    if (!options.egress) options.egress = LoopbackRig();
     gateway_ =
         std::make_unique<GatewayServer>(options, *policy_, *journal_, SystemClock::Instance());
     auto port = gateway_->Start();
@@ -606,6 +677,14 @@ class GatewayTest : public ::testing::Test {
     if (!key.empty()) headers["Authorization"] = "Bearer " + key;
     c.Send("POST", "/v1/chat/completions", body, headers);
     return c.Read();
+  }
+
+  // Waits until the journal shipped `n` refusals of `key` (a key's text) for `reason`.
+  int64_t RefusalsOf(const std::string& tenant, const std::string& key, const std::string& reason,
+                     int64_t n) {
+    const std::string what = tenant + " " + key_ids_[key] + " " + reason;
+    for (int i = 0; i < 300 && store_.Refusals(what) < n; ++i) std::this_thread::sleep_for(10ms);
+    return store_.Refusals(what);
   }
 
   // Waits until the journal shipped the record of request `id`.
@@ -708,7 +787,8 @@ TEST_F(GatewayTest, PromptsAndCompletionsAreNeitherLoggedNorStored) {
   ASSERT_GE(completion.size(), 12u);
   ASSERT_TRUE(RecordOf(plain.headers["x-request-id"]).has_value());
   ASSERT_TRUE(RecordOf(streamed.headers["x-request-id"]).has_value());
-  ASSERT_TRUE(RecordOf(failed.headers["x-request-id"]).has_value());
+  // The refused one is a count, whose reason is the gateway's own code.
+  ASSERT_EQ(RefusalsOf("tn_a", key_a_, "invalid_request", 1), 1);
   journal_->Stop();  // everything it holds is in its files now
   std::vector<std::pair<std::string, std::string>> places = {{"the log", logged}};
   for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
@@ -749,15 +829,13 @@ TEST_F(GatewayTest, AStopWhoseDrainTimeRunsOutAnswersAndRecordsWhatItCuts) {
   EXPECT_EQ(queued.status, 503) << queued.body;
   EXPECT_NE(running.body.find("the gateway is stopping"), std::string::npos) << running.body;
   auto ran = RecordOf(running.headers["x-request-id"]);
-  auto waited = RecordOf(queued.headers["x-request-id"]);
   ASSERT_TRUE(ran.has_value());
-  ASSERT_TRUE(waited.has_value());
   EXPECT_EQ(ran->status, "interrupted");
   EXPECT_EQ(ran->http_status, 503);
   EXPECT_EQ(ran->endpoint, rows_.deployments[0].endpoints[0].url);
-  EXPECT_EQ(waited->status, "rejected");
-  EXPECT_EQ(waited->http_status, 503);
-  EXPECT_EQ(waited->tenant_id, "tn_b");
+  // The queued one never reached a model server: counted, not recorded.
+  EXPECT_FALSE(store_.Get(queued.headers["x-request-id"]).has_value());
+  EXPECT_EQ(RefusalsOf("tn_b", key_b_, "service_unavailable", 1), 1);
 }
 
 TEST_F(GatewayTest, ANonStreamedAnswersFirstByteIsWhenTheWholeAnswerGoesOut) {
@@ -901,10 +979,37 @@ TEST_F(GatewayTest, RateLimitAnswers429WithRetryAfterAndIsMetered) {
   EXPECT_EQ(third.status, 429);
   EXPECT_FALSE(third.headers["retry-after"].empty());
   EXPECT_EQ(Post(key_b_, ChatBody(1, false)).status, 200);  // another tenant is not affected
-  auto record = RecordOf(third.headers["x-request-id"]);
-  ASSERT_TRUE(record);
-  EXPECT_EQ(record->status, "rejected");
-  EXPECT_EQ(record->http_status, 429);
+  EXPECT_EQ(RefusalsOf("tn_a", key_a_, "rate_limit_exceeded", 1), 1);
+}
+
+// Issue 15 #10: one key flooding the gateway got 535,000 refusals in 35 s,
+// each stored as a usage record of its own (~5 MB/s of database). Refusals
+// are counted per key, reason and minute: served requests keep their
+// records, refused ones make none.
+TEST_F(GatewayTest, RefusedRequestsAreCountedNotRecordedOneByOne) {
+  AddDeployment("dep_1", {{StartSim("instant"), 8}});
+  GatewayLimitRecord limit;
+  limit.tenant_id = "tn_a";
+  limit.limits.requests_per_minute = 1;
+  rows_.limits.push_back(limit);
+  StartGateway();
+  RawResponse served = Post(key_a_, ChatBody(1, false));
+  ASSERT_EQ(served.status, 200);
+  ASSERT_TRUE(RecordOf(served.headers["x-request-id"]).has_value());
+  Connection c(port_);
+  const std::string body = ChatBody(1, false);
+  for (int i = 0; i < 200; ++i) {
+    c.Send("POST", "/v1/chat/completions", body, {{"Authorization", "Bearer " + key_a_}});
+    RawResponse r = c.Read();
+    ASSERT_EQ(r.status, 429) << i;
+  }
+  RawResponse unknown =
+      Post(key_a_, R"({"model":"nope","messages":[{"role":"user","content":"hi"}]})");
+  ASSERT_EQ(unknown.status, 404);
+  EXPECT_EQ(RefusalsOf("tn_a", key_a_, "rate_limit_exceeded", 200), 200);
+  EXPECT_EQ(RefusalsOf("tn_a", key_a_, "model_not_found", 1), 1);
+  EXPECT_EQ(store_.size(), 1u) << "only the served request has a record";
+  EXPECT_EQ(journal_->appended(), 1);
 }
 
 TEST_F(GatewayTest, AWaitingRequestPastItsDeadlineGets504) {
@@ -975,7 +1080,10 @@ TEST_F(GatewayTest, AClientThatLeavesMidStreamAbortsTheUpstreamRequest) {
   auto record = RecordOf(id);
   ASSERT_TRUE(record);
   EXPECT_EQ(record->status, "cancelled");
-  EXPECT_LT(record->output_tokens, 100);
+  // Cut before its usage chunk: billed the 100 tokens it reserved, not the
+  // chunks relayed so far (issue 15 #17: a client closing just before the
+  // usage chunk was billed a chunk count for the whole answer).
+  EXPECT_EQ(record->output_tokens, 100);
 }
 
 TEST_F(GatewayTest, RetriesAnotherEndpointWhenOneIsDown) {
@@ -1272,9 +1380,7 @@ TEST_F(GatewayTest, EachTenantsQueuedBodiesHaveABudget) {
   RawResponse over = Post(key_a_, body);
   EXPECT_EQ(over.status, 429) << over.body;
   EXPECT_EQ(over.headers["retry-after"], "1");
-  auto record = RecordOf(over.headers["x-request-id"]);
-  ASSERT_TRUE(record.has_value());
-  EXPECT_EQ(record->status, "rejected");
+  EXPECT_EQ(RefusalsOf("tn_a", key_a_, "rate_limit_exceeded", 1), 1);
   // Another tenant's requests still wait their turn.
   Connection other(port_);
   other.Send("POST", "/v1/chat/completions", body, {{"Authorization", "Bearer " + key_b_}});
@@ -1370,6 +1476,10 @@ TEST_F(GatewayTest, AnOverloadedModelServersAdviceOnWhenToRetryReachesTheClient)
   EXPECT_EQ(r.status, 503) << r.body;
   EXPECT_EQ(r.headers["retry-after"], "7");
   EXPECT_NE(r.body.find("service_unavailable"), std::string::npos) << r.body;
+  // The issue: the tenant was told "upstream http://127.0.0.1:PORT answered
+  // 503", the operator's server's URL.
+  EXPECT_EQ(r.body.find(std::to_string(overloaded.port())), std::string::npos) << r.body;
+  EXPECT_EQ(r.body.find("127.0.0.1"), std::string::npos) << r.body;
   // A 429 is the server's answer: relayed with its advice.
   ChangeRows([&](GatewayPolicyRows& rows) {
     rows.deployments[0].endpoints = {{"http://127.0.0.1:" + std::to_string(limited.port()), 8}};
@@ -1400,11 +1510,8 @@ TEST_F(GatewayTest, AnAnswerWithoutUsageIsBilledForWhatWasGeneratedAndARefusalFo
   RawResponse refused =
       Post(key_a_, R"({"model":"nope","messages":[{"role":"user","content":"hello there"}]})");
   ASSERT_EQ(refused.status, 404) << refused.body;
-  auto none = RecordOf(refused.headers["x-request-id"]);
-  ASSERT_TRUE(none.has_value());
-  EXPECT_EQ(none->status, "rejected");
-  EXPECT_EQ(none->input_tokens, 0);
-  EXPECT_EQ(none->output_tokens, 0);
+  EXPECT_EQ(RefusalsOf("tn_a", key_a_, "model_not_found", 1), 1);
+  EXPECT_FALSE(store_.Get(refused.headers["x-request-id"]).has_value());
 }
 
 TEST_F(GatewayTest, RefusesAnHttpsEndpointWhoseCertificateItCannotTrust) {
@@ -1414,10 +1521,14 @@ TEST_F(GatewayTest, RefusesAnHttpsEndpointWhoseCertificateItCannotTrust) {
   // Health checks rarely, so that they cannot mark the endpoint down before
   // the request sees why it fails.
   StartGateway({}, 60'000);  // no extra CA: the test CA is unknown
+  LogCapture log;
   RawResponse r = Post(key_a_, ChatBody(1, false));
   EXPECT_EQ(r.status, 502);
-  EXPECT_NE(r.body.find("certificate verify failed"), std::string::npos) << r.body;
-  EXPECT_NE(r.body.find("unable to get local issuer certificate"), std::string::npos) << r.body;
+  // The operator's log says which check failed; the tenant's answer does not
+  // name the endpoint.
+  EXPECT_NE(log.Text().find("certificate verify failed"), std::string::npos) << log.Text();
+  EXPECT_NE(log.Text().find("unable to get local issuer certificate"), std::string::npos);
+  EXPECT_EQ(r.body.find("localhost"), std::string::npos) << r.body;
   EXPECT_EQ(sims_[0]->Served().finished, 0);
   gateway_->Stop(1000);
   gateway_.reset();
@@ -1433,13 +1544,13 @@ TEST_F(GatewayTest, RefusesAnHttpsEndpointWhoseCertificateItCannotTrust) {
   StartGateway(options, 60'000);
   r = Post(key_a_, ChatBody(1, false));
   EXPECT_EQ(r.status, 502);
-  EXPECT_NE(r.body.find("hostname mismatch"), std::string::npos) << r.body;
+  EXPECT_NE(log.Text().find("hostname mismatch"), std::string::npos) << log.Text();
   ChangeRows([&](GatewayPolicyRows& rows) {
     rows.deployments[0].endpoints = {{"https://127.0.0.1:" + std::to_string(elsewhere.port()), 8}};
   });
   r = Post(key_a_, ChatBody(1, false));
   EXPECT_EQ(r.status, 502);
-  EXPECT_NE(r.body.find("IP address mismatch"), std::string::npos) << r.body;
+  EXPECT_NE(log.Text().find("IP address mismatch"), std::string::npos) << log.Text();
   EXPECT_EQ(sims_[1]->Served().finished, 0);
 }
 
@@ -1457,6 +1568,146 @@ TEST_F(GatewayTest, DoesNotStartWithAnUnreadableUpstreamCaFile) {
   auto started = gateway.Start();
   ASSERT_FALSE(started.has_value());
   EXPECT_NE(started.error().message.find("missing.pem"), std::string::npos);
+}
+
+// The issue: gateway errors showed tenants the operator's upstream URLs
+// ("upstream http://... answered 503", "cannot connect to http://..."); the
+// operator's log keeps them.
+TEST_F(GatewayTest, ATenantIsNotShownTheOperatorsUpstreamUrlsTheLogIs) {
+  const int dead_port = DeadPort();
+  const std::string url = "http://127.0.0.1:" + std::to_string(dead_port);
+  AddDeployment("dep_1", {{url, 8}});
+  StartGateway({}, 60'000);
+  LogCapture log;
+  RawResponse r = Post(key_a_, ChatBody(1, false));
+  EXPECT_EQ(r.status, 502) << r.body;
+  EXPECT_EQ(r.body.find(std::to_string(dead_port)), std::string::npos) << r.body;
+  EXPECT_EQ(r.body.find("127.0.0.1"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("could not be reached"), std::string::npos) << r.body;
+  const std::string logged = log.Text();
+  EXPECT_NE(logged.find(url), std::string::npos) << logged;
+  EXPECT_NE(logged.find(r.headers["x-request-id"]), std::string::npos) << logged;
+}
+
+// The issue: a tenant admin aimed its dedicated deployment at loopback. A
+// row that reached the store without the API's check (or a name that
+// resolves to loopback later) is refused by the gateway itself: nothing is
+// sent there, neither requests nor health probes.
+TEST_F(GatewayTest, ADedicatedDeploymentAimedAtLoopbackIsRefusedEvenFromTheStore) {
+  // A listener that never accepts: any connection would wait in its backlog.
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(fd, 16), 0);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  AddDedicated("dep_mine", "tn_a", "http://localhost:" + std::to_string(ntohs(addr.sin_port)));
+  GatewayOptions options;
+  options.egress = std::make_shared<gateway::EgressPolicy>();  // the default rules
+  options.first_byte_timeout_ms = 500;
+  StartGateway(options, 100);
+  LogCapture log;
+  for (int i = 0; i < 3; ++i) {
+    RawResponse r = Post(key_a_, ChatBody(1, false));
+    EXPECT_TRUE(r.status == 502 || r.status == 503) << r.status << " " << r.body;
+    EXPECT_EQ(r.body.find("localhost"), std::string::npos) << r.body;
+    usleep(150'000);  // a health check runs meanwhile
+  }
+  // Neither a request nor a health probe connected.
+  ASSERT_EQ(::fcntl(fd, F_SETFL, O_NONBLOCK), 0);
+  EXPECT_EQ(::accept(fd, nullptr, nullptr), -1);
+  EXPECT_TRUE(errno == EAGAIN || errno == EWOULDBLOCK) << errno;
+  ::close(fd);
+  EXPECT_NE(log.Text().find("loopback"), std::string::npos) << log.Text();
+}
+
+// The issue: pointing a dedicated deployment at the platform's own
+// listener returned the platform's own answer.
+TEST_F(GatewayTest, ADedicatedDeploymentCannotAimTheGatewayAtItself) {
+  AddDeployment("dep_shared", {{StartSim("instant"), 8}}, {"tn_b"});
+  StartGateway({}, 60'000);  // the rig opens loopback
+  ChangeRows([&](GatewayPolicyRows& rows) {
+    DeploymentRecord d = rows.deployments[0];
+    d.id = "dep_loop";
+    d.visibility = "dedicated";
+    d.tenant_id = "tn_a";
+    d.endpoints = {{"http://127.0.0.1:" + std::to_string(port_), 8}};
+    rows.deployments.push_back(d);
+  });
+  LogCapture log;
+  RawResponse r = Post(key_a_, ChatBody(1, false));
+  EXPECT_EQ(r.status, 502) << r.body;
+  EXPECT_NE(log.Text().find("reserved for the platform"), std::string::npos) << log.Text();
+}
+
+// The issue: a tenant not entitled to a shared model got it served by
+// pointing its dedicated deployment at the shared server's URL.
+TEST_F(GatewayTest, ADedicatedDeploymentNamingASharedEndpointIsNotServedThere) {
+  const std::string sim = StartSim("instant");
+  AddDeployment("dep_shared", {{sim, 8}}, {"tn_b"});  // tn_a is not entitled
+  AddDedicated("dep_mine", "tn_a", sim);
+  StartGateway({}, 60'000);  // the rig opens loopback: only the shared rule stands
+  LogCapture log;
+  RawResponse mine = Post(key_a_, ChatBody(1, false));
+  EXPECT_EQ(mine.status, 502) << mine.body;
+  EXPECT_EQ(sims_[0]->Served().finished, 0);
+  EXPECT_NE(log.Text().find("reserved for the platform"), std::string::npos) << log.Text();
+  // The entitled tenant is served there as before.
+  EXPECT_EQ(Post(key_b_, ChatBody(1, false)).status, 200);
+}
+
+// DNS rebinding: what ConnectUpstream judges is each address the name
+// resolves to, after resolution and before any connection, cached or not.
+TEST(UpstreamEgressTest, ANameThatResolvesToARefusedAddressIsNeverConnected) {
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::acceptor listener(
+      io, boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0));
+  const std::string url = "http://localhost:" + std::to_string(listener.local_endpoint().port());
+  auto address = ParseUpstreamUrl(url);
+  ASSERT_OK(address);
+  std::vector<std::string> judged;
+  AddressCheck refuse_loopback = [&](const boost::asio::ip::tcp::endpoint& e) -> std::string {
+    judged.push_back(e.address().to_string());
+    return e.address().is_loopback() ? "loopback" : "";
+  };
+  UpstreamPool pool(0);
+  for (int attempt = 0; attempt < 2; ++attempt) {  // resolved, then from the cache
+    std::string why;
+    bool connected = true;
+    boost::asio::co_spawn(
+        io,
+        [&]() -> boost::asio::awaitable<void> {
+          auto c =
+              co_await ConnectUpstream(pool, url, *address, nullptr, 1000, why, &refuse_loopback);
+          connected = c != nullptr;
+        },
+        boost::asio::detached);
+    io.run();
+    io.restart();
+    EXPECT_FALSE(connected) << attempt;
+    EXPECT_EQ(why, "loopback") << attempt;
+  }
+  EXPECT_GE(judged.size(), 2u);
+  // Nothing reached the listener.
+  listener.non_blocking(true);
+  boost::system::error_code ec;
+  boost::asio::ip::tcp::socket accepted(io);
+  listener.accept(accepted, ec);
+  EXPECT_EQ(ec, boost::asio::error::would_block);
+  // Without a check the same name connects (the test would pass vacuously otherwise).
+  bool connected = false;
+  std::string why;
+  boost::asio::co_spawn(
+      io,
+      [&]() -> boost::asio::awaitable<void> {
+        auto c = co_await ConnectUpstream(pool, url, *address, nullptr, 1000, why);
+        connected = c != nullptr;
+      },
+      boost::asio::detached);
+  io.run();
+  EXPECT_TRUE(connected) << why;
 }
 
 TEST(UpstreamUrlTest, ParsesHttpAndHttpsWithTheirDefaultPorts) {
@@ -1588,6 +1839,122 @@ TEST_F(GatewayTest, ServesTheTenantWithTheSmallerCounterFirst) {
     if (rec->created_at + rec->total_ms <= recb->created_at + recb->total_ms) ++a_done;
   }
   EXPECT_LE(a_done, 2);
+}
+
+// --- Hostile model servers and clients (issue 15)
+
+std::string ContentEvent(const std::string& text) {
+  return "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"" + text + "\"}}]}\n\n";
+}
+
+// Issue 15 #20: a server answered 3 chunks to a request of max_tokens 3 and
+// claimed 1,000,000 completion tokens: the tenant was billed as claimed and
+// then refused on every model for 8.3 hours (Retry-After) by its token
+// limit. The claim is bounded by max_tokens, flagged, and locks nobody out.
+TEST_F(GatewayTest, AServerClaimingTokensItNeverDeliveredCannotBillOrLockOutTheTenant) {
+  const std::string events =
+      ContentEvent("a") + ContentEvent("b") + ContentEvent("c") +
+      "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":18446744073709551615,"
+      "\"completion_tokens\":1000000}}\n\n"
+      "data: [DONE]\n\n";
+  CloseDelimitedServer liar(events, "text/event-stream");
+  AddDeployment("dep_1", {{"http://127.0.0.1:" + std::to_string(liar.port()), 8}});
+  GatewayLimitRecord limit;
+  limit.tenant_id = "tn_a";
+  limit.limits.tokens_per_minute = 2000;
+  rows_.limits.push_back(limit);
+  StartGateway();
+  const std::string body = ChatBody(3, true);
+  RawResponse r = Post(key_a_, body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto record = RecordOf(r.headers["x-request-id"]);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->output_tokens, 3 + gateway::kOutputMarginTokens);
+  EXPECT_LE(record->input_tokens, static_cast<int64_t>(body.size()) + gateway::kUsageMarginTokens);
+  EXPECT_EQ(record->flag, kUsageOverBound);
+  // The tenant is not locked out.
+  RawResponse next = Post(key_a_, body);
+  EXPECT_EQ(next.status, 200) << next.body;
+}
+
+// Issue 15 #17: a 337 KB prompt in `tools` (~84K tokens) was estimated at 5
+// tokens; six such requests passed a 2,000 tokens/minute limit that refused
+// the same text as a message.
+TEST_F(GatewayTest, APromptInToolsCountsAgainstTheTokenLimit) {
+  AddDeployment("dep_1", {{StartSim("instant"), 8}});
+  GatewayLimitRecord limit;
+  limit.tenant_id = "tn_a";
+  limit.limits.tokens_per_minute = 2000;
+  rows_.limits.push_back(limit);
+  StartGateway();
+  Json body = {{"model", "sim-model"},
+               {"messages", {{{"role", "user"}, {"content", "hi"}}}},
+               {"max_tokens", 1},
+               {"tools",
+                {{{"type", "function"},
+                  {"function",
+                   {{"name", "f"},
+                    {"description", std::string(337'000, 'a')},
+                    {"parameters", {{"type", "object"}}}}}}}}};
+  RawResponse r = Post(key_a_, body.dump());
+  EXPECT_EQ(r.status, 429) << r.body;
+  EXPECT_NE(r.body.find("tokens per minute"), std::string::npos) << r.body;
+}
+
+// Issue 15 #17: one chunk may carry many tokens. A stream whose server
+// sends no usage is billed the text it relayed, not its chunk count.
+TEST_F(GatewayTest, AStreamWithoutUsageIsBilledItsTextNotItsChunks) {
+  CloseDelimitedServer server(ContentEvent(std::string(400, 'x')) + "data: [DONE]\n\n",
+                              "text/event-stream");
+  AddDeployment("dep_1", {{"http://127.0.0.1:" + std::to_string(server.port()), 8}});
+  StartGateway();
+  RawResponse r = Post(key_a_, ChatBody(500, true));
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto record = RecordOf(r.headers["x-request-id"]);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->output_tokens, 100);
+}
+
+// Issue 15 #20: a server sent [DONE] first, then 200 tokens; the client got
+// them all and the request was billed 0. The stream ends at [DONE].
+TEST_F(GatewayTest, NothingAServerSendsAfterDoneReachesTheClient) {
+  std::string after;
+  for (int i = 0; i < 200; ++i) after += ContentEvent("free");
+  CloseDelimitedServer server(
+      "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":0}}\n\n"
+      "data: [DONE]\n\n" +
+          after,
+      "text/event-stream");
+  AddDeployment("dep_1", {{"http://127.0.0.1:" + std::to_string(server.port()), 8}});
+  StartGateway();
+  RawResponse r = Post(key_a_, ChatBody(300, true));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, "data: [DONE]\n\n");
+  auto record = RecordOf(r.headers["x-request-id"]);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->output_tokens, 0);
+}
+
+// Issue 15 #20: a gzip answer lost its Content-Encoding on the way to the
+// client and was billed on its compressed bytes. The gateway asks for
+// identity; a server that compresses anyway has its encoding relayed and
+// is billed what the request reserved, not an estimate from compressed
+// bytes.
+TEST_F(GatewayTest, ACompressedAnswerKeepsItsEncodingAndIsNotEstimatedFromItsBytes) {
+  const std::string gzipped("\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03\x4b\x4c\x4a\x06\x00", 15);
+  CloseDelimitedServer server(gzipped, "application/json", 0, "200 OK",
+                              "Content-Encoding: gzip\r\n");
+  AddDeployment("dep_1", {{"http://127.0.0.1:" + std::to_string(server.port()), 8}});
+  StartGateway();
+  RawResponse r = Post(key_a_, ChatBody(40, false));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.headers["content-encoding"], "gzip");
+  EXPECT_EQ(r.body, gzipped);
+  EXPECT_NE(server.last_request().find("Accept-Encoding: identity\r\n"), std::string::npos)
+      << server.last_request();
+  auto record = RecordOf(r.headers["x-request-id"]);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->output_tokens, 40);
 }
 
 }  // namespace

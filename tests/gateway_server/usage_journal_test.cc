@@ -105,6 +105,13 @@ TEST(UsageLineTest, RoundTrips) {
   ASSERT_OK(odd);
   EXPECT_EQ(odd->model, r.model);
   EXPECT_EQ(EncodeUsageLine(r).find('\n'), std::string::npos);
+  // A flagged record keeps its flag; lines without one (older ones) read as "".
+  EXPECT_EQ(odd->flag, "");
+  EXPECT_EQ(EncodeUsageLine(r).find("flag"), std::string::npos);
+  r.flag = kUsageOverBound;
+  auto flagged = DecodeUsageLine(EncodeUsageLine(r));
+  ASSERT_OK(flagged);
+  EXPECT_EQ(flagged->flag, kUsageOverBound);
 }
 
 TEST(UsageLineTest, RejectsGarbage) {

@@ -4,7 +4,11 @@
 #include "identity/identity_service.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -15,6 +19,8 @@
 #include "crypto/crypto.h"
 #include "crypto/ids.h"
 #include "identity/api_key.h"
+#include "identity/password_hasher.h"
+#include "identity/signing_key_box.h"
 #include "store/test_databases.h"
 #include "support/result_matchers.h"
 
@@ -42,10 +48,16 @@ class IdentityServiceTest : public ::testing::Test {
     database_.Drop();
   }
 
-  std::unique_ptr<IdentityService> NewService() {
-    IdentityOptions options;
+  std::unique_ptr<IdentityService> NewService(IdentityOptions options = {}) {
     options.fast_password_hashing = true;
     return std::make_unique<IdentityService>(*store_, clock_, options);
+  }
+
+  // What authenticating `text` yields; fails the test if it does not.
+  Principal MustAuthenticate(const std::string& text) {
+    auto p = identity_->Authenticate(text);
+    EXPECT_TRUE(p.has_value()) << p.error().message;
+    return p.has_value() ? *p : Principal{};
   }
 
   Tenant MakeTenant(const std::string& name) {
@@ -678,6 +690,352 @@ TEST_F(IdentityServiceTest, RevocationReachesAnotherReplicaWithinTheRecheckInter
   EXPECT_FALSE(identity_->Authenticate(key).has_value());  // this process: at once
   clock_.AdvanceMillis(kCredentialRecheckMs);
   EXPECT_FALSE(replica->Authenticate(key).has_value());  // the other: after the recheck
+}
+
+// ------------------------------------------- a credential never grows itself
+
+// Regression (issue 15, item 1): a tenant-viewer key of a tenant admin set
+// its owner's password without the current one, then logged in as the admin.
+TEST_F(IdentityServiceTest, AKeyCannotSetItsOwnersPasswordAndLogInAsTheOwner) {
+  const TenantScope scope = TenantScope::Of(acme_.id);
+  User alice = MustCreateUser(scope, "alice", "tenant-admin");
+  Principal viewer_key = MustAuthenticate(MustCreateKey(alice, "tenant-viewer").second);
+  UserChanges takeover;
+  takeover.password = "the attacker's new password";
+  EXPECT_ERROR(identity_->UpdateUser(viewer_key, scope, alice.id, takeover),
+               ErrorCode::kPermissionDenied);
+  takeover.current_password = kPassword;  // even knowing it: log in to change it
+  EXPECT_ERROR(identity_->UpdateUser(viewer_key, scope, alice.id, takeover),
+               ErrorCode::kPermissionDenied);
+  EXPECT_ERROR(identity_->Login("acme", "alice", "the attacker's new password", "10.0.0.1"),
+               ErrorCode::kUnauthenticated);
+  EXPECT_OK(identity_->Login("acme", "alice", kPassword, "10.0.0.1"));
+}
+
+// Regression (issue 15, item 1): a member key of an admin demoted its owner.
+TEST_F(IdentityServiceTest, AKeyCannotChangeItsOwnersRoleOrState) {
+  const TenantScope scope = TenantScope::Of(acme_.id);
+  User alice = MustCreateUser(scope, "alice", "tenant-admin");
+  Principal member_key = MustAuthenticate(MustCreateKey(alice, "tenant-member").second);
+  UserChanges demote;
+  demote.role = "tenant-member";
+  EXPECT_ERROR(identity_->UpdateUser(member_key, scope, alice.id, demote),
+               ErrorCode::kPermissionDenied);
+  Principal admin_key = MustAuthenticate(MustCreateKey(alice).second);
+  UserChanges same_role;
+  same_role.role = "tenant-admin";
+  EXPECT_ERROR(identity_->UpdateUser(admin_key, scope, alice.id, same_role),
+               ErrorCode::kPermissionDenied);
+  UserChanges disable;
+  disable.state = "disabled";
+  EXPECT_ERROR(identity_->UpdateUser(admin_key, scope, alice.id, disable),
+               ErrorCode::kPermissionDenied);
+  EXPECT_EQ(store_->GetUser(scope, alice.id)->role, "tenant-admin");
+  // The owner's profile stays the key's to edit.
+  UserChanges rename;
+  rename.display_name = "Alice A.";
+  EXPECT_OK(identity_->UpdateUser(member_key, scope, alice.id, rename));
+}
+
+// Regression (issue 15, item 1): a platform-operator key of a human platform
+// admin set the admin's password and logged in as platform-admin.
+TEST_F(IdentityServiceTest, AnOperatorKeyOfAPlatformAdminCannotBecomePlatformAdmin) {
+  const TenantScope platform = TenantScope::Platform();
+  User root = MustCreateUser(platform, "root", "platform-admin");
+  Principal operator_key = MustAuthenticate(MustCreateKey(root, "platform-operator").second);
+  UserChanges takeover;
+  takeover.password = "the attacker's new password";
+  EXPECT_ERROR(identity_->UpdateUser(operator_key, platform, root.id, takeover),
+               ErrorCode::kPermissionDenied);
+  EXPECT_ERROR(identity_->Login("", "root", "the attacker's new password", "10.0.0.1"),
+               ErrorCode::kUnauthenticated);
+}
+
+TEST_F(IdentityServiceTest, ChangingYourOwnPasswordNeedsTheCurrentOne) {
+  const TenantScope scope = TenantScope::Of(acme_.id);
+  MustCreateUser(scope, "alice", "tenant-member");
+  Principal session = MustAuthenticate(MustLogin("acme", "alice"));
+  UserChanges change;
+  change.password = "a brand new passphrase";
+  EXPECT_ERROR(identity_->UpdateUser(session, scope, session.user_id, change),
+               ErrorCode::kInvalidArgument);
+  change.current_password = "not the password";
+  EXPECT_ERROR(identity_->UpdateUser(session, scope, session.user_id, change),
+               ErrorCode::kPermissionDenied);
+  change.current_password = kPassword;
+  EXPECT_OK(identity_->UpdateUser(session, scope, session.user_id, change));
+  EXPECT_OK(identity_->Login("acme", "alice", "a brand new passphrase", "10.0.0.1"));
+  UserChanges stray;
+  stray.current_password = kPassword;
+  EXPECT_ERROR(identity_->UpdateUser(session, scope, session.user_id, stray),
+               ErrorCode::kInvalidArgument);
+}
+
+TEST_F(IdentityServiceTest, PasswordRoleAndStateOfAnotherUserNeedARoleCoveringTheirs) {
+  const TenantScope scope = TenantScope::Of(acme_.id);
+  User admin = MustCreateUser(scope, "admin", "tenant-admin");
+  User bob = MustCreateUser(scope, "bob", "tenant-member");
+  UserChanges reset;
+  reset.password = "a reset passphrase!";
+  EXPECT_ERROR(
+      identity_->UpdateUser(Actor(scope, Role::kTenantMember, bob.id), scope, admin.id, reset),
+      ErrorCode::kPermissionDenied);
+  UserChanges disable;
+  disable.state = "disabled";
+  EXPECT_ERROR(
+      identity_->UpdateUser(Actor(scope, Role::kTenantMember, bob.id), scope, admin.id, disable),
+      ErrorCode::kPermissionDenied);
+  // An admin resets a member's password without knowing it.
+  EXPECT_OK(
+      identity_->UpdateUser(Actor(scope, Role::kTenantAdmin, admin.id), scope, bob.id, reset));
+}
+
+TEST_F(IdentityServiceTest, AScopedOrExpiringKeySetsNoPassword) {
+  const TenantScope scope = TenantScope::Of(acme_.id);
+  User admin = MustCreateUser(scope, "admin", "tenant-admin");
+  User bob = MustCreateUser(scope, "bob", "tenant-member");
+  NewApiKey scoped_req;
+  scoped_req.name = "scoped";
+  scoped_req.owner_user_id = admin.id;
+  scoped_req.scopes = {"llama"};
+  auto scoped = identity_->CreateApiKey(Actor(scope, Role::kTenantAdmin), scope, scoped_req);
+  ASSERT_TRUE(scoped.has_value()) << scoped.error().message;
+  std::string expiring = MustCreateKey(admin, "", clock_.NowMillis() + 120'000).second;
+  int services = 0;
+  for (const std::string& text : {scoped->second, expiring}) {
+    Principal key = MustAuthenticate(text);
+    UserChanges reset;
+    reset.password = "a reset passphrase!";
+    EXPECT_ERROR(identity_->UpdateUser(key, scope, bob.id, reset), ErrorCode::kPermissionDenied);
+    NewUser human;
+    human.username = "new-human";
+    human.role = "tenant-admin";
+    human.password = kPassword;
+    EXPECT_ERROR(identity_->CreateUser(key, scope, human), ErrorCode::kPermissionDenied);
+    NewUser service;
+    service.username = "svc-" + std::to_string(++services);
+    service.role = "tenant-member";
+    service.kind = "service";
+    EXPECT_OK(identity_->CreateUser(key, scope, service));
+  }
+  EXPECT_OK(identity_->Login("acme", "bob", kPassword, "10.0.0.1"));
+}
+
+// Regression (issue 15, item 4): a scoped key expiring in 2 minutes created
+// an unscoped key that never expires.
+TEST_F(IdentityServiceTest, AKeyCreatesKeysNoWiderAndNoLongerLivedThanItself) {
+  const TenantScope scope = TenantScope::Of(acme_.id);
+  User admin = MustCreateUser(scope, "admin", "tenant-admin");
+  NewApiKey parent_req;
+  parent_req.name = "short and narrow";
+  parent_req.owner_user_id = admin.id;
+  parent_req.scopes = {"llama", "mistral"};
+  parent_req.expires_at = clock_.NowMillis() + 120'000;
+  auto parent = identity_->CreateApiKey(Actor(scope, Role::kTenantAdmin), scope, parent_req);
+  ASSERT_TRUE(parent.has_value()) << parent.error().message;
+  Principal key = MustAuthenticate(parent->second);
+  EXPECT_EQ(key.expires_at, parent_req.expires_at);
+
+  NewApiKey child;
+  child.name = "child";
+  auto inherited = identity_->CreateApiKey(key, scope, child);
+  ASSERT_TRUE(inherited.has_value()) << inherited.error().message;
+  EXPECT_EQ(inherited->first.scopes, parent_req.scopes);
+  EXPECT_EQ(inherited->first.expires_at, parent_req.expires_at);
+
+  child.scopes = {"llama", "gpt-4"};
+  EXPECT_ERROR(identity_->CreateApiKey(key, scope, child), ErrorCode::kPermissionDenied);
+  child.scopes = {"llama"};
+  child.expires_at = parent_req.expires_at + 1;
+  EXPECT_ERROR(identity_->CreateApiKey(key, scope, child), ErrorCode::kPermissionDenied);
+  child.expires_at = parent_req.expires_at - 60'000;
+  auto narrower = identity_->CreateApiKey(key, scope, child);
+  ASSERT_TRUE(narrower.has_value()) << narrower.error().message;
+  EXPECT_EQ(narrower->first.scopes, std::vector<std::string>{"llama"});
+  EXPECT_EQ(narrower->first.expires_at, child.expires_at);
+
+  // And the inherited key dies with its parent.
+  clock_.AdvanceMillis(120'000);
+  ExpectRejected(inherited->second);
+}
+
+// Regression (issue 15, item 13): a service account's name or a suspended
+// tenant was refused without a password check (~1 ms) and an unknown user
+// after one (~170 ms), so timing told names apart.
+class CountingHasher final : public PasswordHasher {
+ public:
+  Result<std::string> Hash(const std::string& password) override {
+    ++hashes;
+    return inner_->Hash(password);
+  }
+  bool Verify(const std::string& hash, const std::string& password) override {
+    ++verifies;
+    return inner_->Verify(hash, password);
+  }
+  std::atomic<int> hashes{0};
+  std::atomic<int> verifies{0};
+
+ private:
+  std::shared_ptr<PasswordHasher> inner_ = NewArgon2PasswordHasher(true);
+};
+
+TEST_F(IdentityServiceTest, EveryLoginRefusalChecksAPasswordExactlyOnce) {
+  auto hasher = std::make_shared<CountingHasher>();
+  IdentityOptions options;
+  options.password_hasher = hasher;
+  identity_ = NewService(options);
+  ASSERT_OK(identity_->Init());
+  const TenantScope scope = TenantScope::Of(acme_.id);
+  MustCreateUser(scope, "alice", "tenant-member");
+  MustCreateUser(scope, "bot", "tenant-member", "service");
+  User carol = MustCreateUser(scope, "carol", "tenant-member");
+  UserChanges disable;
+  disable.state = "disabled";
+  ASSERT_OK(identity_->UpdateUser(Actor(scope, Role::kTenantAdmin), scope, carol.id, disable));
+  Tenant paused = MakeTenant("paused");
+  MustCreateUser(TenantScope::Of(paused.id), "dave", "tenant-member");
+  SetTenantState(paused, "suspended");
+
+  struct Attempt {
+    const char* tenant;
+    const char* username;
+    const char* password;
+  };
+  for (const Attempt& a :
+       {Attempt{"acme", "alice", "wrong password!!"}, Attempt{"acme", "nobody", kPassword},
+        Attempt{"nowhere", "alice", kPassword}, Attempt{"acme", "bot", ""},
+        Attempt{"acme", "bot", kPassword}, Attempt{"acme", "carol", kPassword},
+        Attempt{"paused", "dave", kPassword}, Attempt{"", "alice", kPassword},
+        Attempt{"acme", "alice", kPassword}}) {
+    SCOPED_TRACE(std::string(a.tenant) + "/" + a.username);
+    int before = hasher->verifies.load();
+    (void)identity_->Login(a.tenant, a.username, a.password, "10.0.0." + std::to_string(before));
+    EXPECT_EQ(hasher->verifies.load() - before, 1) << "password checks for this attempt";
+  }
+}
+
+// ---------------------------------------------- sessions and signing keys
+
+// Regression (issue 15, item 15): only the token's exp was checked, so a
+// session row the server had ended (or shortened) still worked.
+TEST_F(IdentityServiceTest, ASessionEndsWhenItsRowSaysSo) {
+  MustCreateUser(TenantScope::Of(acme_.id), "alice", "tenant-member");
+  std::string token = MustLogin("acme", "alice");
+  Principal p = MustAuthenticate(token);
+  std::string session_id = p.credential.substr(std::string_view("session:").size());
+  ASSERT_TRUE(store_->database()
+                  .Exec("UPDATE sessions SET expires_at = $1 WHERE id = $2",
+                        {clock_.NowMillis() + 1000, session_id})
+                  .has_value());
+  EXPECT_OK(identity_->Authenticate(token));
+  clock_.AdvanceMillis(1000);
+  EXPECT_NE(ExpectRejected(token).find("session ended"), std::string::npos);
+}
+
+TEST_F(IdentityServiceTest, ExpiredSessionsArePurged) {
+  MustCreateUser(TenantScope::Of(acme_.id), "alice", "tenant-member");
+  MustCreateUser(TenantScope::Of(acme_.id), "bob", "tenant-member");
+  MustLogin("acme", "alice");
+  MustLogin("acme", "alice");
+  auto count = [&] {
+    auto rows = store_->database().Exec("SELECT COUNT(*) FROM sessions", {});
+    return rows.has_value() ? rows->rows[0].Int(0) : -1;
+  };
+  EXPECT_EQ(count(), 2);
+  clock_.AdvanceSeconds(3600);
+  MustLogin("acme", "bob");  // a login purges the ended ones
+  EXPECT_EQ(count(), 1);
+  clock_.AdvanceSeconds(3600);
+  auto restarted = NewService();
+  ASSERT_OK(restarted->Init());  // so does a start
+  EXPECT_EQ(count(), 0);
+}
+
+// Regression (issue 15, item 15): token signing keys sat in plain text in the
+// database, so a copy of it could mint tokens.
+TEST_F(IdentityServiceTest, SigningKeysAreSealedInTheStore) {
+  MustCreateUser(TenantScope::Of(acme_.id), "alice", "tenant-member");
+  std::string token = MustLogin("acme", "alice");
+  auto stored = store_->ListSigningKeys();
+  ASSERT_TRUE(stored.has_value());
+  ASSERT_EQ(stored->size(), 1u);
+  EXPECT_TRUE(IsSealedSecret(stored->front().secret)) << stored->front().secret;
+  // What the database holds does not sign tokens: one forged with it, for
+  // a live session of a real user, is refused.
+  Principal alice = MustAuthenticate(token);
+  TokenClaims forged{
+      alice.user_id,       acme_.id,
+      "tenant-admin",      alice.credential.substr(std::string_view("session:").size()),
+      clock_.NowSeconds(), clock_.NowSeconds() + 60};
+  auto forged_token = SignAccessToken(forged, *stored);
+  ASSERT_TRUE(forged_token.has_value()) << forged_token.error().message;
+  ExpectRejected(*forged_token);
+
+  // A service given another key file cannot open them and refuses to start;
+  // one given the same key starts and accepts the token.
+  IdentityOptions other;
+  other.signing_key_kek = crypto::RandomBytes(32);
+  auto wrong = NewService(other);
+  EXPECT_ERROR(wrong->Init(), ErrorCode::kFailedPrecondition);
+  auto same = NewService();
+  ASSERT_OK(same->Init());
+  EXPECT_OK(same->Authenticate(token));
+}
+
+TEST_F(IdentityServiceTest, APlaintextSigningKeyOfAnOlderReleaseIsSealedInPlace) {
+  // A fresh store as an older release left it: one plaintext signing key.
+  ASSERT_TRUE(store_->database().Exec("DELETE FROM signing_keys", {}).has_value());
+  SigningKey legacy{"sk_legacy", crypto::HexEncode(crypto::RandomBytes(32)), clock_.NowMillis()};
+  ASSERT_OK(store_->AddSigningKey(legacy));
+  User alice = MustCreateUser(TenantScope::Of(acme_.id), "alice", "tenant-member");
+  Session session{"ses_legacy", acme_.id, alice.id, clock_.NowMillis(),
+                  clock_.NowMillis() + 3'600'000};
+  ASSERT_OK(store_->CreateSession(session));
+  TokenClaims claims{alice.id,
+                     acme_.id,
+                     "tenant-member",
+                     session.id,
+                     clock_.NowSeconds(),
+                     clock_.NowSeconds() + 3600};
+  auto old_token = SignAccessToken(claims, {legacy});
+  ASSERT_TRUE(old_token.has_value());
+
+  IdentityOptions options;
+  options.signing_key_kek = crypto::RandomBytes(32);
+  auto upgraded = NewService(options);
+  ASSERT_OK(upgraded->Init());
+  auto stored = store_->ListSigningKeys();
+  ASSERT_TRUE(stored.has_value());
+  ASSERT_EQ(stored->size(), 1u);
+  EXPECT_TRUE(IsSealedSecret(stored->front().secret));
+  EXPECT_EQ(stored->front().secret.find(legacy.secret), std::string::npos);
+  // Tokens the old key signed keep working, after a restart too.
+  EXPECT_OK(upgraded->Authenticate(*old_token));
+  auto restarted = NewService(options);
+  ASSERT_OK(restarted->Init());
+  EXPECT_OK(restarted->Authenticate(*old_token));
+}
+
+TEST(SigningKeyFileTest, IsCreatedPrivateAndReadBackTheSame) {
+  auto dir = std::filesystem::temp_directory_path() / ("atrium-kek-" + crypto::RandomBase62(8));
+  std::filesystem::create_directories(dir);
+  std::string path = (dir / "signing.key").string();
+  auto created = LoadOrCreateKeyFile(path);
+  ASSERT_TRUE(created.has_value()) << created.error().message;
+  EXPECT_EQ(created->size(), 32u);
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600);
+  auto again = LoadOrCreateKeyFile(path);
+  ASSERT_TRUE(again.has_value()) << again.error().message;
+  EXPECT_EQ(*again, *created);
+
+  ::chmod(path.c_str(), 0644);
+  EXPECT_ERROR(LoadOrCreateKeyFile(path), ErrorCode::kFailedPrecondition);
+  ::chmod(path.c_str(), 0600);
+  std::ofstream(path) << "not a key\n";
+  EXPECT_ERROR(LoadOrCreateKeyFile(path), ErrorCode::kFailedPrecondition);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

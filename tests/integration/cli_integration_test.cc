@@ -279,9 +279,9 @@ TEST_F(CliIntegrationTest, TenantsUsersKeysSuspensionAndEviction) {
   Json evicted = AdminJson({"tenant", "evict", "acme", "--yes", "-o", "json"});
   EXPECT_EQ(evicted["removed"]["users"], 1);
   EXPECT_EQ(evicted["removed"]["api_keys"], 2);
-  ProcessResult gone = Admin({"tenant", "get", acme_id});
-  EXPECT_EQ(gone.exit_code, 1) << Describe(gone);
-  EXPECT_NE(gone.err.find("not_found, HTTP 404"), std::string::npos) << gone.err;
+  // Staff still find it by id, as evicted (its usage and allocation
+  // history are kept); by name it is gone.
+  EXPECT_EQ(AdminJson({"tenant", "get", acme_id, "-o", "json"})["state"], "evicted");
   EXPECT_EQ(Admin({"tenant", "get", "acme"}).exit_code, 1);
   EXPECT_EQ(Run(alice, {"whoami"}).exit_code, 1);
 
@@ -466,8 +466,11 @@ TEST_F(CliIntegrationTest, AuditVerifyFindsTruncationAndTamperingInTheStore) {
   ASSERT_EQ(StopServer(), 0) << server_->Output();
   ProcessResult stored = Admin({"audit", "verify", "--data", data_dir_});
   EXPECT_EQ(stored.exit_code, 0) << Describe(stored);
-  // 5 records of this test in 2 chains, and atrium dev's 5 in 2 more.
-  EXPECT_EQ(stored.out, "audit chain OK: 10 records in 4 chains\n");
+  // 5 records of this test in 2 chains, and atrium dev's 7 in 2 more (its
+  // bootstrap admin account and key among them).
+  EXPECT_EQ(stored.out, "audit chain OK: 12 records in 4 chains\n");
+  // The server signed the trail's final state when it stopped.
+  EXPECT_NE(stored.err.find("verified with the pinned key"), std::string::npos) << stored.err;
   ProcessResult by_url =
       Admin({"audit", "verify", "--store", "sqlite://" + data_dir_ + "/atrium.db"});
   EXPECT_EQ(by_url.exit_code, 0) << Describe(by_url);
@@ -488,6 +491,29 @@ TEST_F(CliIntegrationTest, AuditVerifyFindsTruncationAndTamperingInTheStore) {
   EXPECT_EQ(truncated.exit_code, 1) << Describe(truncated);
   EXPECT_NE(truncated.out.find("records removed from the tail"), std::string::npos)
       << truncated.out;
+
+  // Regression: someone with the database rewinds the counter and the head
+  // to match. The store then agrees with itself; only the checkpoint signed
+  // outside it shows the rewind.
+  EXPECT_EQ(exec("UPDATE audit_counter SET last_seq = (SELECT MAX(seq) FROM audit_log)"), "");
+  EXPECT_EQ(exec("UPDATE audit_heads SET chain_seq = (SELECT MAX(chain_seq) FROM audit_log a "
+                 "WHERE a.chain = audit_heads.chain), hash = (SELECT hash FROM audit_log a WHERE "
+                 "a.chain = audit_heads.chain ORDER BY chain_seq DESC LIMIT 1)"),
+            "");
+  ProcessResult unanchored =
+      Admin({"audit", "verify", "--store", "sqlite://" + data_dir_ + "/atrium.db"});
+  EXPECT_EQ(unanchored.exit_code, 0) << "without the checkpoint the rewind is invisible\n"
+                                     << Describe(unanchored);
+  ProcessResult rewound = Admin({"audit", "verify", "--data", data_dir_});
+  EXPECT_EQ(rewound.exit_code, 1) << Describe(rewound);
+  EXPECT_NE(rewound.out.find("signed checkpoint"), std::string::npos) << rewound.out;
+  // The server will not run on a rewound trail either.
+  ProcessResult refused =
+      testing::RunProcess({ATRIUM_BINARY, "dev", "--data", data_dir_, "--api-listen", "127.0.0.1:0",
+                           "--gateway-listen", "127.0.0.1:0"},
+                          {"HOME=" + root_, "PATH=/usr/bin:/bin"}, "", kServerTimeout);
+  EXPECT_EQ(refused.exit_code, 1) << Describe(refused);
+  EXPECT_NE(refused.err.find("no longer reaches the checkpoint"), std::string::npos) << refused.err;
 
   EXPECT_EQ(exec("UPDATE audit_log SET action='x' WHERE seq=3"), "");
   sqlite3_close(db);
@@ -518,17 +544,51 @@ TEST_F(CliIntegrationTest, TenantAdminExportVerifiesOnItsOwn) {
   std::istringstream lines(text);
   std::string line;
   int count = 0;
+  std::string records_text, summary_line;
   while (std::getline(lines, line)) {
     auto record = ParseJson(line);
     ASSERT_TRUE(record.has_value()) << line;
+    if (record->contains("audit_export")) {
+      // The last line: her chain's head and its signed checkpoint, no other.
+      summary_line = line;
+      Json summary = (*record)["audit_export"];
+      EXPECT_FALSE(summary.contains("last_seq")) << line;
+      ASSERT_EQ(summary["heads"].size(), 1u) << line;
+      continue;
+    }
+    EXPECT_TRUE(summary_line.empty()) << "a record after the summary line";
     EXPECT_EQ((*record)["chain"], (*record)["tenant_id"]) << line;
+    records_text += line + "\n";
     ++count;
   }
+  ASSERT_FALSE(summary_line.empty()) << text;
   EXPECT_GE(count, 4);  // tenant.create, user.create, auth.login, key.create
 
   ProcessResult verified = Run(alice, {"audit", "verify", "--file", file});
   EXPECT_EQ(verified.exit_code, 0) << Describe(verified);
   EXPECT_EQ(verified.out, "audit chain OK: " + std::to_string(count) + " records in 1 chains\n");
+  // Offline, with the operator's published key pinned.
+  std::string public_key = ReadFile(data_dir_ + "/audit-signing.key.pub");
+  public_key.erase(public_key.find_last_not_of("\n") + 1);
+  ProcessResult pinned =
+      Run(alice, {"audit", "verify", "--file", file, "--public-key", public_key});
+  EXPECT_EQ(pinned.exit_code, 0) << Describe(pinned);
+  EXPECT_NE(pinned.err.find("verified with the pinned key"), std::string::npos) << pinned.err;
+
+  // Regression: an export whose last records were cut off verified. Cut
+  // anywhere, it loses its summary line; with the summary kept, the
+  // missing records show against it.
+  std::ofstream(root_ + "/cut.jsonl") << text.substr(0, text.find('\n') + 1);
+  ProcessResult cut = Run(alice, {"audit", "verify", "--file", root_ + "/cut.jsonl"});
+  EXPECT_EQ(cut.exit_code, 1) << Describe(cut);
+  EXPECT_NE(cut.out.find("no summary line"), std::string::npos) << cut.out;
+  std::string without_last =
+      records_text.substr(0, records_text.rfind('\n', records_text.size() - 2) + 1);
+  std::ofstream(root_ + "/short.jsonl") << without_last << summary_line << "\n";
+  ProcessResult shortened = Run(alice, {"audit", "verify", "--file", root_ + "/short.jsonl"});
+  EXPECT_EQ(shortened.exit_code, 1) << Describe(shortened);
+  EXPECT_NE(shortened.out.find("records removed from the tail"), std::string::npos)
+      << shortened.out;
   ProcessResult online = Run(alice, {"audit", "verify", "-o", "json"});
   EXPECT_EQ(online.exit_code, 0) << Describe(online);
   EXPECT_EQ(ParsedJson(online)["ok"], true);
@@ -536,7 +596,7 @@ TEST_F(CliIntegrationTest, TenantAdminExportVerifiesOnItsOwn) {
   // The operator's export of the same tenant is the same chain.
   ProcessResult by_admin = Admin({"audit", "export", "--tenant", "acme"});
   ASSERT_EQ(by_admin.exit_code, 0) << Describe(by_admin);
-  EXPECT_EQ(by_admin.out, text);
+  EXPECT_EQ(by_admin.out.substr(0, records_text.size()), records_text);
 
   // Editing one field of the export breaks it there.
   std::string edited = text;
@@ -553,6 +613,21 @@ TEST_F(CliIntegrationTest, TenantAdminExportVerifiesOnItsOwn) {
   ASSERT_EQ(everything.exit_code, 0) << Describe(everything);
   ProcessResult all_ok = Admin({"audit", "verify", "--file", root_ + "/all.jsonl"});
   EXPECT_EQ(all_ok.exit_code, 0) << Describe(all_ok);
+
+  // Regression: the operator's export with one tenant's whole chain taken
+  // out verified.
+  std::string acme_id = ParseJson(records_text.substr(0, records_text.find('\n')))
+                            .value()["tenant_id"]
+                            .get<std::string>();
+  std::istringstream all_lines(ReadFile(root_ + "/all.jsonl"));
+  std::string kept;
+  while (std::getline(all_lines, line)) {
+    if (line.find("\"tenant_id\":\"" + acme_id + "\"") == std::string::npos) kept += line + "\n";
+  }
+  std::ofstream(root_ + "/no-acme.jsonl") << kept;
+  ProcessResult no_acme = Admin({"audit", "verify", "--file", root_ + "/no-acme.jsonl"});
+  EXPECT_EQ(no_acme.exit_code, 1) << Describe(no_acme);
+  EXPECT_NE(no_acme.out.find("gap in the global sequence"), std::string::npos) << no_acme.out;
 }
 
 // GPU capacity end to end: a simulated fleet from --fleet, quotas, a

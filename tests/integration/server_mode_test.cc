@@ -76,7 +76,7 @@ class ServerModeTest : public ::testing::TestWithParam<std::string> {
     std::ofstream out(path);
     out << "[store]\nurl = \"" << store_url_ << "\"\n\n[api]\nlisten = \"127.0.0.1:0\"\n"
         << "threads = 2\n"
-        << extra;
+        << extra << "\n[auth]\nsigning_key_file = \"" << (dir_ / "signing.key").string() << "\"\n";
     return path;
   }
 
@@ -99,6 +99,16 @@ TEST_P(ServerModeTest, BootstrapServeStopRestart) {
   std::ifstream(token_file) >> token;
   ASSERT_EQ(token.rfind("atr_", 0), 0u);
   std::map<std::string, std::string> auth = {{"authorization", "Bearer " + token}};
+  // A second run does not add a key silently: it is refused, and the key
+  // file stays as it was.
+  auto again =
+      RunProcess({ATRIUM_BINARY, "bootstrap-admin", "--config", config, "--out", token_file},
+                 BaseEnv(), "", 60s);
+  EXPECT_EQ(again.exit_code, 1) << again.err;
+  EXPECT_NE(again.err.find("--rotate"), std::string::npos) << again.err;
+  std::string unchanged;
+  std::ifstream(token_file) >> unchanged;
+  EXPECT_EQ(unchanged, token);
 
   std::string tenant_id;
   for (int run = 0; run < 2; ++run) {

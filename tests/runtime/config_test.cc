@@ -36,6 +36,24 @@ TEST(ConfigTest, SchedulerSection) {
   EXPECT_NE(typo.error().message.find("'scheduler.grace'"), std::string::npos);
 }
 
+TEST(ConfigTest, PendingRequestCapsHaveDefaultsAndBounds) {
+  auto defaults = LoadConfigFile(ATRIUM_EXAMPLE_CONFIG);
+  ASSERT_TRUE(defaults.has_value());
+  EXPECT_EQ(defaults->scheduler_max_pending_per_tenant, 1000);
+  EXPECT_EQ(defaults->scheduler_max_pending_per_project, 500);
+  auto c = ParseConfig(
+      "[store]\nurl = \"sqlite:///x.db\"\n[scheduler]\nmax_pending_per_tenant = 20\n"
+      "max_pending_per_project = 5\n",
+      "t.toml");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  EXPECT_EQ(c->scheduler_max_pending_per_tenant, 20);
+  EXPECT_EQ(c->scheduler_max_pending_per_project, 5);
+  auto zero = ParseConfig(
+      "[store]\nurl = \"sqlite:///x.db\"\n[scheduler]\nmax_pending_per_tenant = 0\n", "t.toml");
+  ASSERT_FALSE(zero.has_value());
+  EXPECT_NE(zero.error().message.find("max_pending_per_tenant"), std::string::npos);
+}
+
 TEST(ConfigTest, RolesAndGatewaySection) {
   auto defaults = LoadConfigFile(ATRIUM_EXAMPLE_CONFIG);
   ASSERT_TRUE(defaults.has_value());
@@ -70,6 +88,51 @@ TEST(ConfigTest, RolesAndGatewaySection) {
   ASSERT_FALSE(bad_queue.has_value());
 }
 
+TEST(ConfigTest, EgressSectionAndDedicatedEntitlement) {
+  auto defaults = LoadConfigFile(ATRIUM_EXAMPLE_CONFIG);
+  ASSERT_TRUE(defaults.has_value()) << defaults.error().message;
+  EXPECT_TRUE(defaults->egress_allowed_networks.empty()) << "closed unless the operator opens it";
+  EXPECT_TRUE(defaults->egress_denied_networks.empty());
+  EXPECT_EQ(defaults->egress_allowed_hosts, std::vector<std::string>{"*"});
+  EXPECT_FALSE(defaults->gateway_dedicated_requires_entitlement);
+  auto rules = EgressRulesOf(*defaults);
+  ASSERT_TRUE(rules.has_value());
+  EXPECT_TRUE(rules->allowed_networks.empty());
+
+  auto c = ParseConfig(
+      "[store]\nurl = \"sqlite:///x.db\"\n[gateway]\ndedicated_requires_entitlement = true\n"
+      "[egress]\nallowed_networks = [\"10.20.0.0/16\", \"fd00::/8\"]\n"
+      "denied_networks = [\"10.20.1.0/24\"]\nallowed_hosts = [\"*.models.example.com\"]\n",
+      "t.toml");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  EXPECT_TRUE(c->gateway_dedicated_requires_entitlement);
+  auto parsed = EgressRulesOf(*c);
+  ASSERT_TRUE(parsed.has_value());
+  ASSERT_EQ(parsed->allowed_networks.size(), 2u);
+  EXPECT_EQ(parsed->allowed_networks[0].text, "10.20.0.0/16");
+  ASSERT_EQ(parsed->denied_networks.size(), 1u);
+  EXPECT_EQ(parsed->allowed_hosts, std::vector<std::string>{"*.models.example.com"});
+
+  struct Bad {
+    const char* toml;
+    const char* says;
+  };
+  const Bad bads[] = {
+      {"[egress]\nallowed_networks = [\"10.0.0.1/8\"]\n", "'egress.allowed_networks'"},
+      {"[egress]\ndenied_networks = [\"nope\"]\n", "'egress.denied_networks'"},
+      {"[egress]\nallowed_hosts = [\"a*b\"]\n", "'egress.allowed_hosts'"},
+      {"[egress]\nallowed_networks = \"10.0.0.0/8\"\n", "'egress.allowed_networks'"},
+      {"[egress]\nallowed_networks = [8]\n", "array of strings"},
+      {"[egress]\nallow = []\n", "'egress.allow'"},
+      {"[gateway]\ndedicated_requires_entitlement = 1\n", "true or false"},
+  };
+  for (const Bad& b : bads) {
+    auto r = ParseConfig(std::string("[store]\nurl = \"sqlite:///x.db\"\n") + b.toml, "t.toml");
+    ASSERT_FALSE(r.has_value()) << b.toml;
+    EXPECT_NE(r.error().message.find(b.says), std::string::npos) << r.error().message;
+  }
+}
+
 TEST(ConfigTest, UnknownKeyIsRejectedByName) {
   auto c = ParseConfig("[store]\nurl = \"sqlite:///x.db\"\npool_sise = 3\n", "t.toml");
   ASSERT_FALSE(c.has_value());
@@ -86,6 +149,19 @@ TEST(ConfigTest, WrongTypeIsRejected) {
   auto c = ParseConfig("[store]\nurl = \"sqlite:///x.db\"\n[api]\nthreads = \"four\"\n", "t");
   ASSERT_FALSE(c.has_value());
   EXPECT_NE(c.error().message.find("'api.threads' must be an integer"), std::string::npos);
+}
+
+TEST(ConfigTest, SigningKeyFileDefaultsBesideSqliteAndIsRequiredWithPostgres) {
+  auto example = LoadConfigFile(ATRIUM_EXAMPLE_CONFIG);
+  ASSERT_TRUE(example.has_value());
+  EXPECT_EQ(example->signing_key_file, "/var/lib/atrium/signing.key");
+  auto named = ParseConfig(
+      "[store]\nurl = \"postgresql://db/atrium\"\n[auth]\nsigning_key_file = \"/etc/k\"\n", "t");
+  ASSERT_TRUE(named.has_value()) << named.error().message;
+  EXPECT_EQ(named->signing_key_file, "/etc/k");
+  auto missing = ParseConfig("[store]\nurl = \"postgresql://db/atrium\"\n", "t");
+  ASSERT_FALSE(missing.has_value());
+  EXPECT_NE(missing.error().message.find("'auth.signing_key_file'"), std::string::npos);
 }
 
 TEST(ConfigTest, OutOfRangeAndBadValues) {

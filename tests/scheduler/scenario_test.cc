@@ -9,6 +9,7 @@
 // File format (JSON; times in seconds):
 // {
 //   "grace_s": 30,
+//   "max_pending_per_tenant": 1000, "max_pending_per_project": 500,  // optional
 //   "fleet": {"spec": "2xH100-80GBx8"}            // or explicit lists:
 //   "fleet": {"sites": [{"name","region","power_budget_watts"}],
 //             "racks": [{"name","site","power_budget_watts"}],
@@ -24,7 +25,12 @@
 //             {"drain": "n"} | {"uncordon": "n"} | {"gpu_health": {"node","gpu","healthy"}} |
 //             {"restart": true},
 //             optional on any step: "queue": [ids], "state": {"id": "substring of
-//             state + placement" | "absent"}, "explain": {"id": ["substring", ...]}]
+//             state + placement" | "absent"}, "explain": {"id": ["substring", ...]}
+//             (as platform staff see it), "tenant_explain": {"id": [...]} and
+//             "tenant_explain_lacks": {"id": [...]} (as the allocation's tenant
+//             sees it), "records_lack": {"id": ["substring", ...]} (no record of
+//             that allocation in this step contains one),
+//             "error": "substring" (the call fails and changes nothing)]
 // }
 #include <gtest/gtest.h>
 
@@ -196,6 +202,10 @@ void RunScenario(const fs::path& path) {
   ASSERT_TRUE(fleet.has_value()) << fleet.error().message;
   SchedulerOptions options;
   options.grace_ms = doc.value("grace_s", int64_t{30}) * 1000;
+  options.max_pending_per_tenant =
+      doc.value("max_pending_per_tenant", options.max_pending_per_tenant);
+  options.max_pending_per_project =
+      doc.value("max_pending_per_project", options.max_pending_per_project);
   auto created = Scheduler::Create(std::move(*fleet), options);
   ASSERT_TRUE(created.has_value()) << created.error().message;
   std::unique_ptr<Scheduler> sched = std::move(*created);
@@ -259,9 +269,39 @@ void RunScenario(const fs::path& path) {
       EXPECT_NE(Describe(*a).find(want.get<std::string>()), std::string::npos)
           << id << " is \"" << Describe(*a) << "\"";
     }
+    const json lacks = step.value("records_lack", json::object());
+    for (const auto& [id, words] : lacks.items()) {
+      for (const DecisionRecord& r : *records) {
+        if (r.allocation_id != id) continue;
+        for (const auto& w : words) {
+          EXPECT_EQ(r.ToString().find(w.get<std::string>()), std::string::npos)
+              << "record \"" << r.ToString() << "\" must not contain " << w;
+        }
+      }
+    }
+    const json tenant_explains = step.value("tenant_explain", json::object());
+    for (const auto& [id, wants] : tenant_explains.items()) {
+      auto text = sched->Explain(id, Scheduler::Audience::kOwner);
+      ASSERT_TRUE(text.has_value()) << id << ": " << text.error().message;
+      for (const auto& w : wants) {
+        EXPECT_NE(text->find(w.get<std::string>()), std::string::npos)
+            << "tenant explain " << id << ":\n"
+            << *text << "\nexpected to contain: " << w.get<std::string>();
+      }
+    }
+    const json tenant_lacks = step.value("tenant_explain_lacks", json::object());
+    for (const auto& [id, words] : tenant_lacks.items()) {
+      auto text = sched->Explain(id, Scheduler::Audience::kOwner);
+      ASSERT_TRUE(text.has_value()) << id << ": " << text.error().message;
+      for (const auto& w : words) {
+        EXPECT_EQ(text->find(w.get<std::string>()), std::string::npos)
+            << "tenant explain " << id << ":\n"
+            << *text << "\nmust not contain: " << w.get<std::string>();
+      }
+    }
     const json explains = step.value("explain", json::object());
     for (const auto& [id, wants] : explains.items()) {
-      auto text = sched->Explain(id);
+      auto text = sched->Explain(id, Scheduler::Audience::kStaff);
       ASSERT_TRUE(text.has_value()) << id << ": " << text.error().message;
       for (const auto& w : wants) {
         EXPECT_NE(text->find(w.get<std::string>()), std::string::npos)

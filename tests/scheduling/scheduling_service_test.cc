@@ -168,6 +168,73 @@ TEST_P(SchedulingServiceTest, EveryKindIsPlacedPersistedAndAudited) {
   }
 }
 
+// Issue 15, item 5: a reclaim told each tenant about the other. The
+// victim's stored reason named the reclaiming allocation and tenant, the
+// reclaimer's explanation listed the victim's ids, and the victim's audit
+// chain got the reclaimer's request id and client address.
+TEST_P(SchedulingServiceTest, AReclaimTellsNeitherTenantTheOthersIdsOrAddress) {
+  SetQuota("tn_a", "H100-80GB", "gpu", 8000, 8000);
+  SetQuota("tn_b", "H100-80GB", "gpu", 0, 16'000);
+  RequestOrigin by_b{.actor = "user:usr_b", .request_id = "req-b", .source = "10.0.0.2"};
+  RequestOrigin by_a{.actor = "user:usr_a", .request_id = "req-a", .source = "10.0.0.1"};
+  std::vector<AllocationRecord> borrowed;
+  for (int i = 0; i < 2; ++i) {
+    auto b = service_->Submit(by_b, "tn_b", "usr_b", Gpus(8, sched::Priority::kPreemptible));
+    ASSERT_TRUE(b.has_value()) << b.error().message;
+    ASSERT_EQ(b->state, "running");
+    borrowed.push_back(*b);
+  }
+  auto reclaimer = service_->Submit(by_a, "tn_a", "usr_a", Gpus(8, sched::Priority::kInteractive));
+  ASSERT_TRUE(reclaimer.has_value()) << reclaimer.error().message;
+  ASSERT_EQ(reclaimer->state, "pending");
+  const std::string& a_id = reclaimer->id;
+
+  std::string victim;
+  for (const auto& b : borrowed) {
+    auto row = store_->GetAllocation(TenantScope::Of("tn_b"), b.id);
+    ASSERT_TRUE(row.has_value());
+    if (row->state != "preempting") continue;
+    victim = b.id;
+    EXPECT_EQ(row->reason.find(a_id), std::string::npos) << row->reason;
+    EXPECT_EQ(row->reason.find("tn_a"), std::string::npos) << row->reason;
+    EXPECT_NE(row->reason.find("another tenant's guarantee"), std::string::npos) << row->reason;
+    EXPECT_EQ(row->preempted_for, a_id);  // kept for restore and for staff
+  }
+  ASSERT_FALSE(victim.empty());
+
+  auto a_why = service_->Explain("tn_a", a_id);
+  ASSERT_TRUE(a_why.has_value());
+  EXPECT_EQ(a_why->find(victim), std::string::npos) << *a_why;
+  EXPECT_NE(a_why->find("waits for reclaim of borrowed capacity"), std::string::npos) << *a_why;
+  auto b_why = service_->Explain("tn_b", victim);
+  ASSERT_TRUE(b_why.has_value());
+  EXPECT_EQ(b_why->find(a_id), std::string::npos) << *b_why;
+  auto staff_why = service_->Explain("tn_a", a_id, sched::Scheduler::Audience::kStaff);
+  ASSERT_TRUE(staff_why.has_value());
+  EXPECT_NE(staff_why->find(victim), std::string::npos) << *staff_why;
+
+  clock_.AdvanceMillis(10'000);
+  ASSERT_TRUE(service_->Tick().has_value());
+  auto ended = store_->GetAllocation(TenantScope::Of("tn_b"), victim);
+  ASSERT_TRUE(ended.has_value());
+  EXPECT_EQ(ended->state, "preempted");
+  EXPECT_EQ(ended->reason.find(a_id), std::string::npos) << ended->reason;
+
+  // Each chain holds only its own tenant's request ids and addresses.
+  int b_records = 0;
+  for (const auto& r : SchedulerAudit()) {
+    if (r.tenant_id == "tn_b") {
+      ++b_records;
+      EXPECT_NE(r.request_id, "req-a") << r.action << " " << r.target;
+      EXPECT_NE(r.source, "10.0.0.1") << r.action << " " << r.target;
+    } else if (r.target.find(a_id) != std::string::npos && r.actor == "user:usr_a") {
+      EXPECT_EQ(r.request_id, "req-a");
+      EXPECT_EQ(r.source, "10.0.0.1");
+    }
+  }
+  EXPECT_GE(b_records, 6);  // queued + placed twice, preemption scheduled, preempted
+}
+
 TEST_P(SchedulingServiceTest, ARestartRestoresTheSamePlacements) {
   SetQuota("tn_a", "H100-80GB", "gpu", 12'000, 12'000);
   SetQuota("tn_a", "A100-80GB", "mig", 2000, 2000);

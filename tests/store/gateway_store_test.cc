@@ -400,6 +400,111 @@ TEST_P(GatewayStoreTest, UsageInsertIsIdempotentByRequestId) {
   EXPECT_EQ(r1.status, want.status);
   EXPECT_EQ(r1.http_status, want.http_status);
   EXPECT_EQ(r1.created_at, want.created_at);
+  EXPECT_EQ(r1.flag, "");
+  UsageRecord flagged = Usage("req_6", a.id, 1005);
+  flagged.flag = kUsageOverBound;
+  ASSERT_OK(store_->InsertUsageRecords({flagged}));
+  auto newest = store_->ListUsage(TenantScope::Of(a.id), {}, {});
+  ASSERT_TRUE(newest.has_value());
+  EXPECT_EQ(newest->items.front().flag, kUsageOverBound);
+}
+
+// Issue 15 #7: a model server reported completion_tokens
+// 18446744073709551615; the record held the int64 maximum and every summary
+// of the tenant failed with "integer overflow" (a 500, for the tenant and
+// for staff). Stored counts are bounded, so sums cannot overflow.
+TEST_P(GatewayStoreTest, HugeTokenCountsAreBoundedAndSummariesDoNotOverflow) {
+  Tenant a = MakeTenant("a");
+  const TenantScope sa = TenantScope::Of(a.id);
+  std::vector<UsageRecord> records;
+  for (int i = 0; i < 3; ++i) {
+    UsageRecord u = Usage("req_huge_" + std::to_string(i), a.id, 100 + i);
+    u.input_tokens = INT64_MAX;
+    u.output_tokens = INT64_MAX;
+    u.cached_tokens = INT64_MAX;
+    records.push_back(u);
+  }
+  records.push_back(Usage("req_normal", a.id, 200));
+  ASSERT_OK(store_->InsertUsageRecords(records));
+  for (const std::string group_by : {"", "model", "key"}) {
+    auto totals = store_->SummarizeUsage(sa, {}, group_by);
+    ASSERT_TRUE(totals.has_value()) << group_by << ": " << totals.error().message;
+    ASSERT_EQ(totals->size(), 1u);
+    EXPECT_EQ((*totals)[0].requests, 4);
+    EXPECT_EQ((*totals)[0].input_tokens, 3 * kMaxRecordTokens + 10);
+    EXPECT_EQ((*totals)[0].output_tokens, 3 * kMaxRecordTokens + 20);
+    EXPECT_EQ((*totals)[0].cached_tokens, 3 * kMaxRecordTokens + 3);
+  }
+  auto page = store_->ListUsage(sa, {}, {});
+  ASSERT_TRUE(page.has_value());
+  for (const auto& u : page->items) {
+    const bool huge = u.id != "req_normal";
+    EXPECT_EQ(u.output_tokens, huge ? kMaxRecordTokens : 20) << u.id;
+    EXPECT_EQ(u.flag, huge ? kUsageOverBound : "") << u.id;
+  }
+  // Negative counts (a corrupt record) are stored as 0.
+  UsageRecord negative = Usage("req_negative", a.id, 300);
+  negative.input_tokens = -5;
+  ASSERT_OK(store_->InsertUsageRecords({negative}));
+  auto total = store_->SummarizeUsage(sa, {}, "");
+  ASSERT_TRUE(total.has_value());
+  EXPECT_EQ((*total)[0].input_tokens, 3 * kMaxRecordTokens + 10);
+}
+
+// Issue 15 #10: every refused request was a usage row of its own; one key's
+// flood of 535,000 refusals in 35 s grew the database by 162 MB. Refusals
+// are counted per tenant, key, reason and minute: one row per minute.
+TEST_P(GatewayStoreTest, RefusalsAreCountedPerKeyReasonAndMinute) {
+  Tenant a = MakeTenant("a");
+  Tenant b = MakeTenant("b");
+  const int64_t minute = 60'000;
+  for (int round = 0; round < 50; ++round) {
+    ASSERT_OK(store_->AddGatewayRefusals({{a.id, "key_1", "rate_limit_exceeded", 10 * minute, 1000},
+                                          {a.id, "key_1", "model_not_found", 10 * minute, 1},
+                                          {a.id, "key_2", "rate_limit_exceeded", 11 * minute, 7},
+                                          {b.id, "key_9", "rate_limit_exceeded", 10 * minute, 5}}));
+  }
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM gateway_refusals"), 4);
+  auto totals = store_->SummarizeGatewayRefusals(TenantScope::Of(a.id), {});
+  ASSERT_TRUE(totals.has_value()) << totals.error().message;
+  ASSERT_EQ(totals->size(), 3u);
+  EXPECT_EQ((*totals)[0].key_id, "key_1");
+  EXPECT_EQ((*totals)[0].reason, "model_not_found");
+  EXPECT_EQ((*totals)[0].count, 50);
+  EXPECT_EQ((*totals)[1].reason, "rate_limit_exceeded");
+  EXPECT_EQ((*totals)[1].count, 50'000);
+  EXPECT_EQ((*totals)[1].first_minute_at, 10 * minute);
+  EXPECT_EQ((*totals)[2].key_id, "key_2");
+  EXPECT_EQ((*totals)[2].count, 350);
+  // Filtered by time and key; another tenant's counts are never seen.
+  auto late = store_->SummarizeGatewayRefusals(TenantScope::Of(a.id), {11 * minute, 0, ""});
+  ASSERT_TRUE(late.has_value());
+  ASSERT_EQ(late->size(), 1u);
+  EXPECT_EQ((*late)[0].key_id, "key_2");
+  auto key1 = store_->SummarizeGatewayRefusals(TenantScope::Of(a.id), {0, 0, "key_1"});
+  ASSERT_TRUE(key1.has_value());
+  EXPECT_EQ(key1->size(), 2u);
+  auto of_b = store_->SummarizeGatewayRefusals(TenantScope::Of(b.id), {});
+  ASSERT_TRUE(of_b.has_value());
+  ASSERT_EQ(of_b->size(), 1u);
+  EXPECT_EQ((*of_b)[0].count, 250);
+  // A minute's count saturates instead of wrapping.
+  ASSERT_OK(store_->AddGatewayRefusals({{a.id, "key_3", "x", 0, INT64_MAX}}));
+  ASSERT_OK(store_->AddGatewayRefusals({{a.id, "key_3", "x", 0, INT64_MAX}}));
+  auto key3 = store_->SummarizeGatewayRefusals(TenantScope::Of(a.id), {0, 0, "key_3"});
+  ASSERT_TRUE(key3.has_value());
+  EXPECT_EQ((*key3)[0].count, kMaxRecordTokens);
+  // Bad counts store nothing; a gone tenant's counts are dropped.
+  EXPECT_ERROR(store_->AddGatewayRefusals({{a.id, "key_1", "", 0, 1}}),
+               ErrorCode::kInvalidArgument);
+  EXPECT_ERROR(store_->AddGatewayRefusals({{a.id, "key_1", "x", 0, 0}}),
+               ErrorCode::kInvalidArgument);
+  ASSERT_OK(store_->AddGatewayRefusals({{"tn_gone", "key_1", "x", 0, 1}}));
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM gateway_refusals WHERE tenant_id = 'tn_gone'"), 0);
+  // Eviction takes them with the tenant.
+  ASSERT_OK(store_->DeleteTenantAndData(a.id));
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM gateway_refusals WHERE tenant_id = '" + a.id + "'"), 0);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM gateway_refusals"), 1);
 }
 
 // Issue 15, item 16: a record whose model held a NUL byte (or text that is
@@ -685,7 +790,7 @@ TEST_P(GatewayStoreTest, MarkerChangesWithEveryPolicyInputAndOnlyThen) {
   changed("tenant eviction");
 }
 
-TEST_P(GatewayStoreTest, EvictionRemovesTheTenantsGatewayRowsOnly) {
+TEST_P(GatewayStoreTest, EvictionRemovesTheTenantsGatewayRowsButKeepsUsageEvenLateUsage) {
   Tenant a = MakeTenant("a");
   Tenant b = MakeTenant("b");
   ApiKey a_key = MakeKey(MakeUser(a.id, "alice"));
@@ -711,8 +816,8 @@ TEST_P(GatewayStoreTest, EvictionRemovesTheTenantsGatewayRowsOnly) {
   EXPECT_EQ(summary->deployments, 2);
   EXPECT_EQ(summary->entitlements, 1);
   EXPECT_EQ(summary->gateway_limits, 2);
-  EXPECT_EQ(summary->usage_records, 2);
-  for (const char* table : {"deployments", "entitlements", "gateway_limits", "usage_records"}) {
+  EXPECT_EQ(summary->usage_records_kept, 2);
+  for (const char* table : {"deployments", "entitlements", "gateway_limits"}) {
     EXPECT_EQ(
         Count(std::string("SELECT COUNT(*) FROM ") + table + " WHERE tenant_id = '" + a.id + "'"),
         0)
@@ -723,10 +828,26 @@ TEST_P(GatewayStoreTest, EvictionRemovesTheTenantsGatewayRowsOnly) {
   EXPECT_OK(store_->GetDeploymentForPlatform(b_own.id));
   EXPECT_EQ(Count("SELECT COUNT(*) FROM entitlements"), 1);
   EXPECT_EQ(Count("SELECT COUNT(*) FROM gateway_limits"), 1);
-  EXPECT_EQ(Count("SELECT COUNT(*) FROM usage_records"), 1);
-  // A batch that arrives after the eviction leaves nothing behind.
-  ASSERT_OK(store_->InsertUsageRecords({Usage("r4", a.id, 4)}));
-  EXPECT_EQ(Count("SELECT COUNT(*) FROM usage_records"), 1);
+  // Usage records are billing records: they outlive the tenant, under its
+  // id (they used to be deleted), and so does a batch that arrives after
+  // the eviction (it used to be dropped). Records of an id that never was a
+  // tenant are still dropped.
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM usage_records WHERE tenant_id = '" + a.id + "'"), 2);
+  ASSERT_OK(store_->InsertUsageRecords({Usage("r4", a.id, 4), Usage("r5", "tn_never", 5)}));
+  auto kept = store_->ListUsage(TenantScope::Of(a.id), {}, {});
+  ASSERT_TRUE(kept.has_value());
+  ASSERT_EQ(kept->items.size(), 3u);
+  EXPECT_EQ(kept->items[0].id, "r4");
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM usage_records WHERE tenant_id = 'tn_never'"), 0);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM usage_records"), 4);
+  // Staff find the evicted tenant; its name is free for a new one.
+  auto evicted = store_->GetEvictedTenantForPlatform(a.id);
+  ASSERT_TRUE(evicted.has_value()) << evicted.error().message;
+  EXPECT_EQ(evicted->state, "evicted");
+  EXPECT_EQ(evicted->name, a.name);
+  EXPECT_ERROR(store_->GetTenant(a.id), ErrorCode::kNotFound);
+  EXPECT_ERROR(store_->GetEvictedTenantForPlatform(b.id), ErrorCode::kNotFound);
+  EXPECT_ERROR(store_->DeleteTenantAndData(a.id), ErrorCode::kNotFound);
 }
 
 INSTANTIATE_TEST_SUITE_P(Drivers, GatewayStoreTest,

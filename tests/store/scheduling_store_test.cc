@@ -246,7 +246,7 @@ TEST_P(SchedulingStoreTest, AFailedCommitChangesNothing) {
   EXPECT_EQ(gone.error().code, ErrorCode::kNotFound);
 }
 
-TEST_P(SchedulingStoreTest, EvictionRemovesTheTenantsSchedulingRows) {
+TEST_P(SchedulingStoreTest, EvictionRemovesTheTenantsQuotasButKeepsItsAllocationHistory) {
   MakeTenant("tn_a", "a");
   MakeTenant("tn_b", "b");
   SchedulingCommit commit;
@@ -256,13 +256,22 @@ TEST_P(SchedulingStoreTest, EvictionRemovesTheTenantsSchedulingRows) {
   commit.allocations = {Allocation("alloc_1", "tn_a", 1, "running"),
                         Allocation("alloc_2", "tn_b", 2, "running")};
   ASSERT_TRUE(store_->CommitScheduling(commit).has_value());
-  auto summary = store_->DeleteTenantAndData("tn_a");
+  auto summary = store_->DeleteTenantAndData("tn_a", /*evicted_at=*/77);
   ASSERT_TRUE(summary.has_value()) << summary.error().message;
-  EXPECT_EQ(summary->allocations, 1);
-  EXPECT_EQ(Count("SELECT COUNT(*) FROM allocations WHERE tenant_id = 'tn_a'"), 0);
+  // The allocation stays (it used to be deleted), ended: no restart may
+  // restore work of a tenant that no longer exists.
+  EXPECT_EQ(summary->allocations_kept, 1);
+  auto kept = store_->GetAllocation(TenantScope::Of("tn_a"), "alloc_1");
+  ASSERT_TRUE(kept.has_value()) << kept.error().message;
+  EXPECT_EQ(kept->state, "released");
+  EXPECT_EQ(kept->ended_ms, 77);
+  auto held = store_->ListHeldAllocationsForScheduler();
+  ASSERT_TRUE(held.has_value());
+  ASSERT_EQ(held->size(), 1u);
+  EXPECT_EQ((*held)[0].id, "alloc_2");
   EXPECT_EQ(Count("SELECT COUNT(*) FROM quotas WHERE tenant_id = 'tn_a'"), 0);
   EXPECT_EQ(Count("SELECT COUNT(*) FROM projects WHERE tenant_id = 'tn_a'"), 0);
-  EXPECT_EQ(Count("SELECT COUNT(*) FROM allocations"), 1);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM allocations"), 2);
   EXPECT_EQ(Count("SELECT COUNT(*) FROM quotas"), 1);
   EXPECT_EQ(Count("SELECT COUNT(*) FROM projects"), 1);
 }

@@ -5,9 +5,12 @@
 #include "store/store.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <string>
@@ -17,6 +20,7 @@
 #include "audit/chain.h"
 #include "common/clock.h"
 #include "crypto/ids.h"
+#include "store/audit_state.h"
 #include "store/migrations.h"
 #include "store/test_databases.h"
 #include "support/result_matchers.h"
@@ -596,6 +600,26 @@ TEST_P(StoreTest, SessionLifecycle) {
   EXPECT_OK(store_->FindSessionForAuth(s3.id));
 }
 
+TEST_P(StoreTest, ExpiredSessionsArePurgedAcrossTenants) {
+  Tenant a = MakeTenant("acme");
+  Tenant b = MakeTenant("globex");
+  User alice = MakeUser(a.id, "alice");
+  User gina = MakeUser(b.id, "gina");
+  Session ended_a = MakeSession(alice);
+  Session ended_b = MakeSession(gina);
+  Session live = MakeSession(alice);
+  ASSERT_TRUE(store_->database()
+                  .Exec("UPDATE sessions SET expires_at = 5000 WHERE id IN ($1, $2)",
+                        {ended_a.id, ended_b.id})
+                  .has_value());
+  auto purged = store_->DeleteExpiredSessionsForHousekeeping(5000);
+  ASSERT_TRUE(purged.has_value()) << purged.error().message;
+  EXPECT_EQ(*purged, 2);
+  EXPECT_ERROR(store_->FindSessionForAuth(ended_a.id), ErrorCode::kNotFound);
+  EXPECT_ERROR(store_->FindSessionForAuth(ended_b.id), ErrorCode::kNotFound);
+  EXPECT_OK(store_->FindSessionForAuth(live.id));
+}
+
 // ---------------------------------------------------------------- signing keys
 
 TEST_P(StoreTest, SigningKeysListNewestFirst) {
@@ -616,6 +640,12 @@ TEST_P(StoreTest, SigningKeysListNewestFirst) {
   EXPECT_EQ((*keys)[0].created_at, 3000);
   EXPECT_EQ((*keys)[1].id, "sk_mid");
   EXPECT_EQ((*keys)[2].id, "sk_old");
+
+  ASSERT_OK(store_->ReplaceSigningKeySecret("sk_mid", "sealed1:abc"));
+  EXPECT_ERROR(store_->ReplaceSigningKeySecret("sk_missing", "x"), ErrorCode::kNotFound);
+  keys = store_->ListSigningKeys();
+  ASSERT_TRUE(keys.has_value());
+  EXPECT_EQ((*keys)[1].secret, "sealed1:abc");
 
   ASSERT_OK(store_->DeleteSigningKey("sk_mid"));
   EXPECT_ERROR(store_->DeleteSigningKey("sk_mid"), ErrorCode::kNotFound);
@@ -806,10 +836,43 @@ TEST_P(StoreTest, ConcurrentAppendAuditKeepsOneValidChainPerTenant) {
     EXPECT_EQ(head.first, CountRows("audit_log", "chain", chain)) << chain;
   }
   EXPECT_EQ(total, kThreads * kPerThread);
+
+  // The state a checkpoint signs agrees with the heads and the trail: the
+  // whole trail verifies against it.
+  auto state = ReadAuditState(store_->database());
+  ASSERT_TRUE(state.has_value()) << state.error().message;
+  EXPECT_EQ(state->last_seq, kThreads * kPerThread);
+  EXPECT_EQ(state->heads.size(), 3u);
+  audit::TrailClaims claims{state->heads, state->last_seq, nullptr};
+  report = audit::VerifyTrail(all, claims);
+  EXPECT_TRUE(report.ok) << report.reason;
 }
 
 INSTANTIATE_TEST_SUITE_P(Drivers, StoreTest,
                          ::testing::Values(Backend::kSqlite, Backend::kPostgres), BackendName);
+
+// Regression (issue 15, item 15): the SQLite database (password hashes, the
+// audit trail) was created mode 0644, readable by every local user.
+TEST(StoreOpenTest, SqliteDatabaseFileIsPrivateEvenIfItWasNot) {
+  auto dir = std::filesystem::temp_directory_path() / ("atrium-mode-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  for (bool existed : {false, true}) {
+    std::string path = (dir / (existed ? "old.db" : "new.db")).string();
+    if (existed) {
+      {
+        auto created = Store::Open("sqlite://" + path);
+        ASSERT_TRUE(created.has_value());
+      }
+      ASSERT_EQ(::chmod(path.c_str(), 0644), 0);
+    }
+    auto store = Store::Open("sqlite://" + path);
+    ASSERT_TRUE(store.has_value()) << store.error().message;
+    struct stat st {};
+    ASSERT_EQ(::stat(path.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600) << path;
+  }
+  std::filesystem::remove_all(dir);
+}
 
 TEST(StoreOpenTest, UnsupportedUrlIsInvalidArgument) {
   auto r = Store::Open("mysql://localhost/atrium");

@@ -320,6 +320,11 @@ TEST_F(TenantServiceTest, EvictRemovesTheTenantAndItsCredentials) {
   EXPECT_EQ(summary->users, 2);
   EXPECT_EQ(summary->api_keys, 2);
   EXPECT_EQ(summary->sessions, 2);
+  // Staff can still find it, as evicted at this time.
+  auto evicted = store_->GetEvictedTenantForPlatform(acme.id);
+  ASSERT_TRUE(evicted.has_value()) << evicted.error().message;
+  EXPECT_EQ(evicted->state, "evicted");
+  EXPECT_EQ(evicted->updated_at, clock_.NowMillis());
 
   EXPECT_ERROR(tenants_->Get(acme.id), ErrorCode::kNotFound);
   const TenantScope scope = TenantScope::Of(acme.id);
