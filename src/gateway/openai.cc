@@ -435,6 +435,13 @@ Result<ParsedRequest> ParseRequest(Api api, std::string_view body) {
         if (model->size() > kMaxModelLength) {
           return FieldError("model", "at most " + std::to_string(kMaxModelLength) + " bytes");
         }
+        // The name reaches the usage record (and logs) before it is resolved:
+        // a NUL there once made the store refuse the record, and the journal's
+        // shipper stall behind it for every tenant.
+        if (std::any_of(model->begin(), model->end(),
+                        [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7F; })) {
+          return FieldError("model", "a name without control characters");
+        }
         request.model = std::string(*model);
 
         TextTally tally;
@@ -566,8 +573,13 @@ std::string SseRelay::Feed(std::string_view bytes) {
     skip_lf_ = false;
     return out;
   }
-  if (pass_through_) return std::string(bytes);
   std::string out;
+  if (skipping_) {
+    const size_t end = SkipOversizedEvent(bytes);
+    out.append(bytes.substr(0, end));
+    bytes.remove_prefix(end);
+    if (skipping_ || bytes.empty()) return out;
+  }
   held_.append(bytes);
   size_t event_start = 0;
   while (scan_ < held_.size()) {
@@ -611,15 +623,47 @@ std::string SseRelay::Feed(std::string_view bytes) {
     return out;
   }
   if (held_.size() > kMaxHeldEventBytes) {
+    // Too large to hold and parse: relayed as it is (no usage-only chunk is
+    // that large), unmetered, and the relay finds its feet again at the
+    // event's end.
+    ++oversized_events_;
+    at_line_start_ = line_start_ == held_.size();
     out.append(held_);
     held_.clear();
-    pass_through_ = true;
+    scan_ = line_start_ = 0;
+    data_.clear();
+    has_data_ = false;
+    last_forwarded_ = true;
+    skipping_ = true;
   }
   return out;
 }
 
+size_t SseRelay::SkipOversizedEvent(std::string_view bytes) {
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    const char c = bytes[i];
+    if (skip_lf_) {
+      skip_lf_ = false;
+      if (c == '\n') continue;  // the CRLF's LF: the line ended at the CR
+    }
+    if (c != '\r' && c != '\n') {
+      at_line_start_ = false;
+      continue;
+    }
+    skip_lf_ = c == '\r';
+    if (at_line_start_) {  // a blank line: the oversized event ends here
+      skipping_ = false;
+      return i + 1;
+    }
+    at_line_start_ = true;
+  }
+  return bytes.size();
+}
+
 std::string SseRelay::Finish() {
-  if (pass_through_ || saw_done_) return {};
+  // After [DONE] nothing more goes out; an oversized event's bytes have all
+  // been relayed.
+  if (skipping_ || saw_done_) return {};
   if (line_start_ < held_.size()) ProcessLine(std::string_view(held_).substr(line_start_));
   const bool drop = MeterEvent();  // a usage-only chunk the client did not ask for
   std::string out = drop ? std::string() : std::move(held_);

@@ -33,8 +33,9 @@ struct ParsedRequest {
 };
 
 // Validates the body: a JSON object; "model" a non-empty string (at most 256
-// bytes); "stream" a bool; max_completion_tokens / max_tokens non-negative
-// integers (max_completion_tokens wins when both are given); n and best_of
+// bytes, no control characters U+0000-U+001F or U+007F); "stream" a bool;
+// max_completion_tokens / max_tokens non-negative integers
+// (max_completion_tokens wins when both are given); n and best_of
 // (completions) integers 1..kMaxChoices; stream_options an
 // object whose include_usage is a bool; "messages" (chat) a non-empty array of
 // objects, "prompt" (completions) and "input" (embeddings) a string or an
@@ -100,9 +101,10 @@ int64_t EstimateOutputTokens(Api api, std::string_view body);
 // returns the bytes to send to the client now: each complete event
 // byte-identical, except that a usage-only chunk (choices == [] and a usage
 // object) is dropped when the client did not ask for usage. Only the one
-// incomplete event is held back. If it grows past 1 MiB the relay gives up
-// filtering: it passes everything through untouched from then on (usage and
-// chunk counts stop there).
+// incomplete event is held back. One that grows past 1 MiB (completions with
+// echo and logprobs can) is relayed byte for byte as it arrives but neither
+// held nor parsed: it is not metered, and filtering and metering resume at
+// the next event (oversized_events() counts them).
 //
 // Metering: usage is taken from every chunk carrying it, field by field the
 // largest value seen, never summed (vLLM repeats cumulative usage on every
@@ -134,9 +136,13 @@ class SseRelay {
   // content, tool-call names and arguments, text).
   int64_t EstimatedOutputTokens() const { return (content_bytes_ + 3) / 4; }
   bool saw_done() const { return saw_done_; }  // "data: [DONE]" seen
+  int64_t oversized_events() const { return oversized_events_; }
 
  private:
   void ProcessLine(std::string_view line);
+  // Inside an oversized event: how many of `bytes` belong to it (through
+  // the blank line that ends it, when that comes; skipping_ then ends).
+  size_t SkipOversizedEvent(std::string_view bytes);
   // Meters the finished event's data; true when it is to be dropped.
   bool MeterEvent();
 
@@ -148,7 +154,9 @@ class SseRelay {
   bool last_forwarded_ = true;  // the last finished event was sent to the client
   std::string data_;            // the current event's data lines, joined by '\n'
   bool has_data_ = false;
-  bool pass_through_ = false;  // an event exceeded the cap: no more filtering
+  bool skipping_ = false;       // inside an event past the cap: relayed, not parsed
+  bool at_line_start_ = false;  // skipping: no byte of the current line seen yet
+  int64_t oversized_events_ = 0;
   Usage usage_;
   int64_t content_chunks_ = 0;
   int64_t content_bytes_ = 0;

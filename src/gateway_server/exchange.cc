@@ -268,6 +268,31 @@ awaitable<std::optional<Session::Early>> Session::Queue(Exchange& x) {
     server_.DeferWatch(loop_, x.interrupts);
     co_return std::nullopt;
   }
+  // The request is to wait: its body waits with it, within its tenant's
+  // share of the memory for queued bodies.
+  const auto body_bytes = static_cast<int64_t>(x.body.size());
+  if (!server_.body_budget.ReserveQueued(x.caller.tenant_id, body_bytes)) {
+    if (server_.dispatcher.Cancel(x.slot.id, Now())) {
+      x.meter.Dequeued(Now());
+      co_return Early::Rejected(
+          Refusal{429, "rate_limit_error", "rate_limit_exceeded",
+                  "too many request bytes of this tenant wait in the queue (at most " +
+                      std::to_string(server_.body_budget.options().queued_bytes_per_tenant) +
+                      "); retry when fewer requests are waiting",
+                  1000});
+    }
+    // Granted meanwhile: it waits no longer.
+    x.endpoint = server_.dispatcher.TakeGrant(x.slot.id).value_or("");
+    x.meter.Dequeued(Now());
+    server_.DeferWatch(loop_, x.interrupts);
+    co_return std::nullopt;
+  }
+  struct QueuedHold {
+    gateway::BodyBudget& budget;
+    const std::string& tenant;
+    int64_t bytes;
+    ~QueuedHold() { budget.ReleaseQueued(tenant, bytes); }
+  } queued_hold{server_.body_budget, x.caller.tenant_id, body_bytes};
   WatchClient(x.interrupts);  // a wait in the queue may be long
   queue_timer.emplace(executor_);
   x.interrupts->queue_timer = &*queue_timer;
@@ -442,10 +467,11 @@ awaitable<bool> Session::Relay(Exchange& x) {
   int64_t received = 0;  // body bytes of a stream read so far
   gateway::SseRelay relay(x.parsed.client_wants_usage);
   std::string whole;  // non-streamed body
-  if (streaming && piece_.empty()) piece_.resize(kPieceBytes);
+  if (piece_.empty()) piece_.resize(kPieceBytes);
   bool client_ok = true;
   bool upstream_ok = true;
-  int64_t charged = 0;  // output tokens charged to the fair queue so far
+  bool body_timed_out = false;  // a whole body not read by its deadline
+  int64_t charged = 0;          // output tokens charged to the fair queue so far
   int64_t chunks_since_charge = 0;
   // A stream's first body bytes came: its prefill is over. An answer that is
   // not a stream (an error, say) is whole when its head comes.
@@ -494,29 +520,35 @@ awaitable<bool> Session::Relay(Exchange& x) {
     client_ok = co_await WriteAll(head);
   }
   const size_t max_body = options().max_upstream_body_bytes;
+  // A whole body must be read by this time (a stream is bounded by its
+  // silences only: it may rightly run long).
+  const auto body_deadline =
+      std::chrono::steady_clock::now() + Millis(options().upstream_body_timeout_ms);
   while (client_ok && !response.is_done()) {
-    // A stream is read piece by piece into the connection's buffer; a whole
-    // body straight into `whole`, sized by its Content-Length when it has one.
-    char* into = piece_.data();
-    size_t room = piece_.size();
-    if (!streaming) {
-      const size_t have = whole.size();
-      const auto length = response.content_length();
-      room = length && *length > have
-                 ? static_cast<size_t>(std::min<uint64_t>(*length, max_body + 1)) - have
-                 : kPieceBytes;
-      if (have + room > max_body + 1) room = max_body + 1 - have;
-      whole.resize(have + room);
-      into = whole.data() + have;
-    }
-    response.get().body().data = into;
-    response.get().body().size = room;
+    // Read piece by piece; a whole body grows as its bytes arrive, never by
+    // what its Content-Length announces (a server may announce 64 MiB and
+    // send 10 bytes, and the buffer would be committed, zero-filled, anyway).
+    response.get().body().data = piece_.data();
+    response.get().body().size = piece_.size();
     beast::error_code ec;
     // What arrived with the head (often the whole answer) or with an earlier
     // read is parsed here: Beast's read would hand it over only after a
     // round through the event loop.
+    bool deadline_bound = false;  // this read ends at the body's deadline
     if (!ParseBuffered(connection, response, ec)) {
-      connection.tcp().expires_after(Millis(options().stream_idle_timeout_ms));
+      auto wait = Millis(options().stream_idle_timeout_ms);
+      if (!streaming) {
+        const auto left =
+            std::chrono::duration_cast<Millis>(body_deadline - std::chrono::steady_clock::now());
+        if (left <= Millis(0)) {
+          body_timed_out = true;
+          upstream_ok = false;
+          break;
+        }
+        deadline_bound = left <= wait;
+        wait = std::min(wait, left);
+      }
+      connection.tcp().expires_after(wait);
       // read_some: hand on what has arrived, not a full buffer.
       auto read = connection.With([&](auto& stream) {
         return bhttp::async_read_some(stream, connection.buffer, response,
@@ -524,8 +556,7 @@ awaitable<bool> Session::Relay(Exchange& x) {
       });
       co_await std::move(read);
     }
-    const size_t n = room - response.get().body().size;
-    if (!streaming) whole.resize(whole.size() - room + n);
+    const size_t n = piece_.size() - response.get().body().size;
     if (ec == bhttp::error::need_buffer) ec = {};
     // A TLS peer that ends a body delimited by the connection's close without
     // a close_notify: the end of the body all the same (over plain TCP that
@@ -535,14 +566,16 @@ awaitable<bool> Session::Relay(Exchange& x) {
       response.put_eof(ec);
     }
     if (ec) {
+      body_timed_out = deadline_bound && ec == beast::error::timeout;
       upstream_ok = false;
       break;
     }
     if (!streaming) {
-      if (whole.size() > max_body) {
+      if (whole.size() + n > max_body) {
         upstream_ok = false;
         break;
       }
+      whole.append(piece_.data(), n);  // amortised growth: linear in the body
       continue;
     }
     if (!first_token && n > 0) {
@@ -624,6 +657,13 @@ awaitable<bool> Session::Relay(Exchange& x) {
       const Refusal error = ShuttingDown();
       const bool keep_alive = false;
       keep_open = co_await SendError(error, keep_alive, x.request_id);
+    } else if (body_timed_out) {
+      outcome = Dispatcher::Outcome::kFailed;
+      Meter(x, UsageStatus::kFailed, 504);
+      const Refusal error{504, "server_error", "upstream_timeout",
+                          "the model server's response did not arrive whole within " +
+                              std::to_string(options().upstream_body_timeout_ms) + " ms"};
+      keep_open = co_await SendError(error, x.keep_alive, x.request_id);
     } else {
       outcome = Dispatcher::Outcome::kFailed;
       Meter(x, UsageStatus::kFailed, 502);

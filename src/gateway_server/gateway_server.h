@@ -31,16 +31,26 @@ struct GatewayOptions {
   int threads = 2;
   size_t max_header_bytes = 16 * 1024;
   size_t max_body_bytes = 4 * 1024 * 1024;  // larger: 413
-  int read_timeout_ms = 30'000;             // a whole request must arrive within this
-  int idle_timeout_ms = 120'000;            // keep-alive connection without a request
-  int max_connections = 20'000;             // beyond: accepted and closed at once
-  int64_t default_deadline_ms = 60'000;     // longest wait in the fair queue (504 after)
-  int64_t max_deadline_ms = 600'000;        // X-Atrium-Deadline-Ms above this: 400
+  // Request bodies held in memory at once, all connections together (a
+  // chunked body counts as max_body_bytes until it is read); a request
+  // beyond it is refused with a 503 before its body is read.
+  size_t body_memory_bytes = 256 * 1024 * 1024;
+  // The bodies of one tenant's requests waiting in the fair queue; a request
+  // that would wait beyond it is refused with a 429.
+  size_t queued_body_bytes_per_tenant = 64 * 1024 * 1024;
+  int read_timeout_ms = 30'000;          // a whole request must arrive within this
+  int idle_timeout_ms = 120'000;         // keep-alive connection without a request
+  int max_connections = 20'000;          // beyond: accepted and closed at once
+  int64_t default_deadline_ms = 60'000;  // longest wait in the fair queue (504 after)
+  int64_t max_deadline_ms = 600'000;     // X-Atrium-Deadline-Ms above this: 400
   int connect_timeout_ms = 2'000;
   int first_byte_timeout_ms = 120'000;   // upstream headers must arrive within this (504)
   int stream_idle_timeout_ms = 120'000;  // longest silence inside a response body
-  int max_retries = 1;                   // other endpoints tried before the first byte
-  int health_interval_ms = 2'000;        // active checks: GET <endpoint>/v1/models
+  // A response that is not a stream must arrive whole within this, counted
+  // from its head (504 after): a body dripped a byte at a time never ends.
+  int upstream_body_timeout_ms = 300'000;
+  int max_retries = 1;             // other endpoints tried before the first byte
+  int health_interval_ms = 2'000;  // active checks: GET <endpoint>/v1/models
   size_t max_upstream_body_bytes = 64 * 1024 * 1024;
   // https endpoints: certificates are checked against the system's CAs and,
   // when set, the CAs in this PEM file (e.g. the private CA of in-cluster

@@ -32,6 +32,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "gateway/body_budget.h"
 #include "gateway_server/dispatcher.h"
 #include "gateway_server/gateway_server.h"
 #include "gateway_server/policy_loader.h"
@@ -48,7 +49,9 @@ template <class T>
 using awaitable = net::awaitable<T>;
 using Executor = net::io_context::executor_type;
 
-constexpr size_t kPieceBytes = 4096;  // streamed upstream body read size: SSE events are small
+// Upstream bodies are read this much at a time: SSE events are small, and a
+// whole body is appended piece by piece as it arrives.
+constexpr size_t kPieceBytes = 4096;
 // A request that started at once has its client watched for a disconnect
 // from this long after it started: most exchanges are over sooner, and arming
 // the watch costs a system call (epoll_ctl) per request.
@@ -89,6 +92,8 @@ struct GatewayServer::Impl {
         journal(j),
         clock(c),
         dispatcher(options.dispatcher),
+        body_budget({static_cast<int64_t>(options.body_memory_bytes),
+                     static_cast<int64_t>(options.queued_body_bytes_per_tenant)}),
         loops(MakeLoops(std::max(1, options.threads))),
         pools(loops.size()),
         journal_batches(loops.size()),
@@ -176,6 +181,7 @@ struct GatewayServer::Impl {
   UsageJournal& journal;
   const Clock& clock;
   Dispatcher dispatcher;
+  gateway::BodyBudget body_budget;  // request bodies in memory, across all loops
   std::atomic<uint64_t> next_slot_id{1};
 
   // Sessions still queued in a loop when it is destroyed unregister here:

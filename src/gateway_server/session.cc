@@ -9,6 +9,7 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/core/string.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/status.hpp>
@@ -42,6 +43,13 @@ std::string_view ReasonPhrase(int status) {
   auto phrase = bhttp::obsolete_reason(static_cast<bhttp::status>(status));
   return {phrase.data(), phrase.size()};
 }
+
+// How long a connection whose request body went unread is drained before
+// it is closed.
+constexpr int kLingerMs = 2000;
+// The most a client may send ahead (a pipelined request) while its request is
+// watched for a disconnect: taken into the read buffer, it stays in memory.
+constexpr size_t kMaxWatchedBytes = 64 * 1024;
 
 }  // namespace
 
@@ -144,13 +152,24 @@ void Session::WatchClient(const std::shared_ptr<Interrupts>& interrupts) {
       tcp::socket::wait_read,
       net::bind_executor(executor_, [self = shared_from_this(), interrupts](beast::error_code ec) {
         if (interrupts->done || ec == net::error::operation_aborted) return;
-        char byte;
-        ssize_t n =
-            ec ? 0
-               : ::recv(self->stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-        if (n > 0) return;  // the client's next request: it is still there
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-          return self->WatchClient(interrupts);
+        // Bytes the client sent meanwhile (its next request, pipelined) are
+        // taken into the session's read buffer, where the next read finds
+        // them, and the watch goes on: otherwise the readable socket would
+        // hide the client's leaving. Past kMaxWatchedBytes the watch ends.
+        ssize_t n = -1;
+        if (!ec && self->buffer_.size() < kMaxWatchedBytes) {
+          auto room = self->buffer_.prepare(kMaxWatchedBytes - self->buffer_.size());
+          n = ::recv(self->stream_.socket().native_handle(), room.data(), room.size(),
+                     MSG_DONTWAIT);
+          if (n > 0) {
+            self->buffer_.commit(static_cast<size_t>(n));
+            return self->WatchClient(interrupts);
+          }
+          if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+            return self->WatchClient(interrupts);
+          }
+        } else if (!ec) {
+          return;  // a client that sends this much ahead is not watched further
         }
         interrupts->client_gone = true;
         interrupts->Interrupt();
@@ -178,9 +197,34 @@ awaitable<void> Session::Run() {
     ArmReadTimer();
     if (server_.stopping.load()) break;
     idle_ = true;
-    co_await bhttp::async_read(stream_, buffer_, parser,
-                               net::redirect_error(net::use_awaitable, ec));
+    // The headers first: a request is refused on them alone (a bad key, too
+    // many bodies in memory) before a byte of its body is read.
+    co_await bhttp::async_read_header(stream_, buffer_, parser,
+                                      net::redirect_error(net::use_awaitable, ec));
+    std::optional<gateway::Refusal> refused;
+    BodyHold hold{server_.body_budget, 0};
+    if (!ec) {
+      refused = AdmitHeaders(parser, hold.bytes);
+      if (!refused && !parser.is_done()) {
+        if (beast::iequals(parser.get()[bhttp::field::expect], "100-continue")) {
+          static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+          co_await net::async_write(stream_, net::buffer(kContinue.data(), kContinue.size()),
+                                    net::redirect_error(net::use_awaitable, ec));
+        }
+        if (!ec) {
+          co_await bhttp::async_read(stream_, buffer_, parser,
+                                     net::redirect_error(net::use_awaitable, ec));
+        }
+      }
+    }
     idle_ = false;
+    if (refused) {
+      // Its body, if any, was never read: the connection cannot carry another
+      // request. Lingering lets the client read the answer before the close.
+      const std::string request_id = NewRequestId();
+      if (co_await SendError(*refused, false, request_id)) co_await Linger();
+      break;
+    }
     if (ec) {
       const std::string request_id = NewRequestId();
       std::optional<gateway::Refusal> error;
@@ -214,6 +258,52 @@ awaitable<void> Session::Run() {
   beast::error_code ignored;
   stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
   stream_.close();
+}
+
+std::optional<gateway::Refusal> Session::AdmitHeaders(
+    const bhttp::request_parser<bhttp::string_body>& parser, int64_t& held) {
+  const HttpRequest& head = parser.get();
+  if (head.count(bhttp::field::authorization) > 1) {
+    // Which one is meant? Proxies and servers disagree; none is guessed.
+    return gateway::Refusal{400, "invalid_request_error", "invalid_request",
+                            "more than one Authorization header"};
+  }
+  std::string_view target(head.target().data(), head.target().size());
+  std::string_view path = target.substr(0, target.find('?'));
+  const bool inference =
+      path == "/v1/chat/completions" || path == "/v1/completions" || path == "/v1/embeddings";
+  if (inference && head.method() == bhttp::verb::post) {
+    auto snapshot = server_.policy.Current();
+    auto caller =
+        snapshot->Authenticate(HeaderOf(head, bhttp::field::authorization), Now(), &key_memo_);
+    if (!caller.has_value()) return gateway::RefusalOf(caller.error());
+  }
+  if (parser.is_done()) return std::nullopt;  // no body
+  // A chunked body may grow to the limit: that much is set aside for it.
+  const auto length = parser.content_length();
+  const auto bytes = static_cast<int64_t>(length ? *length : options().max_body_bytes);
+  if (!server_.body_budget.Reserve(bytes)) {
+    return gateway::Refusal{503, "server_error", "service_unavailable",
+                            "the gateway holds as many request bodies in memory as it may "
+                            "(" +
+                                std::to_string(server_.body_budget.options().total_bytes) +
+                                " bytes); retry shortly",
+                            1000};
+  }
+  held = bytes;
+  return std::nullopt;
+}
+
+awaitable<void> Session::Linger() {
+  beast::error_code ec;
+  stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+  stream_.expires_after(Millis(std::min(kLingerMs, options().read_timeout_ms)));
+  std::array<char, 4096> discard;
+  while (!ec) {
+    co_await stream_.async_read_some(net::buffer(discard),
+                                     net::redirect_error(net::use_awaitable, ec));
+  }
+  stream_.expires_never();
 }
 
 void Session::ArmReadTimer() {

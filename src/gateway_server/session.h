@@ -19,6 +19,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/message.hpp>
+#include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <memory>
 #include <optional>
@@ -71,6 +72,16 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // session.cc: the connection.
   awaitable<void> Run();
+  // A request refused on its headers alone, before its body is read: more
+  // than one Authorization header (400), an inference request whose key does
+  // not authenticate (401), a body the gateway's BodyBudget has no room for
+  // (503). Otherwise the room for the body is reserved, `held` bytes.
+  std::optional<gateway::Refusal> AdmitHeaders(
+      const bhttp::request_parser<bhttp::string_body>& parser, int64_t& held);
+  // After an answer that leaves a request's body unread: stops sending and
+  // reads (and drops) what the client still sends for a short while, so that
+  // closing the socket with unread data (a reset) does not destroy the answer.
+  awaitable<void> Linger();
   void ArmReadTimer();  // unless armed: wakes at read_deadline_ to end a late read
   awaitable<bool> Handle(HttpRequest& request, bool keep_alive);
   awaitable<bool> Models(HttpRequest& request, bool keep_alive, const std::string& request_id);
@@ -97,7 +108,7 @@ class Session : public std::enable_shared_from_this<Session> {
   UpstreamPool& pool_;
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
-  std::string piece_;                  // a streamed response's bytes on their way through the relay
+  std::string piece_;                  // upstream body bytes on their way to the relay or the body
   uint64_t journal_wait_ = 0;          // the journal batch the next write waits for (0: none)
   std::string journal_request_;        // the request whose record that batch holds
   bool journal_success_ = false;       // and its answer is a success (withheld if unrecorded)
@@ -112,6 +123,16 @@ class Session : public std::enable_shared_from_this<Session> {
   bool read_timer_armed_ = false;
   uint64_t read_timer_arms_ = 0;  // which arming a wait belongs to
   bool read_timed_out_ = false;
+};
+
+// The bytes a request's body holds of the gateway's BodyBudget, given back
+// when the request is done with.
+struct BodyHold {
+  gateway::BodyBudget& budget;
+  int64_t bytes = 0;
+  ~BodyHold() {
+    if (bytes > 0) budget.Release(bytes);
+  }
 };
 
 // A request header's value ("" when absent).

@@ -179,6 +179,7 @@ Status UsageJournal::Start() {
   if (ec) return Error::Unavailable("cannot create " + options_.directory + ": " + ec.message());
   journal_path_ = (std::filesystem::path(options_.directory) / "usage.journal").string();
   offset_path_ = (std::filesystem::path(options_.directory) / "usage.shipped").string();
+  quarantine_path_ = (std::filesystem::path(options_.directory) / "usage.quarantine").string();
   inflight_path_ = (std::filesystem::path(options_.directory) / "usage.inflight").string();
   recovered_path_ = inflight_path_ + ".recovered";
   fd_ = ::open(journal_path_.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
@@ -287,7 +288,7 @@ bool UsageJournal::ShipRecovered() {
     const size_t end = std::min(recovered_.size(), start + options_.batch);
     std::vector<UsageRecord> batch(recovered_.begin() + static_cast<std::ptrdiff_t>(start),
                                    recovered_.begin() + static_cast<std::ptrdiff_t>(end));
-    Status s = sink_(batch);
+    Status s = Ship(batch);
     if (!s.has_value()) {
       spdlog::warn("usage journal: store unavailable, {} interrupted requests wait: {}",
                    recovered_.size(), s.error().message);
@@ -542,7 +543,7 @@ bool UsageJournal::ShipFromFile(int64_t end) {
     }
     if (consumed == 0) break;  // only an incomplete line so far
     if (!batch.empty()) {
-      Status s = sink_(batch);
+      Status s = Ship(batch);
       if (!s.has_value()) {
         spdlog::warn("usage journal: store unavailable, {} records wait: {}", batch.size(),
                      s.error().message);
@@ -575,7 +576,7 @@ bool UsageJournal::ShipFromMemory() {
       backlog_.pop_front();
     }
     if (taken_.empty()) return true;
-    Status s = sink_(taken_);
+    Status s = Ship(taken_);
     if (!s.has_value()) {
       spdlog::warn("usage journal: store unavailable, {} records wait: {}",
                    taken_.size() + backlog_.size(), s.error().message);
@@ -588,6 +589,43 @@ bool UsageJournal::ShipFromMemory() {
     taken_.clear();
     taken_bytes_ = 0;
   }
+}
+
+Status UsageJournal::Ship(const std::vector<UsageRecord>& batch) {
+  Status s = sink_(batch);
+  if (s.has_value() || s.error().code != ErrorCode::kInvalidArgument) return s;
+  // Some record can never be stored (the store stored none of the batch):
+  // find it by offering each alone. Records stored here and offered again
+  // later (should the store go down meanwhile) are ignored by id.
+  for (const UsageRecord& record : batch) {
+    const std::vector<UsageRecord> one{record};
+    Status alone = sink_(one);
+    if (alone.has_value()) continue;
+    if (alone.error().code != ErrorCode::kInvalidArgument) return alone;
+    ATRIUM_RETURN_IF_ERROR(Quarantine(record, alone.error().message));
+  }
+  return OkStatus();
+}
+
+Status UsageJournal::Quarantine(const UsageRecord& record, const std::string& why) {
+  std::string line = EncodeUsageLine(record);
+  line += '\n';
+  int fd = ::open(quarantine_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return Error::Unavailable("cannot open " + quarantine_path_ + ": " + std::strerror(errno));
+  }
+  Status written = WriteAll(fd, line);
+  if (written.has_value() && ::fdatasync(fd) != 0) {
+    written = Error::Unavailable("cannot sync " + quarantine_path_ + ": " + std::strerror(errno));
+  }
+  ::close(fd);
+  ATRIUM_RETURN_IF_ERROR(written);  // not set aside: it is offered again, nothing is lost
+  const int64_t total = quarantined_.fetch_add(1) + 1;
+  spdlog::error(
+      "usage journal: the store refused record {} (tenant {}) as invalid; set aside in {} "
+      "({} set aside since start): {}",
+      record.id, record.tenant_id, quarantine_path_, total, why);
+  return OkStatus();
 }
 
 Status UsageJournal::SaveOffset(int64_t offset) {

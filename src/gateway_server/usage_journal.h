@@ -33,6 +33,14 @@
 // adds them to a bounded in-memory tally (gateway::RefusalTally) that the
 // shipper hands to the refusal sink with each round. They are statistics,
 // not bills: counts not yet shipped when the process dies are lost.
+//
+// A record the store refuses as invalid (kInvalidArgument: it can never be
+// stored, e.g. text with a NUL byte) must not hold up the others behind it,
+// nor be retried forever: the shipper offers the refused batch's records one
+// by one, sets each one the store refuses aside in usage.quarantine (a JSON
+// line, as in the journal, for an operator to mend and re-ship), counts it
+// and logs it at error level, and goes on. Any other store error means the
+// store is unavailable: the batch waits and is offered again.
 #pragma once
 
 #include <atomic>
@@ -66,6 +74,8 @@ struct UsageJournalOptions {
 inline constexpr const char* kInterruptedStatus = "interrupted";
 
 // Inserts records idempotently (by id); the store's InsertUsageRecords.
+// kInvalidArgument: some record can never be stored (nothing was stored);
+// any other error: the store is unavailable.
 using UsageSink = std::function<Status(const std::vector<UsageRecord>&)>;
 // Adds refusal counts; the store's AddGatewayRefusals.
 using RefusalSink = std::function<Status(const std::vector<RefusalCount>&)>;
@@ -109,6 +119,9 @@ class UsageJournal {
   // Checkpoints of an earlier process shipped as interrupted records (the
   // store ignored those whose request had a final record).
   int64_t recovered() const { return recovered_shipped_.load(); }
+  // Records the store refused as invalid, set aside in usage.quarantine by
+  // this process.
+  int64_t quarantined() const { return quarantined_.load(); }
   // Records of this process waiting in memory for the shipper to take them
   // (at most options.memory_records; the shipper holds as many more at most).
   size_t held_in_memory();
@@ -125,6 +138,13 @@ class UsageJournal {
   // This process's records, from memory.
   bool ShipFromMemory();
   Status SaveOffset(int64_t offset);
+  // Offers `batch` to the store; a batch it refuses as invalid is offered
+  // record by record and the refused records are quarantined. OK when every
+  // record is in the store or in quarantine; otherwise the store's error
+  // (unavailable), and the batch is to be offered again.
+  Status Ship(const std::vector<UsageRecord>& batch);
+  // Appends the record to usage.quarantine (synced).
+  Status Quarantine(const UsageRecord& record, const std::string& why);
   // Start(): an earlier process's last checkpoint per request, kept in
   // usage.inflight.recovered until shipped; a fresh usage.inflight.
   Status RecoverCheckpoints();
@@ -139,6 +159,7 @@ class UsageJournal {
   const UsageSink sink_;
   std::string journal_path_;
   std::string offset_path_;
+  std::string quarantine_path_;
   int fd_ = -1;
 
   std::mutex append_mu_;  // serialises write(2) with truncation
@@ -185,6 +206,7 @@ class UsageJournal {
   std::atomic<bool> dirty_{false};
   std::atomic<int64_t> appended_{0};
   std::atomic<int64_t> shipped_{0};
+  std::atomic<int64_t> quarantined_{0};
   std::thread flusher_;
   std::thread shipper_;
   bool started_ = false;

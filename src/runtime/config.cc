@@ -200,6 +200,10 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
   gateway.Int("policy_poll_ms", c.gateway_policy_poll_ms, 10, 10'000);
   gateway.Int("max_connections", c.gateway_max_connections, 1, 1'000'000);
   gateway.Int("first_byte_timeout_ms", c.gateway_first_byte_timeout_ms, 100, 3'600'000);
+  gateway.Int("upstream_body_timeout_ms", c.gateway_upstream_body_timeout_ms, 100, 3'600'000);
+  gateway.Int("body_memory_bytes", c.gateway_body_memory_bytes, 1024, int64_t{1} << 40);
+  gateway.Int("queued_body_bytes_per_tenant", c.gateway_queued_body_bytes_per_tenant, 1024,
+              int64_t{1} << 40);
   gateway.String("upstream_ca_file", c.gateway_upstream_ca_file);
   gateway.Bool("dedicated_requires_entitlement", c.gateway_dedicated_requires_entitlement);
   ATRIUM_RETURN_IF_ERROR(gateway.Finish());

@@ -57,6 +57,9 @@ struct Config {
   int64_t gateway_policy_poll_ms = 250;  // how soon control-plane changes reach the gateway
   int64_t gateway_max_connections = 20'000;
   int64_t gateway_first_byte_timeout_ms = 120'000;
+  int64_t gateway_upstream_body_timeout_ms = 300'000;     // a whole non-streamed answer
+  int64_t gateway_body_memory_bytes = 256 * 1024 * 1024;  // request bodies in memory, in all
+  int64_t gateway_queued_body_bytes_per_tenant = 64 * 1024 * 1024;  // one tenant's, queued
   std::string gateway_upstream_ca_file;  // extra CAs (PEM) trusted for https endpoints
   // [audit] Signed checkpoints of the audit trail (runtime/audit_checkpointer.h),
   // kept outside the database. Both files or neither; "" = no checkpoints

@@ -111,6 +111,10 @@ Result<std::string> Platform::StartGateway() {
   opts.default_deadline_ms = config_.gateway_default_deadline_ms;
   opts.max_connections = static_cast<int>(config_.gateway_max_connections);
   opts.first_byte_timeout_ms = static_cast<int>(config_.gateway_first_byte_timeout_ms);
+  opts.upstream_body_timeout_ms = static_cast<int>(config_.gateway_upstream_body_timeout_ms);
+  opts.body_memory_bytes = static_cast<size_t>(config_.gateway_body_memory_bytes);
+  opts.queued_body_bytes_per_tenant =
+      static_cast<size_t>(config_.gateway_queued_body_bytes_per_tenant);
   opts.upstream_ca_file = config_.gateway_upstream_ca_file;
   opts.egress = egress_;
   opts.dispatcher.discipline = config_.gateway_queue == "fifo"

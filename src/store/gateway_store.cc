@@ -271,6 +271,67 @@ std::string UsageWhere(const TenantScope& scope, const UsageFilter& filter,
   return where;
 }
 
+// Text the store can hold: valid UTF-8 without NUL (PostgreSQL's text
+// refuses both; SQLite is held to the same so that the two agree).
+bool StorableText(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c == 0) return false;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len = 0;
+    uint32_t cp = 0;
+    if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + len > s.size()) return false;
+    for (size_t k = 1; k < len; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    // Overlong forms, surrogates and code points past U+10FFFF.
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+        (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) {
+      return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+// Why `u` can never be stored; "" when it can.
+std::string UsageRecordDefect(const UsageRecord& u) {
+  if (u.id.empty()) return "usage record without id";
+  if (u.tenant_id.empty()) return "usage record has no tenant";
+  const std::pair<const char*, const std::string*> texts[] = {{"id", &u.id},
+                                                              {"tenant_id", &u.tenant_id},
+                                                              {"key_id", &u.key_id},
+                                                              {"model", &u.model},
+                                                              {"deployment_id", &u.deployment_id},
+                                                              {"endpoint", &u.endpoint},
+                                                              {"api", &u.api},
+                                                              {"status", &u.status}};
+  for (const auto& [name, text] : texts) {
+    if (!StorableText(*text)) {
+      return std::string("usage record's ") + name + " is not UTF-8 text without NUL bytes";
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- deployments
@@ -437,9 +498,16 @@ Result<std::vector<GatewayLimitRecord>> Store::ListGatewayLimits(const TenantSco
 Status Store::InsertUsageRecords(const std::vector<UsageRecord>& records) {
   if (records.empty()) return OkStatus();
   for (const auto& u : records) {
-    if (u.id.empty()) return Error::InvalidArgument("usage record without id");
-    if (u.tenant_id.empty())
-      return Error::InvalidArgument("usage record " + u.id + " has no tenant");
+    // Checked before anything is stored: the batch is refused whole, and the
+    // gateway's shipper then finds and sets aside the defective record.
+    if (std::string defect = UsageRecordDefect(u); !defect.empty()) {
+      // The id is quoted only when it is itself printable text.
+      const bool printable_id =
+          StorableText(u.id) && std::none_of(u.id.begin(), u.id.end(), [](char c) {
+            return static_cast<unsigned char>(c) < 0x20;
+          });
+      return Error::InvalidArgument(defect + (printable_id ? " (id " + u.id + ")" : ""));
+    }
   }
   return StatusOf(db_->Transact<bool>([&](sql::Connection& c) -> Result<bool> {
     // Which tenants exist or were evicted: an evicted tenant's usage is kept

@@ -204,7 +204,10 @@ class Store {
   // a crash stores each request exactly once. Records of a tenant id that
   // is unknown are dropped; records of an evicted tenant are kept (usage
   // that arrives after the eviction is still billable). Errors:
-  // kInvalidArgument for a record without id or tenant (nothing is stored).
+  // kInvalidArgument when a record can never be stored — no id or tenant,
+  // or a text field that is not UTF-8 or holds a NUL byte (nothing of the
+  // batch is stored); kUnavailable (or kInternal) when the store itself
+  // failed.
   Status InsertUsageRecords(const std::vector<UsageRecord>& records);
   // The tenant's records matching `filter`, newest first (created_at, then
   // id, descending); the cursor is opaque.

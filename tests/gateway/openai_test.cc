@@ -232,6 +232,24 @@ TEST(OpenAiTest, RejectsMalformedBodiesNamingTheField) {
   ExpectFieldError(Api::kEmbeddings, R"({"model":"m","input":{"text":"x"}})", "input");
 }
 
+// Issue 15, item 16: {"model":"p\u0000q"} reached the usage record (the
+// model is copied before it is resolved), and the store's refusal of the NUL
+// stalled the usage of every tenant behind it. Refused here, with a 400.
+TEST(OpenAiTest, RejectsControlCharactersInTheModelName) {
+  for (const char* model :
+       {R"(p\u0000q)", R"(p\u0001)", R"(a\nb)", R"(tab\there)", R"(del\u007f)"}) {
+    SCOPED_TRACE(model);
+    ExpectFieldError(
+        Api::kChatCompletions,
+        std::string(R"({"model":")") + model + R"(","messages":[{"role":"user","content":"x"}]})",
+        "model");
+  }
+  auto unicode =
+      ParseRequest(Api::kEmbeddings, R"({"model":"mod\u00e8le-\u6a21\u578b","input":"x"})");
+  ASSERT_OK(unicode);
+  EXPECT_EQ(unicode->model, "mod\xC3\xA8le-\xE6\xA8\xA1\xE5\x9E\x8B");
+}
+
 TEST(OpenAiTest, AcceptsDeepToolSchemasButNotUnboundedNesting) {
   auto nested = [](int depth) {
     std::string schema;
@@ -598,15 +616,51 @@ TEST(SseRelayTest, FinishPassesAnIncompleteLastEventAndMetersIt) {
   EXPECT_EQ(content.Finish(), content_tail);
 }
 
-TEST(SseRelayTest, StopsFilteringPastTheEventCap) {
-  SseRelay relay(false);
-  const std::string huge = "data: " + std::string((1 << 20) + 10, 'x');
-  std::string out = relay.Feed(huge);
-  EXPECT_EQ(out, huge);
-  // From now on bytes pass untouched, usage chunks included.
-  EXPECT_EQ(relay.Feed("\n\n" + kUsageChunk), "\n\n" + kUsageChunk);
-  EXPECT_EQ(relay.Finish(), "");
-  EXPECT_FALSE(relay.usage().present);
+// Issue 15, item 18: one event over 1 MiB (a 1.1 MB first event, as
+// completions with echo and logprobs produce) switched metering off for the
+// rest of the stream: 50 chunks and real usage after it were billed 0 output
+// tokens, and the usage-only chunk reached a client that had not asked for
+// it. Only the oversized event is passed unparsed; the rest is metered.
+TEST(SseRelayTest, AnOversizedEventIsRelayedUnparsedAndMeteringGoesOn) {
+  for (const std::string eol : {"\n", "\r\n", "\r"}) {
+    SCOPED_TRACE(eol == "\n" ? "LF" : eol == "\r" ? "CR" : "CRLF");
+    const std::string huge = "data: {\"choices\":[{\"text\":\"" + std::string(1'100'000, 'x') +
+                             "\"}]}" + eol + "data: more" + eol + eol;
+    std::string after;
+    for (int i = 0; i < 50; ++i) after += ContentChunk("t");
+    const std::string usage =
+        Chunk(R"({"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":50}})");
+    // Read as the gateway reads: 4 KiB at a time.
+    const std::string stream = huge + after + usage + kDone;
+    std::vector<size_t> cuts;
+    for (size_t at = 4096; at < stream.size(); at += 4096) cuts.push_back(at);
+    SseRelay relay(false);
+    const std::string out = Relay(relay, stream, cuts);
+    EXPECT_TRUE(out == huge + after + kDone) << "relayed " << out.size() << " bytes";
+    EXPECT_EQ(relay.oversized_events(), 1);
+    EXPECT_EQ(relay.content_chunks(), 50);
+    EXPECT_TRUE(relay.usage().present);
+    EXPECT_EQ(relay.usage().completion_tokens, 50);
+    EXPECT_TRUE(relay.saw_done());
+  }
+}
+
+TEST(SseRelayTest, AnOversizedEventEndsWhereverTheReadsCutIt) {
+  // The blank line that ends it, and a CRLF's halves, split across reads.
+  const std::string huge = "data: " + std::string((1 << 20) + 10, 'x') + "\r\n\r\n";
+  const std::string stream = huge + ContentChunk("a") + kUsageChunk + kDone;
+  for (size_t cut = huge.size() - 5; cut <= huge.size() + 2; ++cut) {
+    SseRelay relay(false);
+    ASSERT_EQ(Relay(relay, stream, {huge.size() - 100, cut}), huge + ContentChunk("a") + kDone)
+        << "cut at " << cut;
+    EXPECT_EQ(relay.usage().completion_tokens, 3);
+    EXPECT_EQ(relay.content_chunks(), 1);
+  }
+  // A stream that ends inside the oversized event: all of it relayed.
+  SseRelay cut_off(false);
+  const std::string partial = "data: " + std::string((1 << 20) + 10, 'y');
+  EXPECT_EQ(Relay(cut_off, partial + "\ndata: z", {1000}), partial + "\ndata: z");
+  EXPECT_EQ(cut_off.oversized_events(), 1);
 }
 
 TEST(SseRelayTest, HoldsAtMostOneIncompleteEvent) {

@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -23,6 +24,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -265,6 +267,86 @@ class CloseDelimitedServer {
   std::string last_request_;  // GUARDED_BY(mu_)
 };
 
+// A hostile model server: for each connection it reads the request, then
+// `answer` writes whatever it likes to the socket; the connection is then
+// held open (no end of body) until the gateway closes it or the server is
+// destroyed, as a server that stalls would.
+class HostileServer {
+ public:
+  explicit HostileServer(std::function<void(int fd)> answer) : answer_(std::move(answer)) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    ::listen(fd_, 16);
+    socklen_t len = sizeof addr;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    EXPECT_EQ(::pipe(stop_), 0);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~HostileServer() {
+    ::shutdown(fd_, SHUT_RDWR);  // wakes accept()
+    char byte = 1;
+    EXPECT_EQ(::write(stop_[1], &byte, 1), 1);  // wakes a held connection
+    thread_.join();
+    ::close(fd_);
+    ::close(stop_[0]);
+    ::close(stop_[1]);
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+  // Sends all of `bytes` (false when the gateway has gone).
+  static bool SendAll(int fd, std::string_view bytes) {
+    while (!bytes.empty()) {
+      ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      bytes.remove_prefix(static_cast<size_t>(n));
+    }
+    return true;
+  }
+
+ private:
+  void Serve() {
+    for (;;) {
+      int c = ::accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      std::string in;
+      char buf[4096];
+      for (;;) {
+        size_t head_end = in.find("\r\n\r\n");
+        if (head_end != std::string::npos) {
+          size_t cl = in.find("Content-Length: ");
+          size_t want =
+              cl == std::string::npos || cl > head_end ? 0 : std::stoul(in.substr(cl + 16));
+          if (in.size() >= head_end + 4 + want) break;
+        }
+        ssize_t n = ::recv(c, buf, sizeof buf, 0);
+        if (n <= 0) break;
+        in.append(buf, static_cast<size_t>(n));
+      }
+      answer_(c);
+      // Held until the gateway closes it or the test ends.
+      for (;;) {
+        pollfd p[2] = {{c, POLLIN, 0}, {stop_[0], POLLIN, 0}};
+        if (::poll(p, 2, -1) < 0 || p[1].revents != 0) {
+          ::close(c);
+          return;
+        }
+        if (::recv(c, buf, sizeof buf, 0) <= 0) break;
+      }
+      ::close(c);
+    }
+  }
+
+  const std::function<void(int fd)> answer_;
+  int fd_ = -1;
+  int port_ = 0;
+  int stop_[2] = {-1, -1};
+  std::thread thread_;
+};
+
 class Connection {
  public:
   explicit Connection(int port) {
@@ -300,6 +382,37 @@ class Connection {
     sent_ms_ = NowMs();
     ASSERT_EQ(::send(fd_, text.data(), text.size(), MSG_NOSIGNAL),
               static_cast<ssize_t>(text.size()));
+  }
+
+  // Reads until `marker` has arrived (or the timeout); returns what arrived.
+  std::string ReadUntil(const std::string& marker, int timeout_ms = 5'000) {
+    std::string raw;
+    const int64_t deadline = NowMs() + timeout_ms;
+    while (raw.find(marker) == std::string::npos) {
+      pollfd p{fd_, POLLIN, 0};
+      int left = static_cast<int>(deadline - NowMs());
+      if (left <= 0 || ::poll(&p, 1, left) <= 0) break;
+      char c;
+      if (::recv(fd_, &c, 1, 0) <= 0) break;  // byte by byte: nothing past the marker is taken
+      raw.push_back(c);
+    }
+    return raw;
+  }
+
+  // Reads `n` bytes (fewer on a timeout or the peer's close).
+  std::string ReadBytes(size_t n, int timeout_ms) {
+    std::string out;
+    const int64_t deadline = NowMs() + timeout_ms;
+    std::vector<char> buf(1 << 16);
+    while (out.size() < n) {
+      pollfd p{fd_, POLLIN, 0};
+      int left = static_cast<int>(deadline - NowMs());
+      if (left <= 0 || ::poll(&p, 1, left) <= 0) break;
+      ssize_t got = ::recv(fd_, buf.data(), std::min(buf.size(), n - out.size()), 0);
+      if (got <= 0) break;
+      out.append(buf.data(), static_cast<size_t>(got));
+    }
+    return out;
   }
 
   // Reads until `stop(bytes so far)` or the response is complete.
@@ -1081,6 +1194,273 @@ TEST_F(GatewayTest, AStreamsTimeToFirstTokenIsItsFirstChunkNotTheResponseHead) {
   ASSERT_TRUE(record.has_value());
   EXPECT_EQ(record->output_tokens, 1);
   EXPECT_GE(record->ttft_ms, 300);  // the head came at once, the first token 300 ms later
+}
+
+// Issue 15, item 18: one SSE event over 1 MiB switched metering off for the
+// rest of the stream: 50 chunks and the upstream's usage after it were billed
+// 0 output tokens, and the usage-only chunk reached a client that had not
+// asked for it.
+TEST_F(GatewayTest, AnOversizedStreamEventIsRelayedAndTheRestOfTheStreamIsMetered) {
+  const std::string huge =
+      "data: {\"choices\":[{\"index\":0,\"text\":\"" + std::string(1'100'000, 'x') + "\"}]}\n\n";
+  std::string events = huge;
+  for (int i = 0; i < 50; ++i) {
+    events += "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"t\"}}]}\n\n";
+  }
+  events += "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":50}}\n\n";
+  events += "data: [DONE]\n\n";
+  CloseDelimitedServer server(events, "text/event-stream");
+  AddDeployment("dep_1", {{"http://127.0.0.1:" + std::to_string(server.port()), 8}});
+  StartGateway();
+  RawResponse r = Post(key_a_, ChatBody(100, true));
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.body.substr(0, huge.size()), huge);  // relayed byte for byte
+  EXPECT_EQ(r.body.find("\"usage\""), std::string::npos);
+  EXPECT_NE(r.body.find("data: [DONE]"), std::string::npos);
+  auto record = RecordOf(r.headers["x-request-id"]);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->status, "completed");
+  EXPECT_EQ(record->output_tokens, 50);
+}
+
+// Issue 15, item 19: a non-streamed body was zero-filled up to its announced
+// Content-Length on every read: an upstream announcing 64 MiB and sending 10
+// bytes cost the gateway 64 MiB a request (and an honest large body cost
+// time quadratic in its size).
+TEST_F(GatewayTest, AnUpstreamThatAnnouncesAHugeBodyAndSendsLittleCostsLittleMemory) {
+  constexpr int64_t kAnnounced = int64_t{1} << 30;
+  HostileServer liar([&](int fd) {
+    HostileServer::SendAll(fd,
+                           "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                           "Content-Length: " +
+                               std::to_string(kAnnounced) + "\r\n\r\n{\"id\":\"x\"}");
+    ::shutdown(fd, SHUT_WR);  // and no more
+  });
+  AddDeployment("dep_1", {{liar.url(), 8}});
+  GatewayOptions options;
+  options.max_upstream_body_bytes = 2 * static_cast<size_t>(kAnnounced);
+  StartGateway(options);
+  rusage before{};
+  ::getrusage(RUSAGE_SELF, &before);
+  ASSERT_LT(before.ru_maxrss, 512 * 1024) << "the test process already peaked too high to tell";
+  RawResponse r = Post(key_a_, ChatBody(2, false));
+  EXPECT_EQ(r.status, 502);  // the body broke off
+  rusage after{};
+  ::getrusage(RUSAGE_SELF, &after);
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 64 * 1024) << "KiB of peak memory grown";
+  auto record = RecordOf(r.headers["x-request-id"]);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->status, "failed");
+}
+
+TEST_F(GatewayTest, AnHonestLargeBodyIsRelayedWhole) {
+  std::string body = R"({"object":"list","data":[)";
+  while (body.size() < (16u << 20)) body += R"({"object":"embedding","embedding":[0.125,-0.5]},)";
+  body +=
+      R"({"object":"embedding","embedding":[1]}],"usage":{"prompt_tokens":7,"total_tokens":7}})";
+  CloseDelimitedServer server(body, "application/json", 0, "200 OK",
+                              "Content-Length: " + std::to_string(body.size()) + "\r\n");
+  AddDeployment("dep_1", {{"http://127.0.0.1:" + std::to_string(server.port()), 8}});
+  StartGateway();
+  Connection c(port_);
+  c.Send("POST", "/v1/chat/completions", ChatBody(2, false),
+         {{"Authorization", "Bearer " + key_a_}});
+  const std::string head = c.ReadUntil("\r\n\r\n", 20'000);
+  ASSERT_EQ(head.substr(0, 12), "HTTP/1.1 200") << head;
+  EXPECT_NE(head.find("Content-Length: " + std::to_string(body.size()) + "\r\n"),
+            std::string::npos);
+  const std::string relayed = c.ReadBytes(body.size(), 20'000);
+  EXPECT_TRUE(relayed == body) << relayed.size() << " bytes of " << body.size();
+}
+
+// Issue 15, item 23: a non-streamed body dripped slowly had no deadline as a
+// whole, only one per silence.
+TEST_F(GatewayTest, ANonStreamedBodyMustArriveWholeWithinItsDeadline) {
+  HostileServer dripper([](int fd) {
+    HostileServer::SendAll(fd,
+                           "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                           "Content-Length: 100\r\n\r\n{\"id\":");
+  });
+  AddDeployment("dep_1", {{dripper.url(), 8}});
+  GatewayOptions options;
+  options.upstream_body_timeout_ms = 300;
+  options.stream_idle_timeout_ms = 30'000;
+  StartGateway(options);
+  const int64_t start = NowMs();
+  RawResponse r = Post(key_a_, ChatBody(2, false));
+  EXPECT_EQ(r.status, 504) << r.body;
+  EXPECT_LT(NowMs() - start, 10'000);
+  EXPECT_NE(r.body.find("upstream_timeout"), std::string::npos) << r.body;
+  auto record = RecordOf(r.headers["x-request-id"]);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->status, "failed");
+  EXPECT_EQ(record->http_status, 504);
+}
+
+// Issue 15, item 22: bodies were read before authentication, so 100
+// unauthenticated connections held 400 MB for the read timeout. The key is
+// checked on the headers; a bad one is answered at once, its body unread.
+TEST_F(GatewayTest, ABadKeyIsRefusedOnTheHeadersBeforeTheBodyIsRead) {
+  AddDeployment("dep_1", {{StartSim("idle"), 4}});
+  GatewayOptions options;
+  options.read_timeout_ms = 60'000;
+  StartGateway(options);
+  for (const std::string auth :
+       {std::string("Authorization: Bearer sk-not-a-key\r\n"), std::string()}) {
+    Connection c(port_);
+    c.SendRaw("POST /v1/chat/completions HTTP/1.1\r\nHost: test\r\n" + auth +
+              "Content-Type: application/json\r\nContent-Length: 4000000\r\n\r\n");
+    RawResponse r = c.Read(5'000);
+    EXPECT_EQ(r.status, 401) << (auth.empty() ? "no key" : "bad key");
+    EXPECT_EQ(r.headers["connection"], "close");
+  }
+}
+
+// Issue 15, items 22 and 23: bodies in memory had no overall bound, and
+// `Expect: 100-continue` went unanswered (curl waited a second).
+TEST_F(GatewayTest, BodiesInMemoryHaveABudgetAndContinueIsAnsweredAfterTheHeaders) {
+  // A model server that answers at once, however long the prompt.
+  CloseDelimitedServer server(
+      R"({"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}})");
+  AddDeployment("dep_1", {{"http://127.0.0.1:" + std::to_string(server.port()), 8}});
+  GatewayOptions options;
+  options.body_memory_bytes = 100'000;
+  StartGateway(options);
+  std::string body = ChatBody(1, false);
+  body.insert(body.size() - 1, ",\"pad\":\"" + std::string(70'000 - body.size(), 'p') + "\"");
+  ASSERT_GT(2 * body.size(), options.body_memory_bytes);  // room for one at a time
+  ASSERT_LT(body.size(), options.body_memory_bytes);
+  auto head = [&](const std::string& key) {
+    return "POST /v1/chat/completions HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer " + key +
+           "\r\nExpect: 100-continue\r\nContent-Type: application/json\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n";
+  };
+  // A bad key is told so, not to continue.
+  Connection bad(port_);
+  bad.SendRaw(head("sk-wrong"));
+  EXPECT_EQ(bad.Read(5'000).status, 401);
+  // The first body fits: the client is told to send it.
+  Connection first(port_);
+  first.SendRaw(head(key_a_));
+  EXPECT_EQ(first.ReadUntil("\r\n\r\n", 5'000), "HTTP/1.1 100 Continue\r\n\r\n");
+  // The second would pass the budget while the first is held: refused at
+  // once, with advice on when to come back.
+  Connection second(port_);
+  second.SendRaw(head(key_b_));
+  RawResponse refused = second.Read(5'000);
+  EXPECT_EQ(refused.status, 503);
+  EXPECT_EQ(refused.headers["retry-after"], "1");
+  EXPECT_NE(refused.body.find("request bodies"), std::string::npos) << refused.body;
+  first.SendRaw(body);
+  EXPECT_EQ(first.Read().status, 200);
+  // Served and gone: its room is free again.
+  Connection third(port_);
+  third.SendRaw(head(key_b_));
+  EXPECT_EQ(third.ReadUntil("\r\n\r\n", 5'000), "HTTP/1.1 100 Continue\r\n\r\n");
+  third.SendRaw(body);
+  EXPECT_EQ(third.Read().status, 200);
+}
+
+TEST_F(GatewayTest, EachTenantsQueuedBodiesHaveABudget) {
+  AddDeployment("dep_1", {{StartSim("slow"), 1}});
+  const std::string body = ChatBody(1, false);
+  GatewayOptions options;
+  options.queued_body_bytes_per_tenant = body.size() + body.size() / 2;  // room for one
+  StartGateway(options);
+  Connection busy(port_);
+  busy.Send("POST", "/v1/chat/completions", ChatBody(50, true),
+            {{"Authorization", "Bearer " + key_a_}});
+  busy.Read(2000, 1);  // it holds the only slot
+  Connection waiting(port_);
+  waiting.Send("POST", "/v1/chat/completions", body, {{"Authorization", "Bearer " + key_a_}});
+  for (int i = 0; i < 200 && gateway_->dispatcher().QueuedFor("dep_1") == 0; ++i) {
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_EQ(gateway_->dispatcher().QueuedFor("dep_1"), 1u);
+  RawResponse over = Post(key_a_, body);
+  EXPECT_EQ(over.status, 429) << over.body;
+  EXPECT_EQ(over.headers["retry-after"], "1");
+  EXPECT_EQ(RefusalsOf("tn_a", key_a_, "rate_limit_exceeded", 1), 1);
+  // Another tenant's requests still wait their turn.
+  Connection other(port_);
+  other.Send("POST", "/v1/chat/completions", body, {{"Authorization", "Bearer " + key_b_}});
+  for (int i = 0; i < 200 && gateway_->dispatcher().QueuedFor("dep_1") < 2; ++i) {
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_EQ(gateway_->dispatcher().QueuedFor("dep_1"), 2u);
+}
+
+// Issue 15, item 23: two Authorization headers were taken as the first.
+TEST_F(GatewayTest, TwoAuthorizationHeadersAreRefused) {
+  AddDeployment("dep_1", {{StartSim("idle"), 4}});
+  StartGateway();
+  const std::string body = ChatBody(1, false);
+  Connection c(port_);
+  c.SendRaw("POST /v1/chat/completions HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer " + key_a_ +
+            "\r\nAuthorization: Bearer " + key_b_ +
+            "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+            "\r\n\r\n" + body);
+  RawResponse r = c.Read(5'000);
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("more than one Authorization header"), std::string::npos) << r.body;
+}
+
+// Issue 15, item 23: the disconnect watch ended at the first byte the client
+// sent after its request, so a client that pipelined a byte and left was
+// not noticed: its request stayed queued, went upstream and was billed.
+TEST_F(GatewayTest, AClientThatSentMoreAndLeftStillLeavesTheQueue) {
+  AddDeployment("dep_1", {{StartSim("slow"), 1}});
+  StartGateway();
+  Connection busy(port_);
+  busy.Send("POST", "/v1/chat/completions", ChatBody(50, true),
+            {{"Authorization", "Bearer " + key_a_}});
+  busy.Read(2000, 1);
+  auto waiting = std::make_unique<Connection>(port_);
+  waiting->Send("POST", "/v1/chat/completions", ChatBody(1, false),
+                {{"Authorization", "Bearer " + key_b_}});
+  for (int i = 0; i < 200 && gateway_->dispatcher().QueuedFor("dep_1") == 0; ++i) {
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_EQ(gateway_->dispatcher().QueuedFor("dep_1"), 1u);
+  waiting->SendRaw("GET /healthz HTTP/1.1\r\n");  // the start of a next request
+  std::this_thread::sleep_for(50ms);              // seen by the watch, alone
+  waiting->Close();
+  for (int i = 0; i < 200 && gateway_->dispatcher().QueuedFor("dep_1") > 0; ++i) {
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_EQ(gateway_->dispatcher().QueuedFor("dep_1"), 0u);
+}
+
+TEST_F(GatewayTest, ARequestSentAheadWhileTheLastOneWaitedIsServedNext) {
+  AddDeployment("dep_1", {{StartSim("slow"), 1}});
+  StartGateway();
+  Connection busy(port_);
+  busy.Send("POST", "/v1/chat/completions", ChatBody(3, true),
+            {{"Authorization", "Bearer " + key_a_}});
+  busy.Read(2000, 1);
+  Connection c(port_);
+  c.Send("POST", "/v1/chat/completions", ChatBody(1, false),
+         {{"Authorization", "Bearer " + key_b_}});
+  for (int i = 0; i < 200 && gateway_->dispatcher().QueuedFor("dep_1") == 0; ++i) {
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_EQ(gateway_->dispatcher().QueuedFor("dep_1"), 1u);
+  c.SendRaw("GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n");  // taken in by the watch
+  const std::string first = c.ReadUntil("\r\n\r\n", 20'000);
+  ASSERT_EQ(first.substr(0, 12), "HTTP/1.1 200") << first;
+  const size_t at = first.find("Content-Length: ");
+  ASSERT_NE(at, std::string::npos);
+  const size_t length = std::stoul(first.substr(at + 16));
+  std::string body;
+  while (body.size() < length) {
+    const std::string more = c.ReadUntil(std::string(1, '}'), 5'000);
+    if (more.empty()) break;
+    body += more;
+  }
+  ASSERT_EQ(body.size(), length);
+  RawResponse health = c.Read();
+  EXPECT_EQ(health.status, 200);
+  EXPECT_EQ(health.body, R"({"status":"ok"})");
 }
 
 TEST_F(GatewayTest, AnOverloadedModelServersAdviceOnWhenToRetryReachesTheClient) {

@@ -507,6 +507,30 @@ TEST_P(GatewayStoreTest, RefusalsAreCountedPerKeyReasonAndMinute) {
   EXPECT_EQ(Count("SELECT COUNT(*) FROM gateway_refusals"), 1);
 }
 
+// Issue 15, item 16: a record whose model held a NUL byte (or text that is
+// not UTF-8, which PostgreSQL refused as an internal error) must come back as
+// kInvalidArgument, the one error that tells the gateway's shipper "this
+// record can never be stored" rather than "the store is down".
+TEST_P(GatewayStoreTest, UsageRecordWithUnstorableTextIsRefusedAsInvalid) {
+  Tenant a = MakeTenant("a");
+  UsageRecord nul = Usage("req_nul", a.id, 1);
+  nul.model = std::string("p\0q", 3);
+  UsageRecord not_utf8 = Usage("req_latin1", a.id, 2);
+  not_utf8.model = "caf\xE9";
+  UsageRecord overlong = Usage("req_overlong", a.id, 3);
+  overlong.endpoint = "http://x/\xC0\xAF";
+  for (const UsageRecord& bad : {nul, not_utf8, overlong}) {
+    SCOPED_TRACE(bad.id);
+    EXPECT_ERROR(store_->InsertUsageRecords({Usage("req_fine", a.id, 4), bad}),
+                 ErrorCode::kInvalidArgument);
+  }
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM usage_records"), 0);
+  UsageRecord multilingual = Usage("req_utf8", a.id, 5);
+  multilingual.model = "mod\xC3\xA8le-\xE6\xA8\xA1\xE5\x9E\x8B-\xF0\x9F\xA6\x99";
+  ASSERT_OK(store_->InsertUsageRecords({multilingual}));
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM usage_records"), 1);
+}
+
 TEST_P(GatewayStoreTest, UsageBatchesLargerThanOneStatementAndBadRecords) {
   Tenant a = MakeTenant("a");
   std::vector<UsageRecord> batch;
