@@ -149,8 +149,11 @@ Result<std::string> Platform::StartControlPlane() {
       std::make_unique<scheduling::SchedulingService>(*store_, SystemClock::Instance(), sched_opts);
   ATRIUM_RETURN_IF_ERROR(scheduling_->Start());
   tenants_->SetObserver(scheduling_.get());
-  api::Services services{store_.get(), identity_.get(), tenants_.get(), &SystemClock::Instance(),
-                         scheduling_.get()};
+  api::Services services{.store = store_.get(),
+                         .identity = identity_.get(),
+                         .tenants = tenants_.get(),
+                         .clock = &SystemClock::Instance(),
+                         .scheduling = scheduling_.get()};
   if (!config_.audit_checkpoint_file.empty()) {
     checkpointer_ = std::make_unique<AuditCheckpointer>(
         *store_, SystemClock::Instance(),

@@ -77,7 +77,11 @@ ApiHarness::ApiHarness(IdentityOptions identity_options) {
   rules.allowed_networks = {*gateway::ParseIpNetwork("10.0.0.0/8")};
   egress_ = std::make_shared<gateway::EgressPolicy>(rules);
   egress_->AddPlatformListener({"10.0.0.1", 8080});  // where the rig's API would listen
-  services_ = Services{store_.get(), identity_.get(), tenants_.get(), &clock_, scheduling_.get()};
+  services_ = Services{.store = store_.get(),
+                       .identity = identity_.get(),
+                       .tenants = tenants_.get(),
+                       .clock = &clock_,
+                       .scheduling = scheduling_.get()};
   services_.egress = egress_.get();
   api_ = std::make_unique<ControlPlaneApi>(services_);
   auto root = identity_->BootstrapAdminKey("root");

@@ -184,6 +184,39 @@ class TlsFront {
   std::thread thread_;
 };
 
+// A listening TCP socket on 127.0.0.1 at a free port (written to `port`).
+int ListenOnLoopback(int& port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  ::listen(fd, 16);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  port = ntohs(addr.sin_port);
+  return fd;
+}
+
+// Reads one request from `c`: its head, then Content-Length bytes (less if
+// the peer closes first).
+std::string ReadOneRequest(int c) {
+  std::string in;
+  char buf[4096];
+  for (;;) {
+    size_t head_end = in.find("\r\n\r\n");
+    if (head_end != std::string::npos) {
+      size_t cl = in.find("Content-Length: ");
+      size_t want = cl == std::string::npos || cl > head_end ? 0 : std::stoul(in.substr(cl + 16));
+      if (in.size() >= head_end + 4 + want) break;
+    }
+    ssize_t n = ::recv(c, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    in.append(buf, static_cast<size_t>(n));
+  }
+  return in;
+}
+
 // A model server of the old school: answers every request with `status` and
 // `body` (of `content_type`, after `extra_headers`) delimited by closing the
 // connection (no Content-Length, not chunked); `body_after_ms` after the head
@@ -198,15 +231,7 @@ class CloseDelimitedServer {
         body_after_ms_(body_after_ms),
         status_(std::move(status)),
         extra_headers_(std::move(extra_headers)) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-    ::listen(fd_, 16);
-    socklen_t len = sizeof addr;
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
+    fd_ = ListenOnLoopback(port_);
     thread_ = std::thread([this] { Serve(); });
   }
   ~CloseDelimitedServer() {
@@ -226,21 +251,7 @@ class CloseDelimitedServer {
     for (;;) {
       int c = ::accept(fd_, nullptr, nullptr);
       if (c < 0) return;
-      std::string in;
-      char buf[4096];
-      // The request: its head, then Content-Length bytes.
-      for (;;) {
-        size_t head_end = in.find("\r\n\r\n");
-        if (head_end != std::string::npos) {
-          size_t cl = in.find("Content-Length: ");
-          size_t want =
-              cl == std::string::npos || cl > head_end ? 0 : std::stoul(in.substr(cl + 16));
-          if (in.size() >= head_end + 4 + want) break;
-        }
-        ssize_t n = ::recv(c, buf, sizeof buf, 0);
-        if (n <= 0) break;
-        in.append(buf, static_cast<size_t>(n));
-      }
+      std::string in = ReadOneRequest(c);
       {
         std::lock_guard lock(mu_);
         last_request_ = in;
@@ -274,15 +285,7 @@ class CloseDelimitedServer {
 class HostileServer {
  public:
   explicit HostileServer(std::function<void(int fd)> answer) : answer_(std::move(answer)) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-    ::listen(fd_, 16);
-    socklen_t len = sizeof addr;
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
+    fd_ = ListenOnLoopback(port_);
     EXPECT_EQ(::pipe(stop_), 0);
     thread_ = std::thread([this] { Serve(); });
   }
@@ -312,20 +315,7 @@ class HostileServer {
     for (;;) {
       int c = ::accept(fd_, nullptr, nullptr);
       if (c < 0) return;
-      std::string in;
-      char buf[4096];
-      for (;;) {
-        size_t head_end = in.find("\r\n\r\n");
-        if (head_end != std::string::npos) {
-          size_t cl = in.find("Content-Length: ");
-          size_t want =
-              cl == std::string::npos || cl > head_end ? 0 : std::stoul(in.substr(cl + 16));
-          if (in.size() >= head_end + 4 + want) break;
-        }
-        ssize_t n = ::recv(c, buf, sizeof buf, 0);
-        if (n <= 0) break;
-        in.append(buf, static_cast<size_t>(n));
-      }
+      ReadOneRequest(c);
       answer_(c);
       // Held until the gateway closes it or the test ends.
       for (;;) {
@@ -334,6 +324,7 @@ class HostileServer {
           ::close(c);
           return;
         }
+        char buf[4096];
         if (::recv(c, buf, sizeof buf, 0) <= 0) break;
       }
       ::close(c);

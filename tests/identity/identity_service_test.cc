@@ -30,6 +30,12 @@ namespace {
 constexpr char kPassword[] = "correct horse battery";
 constexpr char kLoginError[] = "wrong tenant, username or password";
 
+struct LoginAttempt {
+  const char* tenant;
+  const char* username;
+  const char* password;
+};
+
 class IdentityServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -74,6 +80,7 @@ class IdentityServiceTest : public ::testing::Test {
     return t;
   }
 
+  void SeedLoginRefusalCases();
   void SetTenantState(const Tenant& t, const std::string& state) {
     auto current = store_->GetTenant(t.id);
     ASSERT_TRUE(current.has_value());
@@ -313,7 +320,9 @@ TEST_F(IdentityServiceTest, LoginReturnsATokenThatAuthenticates) {
                ErrorCode::kUnauthenticated);
 }
 
-TEST_F(IdentityServiceTest, EveryLoginFailureLooksTheSame) {
+// The accounts behind every way a login is refused: a member, a service
+// account, a disabled user and a user of a suspended tenant.
+void IdentityServiceTest::SeedLoginRefusalCases() {
   const TenantScope scope = TenantScope::Of(acme_.id);
   MustCreateUser(scope, "alice", "tenant-member");
   MustCreateUser(scope, "bot", "tenant-member", "service");
@@ -324,17 +333,23 @@ TEST_F(IdentityServiceTest, EveryLoginFailureLooksTheSame) {
   Tenant paused = MakeTenant("paused");
   MustCreateUser(TenantScope::Of(paused.id), "dave", "tenant-member");
   SetTenantState(paused, "suspended");
+}
 
-  struct Attempt {
-    const char* tenant;
-    const char* username;
-    const char* password;
-  };
-  for (const Attempt& a :
-       {Attempt{"acme", "alice", "wrong password!!"}, Attempt{"acme", "nobody", kPassword},
-        Attempt{"nowhere", "alice", kPassword}, Attempt{"acme", "bot", ""},
-        Attempt{"acme", "bot", kPassword}, Attempt{"acme", "carol", kPassword},
-        Attempt{"paused", "dave", kPassword}, Attempt{"ACME", "alice", kPassword}}) {
+// One attempt for each refusal SeedLoginRefusalCases sets up.
+std::vector<LoginAttempt> LoginRefusalAttempts() {
+  return {{"acme", "alice", "wrong password!!"},
+          {"acme", "nobody", kPassword},
+          {"nowhere", "alice", kPassword},
+          {"acme", "bot", ""},
+          {"acme", "bot", kPassword},
+          {"acme", "carol", kPassword},
+          {"paused", "dave", kPassword},
+          {"ACME", "alice", kPassword}};
+}
+
+TEST_F(IdentityServiceTest, EveryLoginFailureLooksTheSame) {
+  SeedLoginRefusalCases();
+  for (const LoginAttempt& a : LoginRefusalAttempts()) {
     SCOPED_TRACE(std::string(a.tenant) + "/" + a.username);
     auto r = identity_->Login(a.tenant, a.username, a.password, "10.0.0.1");
     ASSERT_FALSE(r.has_value());
@@ -885,28 +900,11 @@ TEST_F(IdentityServiceTest, EveryLoginRefusalChecksAPasswordExactlyOnce) {
   options.password_hasher = hasher;
   identity_ = NewService(options);
   ASSERT_OK(identity_->Init());
-  const TenantScope scope = TenantScope::Of(acme_.id);
-  MustCreateUser(scope, "alice", "tenant-member");
-  MustCreateUser(scope, "bot", "tenant-member", "service");
-  User carol = MustCreateUser(scope, "carol", "tenant-member");
-  UserChanges disable;
-  disable.state = "disabled";
-  ASSERT_OK(identity_->UpdateUser(Actor(scope, Role::kTenantAdmin), scope, carol.id, disable));
-  Tenant paused = MakeTenant("paused");
-  MustCreateUser(TenantScope::Of(paused.id), "dave", "tenant-member");
-  SetTenantState(paused, "suspended");
-
-  struct Attempt {
-    const char* tenant;
-    const char* username;
-    const char* password;
-  };
-  for (const Attempt& a :
-       {Attempt{"acme", "alice", "wrong password!!"}, Attempt{"acme", "nobody", kPassword},
-        Attempt{"nowhere", "alice", kPassword}, Attempt{"acme", "bot", ""},
-        Attempt{"acme", "bot", kPassword}, Attempt{"acme", "carol", kPassword},
-        Attempt{"paused", "dave", kPassword}, Attempt{"", "alice", kPassword},
-        Attempt{"acme", "alice", kPassword}}) {
+  SeedLoginRefusalCases();
+  std::vector<LoginAttempt> attempts = LoginRefusalAttempts();
+  attempts.push_back({"", "alice", kPassword});      // a tenant user under the platform
+  attempts.push_back({"acme", "alice", kPassword});  // and the success, for comparison
+  for (const LoginAttempt& a : attempts) {
     SCOPED_TRACE(std::string(a.tenant) + "/" + a.username);
     int before = hasher->verifies.load();
     (void)identity_->Login(a.tenant, a.username, a.password, "10.0.0." + std::to_string(before));
