@@ -611,6 +611,18 @@ std::string SseRelay::Feed(std::string_view bytes) {
     last_forwarded_ = !MeterEvent();
     if (last_forwarded_) out.append(held_, event_start, scan_ - event_start);
     event_start = scan_;
+    if (saw_done_) {
+      // The stream ends at [DONE]: nothing after it is scanned, so what
+      // follows cannot leave state (a CR's pending LF) that depends on how
+      // the upstream's bytes were cut. Only the LF of a CRLF that ended the
+      // [DONE] event is still its own; if it has not arrived, the next Feed
+      // sends it.
+      if (skip_lf_ && scan_ < held_.size()) {
+        if (held_[scan_] == '\n' && last_forwarded_) out.push_back('\n');
+        skip_lf_ = false;
+      }
+      break;
+    }
   }
   held_.erase(0, event_start);
   scan_ -= event_start;

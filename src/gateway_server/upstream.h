@@ -102,10 +102,9 @@ using AddressCheck = std::function<std::string(const boost::asio::ip::tcp::endpo
 // `pool`), within `timeout_ms` including the TLS handshake of an https
 // endpoint; never https in cleartext (no tls_context: a failure). With
 // `check` (a pointer: no temporary with a destructor in a co_await
-// expression, which g++ 12 may destroy twice), every address the host resolves to (cached or not) must pass it,
-// or nothing is connected (DNS rebinding: the addresses are judged, not the
-// name). On failure nullptr, and `why` says what failed (for a
-// certificate: which check).
+// expression, which g++ 12 may destroy twice), every address the host resolves to (cached or not)
+// must pass it, or nothing is connected (DNS rebinding: the addresses are judged, not the name). On
+// failure nullptr, and `why` says what failed (for a certificate: which check).
 boost::asio::awaitable<std::unique_ptr<UpstreamConnection>> ConnectUpstream(
     UpstreamPool& pool, const std::string& url, const UpstreamAddress& address,
     boost::asio::ssl::context* tls_context, int timeout_ms, std::string& why,

@@ -133,9 +133,8 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
     return Error::InvalidArgument(msg.str());
   }
   Config c;
-  static const std::set<std::string> kTables = {"server", "store",     "api",     "auth",
-                                                "log",    "scheduler", "gateway", "audit",
-                                                "egress"};
+  static const std::set<std::string> kTables = {"server",    "store",   "api",   "auth",  "log",
+                                                "scheduler", "gateway", "audit", "egress"};
   for (const auto& [k, v] : root) {
     std::string key(k.str());
     if (!kTables.contains(key)) {

@@ -625,13 +625,13 @@ Status Store::AddGatewayRefusals(const std::vector<RefusalCount>& counts) {
       if (!live[r.tenant_id]) continue;
       // A minute's count stops at kMaxRecordTokens (70 million refusals a
       // second would reach it), so that SUMs over rows cannot overflow.
-      ATRIUM_RETURN_IF_ERROR(
-          c.Exec("INSERT INTO gateway_refusals (tenant_id, key_id, reason, minute_at, requests) "
-                 "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (tenant_id, minute_at, key_id, reason) "
-                 "DO UPDATE SET requests = CASE WHEN gateway_refusals.requests > $6 - excluded.requests "
-                 "THEN $6 ELSE gateway_refusals.requests + excluded.requests END",
-                 {r.tenant_id, r.key_id, r.reason, r.minute_at,
-                  std::min<int64_t>(r.count, kMaxRecordTokens), kMaxRecordTokens}));
+      ATRIUM_RETURN_IF_ERROR(c.Exec(
+          "INSERT INTO gateway_refusals (tenant_id, key_id, reason, minute_at, requests) "
+          "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (tenant_id, minute_at, key_id, reason) "
+          "DO UPDATE SET requests = CASE WHEN gateway_refusals.requests > $6 - excluded.requests "
+          "THEN $6 ELSE gateway_refusals.requests + excluded.requests END",
+          {r.tenant_id, r.key_id, r.reason, r.minute_at,
+           std::min<int64_t>(r.count, kMaxRecordTokens), kMaxRecordTokens}));
     }
     return true;
   }));

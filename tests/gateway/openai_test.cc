@@ -570,6 +570,25 @@ TEST(SseRelayTest, NothingAfterDoneIsRelayed) {
   EXPECT_EQ(out, kRoleChunk + kDone);
 }
 
+// Regression (found by upstream_response_fuzz): a CR in what followed
+// [DONE] within the same read left a pending "LF of a CRLF", so a LF at the
+// start of the next read went out after the stream had ended — the relayed
+// bytes depended on how the model server's bytes were cut.
+TEST(SseRelayTest, WhatFollowsDoneLeavesNothingBehindWhereverTheReadsAreCut) {
+  const std::string stream = kRoleChunk + "data: [DONE]\n\n" + "junk\r" + "\nmore\n\n";
+  const size_t cr_end = kRoleChunk.size() + std::string("data: [DONE]\n\njunk\r").size();
+  for (std::vector<size_t> cuts : {std::vector<size_t>{}, std::vector<size_t>{cr_end}}) {
+    SseRelay relay(true);
+    EXPECT_EQ(Relay(relay, stream, cuts), kRoleChunk + "data: [DONE]\n\n");
+  }
+  // The LF of a CRLF that ends [DONE] itself is still relayed, however cut.
+  const std::string crlf = kRoleChunk + "data: [DONE]\r\n\r\n";
+  for (size_t cut = kRoleChunk.size(); cut <= crlf.size(); ++cut) {
+    SseRelay relay(true);
+    EXPECT_EQ(Relay(relay, crlf + "x\r\n", {cut}), crlf) << "cut at " << cut;
+  }
+}
+
 TEST(SseRelayTest, CountsCompletionsTextAndEveryChoice) {
   const std::string stream =
       Chunk(
