@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <set>
 
 #include "crypto/crypto.h"
 #include "identity/api_key.h"
@@ -96,6 +97,15 @@ Result<Caller> KeyVerdict(
 }
 
 }  // namespace
+
+GatewayPolicyRows WithoutUnentitledDedicated(GatewayPolicyRows rows) {
+  std::set<std::pair<std::string, std::string>> entitled;  // (tenant, model)
+  for (const EntitlementRecord& e : rows.entitlements) entitled.emplace(e.tenant_id, e.model);
+  std::erase_if(rows.deployments, [&](const DeploymentRecord& d) {
+    return d.visibility == "dedicated" && !entitled.contains({d.tenant_id, d.model});
+  });
+  return rows;
+}
 
 std::shared_ptr<const PolicySnapshot> PolicySnapshot::Build(GatewayPolicyRows rows,
                                                             int64_t version) {

@@ -39,6 +39,14 @@ struct ModelRoute {
   std::vector<const DeploymentRecord*> deployments;
 };
 
+// Where the operator requires entitlement for dedicated deployments
+// (`[gateway] dedicated_requires_entitlement`): `rows` less every dedicated
+// deployment of a model its tenant is not entitled to, so the gateway stops
+// routing to one whose entitlement was revoked after it was created (the API
+// refuses to create or change such a deployment; this covers what was made
+// before, or revoked since).
+GatewayPolicyRows WithoutUnentitledDedicated(GatewayPolicyRows rows);
+
 class PolicySnapshot {
  public:
   static std::shared_ptr<const PolicySnapshot> Build(GatewayPolicyRows rows, int64_t version);

@@ -97,8 +97,16 @@ Result<std::string> Platform::StartGateway() {
   });
   ATRIUM_RETURN_IF_ERROR(journal_->Start());
   policy_ = std::make_unique<gateway_server::PolicyLoader>(
-      gateway_server::PolicySource{[store] { return store->GatewayPolicyMarkerForGateway(); },
-                                   [store] { return store->LoadGatewayPolicyForGateway(); }},
+      gateway_server::PolicySource{
+          [store] { return store->GatewayPolicyMarkerForGateway(); },
+          [store, entitled_only = config_.gateway_dedicated_requires_entitlement]()
+              -> Result<GatewayPolicyRows> {
+            ATRIUM_ASSIGN_OR_RETURN(auto rows, store->LoadGatewayPolicyForGateway());
+            if (entitled_only) {
+              return gateway::WithoutUnentitledDedicated(std::move(rows));
+            }
+            return rows;
+          }},
       static_cast<int>(config_.gateway_policy_poll_ms),
       (std::filesystem::path(config_.gateway_journal_dir) / "policy.snapshot").string());
   ATRIUM_RETURN_IF_ERROR(policy_->Start());

@@ -279,6 +279,26 @@ TEST_F(PolicyTest, RoutesDedicatedFirstThenSharedInTheTenantsRegions) {
   EXPECT_EQ(route->deployments[0], policy->Deployment("dep_d"));
 }
 
+// Issue 15 #2: where the operator requires entitlement for dedicated
+// deployments, the API refused new ones of a model the tenant may not use,
+// but one made before (or whose entitlement was revoked since) was still
+// routed to.
+TEST_F(PolicyTest, WhereEntitlementIsRequiredAnUnentitledDedicatedDeploymentIsNotRouted) {
+  std::string eu = AddKey("tn_eu", "tenant-member");
+  std::string any = AddKey("tn_any", "tenant-member");
+  auto policy = PolicySnapshot::Build(WithoutUnentitledDedicated(rows_), 7);
+  Caller eu_caller = MustAuthenticate(*policy, eu);
+  Caller any_caller = MustAuthenticate(*policy, any);
+  // tn_eu is not entitled to "private": its dedicated deployment is gone.
+  EXPECT_ERROR(policy->Resolve(eu_caller, "private"), ErrorCode::kNotFound);
+  EXPECT_EQ(policy->Deployment("dep_c"), nullptr);
+  // tn_any is entitled to "llama": its dedicated one still comes first.
+  EXPECT_EQ(Route(*policy, any_caller, "llama"),
+            (std::vector<std::string>{"dep_e", "dep_a", "dep_b"}));
+  // Shared deployments are untouched.
+  EXPECT_NE(policy->Deployment("dep_f"), nullptr);
+}
+
 TEST_F(PolicyTest, UnknownAndForbiddenModelsGetTheSameAnswer) {
   std::string eu = AddKey("tn_eu", "tenant-member");
   std::string any = AddKey("tn_any", "tenant-member");
