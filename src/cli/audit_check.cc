@@ -1,5 +1,6 @@
 #include "cli/audit_check.h"
 
+#include <functional>
 #include <map>
 #include <sstream>
 
@@ -54,30 +55,42 @@ Result<TrailSummary> TrailSummaryFromJson(const Json& j) {
   return summary;
 }
 
-Result<AuditExport> ParseAuditExport(const std::string& text) {
-  AuditExport parsed;
+namespace {
+
+// Calls `fn(json)` for each non-blank line of `text` parsed as JSON; an
+// error (the line's, or the first `fn` returns) is prefixed with its line
+// number.
+Status ForEachJsonLine(const std::string& text,
+                       const std::function<Status(const nlohmann::json&)>& fn) {
   std::istringstream in(text);
   std::string line;
   int number = 0;
   while (std::getline(in, line)) {
     ++number;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    auto where = [&](const std::string& message) {
-      return Error::InvalidArgument("line " + std::to_string(number) + ": " + message);
-    };
     auto json = ParseJson(line);
-    if (!json.has_value()) return where(json.error().message);
-    if (parsed.summary) return where("a record after the export's summary line");
-    if (json->is_object() && json->contains("audit_export")) {
-      auto summary = TrailSummaryFromJson((*json)["audit_export"]);
-      if (!summary.has_value()) return where(summary.error().message);
-      parsed.summary = std::move(summary).value();
-      continue;
+    Status done = json.has_value() ? fn(*json) : Status(std::move(json).error());
+    if (!done.has_value()) {
+      return Error::InvalidArgument("line " + std::to_string(number) + ": " + done.error().message);
     }
-    auto record = audit::FromJson(*json);
-    if (!record.has_value()) return where(record.error().message);
-    parsed.records.push_back(std::move(record).value());
   }
+  return OkStatus();
+}
+
+}  // namespace
+
+Result<AuditExport> ParseAuditExport(const std::string& text) {
+  AuditExport parsed;
+  ATRIUM_RETURN_IF_ERROR(ForEachJsonLine(text, [&](const nlohmann::json& json) -> Status {
+    if (parsed.summary) return Error::InvalidArgument("a record after the export's summary line");
+    if (json.is_object() && json.contains("audit_export")) {
+      ATRIUM_ASSIGN_OR_RETURN(parsed.summary, TrailSummaryFromJson(json["audit_export"]));
+      return OkStatus();
+    }
+    ATRIUM_ASSIGN_OR_RETURN(auto record, audit::FromJson(json));
+    parsed.records.push_back(std::move(record));
+    return OkStatus();
+  }));
   return parsed;
 }
 
@@ -125,23 +138,11 @@ audit::VerifyReport VerifySummary(std::vector<AuditRecord> records, const TrailS
 
 Result<std::vector<AuditRecord>> ParseAuditJsonLines(const std::string& text) {
   std::vector<AuditRecord> records;
-  std::istringstream in(text);
-  std::string line;
-  int number = 0;
-  while (std::getline(in, line)) {
-    ++number;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    auto json = ParseJson(line);
-    if (!json.has_value()) {
-      return Error::InvalidArgument("line " + std::to_string(number) + ": " + json.error().message);
-    }
-    auto record = audit::FromJson(*json);
-    if (!record.has_value()) {
-      return Error::InvalidArgument("line " + std::to_string(number) + ": " +
-                                    record.error().message);
-    }
-    records.push_back(std::move(record).value());
-  }
+  ATRIUM_RETURN_IF_ERROR(ForEachJsonLine(text, [&](const nlohmann::json& json) -> Status {
+    ATRIUM_ASSIGN_OR_RETURN(auto record, audit::FromJson(json));
+    records.push_back(std::move(record));
+    return OkStatus();
+  }));
   return records;
 }
 
