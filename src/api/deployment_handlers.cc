@@ -93,14 +93,9 @@ Status CheckEgress(const Context& ctx, const std::vector<DeploymentEndpoint>& en
   for (;;) {
     ATRIUM_ASSIGN_OR_RETURN(Page<DeploymentRecord> page,
                             ctx.services.store->ListDeploymentsForPlatform({}, opts));
-    for (const DeploymentRecord& d : page.items) {
-      if (d.visibility != "shared") continue;
-      for (const DeploymentEndpoint& e : d.endpoints) {
-        if (auto target = gateway::HostPortOfUrl(e.url); target.has_value()) {
-          shared.push_back(std::move(*target));
-        }
-      }
-    }
+    std::vector<gateway::HostPort> page_shared = gateway::SharedEndpointsOf(page.items);
+    shared.insert(shared.end(), std::make_move_iterator(page_shared.begin()),
+                  std::make_move_iterator(page_shared.end()));
     if (page.next_cursor.empty()) break;
     opts.after = page.next_cursor;
   }

@@ -182,8 +182,7 @@ Result<http::Response> SummarizeUsage(Context& ctx) {
 }
 
 Result<http::Response> SummarizeRefusals(Context& ctx) {
-  ATRIUM_ASSIGN_OR_RETURN(UsageFilter usage, UsageFilterOf(ctx));
-  const RefusalFilter filter{usage.from, usage.to, usage.key_id};
+  ATRIUM_ASSIGN_OR_RETURN(UsageFilter filter, UsageFilterOf(ctx));
   ATRIUM_ASSIGN_OR_RETURN(auto totals,
                           ctx.services.store->SummarizeGatewayRefusals(ctx.scope, filter));
   Json items = Json::array();

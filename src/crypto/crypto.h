@@ -40,6 +40,7 @@ struct SigningKeyPair {
   std::string secret_key;
 };
 SigningKeyPair GenerateSigningKeyPair();
+inline constexpr size_t kSigningSecretKeyBytes = 64;
 // Errors: kInvalidArgument when secret_key is not 64 bytes.
 Result<std::string> SignDetached(std::string_view secret_key, std::string_view message);
 // False for a wrong key or signature length as for a bad signature.

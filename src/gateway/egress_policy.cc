@@ -276,6 +276,19 @@ Result<HostPort> HostPortOfUrl(std::string_view url) {
   return HostPort{NormalHost(host), port};
 }
 
+std::vector<HostPort> SharedEndpointsOf(const std::vector<DeploymentRecord>& deployments) {
+  std::vector<HostPort> shared;
+  for (const DeploymentRecord& d : deployments) {
+    if (d.visibility != "shared") continue;
+    for (const DeploymentEndpoint& e : d.endpoints) {
+      if (auto target = HostPortOfUrl(e.url); target.has_value()) {
+        shared.push_back(std::move(*target));
+      }
+    }
+  }
+  return shared;
+}
+
 const std::vector<SpecialRange>& SpecialRanges() {
   // More specific ranges first: ::1 and :: before ::/96.
   static const std::vector<SpecialRange> ranges = {

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "store/gateway_records.h"
 
 namespace atrium::gateway {
 
@@ -84,6 +85,9 @@ struct HostPort {
 };
 // "http[s]://host[:port][/path]"; kInvalidArgument otherwise.
 Result<HostPort> HostPortOfUrl(std::string_view url);
+// The host:port of every endpoint of the shared deployments among
+// `deployments` (the ones a tenant's endpoint may never name).
+std::vector<HostPort> SharedEndpointsOf(const std::vector<DeploymentRecord>& deployments);
 
 // The operator's rules ([egress] in the configuration).
 struct EgressRules {

@@ -249,14 +249,4 @@ const DeploymentRecord* PolicySnapshot::Deployment(const std::string& id) const 
   return it == by_id_.end() ? nullptr : it->second;
 }
 
-std::vector<std::string> PolicySnapshot::EndpointUrls() const {
-  std::vector<std::string> urls;
-  for (const DeploymentRecord& d : deployments_) {
-    for (const DeploymentEndpoint& e : d.endpoints) urls.push_back(e.url);
-  }
-  std::sort(urls.begin(), urls.end());
-  urls.erase(std::unique(urls.begin(), urls.end()), urls.end());
-  return urls;
-}
-
 }  // namespace atrium::gateway

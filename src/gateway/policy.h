@@ -94,8 +94,6 @@ class PolicySnapshot {
   std::vector<std::string> ModelsFor(const Caller& caller) const;
   // nullptr if unknown.
   const DeploymentRecord* Deployment(const std::string& id) const;
-  // Every endpoint URL of every deployment, sorted and unique (health checks).
-  std::vector<std::string> EndpointUrls() const;
   // Every deployment, in id order.
   const std::vector<DeploymentRecord>& deployments() const { return deployments_; }
 

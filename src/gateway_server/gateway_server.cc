@@ -146,16 +146,8 @@ std::shared_ptr<const gateway::EgressFacts> GatewayServer::Impl::EgressFactsOf(
     const gateway::PolicySnapshot& snapshot) {
   std::lock_guard lock(egress_mu);
   if (egress_facts && egress_serial == snapshot.serial()) return egress_facts;
-  std::vector<gateway::HostPort> shared;
-  for (const DeploymentRecord& d : snapshot.deployments()) {
-    if (d.visibility != "shared") continue;
-    for (const DeploymentEndpoint& e : d.endpoints) {
-      if (auto target = gateway::HostPortOfUrl(e.url); target.has_value()) {
-        shared.push_back(std::move(*target));
-      }
-    }
-  }
-  egress_facts = std::make_shared<const gateway::EgressFacts>(egress->Facts(std::move(shared)));
+  egress_facts = std::make_shared<const gateway::EgressFacts>(
+      egress->Facts(gateway::SharedEndpointsOf(snapshot.deployments())));
   egress_serial = snapshot.serial();
   return egress_facts;
 }

@@ -442,11 +442,6 @@ void UsageJournal::CountRefusal(const std::string& tenant_id, const std::string&
   refusals_.Add(tenant_id, key_id, reason, at_ms);
 }
 
-int64_t UsageJournal::refusals_counted() {
-  std::lock_guard lock(refusals_mu_);
-  return refusals_.total();
-}
-
 bool UsageJournal::ShipRefusals() {
   std::vector<RefusalCount> counts;
   {
@@ -461,9 +456,6 @@ bool UsageJournal::ShipRefusals() {
     refusals_.Restore(counts);
     return false;
   }
-  int64_t n = 0;
-  for (const auto& c : counts) n += c.count;
-  refusals_shipped_.fetch_add(n);
   return true;
 }
 

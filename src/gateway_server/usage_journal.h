@@ -105,13 +105,11 @@ class UsageJournal {
   void Stop();
 
   // Where refusal counts go; set before Start(). Without one they are
-  // counted (refusals_counted) and dropped.
+  // counted and dropped.
   void SetRefusalSink(RefusalSink sink) { refusal_sink_ = std::move(sink); }
   // One request refused before any model server saw it; thread-safe.
   void CountRefusal(const std::string& tenant_id, const std::string& key_id,
                     std::string_view reason, int64_t at_ms);
-  int64_t refusals_counted();
-  int64_t refusals_shipped() const { return refusals_shipped_.load(); }
 
   // For tests: lines appended and shipped by this process.
   int64_t appended() const { return appended_.load(); }
@@ -198,7 +196,6 @@ class UsageJournal {
   RefusalSink refusal_sink_;
   std::mutex refusals_mu_;
   gateway::RefusalTally refusals_;  // GUARDED_BY(refusals_mu_)
-  std::atomic<int64_t> refusals_shipped_{0};
 
   std::mutex wake_mu_;
   std::condition_variable wake_;

@@ -268,9 +268,13 @@ Result<LoginResult> IdentityService::Login(const std::string& tenant_name,
       hasher_->Verify(has_password ? user->password_hash : dummy_password_hash_, password);
   if (!has_password || !password_ok || refused || user->state != "active") return reject();
   throttle_.RecordSuccess(account);
-  // Logins are when sessions are made, so also when the ended ones go. A
-  // failed purge only leaves rows that no longer authenticate anyway.
-  (void)store_.DeleteExpiredSessionsForHousekeeping(clock_.NowMillis());
+  // Logins are when sessions are made, so also when the ended ones go (at
+  // most once a minute). A failed purge only leaves rows that no longer
+  // authenticate anyway.
+  if (const int64_t now = clock_.NowMillis(); now >= next_session_purge_ms_.load()) {
+    next_session_purge_ms_.store(now + 60'000);
+    (void)store_.DeleteExpiredSessionsForHousekeeping(now);
+  }
   int64_t now_s = clock_.NowSeconds();
   Session session{NewId("ses", clock_), user->tenant_id, user->id, clock_.NowMillis(),
                   (now_s + options_.access_token_ttl_s) * 1000};

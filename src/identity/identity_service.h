@@ -10,6 +10,7 @@
 // cache entry is re-read, at most kCredentialRecheckMs later.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <shared_mutex>
@@ -155,6 +156,9 @@ class IdentityService {
   const Clock& clock_;
   IdentityOptions options_;
   LoginThrottle throttle_;
+  // When a login next purges ended sessions: at most once a minute, so the
+  // purge (a write on every tenant's rows) stays off most logins.
+  std::atomic<int64_t> next_session_purge_ms_{0};
   std::shared_ptr<PasswordHasher> hasher_;
   // Checked instead of a real hash on every login refusal that has no hash
   // of its own, so that every refusal costs one password check.

@@ -35,31 +35,33 @@ Result<std::string> OpenSealedSecret(const std::string& kek, const std::string& 
 
 namespace {
 
-Result<std::string> ReadKeyFile(const std::string& path, int fd) {
+Result<std::string> ReadKeyFile(const std::string& path, int fd, size_t key_bytes) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) return Error::Unavailable("cannot stat " + path);
   if ((st.st_mode & 077) != 0) {
     return Error::FailedPrecondition(path + " may be read by other users: chmod 600 it");
   }
-  std::string text(128, '\0');
+  std::string text(2 * key_bytes + 2, '\0');  // hex and a line end
   ssize_t n = ::read(fd, text.data(), text.size());
   if (n < 0) return Error::Unavailable("cannot read " + path);
   text.resize(static_cast<size_t>(n));
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
   std::string key;
-  if (!crypto::HexDecode(text, key) || key.size() != crypto::kSecretBoxKeyBytes) {
-    return Error::FailedPrecondition(path + " does not hold a 32-byte hex key");
+  if (!crypto::HexDecode(text, key) || key.size() != key_bytes) {
+    return Error::FailedPrecondition(path + " does not hold a " + std::to_string(key_bytes) +
+                                     "-byte hex key");
   }
   return key;
 }
 
 }  // namespace
 
-Result<std::string> LoadOrCreateKeyFile(const std::string& path) {
+Result<std::string> LoadOrCreateKeyFile(const std::string& path, size_t key_bytes,
+                                        const std::function<std::string()>& make_key) {
   // O_EXCL: of two servers starting at once, one creates and the other reads.
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd >= 0) {
-    std::string line = crypto::HexEncode(crypto::RandomBytes(crypto::kSecretBoxKeyBytes)) + "\n";
+    std::string line = crypto::HexEncode(make_key()) + "\n";
     bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
     ok = ::fsync(fd) == 0 && ok;
     ::close(fd);
@@ -72,7 +74,7 @@ Result<std::string> LoadOrCreateKeyFile(const std::string& path) {
   }
   fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Error::Unavailable("cannot open " + path + ": " + std::strerror(errno));
-  auto key = ReadKeyFile(path, fd);
+  auto key = ReadKeyFile(path, fd, key_bytes);
   ::close(fd);
   return key;
 }

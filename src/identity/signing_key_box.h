@@ -9,9 +9,12 @@
 // in place by IdentityService::Init (see there).
 #pragma once
 
+#include <cstddef>
+#include <functional>
 #include <string>
 
 #include "common/result.h"
+#include "crypto/crypto.h"
 
 namespace atrium {
 
@@ -27,9 +30,15 @@ Result<std::string> SealSecret(const std::string& kek, const std::string& secret
 // not a sealed value at all.
 Result<std::string> OpenSealedSecret(const std::string& kek, const std::string& stored);
 
-// Reads the 32-byte key-encryption key at `path` (hex, one line), creating
-// it with mode 0600 if it does not exist. Refuses a file that group or
-// others may read, or that does not hold a key, naming the path.
-Result<std::string> LoadOrCreateKeyFile(const std::string& path);
+// Reads the key of `key_bytes` bytes at `path` (hex, one line), creating it
+// from `make_key()` with mode 0600 if it does not exist (of two processes
+// starting at once, one creates and the other reads). Refuses a file that
+// group or others may read, or that does not hold such a key, naming the
+// path. By default: a random 32-byte key-encryption key.
+Result<std::string> LoadOrCreateKeyFile(
+    const std::string& path, size_t key_bytes = crypto::kSecretBoxKeyBytes,
+    const std::function<std::string()>& make_key = [] {
+      return crypto::RandomBytes(crypto::kSecretBoxKeyBytes);
+    });
 
 }  // namespace atrium

@@ -12,6 +12,7 @@
 
 #include "common/thread_name.h"
 #include "crypto/crypto.h"
+#include "identity/signing_key_box.h"
 
 namespace atrium {
 namespace {
@@ -36,11 +37,6 @@ Status CreateFileWith(const std::string& path, const std::string& text, mode_t m
   return OkStatus();
 }
 
-std::string Trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
 }  // namespace
 
 AuditCheckpointer::AuditCheckpointer(Store& store, const Clock& clock,
@@ -51,23 +47,15 @@ AuditCheckpointer::~AuditCheckpointer() { Stop(); }
 
 Status AuditCheckpointer::LoadOrCreateKey() {
   const std::string& path = options_.signing_key_file;
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) {
-    crypto::SigningKeyPair pair = crypto::GenerateSigningKeyPair();
-    ATRIUM_RETURN_IF_ERROR(CreateFileWith(path, crypto::HexEncode(pair.secret_key) + "\n", 0600));
-    spdlog::info("created the audit checkpoint signing key {}", path);
-  }
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return Error::Unavailable("cannot read " + path);
-  if ((st.st_mode & 077) != 0) {
-    return Error::FailedPrecondition(path + " is readable by others: chmod 600 it");
-  }
-  ATRIUM_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path));
-  std::string raw;
-  if (!crypto::HexDecode(Trim(text), raw) || crypto::PublicKeyOf(raw).empty()) {
+  ATRIUM_ASSIGN_OR_RETURN(std::string raw,
+                          LoadOrCreateKeyFile(path, crypto::kSigningSecretKeyBytes, [] {
+                            return crypto::GenerateSigningKeyPair().secret_key;
+                          }));
+  if (crypto::PublicKeyOf(raw).empty()) {
     return Error::InvalidArgument(path + " does not hold an Ed25519 secret key (128 hex digits)");
   }
   secret_key_ = std::move(raw);
+  std::error_code ec;
   // The public half beside it, for verifiers; rewritten if it went missing.
   std::string pub_path = path + ".pub";
   if (!std::filesystem::exists(pub_path, ec)) {

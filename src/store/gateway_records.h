@@ -119,12 +119,6 @@ struct RefusalTotals {
   int64_t last_minute_at = 0;   // and the last
 };
 
-struct RefusalFilter {
-  int64_t from = 0;  // minute_at >= from (ms); 0 = no bound
-  int64_t to = 0;    // minute_at <  to (ms);   0 = no bound
-  std::string key_id;
-};
-
 struct UsageFilter {
   int64_t from = 0;  // created_at >= from (ms); 0 = no bound
   int64_t to = 0;    // created_at <  to (ms);   0 = no bound

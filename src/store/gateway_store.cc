@@ -248,17 +248,19 @@ Result<std::pair<int64_t, std::string>> ParseUsageCursor(const std::string& curs
 
 // WHERE clause of a usage query over one tenant and a filter; params get
 // the values in placeholder order.
+// `time_column` holds the time `filter.from`/`to` bound: created_at for
+// usage records, minute_at for refusal counts.
 std::string UsageWhere(const TenantScope& scope, const UsageFilter& filter,
-                       std::vector<Value>& params) {
+                       std::vector<Value>& params, std::string_view time_column = "created_at") {
   params.push_back(scope.tenant_id);
   std::string where = "tenant_id = " + P(params.size());
   if (filter.from != 0) {
     params.push_back(filter.from);
-    where += " AND created_at >= " + P(params.size());
+    where += " AND " + std::string(time_column) + " >= " + P(params.size());
   }
   if (filter.to != 0) {
     params.push_back(filter.to);
-    where += " AND created_at < " + P(params.size());
+    where += " AND " + std::string(time_column) + " < " + P(params.size());
   }
   if (!filter.model.empty()) {
     params.push_back(filter.model);
@@ -638,24 +640,14 @@ Status Store::AddGatewayRefusals(const std::vector<RefusalCount>& counts) {
 }
 
 Result<std::vector<RefusalTotals>> Store::SummarizeGatewayRefusals(const TenantScope& scope,
-                                                                   const RefusalFilter& filter) {
-  std::vector<Value> params{scope.tenant_id};
-  std::string q =
+                                                                   const UsageFilter& filter) {
+  if (!filter.model.empty()) return Error::InvalidArgument("refusals are not counted per model");
+  std::vector<Value> params;
+  const std::string q =
       "SELECT key_id, reason, SUM(requests), MIN(minute_at), MAX(minute_at) FROM gateway_refusals "
-      "WHERE tenant_id = $1";
-  if (filter.from != 0) {
-    params.push_back(filter.from);
-    q += " AND minute_at >= " + P(params.size());
-  }
-  if (filter.to != 0) {
-    params.push_back(filter.to);
-    q += " AND minute_at < " + P(params.size());
-  }
-  if (!filter.key_id.empty()) {
-    params.push_back(filter.key_id);
-    q += " AND key_id = " + P(params.size());
-  }
-  q += " GROUP BY key_id, reason ORDER BY key_id, reason";
+      "WHERE " +
+      UsageWhere(scope, filter, params, "minute_at") +
+      " GROUP BY key_id, reason ORDER BY key_id, reason";
   ATRIUM_ASSIGN_OR_RETURN(auto rows, db_->Exec(q, params));
   std::vector<RefusalTotals> out;
   for (const auto& r : rows.rows)

@@ -228,9 +228,11 @@ class Store {
   // kInvalidArgument for a count without tenant or reason, or not positive
   // (nothing is stored).
   Status AddGatewayRefusals(const std::vector<RefusalCount>& counts);
-  // The tenant's refusals matching `filter`, per key and reason (ordered so).
+  // The tenant's refusals matching `filter` (its times bound the minute a
+  // refusal was counted in; refusals have no model, so `model` must be
+  // empty: kInvalidArgument otherwise), per key and reason (ordered so).
   Result<std::vector<RefusalTotals>> SummarizeGatewayRefusals(const TenantScope& scope,
-                                                              const RefusalFilter& filter);
+                                                              const UsageFilter& filter);
 
   // --- The gateway's view (unscoped; the gateway serves every tenant) ---
   // Everything the gateway's policy snapshot is built from, read in one

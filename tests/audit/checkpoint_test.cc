@@ -7,32 +7,12 @@
 #include <vector>
 
 #include "crypto/crypto.h"
+#include "support/audit_trail.h"
 
 namespace atrium::audit {
 namespace {
 
-// A sealed trail of n records alternating tenant "tn_a" and the platform,
-// as the store seals it.
-std::vector<AuditRecord> Trail(int n) {
-  std::vector<AuditRecord> records;
-  std::map<std::string, std::pair<int64_t, std::string>> heads;
-  for (int i = 1; i <= n; ++i) {
-    AuditRecord r;
-    r.seq = i;
-    r.tenant_id = i % 2 ? "tn_a" : "";
-    r.chain = ChainOf(r.tenant_id);
-    r.time = 1000 * i;
-    r.actor = "user:u";
-    r.action = "tenant.update";
-    r.outcome = "allowed";
-    r.status = 200;
-    auto& head = heads[r.chain];
-    Seal(r, head.first, head.second);
-    head = {r.chain_seq, r.hash};
-    records.push_back(r);
-  }
-  return records;
-}
+std::vector<AuditRecord> Trail(int n) { return testing_support::SealedTrail(n); }
 
 TrailState StateOf(const std::vector<AuditRecord>& records) {
   std::map<std::string, HeadState> heads;

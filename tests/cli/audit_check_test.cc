@@ -6,31 +6,12 @@
 
 #include "common/json_reader.h"
 #include "crypto/crypto.h"
+#include "support/audit_trail.h"
 
 namespace atrium::cli {
 namespace {
 
-// A sealed trail: records alternate between tenant "tn_a" and the platform.
-std::vector<AuditRecord> Trail(int n) {
-  std::vector<AuditRecord> records;
-  std::map<std::string, std::pair<int64_t, std::string>> heads;
-  for (int i = 1; i <= n; ++i) {
-    AuditRecord r;
-    r.seq = i;
-    r.tenant_id = i % 2 ? "tn_a" : "";
-    r.chain = audit::ChainOf(r.tenant_id);
-    r.time = 1000 * i;
-    r.actor = "user:u";
-    r.action = "tenant.update";
-    r.outcome = "allowed";
-    r.status = 200;
-    auto& head = heads[r.chain];
-    audit::Seal(r, head.first, head.second);
-    head = {r.chain_seq, r.hash};
-    records.push_back(r);
-  }
-  return records;
-}
+std::vector<AuditRecord> Trail(int n) { return testing_support::SealedTrail(n); }
 
 std::vector<ChainHead> HeadsOf(const std::vector<AuditRecord>& records) {
   std::map<std::string, std::pair<int64_t, std::string>> heads;

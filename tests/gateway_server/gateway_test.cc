@@ -613,6 +613,26 @@ class GatewayTest : public ::testing::Test {
     rows_.deployments.push_back(d);
   }
 
+  // Polls (up to about a second) until `n` requests wait in `dep`'s queue.
+  void AwaitQueued(const std::string& dep, size_t n) {
+    for (int i = 0; i < 200 && gateway_->dispatcher().QueuedFor(dep) != n; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+
+  // Tenant A's stream on `busy` takes dep_1's only slot; tenant B's request
+  // on a new connection, returned, then waits in the queue for it.
+  std::unique_ptr<Connection> QueueBehindTheOnlySlot(Connection& busy) {
+    busy.Send("POST", "/v1/chat/completions", ChatBody(50, true),
+              {{"Authorization", "Bearer " + key_a_}});
+    busy.Read(2000, 1);
+    auto waiting = std::make_unique<Connection>(port_);
+    waiting->Send("POST", "/v1/chat/completions", ChatBody(1, false),
+                  {{"Authorization", "Bearer " + key_b_}});
+    AwaitQueued("dep_1", 1);
+    return waiting;
+  }
+
   void StartGateway(GatewayOptions options = {}, int health_interval_ms = 200) {
     journal_ = std::make_unique<UsageJournal>(
         UsageJournalOptions{dir_.string(), 10, 10, 100, 16 << 20},
@@ -1021,20 +1041,10 @@ TEST_F(GatewayTest, AClientThatLeavesTheQueueFreesItsPlace) {
   AddDeployment("dep_1", {{StartSim("slow"), 1}});
   StartGateway();
   Connection busy(port_);
-  busy.Send("POST", "/v1/chat/completions", ChatBody(50, true),
-            {{"Authorization", "Bearer " + key_a_}});
-  busy.Read(2000, 1);
-  auto waiting = std::make_unique<Connection>(port_);
-  waiting->Send("POST", "/v1/chat/completions", ChatBody(1, false),
-                {{"Authorization", "Bearer " + key_b_}});
-  for (int i = 0; i < 200 && gateway_->dispatcher().QueuedFor("dep_1") == 0; ++i) {
-    std::this_thread::sleep_for(5ms);
-  }
+  std::unique_ptr<Connection> waiting = QueueBehindTheOnlySlot(busy);
   ASSERT_EQ(gateway_->dispatcher().QueuedFor("dep_1"), 1u);
   waiting->Close();
-  for (int i = 0; i < 200 && gateway_->dispatcher().QueuedFor("dep_1") > 0; ++i) {
-    std::this_thread::sleep_for(5ms);
-  }
+  AwaitQueued("dep_1", 0);
   EXPECT_EQ(gateway_->dispatcher().QueuedFor("dep_1"), 0u);
 }
 
@@ -1403,22 +1413,12 @@ TEST_F(GatewayTest, AClientThatSentMoreAndLeftStillLeavesTheQueue) {
   AddDeployment("dep_1", {{StartSim("slow"), 1}});
   StartGateway();
   Connection busy(port_);
-  busy.Send("POST", "/v1/chat/completions", ChatBody(50, true),
-            {{"Authorization", "Bearer " + key_a_}});
-  busy.Read(2000, 1);
-  auto waiting = std::make_unique<Connection>(port_);
-  waiting->Send("POST", "/v1/chat/completions", ChatBody(1, false),
-                {{"Authorization", "Bearer " + key_b_}});
-  for (int i = 0; i < 200 && gateway_->dispatcher().QueuedFor("dep_1") == 0; ++i) {
-    std::this_thread::sleep_for(5ms);
-  }
+  std::unique_ptr<Connection> waiting = QueueBehindTheOnlySlot(busy);
   ASSERT_EQ(gateway_->dispatcher().QueuedFor("dep_1"), 1u);
   waiting->SendRaw("GET /healthz HTTP/1.1\r\n");  // the start of a next request
   std::this_thread::sleep_for(50ms);              // seen by the watch, alone
   waiting->Close();
-  for (int i = 0; i < 200 && gateway_->dispatcher().QueuedFor("dep_1") > 0; ++i) {
-    std::this_thread::sleep_for(5ms);
-  }
+  AwaitQueued("dep_1", 0);
   EXPECT_EQ(gateway_->dispatcher().QueuedFor("dep_1"), 0u);
 }
 

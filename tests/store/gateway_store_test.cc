@@ -477,11 +477,11 @@ TEST_P(GatewayStoreTest, RefusalsAreCountedPerKeyReasonAndMinute) {
   EXPECT_EQ((*totals)[2].key_id, "key_2");
   EXPECT_EQ((*totals)[2].count, 350);
   // Filtered by time and key; another tenant's counts are never seen.
-  auto late = store_->SummarizeGatewayRefusals(TenantScope::Of(a.id), {11 * minute, 0, ""});
+  auto late = store_->SummarizeGatewayRefusals(TenantScope::Of(a.id), {.from = 11 * minute});
   ASSERT_TRUE(late.has_value());
   ASSERT_EQ(late->size(), 1u);
   EXPECT_EQ((*late)[0].key_id, "key_2");
-  auto key1 = store_->SummarizeGatewayRefusals(TenantScope::Of(a.id), {0, 0, "key_1"});
+  auto key1 = store_->SummarizeGatewayRefusals(TenantScope::Of(a.id), {.key_id = "key_1"});
   ASSERT_TRUE(key1.has_value());
   EXPECT_EQ(key1->size(), 2u);
   auto of_b = store_->SummarizeGatewayRefusals(TenantScope::Of(b.id), {});
@@ -491,7 +491,7 @@ TEST_P(GatewayStoreTest, RefusalsAreCountedPerKeyReasonAndMinute) {
   // A minute's count saturates instead of wrapping.
   ASSERT_OK(store_->AddGatewayRefusals({{a.id, "key_3", "x", 0, INT64_MAX}}));
   ASSERT_OK(store_->AddGatewayRefusals({{a.id, "key_3", "x", 0, INT64_MAX}}));
-  auto key3 = store_->SummarizeGatewayRefusals(TenantScope::Of(a.id), {0, 0, "key_3"});
+  auto key3 = store_->SummarizeGatewayRefusals(TenantScope::Of(a.id), {.key_id = "key_3"});
   ASSERT_TRUE(key3.has_value());
   EXPECT_EQ((*key3)[0].count, kMaxRecordTokens);
   // Bad counts store nothing; a gone tenant's counts are dropped.
