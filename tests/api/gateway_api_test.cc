@@ -669,6 +669,16 @@ TEST_F(GatewayApiTest, RefusalsAreReadAsCountsPerKeyAndReason) {
   ASSERT_EQ(later["items"].size(), 1u);
   EXPECT_EQ(later["items"][0]["count"], 2);
   EXPECT_EQ(h().Call("GET", path + "?from=yesterday", member.key).status, 400);
+  // Numbers the caller chose: refused or an empty answer, never a 500.
+  for (const char* from : {"9223372036854775807", "99999999999999999999", "-1", "0x10"}) {
+    SCOPED_TRACE(from);
+    http::Response odd = h().Call("GET", path + "?from=" + from, member.key);
+    if (odd.status == 200) {
+      EXPECT_TRUE(BodyOf(odd)["items"].empty()) << odd.body;
+    } else {
+      EXPECT_EQ(odd.status, 400) << odd.body;
+    }
+  }
   EXPECT_EQ(
       h().Call("GET", "/api/v1/tenants/" + w().other.id + "/usage/refusals", member.key).status,
       404);

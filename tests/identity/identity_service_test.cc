@@ -786,6 +786,26 @@ TEST_F(IdentityServiceTest, ChangingYourOwnPasswordNeedsTheCurrentOne) {
                ErrorCode::kInvalidArgument);
 }
 
+// Guessing the current password through the change counts like guessing at
+// the login: past the throttle even the right one is refused for a while.
+TEST_F(IdentityServiceTest, GuessesAtTheCurrentPasswordAreThrottled) {
+  const TenantScope scope = TenantScope::Of(acme_.id);
+  MustCreateUser(scope, "alice", "tenant-member");
+  Principal session = MustAuthenticate(MustLogin("acme", "alice"));
+  UserChanges guess;
+  guess.password = "a brand new passphrase";
+  for (int i = 0; i < 5; ++i) {
+    guess.current_password = "guess number " + std::to_string(i);
+    EXPECT_ERROR(identity_->UpdateUser(session, scope, session.user_id, guess),
+                 ErrorCode::kPermissionDenied);
+  }
+  guess.current_password = kPassword;
+  EXPECT_ERROR(identity_->UpdateUser(session, scope, session.user_id, guess),
+               ErrorCode::kResourceExhausted);
+  EXPECT_ERROR(identity_->Login("acme", "alice", "a brand new passphrase", "10.0.0.1"),
+               ErrorCode::kUnauthenticated);
+}
+
 TEST_F(IdentityServiceTest, PasswordRoleAndStateOfAnotherUserNeedARoleCoveringTheirs) {
   const TenantScope scope = TenantScope::Of(acme_.id);
   User admin = MustCreateUser(scope, "admin", "tenant-admin");
