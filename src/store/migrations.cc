@@ -307,7 +307,7 @@ CREATE TABLE evicted_tenants (
 );
 )sql"},
     // Expired login sessions are purged by expires_at (identity service,
-    // at every login); the index keeps that a range delete.
+    // at most once a minute by a login); the index keeps that a range delete.
     {6, "sessions: index on expiry for the purge", R"sql(
 CREATE INDEX sessions_expiry ON sessions (expires_at);
 )sql"},
