@@ -28,11 +28,11 @@ std::vector<const Allocation*> ChooseVictims(const ReclaimInput& in) {
   };
   // By (tenant NUL project, class).
   std::map<std::pair<std::string, ResourceClass>, SubLevelState> sub_cache;
-  const TenantPolicy* requester = nullptr;
-  if (auto t = in.tenants.find(in.request.tenant); t != in.tenants.end()) requester = &t->second;
+  const auto requester = in.tenants.find(in.request.tenant);
   const std::string request_sub =
-      requester ? std::string(SubLevelOf(*requester, in.request.project, in.request_class))
-                : std::string();
+      requester == in.tenants.end()
+          ? std::string()
+          : std::string(SubLevelOf(requester->second, in.request.project, in.request_class));
   auto sub_level = [&](const Allocation& a, const TenantPolicy& t,
                        const ResourceClass& rc) -> const SubLevelState& {
     auto [it, inserted] = sub_cache.try_emplace({a.request.tenant + '\0' + a.request.project, rc});

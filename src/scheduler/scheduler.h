@@ -15,7 +15,9 @@
 //     submission order. Each request is placed if its quota allows it now,
 //     a placement exists, and placing it keeps every reclaim in flight
 //     feasible; a request within its guarantee that does not fit starts a
-//     reclaim (victims get `grace_ms`; with grace 0 they go at once);
+//     reclaim (victims get `grace_ms`; with grace 0 they go at once), as
+//     does one within its project's guarantee that the tenant's limit holds
+//     back while sibling projects borrow the headroom (quota.h, sub-levels);
 //  5. reconciles reclaims with the guarantees as the walk left them: a
 //     reclaimer no longer within its guarantee lets its victims go, and
 //     every request within its guarantee that waits without a reclaim (it
