@@ -20,37 +20,89 @@ std::vector<const Allocation*> ChooseVictims(const ReclaimInput& in) {
   });
 
   std::map<TenantClassKey, int64_t> taken = in.already_marked;
+  std::map<SubLevelKey, int64_t> taken_sub = in.already_marked_sub_levels;
+  struct SubLevelState {
+    bool split = false;
+    std::string sub;
+    SubLevelQuota quota;
+  };
+  // By (tenant NUL project, class).
+  std::map<std::pair<std::string, ResourceClass>, SubLevelState> sub_cache;
+  const auto requester = in.tenants.find(in.request.tenant);
+  const std::string request_sub =
+      requester == in.tenants.end()
+          ? std::string()
+          : std::string(SubLevelOf(requester->second, in.request.project, in.request_class));
+  auto sub_level = [&](const Allocation& a, const TenantPolicy& t,
+                       const ResourceClass& rc) -> const SubLevelState& {
+    auto [it, inserted] = sub_cache.try_emplace({a.request.tenant + '\0' + a.request.project, rc});
+    if (inserted) {
+      it->second.split = SplitsClass(t, rc);
+      it->second.sub = std::string(SubLevelOf(t, a.request.project, rc));
+      if (it->second.split) it->second.quota = SubLevelFor(t, in.ledger, it->second.sub, rc);
+    }
+    return it->second;
+  };
+  auto same_class = [&](const Allocation& a) {
+    return a.request.tenant == in.request.tenant &&
+           ResourceClass{a.request.model, a.request.kind} == in.request_class;
+  };
   auto borrowed = [&](const Allocation& a) {
     const ResourceClass rc{a.request.model, a.request.kind};
     const auto t = in.tenants.find(a.request.tenant);
     const Quota* q = t == in.tenants.end() ? nullptr : t->second.QuotaFor(rc);
     const int64_t guarantee = q ? q->guarantee : 0;
     int64_t used = in.ledger.Tenant(a.request.tenant, rc).used - taken[{a.request.tenant, rc}];
-    if (a.request.tenant == in.request.tenant && rc == in.request_class) used += in.request_charge;
-    return used > guarantee;
+    if (same_class(a)) used += in.request_charge;
+    if (used <= guarantee) return false;
+    if (t == in.tenants.end()) return true;
+    const SubLevelState& s = sub_level(a, t->second, rc);
+    if (!s.split) return true;  // one sub-level: the tenant's
+    int64_t sub_used = s.quota.usage.used - taken_sub[{a.request.tenant, rc, s.sub}];
+    if (same_class(a) && s.sub == request_sub) sub_used += in.request_sub_level_charge;
+    return sub_used > s.quota.guarantee;
   };
+  // Victims of the requesting tenant's class give back limit headroom.
+  auto gives_back = [&](const Allocation& a) { return same_class(a) ? a.charge_milli : 0; };
 
   ClusterState trial = in.state;
   std::vector<const Allocation*> victims;
-  bool fits = false;
+  int64_t deficit = in.limit_deficit;
+  // With a deficit to cover, the request may fit already; then only victims
+  // that give back headroom help. (Without one, as before, the first
+  // borrowed victim is taken before the fit is tried.)
+  bool fits = deficit > 0 && in.fits(trial);
+  bool done = false;
   for (const Allocation* a : order) {
     if (!borrowed(*a)) continue;
+    if (fits && gives_back(*a) == 0) continue;
     victims.push_back(a);
-    taken[{a->request.tenant, ResourceClass{a->request.model, a->request.kind}}] += a->charge_milli;
+    const ResourceClass rc{a->request.model, a->request.kind};
+    taken[{a->request.tenant, rc}] += a->charge_milli;
+    if (auto t = in.tenants.find(a->request.tenant); t != in.tenants.end()) {
+      const SubLevelState& s = sub_level(*a, t->second, rc);
+      if (s.split) taken_sub[{a->request.tenant, rc, s.sub}] += a->charge_milli;
+    }
+    deficit -= gives_back(*a);
     trial.Remove(*a);
-    if (in.fits(trial)) {
-      fits = true;
+    if (!fits) fits = in.fits(trial);
+    if (fits && deficit <= 0) {
+      done = true;
       break;
     }
   }
-  if (!fits) return {};
-  // Drop victims the fit does not need (the last one always is needed).
+  if (!done) return {};
+  // Drop victims neither the fit nor the deficit needs (the last one always
+  // is needed).
   for (size_t k = 0; k + 1 < victims.size();) {
     ClusterState without = in.state;
+    int64_t left = in.limit_deficit;
     for (size_t j = 0; j < victims.size(); ++j) {
-      if (j != k) without.Remove(*victims[j]);
+      if (j == k) continue;
+      without.Remove(*victims[j]);
+      left -= gives_back(*victims[j]);
     }
-    if (in.fits(without)) {
+    if (left <= 0 && in.fits(without)) {
       victims.erase(victims.begin() + std::ptrdiff_t(k));
     } else {
       ++k;

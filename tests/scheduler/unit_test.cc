@@ -107,24 +107,112 @@ TEST(Quota, ProjectLevelNamedInReason) {
             QuotaVerdict::kWithinGuarantee);
 }
 
+// Issue 16, item 3: guarantees hold per sub-level (quota.h).
+TEST(Quota, ProjectWithinItsGuaranteeWhileSiblingsFillTheLimit) {
+  TenantPolicy t;
+  t.id = "t";
+  t.quotas[kH100] = Quota{2000, 2000};
+  t.projects["p1"][kH100] = Quota{1000, 2000};
+  t.projects["p2"][kH100] = Quota{1000, 2000};
+  QuotaLedger ledger;
+  const Allocation a = Placed(Gpus("a", "t", 1, Priority::kPreemptible, "p1"), "n", {0}, 0, 1);
+  const Allocation b = Placed(Gpus("b", "t", 1, Priority::kPreemptible, "p1"), "n", {1}, 0, 2);
+  ledger.Add(a);
+  ledger.Add(b);
+  // p1 fills the tenant's limit, 1000 of it above p1's guarantee: p2 is
+  // within its own guarantee, and entitled to have that headroom back.
+  const QuotaCheck q =
+      CheckQuota(t, ledger, Gpus("x", "t", 1, Priority::kBatch, "p2"), kH100, 1000);
+  EXPECT_EQ(q.verdict, QuotaVerdict::kWithinGuaranteeOverLimit);
+  EXPECT_EQ(q.reason,
+            "within the guarantee of project p2 of tenant t; the tenant's limit is reached by its "
+            "siblings' work above their own guarantees, which is reclaimed for it: quota "
+            "H100-80GB/gpu of project p2 of tenant t: used 0 (non-preemptible 0), guarantee 1000, "
+            "limit 2000 milli; quota H100-80GB/gpu of tenant t: used 2000 (non-preemptible 0), "
+            "guarantee 2000, limit 2000 milli; this request needs 1000 milli");
+  // p1's own request above its guarantee, and one without a project, wait.
+  EXPECT_EQ(
+      CheckQuota(t, ledger, Gpus("x", "t", 1, Priority::kPreemptible, "p1"), kH100, 1000).verdict,
+      QuotaVerdict::kWaits);
+  EXPECT_EQ(CheckQuota(t, ledger, Gpus("x", "t", 1, Priority::kPreemptible), kH100, 1000).reason,
+            "waits for quota, limit reached: quota H100-80GB/gpu of tenant t: used 2000 "
+            "(non-preemptible 0), guarantee 2000, limit 2000 milli; this request needs 1000 milli");
+  // p2's own preemptible work fills the limit (p1 within its guarantee): its
+  // batch request waits, as a tenant's does behind its own preemptible work.
+  ledger.Remove(b);
+  const Allocation b2 = Placed(Gpus("b", "t", 1, Priority::kPreemptible, "p2"), "n", {1}, 0, 2);
+  ledger.Add(b2);
+  EXPECT_EQ(CheckQuota(t, ledger, Gpus("x", "t", 1, Priority::kBatch, "p2"), kH100, 1000).verdict,
+            QuotaVerdict::kWaits);
+  // With room under the limit, a preemptible p2 request within p2's
+  // guarantee is within guarantee although siblings hold the tenant's.
+  ledger.Remove(b2);
+  t.quotas[kH100] = Quota{2000, 4000};
+  ledger.Add(Placed(Gpus("c", "t", 2, Priority::kPreemptible, "p1"), "n", {2, 3}, 0, 3));
+  const QuotaCheck within =
+      CheckQuota(t, ledger, Gpus("x", "t", 1, Priority::kPreemptible, "p2"), kH100, 1000);
+  EXPECT_EQ(within.verdict, QuotaVerdict::kWithinGuarantee);
+  EXPECT_NE(within.reason.find("quota H100-80GB/gpu of project p2 of tenant t: used 0"),
+            std::string::npos)
+      << within.reason;
+}
+
+TEST(Quota, RestOfTheTenantKeepsNonPreemptibleWorkOffProjectGuarantees) {
+  TenantPolicy t;
+  t.id = "t";
+  t.quotas[kH100] = Quota{3000, 8000};
+  t.projects["p"][kH100] = Quota{2000, 8000};
+  t.projects["q"] = {};  // no row for the class: part of the rest
+  QuotaLedger ledger;
+  const QuotaCheck never =
+      CheckQuota(t, ledger, Gpus("x", "t", 2, Priority::kInteractive, "q"), kH100, 2000);
+  EXPECT_EQ(never.verdict, QuotaVerdict::kNeverFits);
+  EXPECT_EQ(never.reason,
+            "interactive work may not borrow above the guarantee: quota H100-80GB/gpu of tenant t "
+            "outside its projects' quotas: used 0 (non-preemptible 0), guarantee 1000, limit 8000 "
+            "milli; this request needs 2000 milli");
+  ledger.Add(Placed(Gpus("a", "t", 1, Priority::kBatch), "n", {0}, 0, 1));
+  ledger.Add(Placed(Gpus("b", "t", 1, Priority::kBatch, "p"), "n", {1}, 0, 2));
+  const QuotaCheck waits = CheckQuota(t, ledger, Gpus("x", "t", 1, Priority::kBatch), kH100, 1000);
+  EXPECT_EQ(waits.verdict, QuotaVerdict::kWaits);
+  EXPECT_NE(waits.reason.find("of tenant t outside its projects' quotas: used 1000 "
+                              "(non-preemptible 1000), guarantee 1000"),
+            std::string::npos)
+      << waits.reason;
+  // Preemptible work of the rest borrows as before.
+  EXPECT_EQ(
+      CheckQuotaVerdict(t, ledger, Gpus("x", "t", 1, Priority::kPreemptible, "q"), kH100, 1000),
+      QuotaVerdict::kBorrows);
+  // A tenant without projects for the class is one sub-level: the tenant.
+  TenantPolicy whole = t;
+  whole.projects.clear();
+  EXPECT_EQ(CheckQuotaVerdict(whole, ledger, Gpus("x", "t", 2, Priority::kBatch), kH100, 2000),
+            QuotaVerdict::kWaits);
+  EXPECT_EQ(SubLevelOf(t, "q", kH100), "");
+  EXPECT_EQ(SubLevelOf(t, "p", kH100), "p");
+  EXPECT_EQ(SubLevelFor(t, ledger, "", kH100).guarantee, 1000);
+  EXPECT_EQ(SubLevelFor(t, ledger, "", kH100).usage, (ClassUsage{1000, 1000}));
+}
+
 TEST(Quota, VerdictAloneMatchesCheckQuota) {
   TenantPolicy t;
   t.id = "t";
   t.quotas[kH100] = Quota{3000, 5000};
   t.projects["p"][kH100] = Quota{2000, 4000};
+  t.projects["s"][kH100] = Quota{0, 5000};
   for (int used = 0; used <= 5; ++used) {
     for (int non_pre = 0; non_pre <= used; ++non_pre) {
       QuotaLedger ledger;
       uint64_t seq = 1;
       for (int k = 0; k < used; ++k) {
-        ledger.Add(
-            Placed(Gpus("u" + std::to_string(k), "t", 1,
-                        k < non_pre ? Priority::kBatch : Priority::kPreemptible, k % 2 ? "p" : ""),
-                   "n", {k}, 0, seq++));
+        ledger.Add(Placed(Gpus("u" + std::to_string(k), "t", 1,
+                               k < non_pre ? Priority::kBatch : Priority::kPreemptible,
+                               std::vector<std::string>{"", "p", "s"}[k % 3]),
+                          "n", {k}, 0, seq++));
       }
       for (int gpus = 1; gpus <= 6; ++gpus) {
         for (Priority p : {Priority::kInteractive, Priority::kBatch, Priority::kPreemptible}) {
-          for (std::string project : {"", "p"}) {
+          for (std::string project : {"", "p", "s"}) {
             const AllocationRequest r = Gpus("x", "t", gpus, p, project);
             EXPECT_EQ(CheckQuotaVerdict(t, ledger, r, kH100, gpus * 1000),
                       CheckQuota(t, ledger, r, kH100, gpus * 1000).verdict);
@@ -182,9 +270,12 @@ struct ReclaimFixture : testing::Test {
     }
   }
   std::vector<std::string> Victims(const AllocationRequest& r,
-                                   std::map<TenantClassKey, int64_t> marked = {}) {
+                                   std::map<TenantClassKey, int64_t> marked = {},
+                                   int64_t limit_deficit = 0) {
     ReclaimInput in{
         state, tenants, ledger, {}, std::move(marked), r, kH100, int64_t{r.gpus} * 1000, nullptr};
+    in.request_sub_level_charge = in.request_charge;
+    in.limit_deficit = limit_deficit;
     for (const Allocation& a : held) in.running.push_back(&a);
     const capacity::GpuModel& model = *capacity::FindGpuModel("H100-80GB");
     in.fits = [&](const ClusterState& s) {
@@ -237,6 +328,27 @@ TEST_F(ReclaimFixture, OwnTenantCountsTheRequest) {
   // a at its guarantee with preemptible work; its interactive request makes
   // that work borrowed, newest first.
   EXPECT_EQ(Victims(Gpus("x", "a", 1, Priority::kInteractive)), std::vector<std::string>{"a2"});
+}
+
+// Issue 16, item 3: between a tenant's projects, reclaim takes only a
+// sibling's work above the sibling's own guarantee, and frees limit
+// headroom when the request fits but the tenant's limit holds it back.
+TEST_F(ReclaimFixture, SiblingProjectGivesBackOnlyItsExcess) {
+  const std::string n = "h100-80gb-0";
+  tenants["a"].projects["p1"][kH100] = Quota{1000, 4000};
+  tenants["a"].projects["p2"][kH100] = Quota{1000, 4000};
+  Run({Placed(Gpus("a1", "a", 1, Priority::kPreemptible, "p1"), n, {0}, 10, 1),
+       Placed(Gpus("a2", "a", 1, Priority::kPreemptible, "p1"), n, {1}, 20, 2),
+       Placed(Gpus("b1", "b", 1, Priority::kPreemptible), n, {2}, 30, 3)});
+  // Room exists (GPU 3); the tenant's limit is over by 1000: p1's work above
+  // its guarantee goes, b's (newer, but giving back no headroom) stays.
+  EXPECT_EQ(Victims(Gpus("x", "a", 1, Priority::kBatch, "p2"), {}, 1000),
+            std::vector<std::string>{"a2"});
+  // p1's work within its own guarantee is never taken.
+  EXPECT_TRUE(Victims(Gpus("x", "a", 1, Priority::kBatch, "p2"), {}, 2000).empty());
+  // For room, p1's excess is borrowed for p2 like any tenant's (b is within
+  // its guarantee).
+  EXPECT_EQ(Victims(Gpus("x", "a", 2, Priority::kBatch, "p2")), std::vector<std::string>{"a2"});
 }
 
 // -------------------------------------------------------------- admission
