@@ -7,13 +7,16 @@
 //    whole or shared use;
 //    MIG instances start at a valid slot of their profile;
 //  - no tenant or project above its limit; non-preemptible use never above
-//    the guarantee (borrowed capacity is held only by preemptible work);
+//    the guarantee (borrowed capacity is held only by preemptible work),
+//    nor, outside a tenant's projects' quotas, above what their
+//    guarantees leave of the tenant's;
 //  - isolation tiers hold; rack and site power budgets hold, and the
 //    scheduler's own power figures equal the ones recomputed here;
 //  - a request within its tenant's guarantee is placed within the grace
 //    period (on a fleet whose guarantees add up to its capacity).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <random>
 #include <set>
@@ -58,6 +61,9 @@ void CheckInvariants(const Scheduler& s, const std::string& where) {
   std::map<std::string, std::set<std::string>> node_tenants;
   std::map<std::pair<std::string, ResourceClass>, ClassUsage> usage;
   std::map<std::tuple<std::string, std::string, ResourceClass>, ClassUsage> project_usage;
+  // Non-preemptible use outside the projects' quotas of tenants that split
+  // the class.
+  std::map<std::pair<std::string, ResourceClass>, int64_t> rest_non_preemptible;
   std::map<std::string, int64_t> rack_watts;
   for (const auto& n : s.fleet().nodes()) rack_watts[n.rack] += n.idle_power_watts;
   std::map<std::string, std::string> site_of_rack;
@@ -68,6 +74,14 @@ void CheckInvariants(const Scheduler& s, const std::string& where) {
     auto& u = usage[{a.request.tenant, ResourceClass{a.request.model, a.request.kind}}];
     u.used += a.charge_milli;
     if (a.request.priority != Priority::kPreemptible) u.non_preemptible += a.charge_milli;
+    const TenantPolicy& policy = s.tenants().find(a.request.tenant)->second;
+    const ResourceClass rc{a.request.model, a.request.kind};
+    const bool split = std::any_of(policy.projects.begin(), policy.projects.end(),
+                                   [&](const auto& p) { return p.second.contains(rc); });
+    if (split && policy.ProjectQuotaFor(a.request.project, rc) == nullptr &&
+        a.request.priority != Priority::kPreemptible) {
+      rest_non_preemptible[{a.request.tenant, rc}] += a.charge_milli;
+    }
     if (!a.request.project.empty()) {
       auto& pu = project_usage[{a.request.tenant, a.request.project,
                                 ResourceClass{a.request.model, a.request.kind}}];
@@ -152,6 +166,15 @@ void CheckInvariants(const Scheduler& s, const std::string& where) {
     ASSERT_LE(u.non_preemptible, q->guarantee)
         << where << ": project " << project << " " << rc.ToString();
   }
+  for (const auto& [key, non_preemptible] : rest_non_preemptible) {
+    const TenantPolicy& policy = s.tenants().find(key.first)->second;
+    int64_t guarantee = policy.QuotaFor(key.second)->guarantee;
+    for (const auto& [name, table] : policy.projects) {
+      if (auto q = table.find(key.second); q != table.end()) guarantee -= q->second.guarantee;
+    }
+    ASSERT_LE(non_preemptible, guarantee)
+        << where << ": " << key.first << " outside its projects " << key.second.ToString();
+  }
   std::map<std::string, int64_t> site_watts;
   for (size_t r = 0; r < s.fleet().racks().size(); ++r) {
     const capacity::Rack& rack = s.fleet().racks()[r];
@@ -194,9 +217,11 @@ TEST(SchedulerProperty, RandomStreamsNeverOvercommit) {
                                  AllocationKind::kNode}) {
           p.quotas[{m, k}] = Quota{6000, 16000};
           // Tenant t0 splits its quota between two projects; requests
-          // without a project are limited by the tenant's quota only.
+          // without a project are limited by the tenant's quota and (their
+          // non-preemptible work) the 1000 the projects leave of its
+          // guarantee.
           if (t == 0) {
-            p.projects["p1"][{m, k}] = Quota{4000, 6000};
+            p.projects["p1"][{m, k}] = Quota{3000, 6000};
             p.projects["p2"][{m, k}] = Quota{2000, 16000};
           }
         }
