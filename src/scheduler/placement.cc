@@ -366,7 +366,7 @@ int64_t RequestWattsPerNode(const PlacementContext& ctx, int32_t i) {
     case AllocationKind::kShare:
       return ClusterState::GpuWatts(ctx.model, ctx.request.milli);
     case AllocationKind::kMig:
-      return ClusterState::GpuWatts(ctx.model, MigMilli(ProfileOf(ctx).compute_slices));
+      return ClusterState::MigWatts(ctx.model, ProfileOf(ctx).compute_slices);
   }
   return 0;
 }

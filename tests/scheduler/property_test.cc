@@ -104,7 +104,8 @@ void CheckInvariants(const Scheduler& s, const std::string& where) {
             ASSERT_EQ(c.slots & mask, 0u) << where << ": MIG overlap on " << p.node << "/" << g;
             c.slots |= mask;
             c.compute += prof->compute_slices;
-            rack_watts[rack] += ClusterState::GpuWatts(model, MigMilli(prof->compute_slices));
+            c.milli += a.charge_milli;
+            rack_watts[rack] += ClusterState::MigWatts(model, prof->compute_slices);
             break;
           }
         }
@@ -120,6 +121,12 @@ void CheckInvariants(const Scheduler& s, const std::string& where) {
     ASSERT_TRUE(c.shares == 0 || c.mig == 0) << gpu;
     ASSERT_LE(c.milli, 1000) << gpu;
     ASSERT_LE(c.compute, 7) << gpu;
+    // What node and capacity views show: the charges, or in MIG mode the
+    // compute slices in use; never above one GPU.
+    const int32_t node = *s.cluster().NodeIndex(key.first);
+    const int32_t used = s.cluster().runtime(node).gpus[size_t(key.second)].used_milli;
+    ASSERT_EQ(used, c.mig > 0 ? MigModeUsedMilli(c.compute) : c.milli) << gpu;
+    ASSERT_LE(used, 1000) << gpu;
     const int64_t memory = s.fleet().FindNode(key.first)->gpus[size_t(key.second)].memory_mib;
     ASSERT_LE(c.memory, memory) << gpu;
     if (c.tenants.size() > 1) {

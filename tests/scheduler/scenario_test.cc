@@ -29,7 +29,9 @@
 //             (as platform staff see it), "tenant_explain": {"id": [...]} and
 //             "tenant_explain_lacks": {"id": [...]} (as the allocation's tenant
 //             sees it), "records_lack": {"id": ["substring", ...]} (no record of
-//             that allocation in this step contains one),
+//             that allocation in this step contains one), "gpu_used":
+//             {"node/gpu": milli} (the GPU's used milli as node and capacity
+//             views show it),
 //             "error": "substring" (the call fails and changes nothing)]
 // }
 #include <gtest/gtest.h>
@@ -268,6 +270,17 @@ void RunScenario(const fs::path& path) {
       ASSERT_NE(a, nullptr) << id;
       EXPECT_NE(Describe(*a).find(want.get<std::string>()), std::string::npos)
           << id << " is \"" << Describe(*a) << "\"";
+    }
+    const json gpu_used = step.value("gpu_used", json::object());
+    for (const auto& [key, want] : gpu_used.items()) {
+      const size_t slash = key.rfind('/');
+      ASSERT_NE(slash, std::string::npos) << "gpu_used key " << key << " is not node/gpu";
+      auto node = sched->cluster().NodeIndex(key.substr(0, slash));
+      ASSERT_TRUE(node.has_value()) << key;
+      const auto& gpus = sched->cluster().runtime(*node).gpus;
+      const size_t g = std::stoul(key.substr(slash + 1));
+      ASSERT_LT(g, gpus.size()) << key;
+      EXPECT_EQ(gpus[g].used_milli, want.get<int32_t>()) << key;
     }
     const json lacks = step.value("records_lack", json::object());
     for (const auto& [id, words] : lacks.items()) {
