@@ -11,7 +11,10 @@
 //  - isolation tiers hold; rack and site power budgets hold, and the
 //    scheduler's own power figures equal the ones recomputed here;
 //  - a request within its tenant's guarantee is placed within the grace
-//    period (on a fleet whose guarantees add up to its capacity).
+//    period (on a fleet whose guarantees add up to its capacity);
+//  - host CPU and memory never keep a free GPU from use: a node's host use is
+//    at most its GPU fraction in use (whole 1, share milli/1000, MIG
+//    slices/7, over the node's GPUs) times its CPU and memory.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -59,6 +62,7 @@ void CheckInvariants(const Scheduler& s, const std::string& where) {
   std::map<std::pair<std::string, ResourceClass>, ClassUsage> usage;
   std::map<std::tuple<std::string, std::string, ResourceClass>, ClassUsage> project_usage;
   std::map<std::string, int64_t> rack_watts;
+  std::map<std::string, int64_t> node_fraction;
   for (const auto& n : s.fleet().nodes()) rack_watts[n.rack] += n.idle_power_watts;
   std::map<std::string, std::string> site_of_rack;
   for (const auto& r : s.fleet().racks()) site_of_rack[r.name] = r.site;
@@ -76,6 +80,15 @@ void CheckInvariants(const Scheduler& s, const std::string& where) {
     }
     for (const NodePlacement& p : a.placement) {
       node_tenants[p.node].insert(a.request.tenant);
+      // In 1/7000 of a GPU, so that shares (milli) and MIG (sevenths) add exactly.
+      int64_t& fraction = node_fraction[p.node];
+      if (a.request.kind == AllocationKind::kShare) {
+        fraction += 7 * int64_t{a.request.milli};
+      } else if (a.request.kind == AllocationKind::kMig) {
+        fraction += 1000 * model.FindMigProfile(a.request.mig_profile)->compute_slices;
+      } else {
+        fraction += 7000 * int64_t(p.gpus.size());
+      }
       const std::string rack = s.fleet().FindNode(p.node)->rack;
       for (int g : p.gpus) {
         GpuCheck& c = gpus[{p.node, g}];
@@ -136,6 +149,15 @@ void CheckInvariants(const Scheduler& s, const std::string& where) {
         ASSERT_EQ(it->second.tier, IsolationTier::kShared) << gpu << " shared by " << t;
       }
     }
+  }
+  for (int32_t i = 0; i < s.cluster().node_count(); ++i) {
+    const capacity::Node& n = s.cluster().node(i);
+    const NodeRuntime& rt = s.cluster().runtime(i);
+    const int64_t in_use = node_fraction[n.name];
+    const int64_t whole = 7000 * int64_t(n.gpus.size());
+    ASSERT_LE(rt.cpu_used * whole, n.cpu_milli * in_use) << where << ": host CPU on " << n.name;
+    ASSERT_LE(rt.memory_used * whole, n.memory_mib * in_use)
+        << where << ": host memory on " << n.name;
   }
   for (const auto& [node, tenants] : node_tenants) {
     if (tenants.size() < 2) continue;
@@ -213,6 +235,13 @@ TEST(SchedulerProperty, RandomStreamsNeverOvercommit) {
     }
     std::mt19937_64 rng(seed);
     auto pick = [&](size_t n) { return size_t(rng() % n); };
+    // Host asks come from their own stream, so the rest of the stream is the
+    // one these seeds always drew.
+    std::mt19937_64 host_rng(seed * 7919);
+    auto host_ask = [&](int64_t per_node, int64_t num, int64_t den) {
+      const int64_t bound = per_node * num / den;
+      return host_rng() % 3 == 0 ? 0 : int64_t(host_rng() % uint64_t(bound + bound / 8 + 2));
+    };
     int64_t now = 0;
     int next_id = 0;
     std::vector<std::string> held;
@@ -243,6 +272,22 @@ TEST(SchedulerProperty, RandomStreamsNeverOvercommit) {
           r.kind = AllocationKind::kNode;
           r.gpus = r.model == "L40S" ? 4 : 8;
         }
+        // Up to a little over the request's GPU fraction of its nodes' host
+        // (above it: rejected at once).
+        const capacity::Node* shape = nullptr;
+        for (const auto& n : s.fleet().nodes()) {
+          if (n.gpu_model == model.name) shape = &n;
+        }
+        ASSERT_NE(shape, nullptr);
+        int64_t num = 1, den = 1;
+        const int64_t gpus = int64_t(shape->gpus.size());
+        if (r.kind == AllocationKind::kGpu) num = r.gpus, den = gpus;
+        if (r.kind == AllocationKind::kShare) num = r.milli, den = 1000 * gpus;
+        if (r.kind == AllocationKind::kMig) {
+          num = model.FindMigProfile(r.mig_profile)->compute_slices, den = 7 * gpus;
+        }
+        r.cpu_milli = host_ask(shape->cpu_milli, num, den);
+        r.memory_mib = host_ask(shape->memory_mib, num, den);
         auto out = s.Submit(r, now);
         ASSERT_TRUE(out.has_value());
         held.push_back(r.id);

@@ -309,6 +309,72 @@ TEST(Admission, NormalisesModelAndRefusesMalformedShapes) {
   EXPECT_EQ(refusal(r), "");
 }
 
+// Issue 16, item 6: host CPU and memory are bounded by the request's GPU
+// fraction of the node (H100×8: 224000 milli-CPU, 2097152 MiB), rounded down.
+TEST(Admission, RegressionHostResourcesAreBoundedByTheGpuFraction) {
+  capacity::Fleet fleet = *capacity::ParseFleetSpec("1xH100-80GBx8");
+  ASSERT_EQ(fleet.nodes()[0].cpu_milli, 224'000);
+  ASSERT_EQ(fleet.nodes()[0].memory_mib, 2'097'152);
+  ClusterState state(fleet);
+  TenantTable tenants;
+  TenantPolicy t;
+  t.id = "t";
+  for (AllocationKind k : {AllocationKind::kGpu, AllocationKind::kMig, AllocationKind::kShare,
+                           AllocationKind::kNode}) {
+    t.quotas[{"H100-80GB", k}] = Quota{8000, 8000};
+  }
+  tenants["t"] = t;
+  QuotaLedger ledger;
+  auto refusal = [&](AllocationRequest r) {
+    return AdmissionRefusal(r, &tenants["t"], state, tenants, ledger);
+  };
+  AllocationRequest r = Gpus("x", "t", 2, Priority::kBatch);
+  r.cpu_milli = 56'000;  // 2/8 of the node
+  r.memory_mib = 524'288;
+  EXPECT_EQ(refusal(r), "");
+  r.cpu_milli = 56'001;
+  EXPECT_NE(refusal(r).find("asks 56001 milli-CPU; 2 whole GPUs may ask at most 56000 on this "
+                            "node (its CPU per GPU × 2)"),
+            std::string::npos)
+      << refusal(r);
+  r.cpu_milli = 0;
+  r.memory_mib = 524'289;
+  EXPECT_NE(refusal(r).find("asks 524289 MiB of host memory; 2 whole GPUs may ask at most 524288"),
+            std::string::npos)
+      << refusal(r);
+
+  r.kind = AllocationKind::kMig;
+  r.gpus = 1;
+  r.mig_profile = "3g.40gb";
+  r.memory_mib = 0;
+  r.cpu_milli = 12'000;  // 3/7 of a GPU's 28000
+  EXPECT_EQ(refusal(r), "");
+  r.cpu_milli = 12'001;
+  EXPECT_NE(refusal(r).find("a 3g.40gb instance may ask at most 12000 on this node (its CPU per "
+                            "GPU × 3/7)"),
+            std::string::npos)
+      << refusal(r);
+
+  r.kind = AllocationKind::kShare;
+  r.milli = 250;
+  r.mem_cap_mib = 1024;
+  r.cpu_milli = 7'000;  // a quarter of a GPU's 28000
+  r.memory_mib = 65'536;
+  EXPECT_EQ(refusal(r), "");
+  r.memory_mib = 65'537;
+  EXPECT_NE(refusal(r).find("a 250-milli-GPU share may ask at most 65536 MiB"), std::string::npos)
+      << refusal(r);
+
+  r.kind = AllocationKind::kNode;
+  r.gpus = 8;
+  r.cpu_milli = 224'000;  // a lease may ask for the whole host
+  r.memory_mib = 2'097'152;
+  EXPECT_EQ(refusal(r), "");
+  r.cpu_milli = 224'001;
+  EXPECT_NE(refusal(r).find("a node lease may ask at most 224000"), std::string::npos)
+      << refusal(r);
+}
+
 }  // namespace
 }  // namespace atrium::sched
 
