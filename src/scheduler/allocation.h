@@ -76,7 +76,7 @@ struct AllocationRequest {
   int32_t milli = 0;        // kShare: 1..999
   int64_t mem_cap_mib = 0;  // kShare: 1..GPU memory
   int64_t cpu_milli = 0;    // host CPU per node (0: none reserved; a lease takes all)
-  int64_t memory_mib = 0;   // host memory per node
+  int64_t memory_mib = 0;   // host memory per node; both bounded per GPU fraction (placement.h)
   std::string pool;         // optional: only nodes of this pool
   std::string region;       // optional: only nodes of this region
 
