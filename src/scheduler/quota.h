@@ -4,7 +4,8 @@
 //
 // Charges, in milli-GPU of the class's model: a whole GPU 1000 (a gang
 // nodes × gpus × 1000), a share its milli, a MIG instance MigMilli(compute
-// slices), a node lease its GPUs × 1000.
+// slices) (sevenths rounded down: 7 × 1g fit a 1000-milli quota), a node
+// lease its GPUs × 1000.
 #pragma once
 
 #include <cstdint>

@@ -1131,6 +1131,19 @@ Result<std::string> Scheduler::Explain(std::string_view id, Audience audience) c
 
 // ---------------------------------------------------------------- restore
 
+namespace {
+
+// MIG instances stored before charges were whole sevenths rounded down carry
+// the nearest-milli charge (1g 143, 2g 286, 3g 429); Restore takes them and
+// charges them as today.
+bool IsPreSeventhsMigCharge(const Allocation& a, const capacity::GpuModel& model) {
+  if (a.request.kind != AllocationKind::kMig) return false;
+  const capacity::MigProfile* p = model.FindMigProfile(a.request.mig_profile);
+  return p != nullptr && a.charge_milli == (p->compute_slices * 1000 + 3) / 7;
+}
+
+}  // namespace
+
 Status Scheduler::Restore(const std::vector<Allocation>& allocations) {
   if (!allocations_.empty()) {
     return Error::FailedPrecondition("restore needs a scheduler without allocations");
@@ -1139,7 +1152,7 @@ Status Scheduler::Restore(const std::vector<Allocation>& allocations) {
   std::sort(sorted.begin(), sorted.end(),
             [](const Allocation& x, const Allocation& y) { return x.seq < y.seq; });
   std::set<std::string> ids;
-  for (const Allocation& a : sorted) {
+  for (Allocation& a : sorted) {
     if (a.id().empty() || !ids.insert(a.id()).second) {
       return Error::InvalidArgument("restore: duplicate or empty allocation id " + a.id());
     }
@@ -1152,9 +1165,11 @@ Status Scheduler::Restore(const std::vector<Allocation>& allocations) {
       return Error::InvalidArgument("restore: allocation " + a.id() + " names unknown model " +
                                     a.request.model);
     }
-    if (a.charge_milli != ChargeMilli(a.request, *model)) {
+    const int64_t charge = ChargeMilli(a.request, *model);
+    if (a.charge_milli != charge && !IsPreSeventhsMigCharge(a, *model)) {
       return Error::InvalidArgument("restore: allocation " + a.id() + " has a wrong charge");
     }
+    a.charge_milli = charge;
   }
   ClusterState trial = state_;
   for (const Allocation& a : sorted) {

@@ -168,7 +168,9 @@ class Scheduler {
   // queued ones keep their order. Runs no pass (the next call does).
   // FailedPrecondition when the scheduler already holds allocations, or an
   // allocation does not fit its recorded place (nothing is kept then);
-  // InvalidArgument for duplicates or unknown tenants or models.
+  // InvalidArgument for duplicates or unknown tenants or models, or a charge
+  // other than ChargeMilli's (a MIG instance stored with the nearest-milli
+  // charge of before is taken and charged as now; see MigMilli).
   Status Restore(const std::vector<Allocation>& allocations);
 
  private:

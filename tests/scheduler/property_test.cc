@@ -13,7 +13,10 @@
 //  - isolation tiers hold; rack and site power budgets hold, and the
 //    scheduler's own power figures equal the ones recomputed here;
 //  - a request within its tenant's guarantee is placed within the grace
-//    period (on a fleet whose guarantees add up to its capacity).
+//    period (on a fleet whose guarantees add up to its capacity);
+//  - host CPU and memory never keep a free GPU from use: a node's host use is
+//    at most its GPU fraction in use (whole 1, share milli/1000, MIG
+//    slices/7, over the node's GPUs) times its CPU and memory.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -65,6 +68,7 @@ void CheckInvariants(const Scheduler& s, const std::string& where) {
   // the class.
   std::map<std::pair<std::string, ResourceClass>, int64_t> rest_non_preemptible;
   std::map<std::string, int64_t> rack_watts;
+  std::map<std::string, int64_t> node_fraction;
   for (const auto& n : s.fleet().nodes()) rack_watts[n.rack] += n.idle_power_watts;
   std::map<std::string, std::string> site_of_rack;
   for (const auto& r : s.fleet().racks()) site_of_rack[r.name] = r.site;
@@ -90,6 +94,15 @@ void CheckInvariants(const Scheduler& s, const std::string& where) {
     }
     for (const NodePlacement& p : a.placement) {
       node_tenants[p.node].insert(a.request.tenant);
+      // In 1/7000 of a GPU, so that shares (milli) and MIG (sevenths) add exactly.
+      int64_t& fraction = node_fraction[p.node];
+      if (a.request.kind == AllocationKind::kShare) {
+        fraction += 7 * int64_t{a.request.milli};
+      } else if (a.request.kind == AllocationKind::kMig) {
+        fraction += 1000 * model.FindMigProfile(a.request.mig_profile)->compute_slices;
+      } else {
+        fraction += 7000 * int64_t(p.gpus.size());
+      }
       const std::string rack = s.fleet().FindNode(p.node)->rack;
       for (int g : p.gpus) {
         GpuCheck& c = gpus[{p.node, g}];
@@ -118,7 +131,8 @@ void CheckInvariants(const Scheduler& s, const std::string& where) {
             ASSERT_EQ(c.slots & mask, 0u) << where << ": MIG overlap on " << p.node << "/" << g;
             c.slots |= mask;
             c.compute += prof->compute_slices;
-            rack_watts[rack] += ClusterState::GpuWatts(model, MigMilli(prof->compute_slices));
+            c.milli += a.charge_milli;
+            rack_watts[rack] += ClusterState::MigWatts(model, prof->compute_slices);
             break;
           }
         }
@@ -134,6 +148,12 @@ void CheckInvariants(const Scheduler& s, const std::string& where) {
     ASSERT_TRUE(c.shares == 0 || c.mig == 0) << gpu;
     ASSERT_LE(c.milli, 1000) << gpu;
     ASSERT_LE(c.compute, 7) << gpu;
+    // What node and capacity views show: the charges, or in MIG mode the
+    // compute slices in use; never above one GPU.
+    const int32_t node = *s.cluster().NodeIndex(key.first);
+    const int32_t used = s.cluster().runtime(node).gpus[size_t(key.second)].used_milli;
+    ASSERT_EQ(used, c.mig > 0 ? MigModeUsedMilli(c.compute) : c.milli) << gpu;
+    ASSERT_LE(used, 1000) << gpu;
     const int64_t memory = s.fleet().FindNode(key.first)->gpus[size_t(key.second)].memory_mib;
     ASSERT_LE(c.memory, memory) << gpu;
     if (c.tenants.size() > 1) {
@@ -143,6 +163,15 @@ void CheckInvariants(const Scheduler& s, const std::string& where) {
         ASSERT_EQ(it->second.tier, IsolationTier::kShared) << gpu << " shared by " << t;
       }
     }
+  }
+  for (int32_t i = 0; i < s.cluster().node_count(); ++i) {
+    const capacity::Node& n = s.cluster().node(i);
+    const NodeRuntime& rt = s.cluster().runtime(i);
+    const int64_t in_use = node_fraction[n.name];
+    const int64_t whole = 7000 * int64_t(n.gpus.size());
+    ASSERT_LE(rt.cpu_used * whole, n.cpu_milli * in_use) << where << ": host CPU on " << n.name;
+    ASSERT_LE(rt.memory_used * whole, n.memory_mib * in_use)
+        << where << ": host memory on " << n.name;
   }
   for (const auto& [node, tenants] : node_tenants) {
     if (tenants.size() < 2) continue;
@@ -231,6 +260,13 @@ TEST(SchedulerProperty, RandomStreamsNeverOvercommit) {
     }
     std::mt19937_64 rng(seed);
     auto pick = [&](size_t n) { return size_t(rng() % n); };
+    // Host asks come from their own stream, so the rest of the stream is the
+    // one these seeds always drew.
+    std::mt19937_64 host_rng(seed * 7919);
+    auto host_ask = [&](int64_t per_node, int64_t num, int64_t den) {
+      const int64_t bound = per_node * num / den;
+      return host_rng() % 3 == 0 ? 0 : int64_t(host_rng() % uint64_t(bound + bound / 8 + 2));
+    };
     int64_t now = 0;
     int next_id = 0;
     std::vector<std::string> held;
@@ -261,6 +297,22 @@ TEST(SchedulerProperty, RandomStreamsNeverOvercommit) {
           r.kind = AllocationKind::kNode;
           r.gpus = r.model == "L40S" ? 4 : 8;
         }
+        // Up to a little over the request's GPU fraction of its nodes' host
+        // (above it: rejected at once).
+        const capacity::Node* shape = nullptr;
+        for (const auto& n : s.fleet().nodes()) {
+          if (n.gpu_model == model.name) shape = &n;
+        }
+        ASSERT_NE(shape, nullptr);
+        int64_t num = 1, den = 1;
+        const int64_t gpus = int64_t(shape->gpus.size());
+        if (r.kind == AllocationKind::kGpu) num = r.gpus, den = gpus;
+        if (r.kind == AllocationKind::kShare) num = r.milli, den = 1000 * gpus;
+        if (r.kind == AllocationKind::kMig) {
+          num = model.FindMigProfile(r.mig_profile)->compute_slices, den = 7 * gpus;
+        }
+        r.cpu_milli = host_ask(shape->cpu_milli, num, den);
+        r.memory_mib = host_ask(shape->memory_mib, num, den);
         auto out = s.Submit(r, now);
         ASSERT_TRUE(out.has_value());
         held.push_back(r.id);

@@ -52,12 +52,39 @@ TEST(Quota, ChargesMilliGpuByKind) {
   EXPECT_EQ(ChargeMilli(r, h100), 250);
   r.kind = AllocationKind::kMig;
   r.mig_profile = "3g.40gb";
-  EXPECT_EQ(ChargeMilli(r, h100), 429);
+  EXPECT_EQ(ChargeMilli(r, h100), 428);
   r.mig_profile = "7g.80gb";
   EXPECT_EQ(ChargeMilli(r, h100), 1000);
   r.kind = AllocationKind::kNode;
   r.gpus = 8;
   EXPECT_EQ(ChargeMilli(r, h100), 8000);
+}
+
+// Issue 16, item 7: 1g was charged 143 (nearest milli), so 7 × 1g came to
+// 1001 and a 1-GPU MIG quota held only 6 of a GPU's slices.
+TEST(Quota, RegressionMigChargesAreSeventhsRoundedDownNeverOverAGpu) {
+  EXPECT_EQ(MigMilli(1), 142);
+  EXPECT_EQ(MigMilli(2), 285);
+  EXPECT_EQ(MigMilli(3), 428);
+  EXPECT_EQ(MigMilli(4), 571);
+  EXPECT_EQ(MigMilli(7), 1000);
+  // Every mix of instances that fits one GPU (at most 7 slices) charges at
+  // most 1000: sum the charges of every split of 7 slices into instances.
+  for (int ones = 0; ones <= 7; ++ones) {
+    for (int twos = 0; ones + 2 * twos <= 7; ++twos) {
+      for (int threes = 0; ones + 2 * twos + 3 * threes <= 7; ++threes) {
+        const int fours = (7 - ones - 2 * twos - 3 * threes) >= 4 ? 1 : 0;
+        const int64_t total =
+            ones * MigMilli(1) + twos * MigMilli(2) + threes * MigMilli(3) + fours * MigMilli(4);
+        EXPECT_LE(total, 1000) << ones << "×1g " << twos << "×2g " << threes << "×3g " << fours
+                               << "×4g";
+      }
+    }
+  }
+  EXPECT_LE(7 * MigMilli(1), 1000);
+  EXPECT_EQ(MigModeUsedMilli(7), 1000);
+  EXPECT_EQ(MigModeUsedMilli(1), 143);
+  EXPECT_EQ(MigModeUsedMilli(0), 0);
 }
 
 TEST(Quota, VerdictRulesInOrder) {
@@ -394,6 +421,72 @@ TEST(Admission, NormalisesModelAndRefusesMalformedShapes) {
   EXPECT_EQ(refusal(r), "");
 }
 
+// Issue 16, item 6: host CPU and memory are bounded by the request's GPU
+// fraction of the node (H100×8: 224000 milli-CPU, 2097152 MiB), rounded down.
+TEST(Admission, RegressionHostResourcesAreBoundedByTheGpuFraction) {
+  capacity::Fleet fleet = *capacity::ParseFleetSpec("1xH100-80GBx8");
+  ASSERT_EQ(fleet.nodes()[0].cpu_milli, 224'000);
+  ASSERT_EQ(fleet.nodes()[0].memory_mib, 2'097'152);
+  ClusterState state(fleet);
+  TenantTable tenants;
+  TenantPolicy t;
+  t.id = "t";
+  for (AllocationKind k : {AllocationKind::kGpu, AllocationKind::kMig, AllocationKind::kShare,
+                           AllocationKind::kNode}) {
+    t.quotas[{"H100-80GB", k}] = Quota{8000, 8000};
+  }
+  tenants["t"] = t;
+  QuotaLedger ledger;
+  auto refusal = [&](AllocationRequest r) {
+    return AdmissionRefusal(r, &tenants["t"], state, tenants, ledger);
+  };
+  AllocationRequest r = Gpus("x", "t", 2, Priority::kBatch);
+  r.cpu_milli = 56'000;  // 2/8 of the node
+  r.memory_mib = 524'288;
+  EXPECT_EQ(refusal(r), "");
+  r.cpu_milli = 56'001;
+  EXPECT_NE(refusal(r).find("asks 56001 milli-CPU; 2 whole GPUs may ask at most 56000 on this "
+                            "node (its CPU per GPU × 2)"),
+            std::string::npos)
+      << refusal(r);
+  r.cpu_milli = 0;
+  r.memory_mib = 524'289;
+  EXPECT_NE(refusal(r).find("asks 524289 MiB of host memory; 2 whole GPUs may ask at most 524288"),
+            std::string::npos)
+      << refusal(r);
+
+  r.kind = AllocationKind::kMig;
+  r.gpus = 1;
+  r.mig_profile = "3g.40gb";
+  r.memory_mib = 0;
+  r.cpu_milli = 12'000;  // 3/7 of a GPU's 28000
+  EXPECT_EQ(refusal(r), "");
+  r.cpu_milli = 12'001;
+  EXPECT_NE(refusal(r).find("a 3g.40gb instance may ask at most 12000 on this node (its CPU per "
+                            "GPU × 3/7)"),
+            std::string::npos)
+      << refusal(r);
+
+  r.kind = AllocationKind::kShare;
+  r.milli = 250;
+  r.mem_cap_mib = 1024;
+  r.cpu_milli = 7'000;  // a quarter of a GPU's 28000
+  r.memory_mib = 65'536;
+  EXPECT_EQ(refusal(r), "");
+  r.memory_mib = 65'537;
+  EXPECT_NE(refusal(r).find("a 250-milli-GPU share may ask at most 65536 MiB"), std::string::npos)
+      << refusal(r);
+
+  r.kind = AllocationKind::kNode;
+  r.gpus = 8;
+  r.cpu_milli = 224'000;  // a lease may ask for the whole host
+  r.memory_mib = 2'097'152;
+  EXPECT_EQ(refusal(r), "");
+  r.cpu_milli = 224'001;
+  EXPECT_NE(refusal(r).find("a node lease may ask at most 224000"), std::string::npos)
+      << refusal(r);
+}
+
 }  // namespace
 }  // namespace atrium::sched
 
@@ -542,6 +635,61 @@ TEST(Backlog, ParkedRequestsComeBackInTheirOrderWhenCapacityFrees) {
   EXPECT_EQ(placed, (std::vector<std::string>{"flood-4", "flood-5", "flood-6", "flood-7"}));
   EXPECT_EQ(s->Find("flood-8")->state, AllocationState::kPending);
   EXPECT_EQ(s->Find("flood-7")->state, AllocationState::kRunning);
+}
+
+}  // namespace
+}  // namespace atrium::sched
+
+namespace atrium::sched {
+namespace {
+
+// Issue 16, item 7: MIG instances stored before charges were whole sevenths
+// carry 143 / 286 / 429; a restart must take them (Restore refused any charge
+// other than ChargeMilli's, so the scheduler would not start) and charge them
+// as now.
+TEST(Restore, RegressionPreSeventhsMigChargeIsTakenAndChargedAsNow) {
+  const capacity::GpuModel& a100 = *capacity::FindGpuModel("A100-80GB");
+  const ResourceClass mig{"A100-80GB", AllocationKind::kMig};
+  auto make = [&] {
+    auto created =
+        Scheduler::Create(*capacity::ParseFleetSpec("1xA100-80GBx8"), SchedulerOptions{});
+    EXPECT_TRUE(created.has_value());
+    TenantPolicy t;
+    t.id = "t";
+    t.quotas[mig] = {1000, 1000};
+    EXPECT_OK((*created)->SetTenant(t, 0));
+    return std::move(*created);
+  };
+  std::vector<Allocation> stored;
+  for (int slot = 0; slot < 7; ++slot) {
+    Allocation a;
+    a.request.id = "m" + std::to_string(slot);
+    a.request.tenant = "t";
+    a.request.kind = AllocationKind::kMig;
+    a.request.model = "A100-80GB";
+    a.request.mig_profile = "1g.10gb";
+    a.state = AllocationState::kRunning;
+    a.seq = uint64_t(slot + 1);
+    a.placed_ms = 0;
+    a.placement = {{"a100-80gb-0", {0}}};
+    a.mig_start = slot;
+    a.charge_milli = 143;  // the nearest-milli charge of before
+    stored.push_back(a);
+  }
+  auto s = make();
+  ASSERT_OK(s->Restore(stored));
+  for (const Allocation& a : s->Allocations()) EXPECT_EQ(a.charge_milli, 142) << a.id();
+  EXPECT_EQ(s->ledger().Tenant("t", mig).used, 7 * 142);
+  EXPECT_EQ(s->cluster().runtime(0).gpus[0].used_milli, 1000);
+  EXPECT_EQ(ChargeMilli(stored[0].request, a100), 142);
+
+  // Any other charge is still refused, and nothing is kept.
+  stored[3].charge_milli = 150;
+  auto refused = make();
+  auto restored = refused->Restore(stored);
+  ASSERT_FALSE(restored.has_value());
+  EXPECT_NE(restored.error().message.find("m3 has a wrong charge"), std::string::npos);
+  EXPECT_TRUE(refused->Allocations().empty());
 }
 
 }  // namespace
