@@ -175,9 +175,15 @@ Evaluation Evaluate(const Level* levels, size_t count, bool preemptible, int64_t
       return {QuotaVerdict::kWaits, Rule::kWaitsGuarantee, k};
     }
     if (l.kind == "rest" || l.usage.used + charge <= l.quota.limit) continue;
-    // Limit headroom is taken back from siblings only for a request within
-    // its sub-level's guarantee, and only what siblings borrow above theirs.
-    if (k == 0 && within && siblings_excess() >= l.usage.used + charge - l.quota.limit) {
+    // Limit headroom is taken back only for a request within its sub-level's
+    // guarantee, and only from preemptible work above a guarantee: the
+    // siblings', and for interactive or batch work its own sub-level's
+    // (counting the request, which is within it). A project's limit is at
+    // least its guarantee, so its own excess always covers that limit.
+    const int64_t excess = l.usage.used + charge - l.quota.limit;
+    const int64_t own =
+        preemptible ? 0 : std::max<int64_t>(0, s.usage.used + charge - s.quota.guarantee);
+    if (within && (k == 0 ? siblings_excess() + own >= excess : own >= excess)) {
       over_limit = true;
       continue;
     }
@@ -276,15 +282,21 @@ QuotaCheck CheckQuota(const TenantPolicy& tenant, const QuotaLedger& ledger,
                              " work may not borrow above the guarantee: " + figures + needs};
     case Rule::kWaitsLimit:
       return {e.verdict, "waits for quota, limit reached: " + figures + needs};
-    case Rule::kOverLimitWithinGuarantee:
-      return {
-          e.verdict,
-          "within the guarantee of " + owner +
-              "; the tenant's limit is reached by its siblings' work above their own "
-              "guarantees, which is reclaimed for it: " +
-              figures + "; " +
-              Figures(OwnerOf(levels[0], tenant, request), rc, levels[0].usage, levels[0].quota) +
-              needs};
+    case Rule::kOverLimitWithinGuarantee: {
+      // The limit that holds it back: the tenant's, else the project's.
+      size_t k = 0;
+      while (k + 1 < count && levels[k].usage.used + charge <= levels[k].quota.limit) ++k;
+      std::string out = "within the guarantee of " + owner + "; the limit of " +
+                        OwnerOf(levels[k], tenant, request) +
+                        " is reached by preemptible work above a guarantee, which is reclaimed "
+                        "for it: " +
+                        figures;
+      if (k != e.level) {
+        out += "; " +
+               Figures(OwnerOf(levels[k], tenant, request), rc, levels[k].usage, levels[k].quota);
+      }
+      return {e.verdict, out + needs};
+    }
     case Rule::kFits:
       break;
   }

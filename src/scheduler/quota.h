@@ -92,10 +92,12 @@ SubLevelQuota SubLevelFor(const TenantPolicy& tenant, const QuotaLedger& ledger,
 
 enum class QuotaVerdict {
   kWithinGuarantee,  // entitled: may trigger reclaim of borrowed capacity
-  // Entitled (within its sub-level's guarantee) but not placeable now: the
-  // tenant's limit is reached, by siblings' work above their own
-  // sub-levels' guarantees at least as large as what the request needs. Its
-  // reclaim frees that limit headroom as well as room in the cluster.
+  // Entitled (within its sub-level's guarantee) but not placeable now: a
+  // limit is reached by preemptible work its reclaim may take back — the
+  // siblings' work above their own sub-levels' guarantees, and, for
+  // interactive or batch work, its own sub-level's preemptible work (which
+  // yields to the tenant's own more important work within the guarantee).
+  // Its reclaim frees that limit headroom as well as room in the cluster.
   kWithinGuaranteeOverLimit,
   kBorrows,    // preemptible work above the guarantee, within the limit
   kWaits,      // not now (over the limit, or non-preemptible above the guarantee)
@@ -122,10 +124,14 @@ struct QuotaCheck {
 //  - interactive/batch work may not borrow, so charge above the guarantee
 //    (tenant, project or rest) never fits, and non-preemptible use + charge
 //    above it waits;
-//  - used + charge above the project's limit waits; above the tenant's
-//    limit, waits unless the request is within its sub-level's guarantee
-//    and the other sub-levels' use above their guarantees covers the excess
-//    (kWithinGuaranteeOverLimit: a tenant without projects never gets it);
+//  - used + charge above a limit waits, unless the request is within its
+//    sub-level's guarantee and reclaim can give the headroom back
+//    (kWithinGuaranteeOverLimit): for the tenant's limit, the other
+//    sub-levels' use above their guarantees, plus, for interactive or batch
+//    work, its own sub-level's preemptible use above the guarantee (counting
+//    the request), covers the excess; for a project's limit, interactive or
+//    batch work within the project's guarantee always can (the project's
+//    preemptible work above its guarantee is at least the excess);
 //  - the sub-level's use (preemptible: all; else non-preemptible) + charge
 //    within its guarantee is within guarantee; above it, borrows.
 QuotaCheck CheckQuota(const TenantPolicy& tenant, const QuotaLedger& ledger,

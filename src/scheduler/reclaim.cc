@@ -62,20 +62,28 @@ std::vector<const Allocation*> ChooseVictims(const ReclaimInput& in) {
     if (same_class(a) && s.sub == request_sub) sub_used += in.request_sub_level_charge;
     return sub_used > s.quota.guarantee;
   };
-  // Victims of the requesting tenant's class give back limit headroom.
+  // Victims of the requesting tenant's class give back limit headroom, to
+  // the project's limit too when of the request's project.
   auto gives_back = [&](const Allocation& a) { return same_class(a) ? a.charge_milli : 0; };
+  auto gives_back_project = [&](const Allocation& a) {
+    return same_class(a) && a.request.project == in.request.project ? a.charge_milli : 0;
+  };
 
   ClusterState trial = in.state;
   std::vector<const Allocation*> victims;
   int64_t deficit = in.limit_deficit;
+  int64_t project_deficit = in.project_limit_deficit;
   // With a deficit to cover, the request may fit already; then only victims
   // that give back headroom help. (Without one, as before, the first
   // borrowed victim is taken before the fit is tried.)
-  bool fits = deficit > 0 && in.fits(trial);
+  bool fits = (deficit > 0 || project_deficit > 0) && in.fits(trial);
   bool done = false;
   for (const Allocation* a : order) {
     if (!borrowed(*a)) continue;
-    if (fits && gives_back(*a) == 0) continue;
+    if (fits && (deficit <= 0 || gives_back(*a) == 0) &&
+        (project_deficit <= 0 || gives_back_project(*a) == 0)) {
+      continue;
+    }
     victims.push_back(a);
     const ResourceClass rc{a->request.model, a->request.kind};
     taken[{a->request.tenant, rc}] += a->charge_milli;
@@ -84,9 +92,10 @@ std::vector<const Allocation*> ChooseVictims(const ReclaimInput& in) {
       if (s.split) taken_sub[{a->request.tenant, rc, s.sub}] += a->charge_milli;
     }
     deficit -= gives_back(*a);
+    project_deficit -= gives_back_project(*a);
     trial.Remove(*a);
     if (!fits) fits = in.fits(trial);
-    if (fits && deficit <= 0) {
+    if (fits && deficit <= 0 && project_deficit <= 0) {
       done = true;
       break;
     }
@@ -97,12 +106,14 @@ std::vector<const Allocation*> ChooseVictims(const ReclaimInput& in) {
   for (size_t k = 0; k + 1 < victims.size();) {
     ClusterState without = in.state;
     int64_t left = in.limit_deficit;
+    int64_t project_left = in.project_limit_deficit;
     for (size_t j = 0; j < victims.size(); ++j) {
       if (j == k) continue;
       without.Remove(*victims[j]);
       left -= gives_back(*victims[j]);
+      project_left -= gives_back_project(*victims[j]);
     }
-    if (left <= 0 && in.fits(without)) {
+    if (left <= 0 && project_left <= 0 && in.fits(without)) {
       victims.erase(victims.begin() + std::ptrdiff_t(k));
     } else {
       ++k;

@@ -58,6 +58,9 @@ struct ReclaimInput {
   // of that tenant and class must give back at least this much (limit
   // headroom for a request within its sub-level's guarantee). 0: none.
   int64_t limit_deficit = 0;
+  // The same for the request's project's limit: victims of the tenant's
+  // class in the request's project give back at least this much. 0: none.
+  int64_t project_limit_deficit = 0;
 };
 
 // The victims, in the order they were chosen, or empty when no set of

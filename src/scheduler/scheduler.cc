@@ -517,15 +517,24 @@ bool Scheduler::StartReclaim(Allocation& a, const Ahead& ahead, DecisionRecords&
     if (r == allocations_.end() || r->second.Placed()) continue;
     count_marked(r->second, -r->second.charge_milli);
   }
-  // A request within its sub-level's guarantee that the tenant's limit holds
-  // back (siblings borrow the headroom) has its reclaim give the headroom
-  // back too. A tenant that does not split the class has no siblings: its
-  // requests wait for their own tenant's releases, as they always did.
-  if (SplitsClass(t->second, rc)) {
-    const Quota* q = t->second.QuotaFor(rc);
+  // A request within its sub-level's guarantee that a limit holds back
+  // (kWithinGuaranteeOverLimit: siblings borrow the headroom, or, for
+  // interactive or batch work, its own preemptible work holds it) has its
+  // reclaim give the headroom back too.
+  if (const Quota* q = t->second.QuotaFor(rc)) {
     in.limit_deficit = ledger_.Tenant(a.request.tenant, rc).used -
-                       in.already_marked[{a.request.tenant, rc}] + in.request_charge -
-                       (q ? q->limit : 0);
+                       in.already_marked[{a.request.tenant, rc}] + in.request_charge - q->limit;
+  }
+  if (const Quota* pq = t->second.ProjectQuotaFor(a.request.project, rc)) {
+    int64_t marked = 0;
+    for (const auto& [id, v] : allocations_) {
+      if (v.state == AllocationState::kPreempting && v.request.tenant == a.request.tenant &&
+          v.request.project == a.request.project && ClassOf(v.request) == rc) {
+        marked += v.charge_milli;
+      }
+    }
+    in.project_limit_deficit = ledger_.Project(a.request.tenant, a.request.project, rc).used -
+                               marked + in.request_sub_level_charge - pq->limit;
   }
   in.fits = [&](const ClusterState& s) {
     PlacementContext ctx{s, tenants_, t->second, a.request, *model};

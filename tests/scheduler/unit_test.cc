@@ -106,9 +106,12 @@ TEST(Quota, VerdictRulesInOrder) {
   ledger.Add(Placed(Gpus("p", "t", 3, Priority::kPreemptible), "n", {0, 1, 2}, 0, 1));
   // Preemptible use does not count against the non-preemptible guarantee...
   EXPECT_EQ(verdict(1, Priority::kBatch).verdict, QuotaVerdict::kWithinGuarantee);
-  // ...but does against the limit.
-  EXPECT_EQ(verdict(2, Priority::kBatch).verdict, QuotaVerdict::kWaits);
-  EXPECT_NE(verdict(2, Priority::kBatch).reason.find("limit reached"), std::string::npos);
+  // ...and the limit it holds is given back to batch work within the
+  // guarantee by reclaiming the tenant's own preemptible work above it.
+  EXPECT_EQ(verdict(2, Priority::kBatch).verdict, QuotaVerdict::kWithinGuaranteeOverLimit);
+  EXPECT_NE(verdict(2, Priority::kBatch).reason.find("the limit of tenant t is reached"),
+            std::string::npos)
+      << verdict(2, Priority::kBatch).reason;
   EXPECT_EQ(verdict(1, Priority::kPreemptible).verdict, QuotaVerdict::kBorrows);
 
   TenantPolicy none = t;
@@ -152,8 +155,8 @@ TEST(Quota, ProjectWithinItsGuaranteeWhileSiblingsFillTheLimit) {
       CheckQuota(t, ledger, Gpus("x", "t", 1, Priority::kBatch, "p2"), kH100, 1000);
   EXPECT_EQ(q.verdict, QuotaVerdict::kWithinGuaranteeOverLimit);
   EXPECT_EQ(q.reason,
-            "within the guarantee of project p2 of tenant t; the tenant's limit is reached by its "
-            "siblings' work above their own guarantees, which is reclaimed for it: quota "
+            "within the guarantee of project p2 of tenant t; the limit of tenant t is reached by "
+            "preemptible work above a guarantee, which is reclaimed for it: quota "
             "H100-80GB/gpu of project p2 of tenant t: used 0 (non-preemptible 0), guarantee 1000, "
             "limit 2000 milli; quota H100-80GB/gpu of tenant t: used 2000 (non-preemptible 0), "
             "guarantee 2000, limit 2000 milli; this request needs 1000 milli");
@@ -165,12 +168,17 @@ TEST(Quota, ProjectWithinItsGuaranteeWhileSiblingsFillTheLimit) {
             "waits for quota, limit reached: quota H100-80GB/gpu of tenant t: used 2000 "
             "(non-preemptible 0), guarantee 2000, limit 2000 milli; this request needs 1000 milli");
   // p2's own preemptible work fills the limit (p1 within its guarantee): its
-  // batch request waits, as a tenant's does behind its own preemptible work.
+  // batch request within p2's guarantee has that work reclaimed for it, as
+  // a tenant's batch work within its guarantee has its own preemptible work
+  // above the guarantee reclaimed; p2's preemptible request waits.
   ledger.Remove(b);
   const Allocation b2 = Placed(Gpus("b", "t", 1, Priority::kPreemptible, "p2"), "n", {1}, 0, 2);
   ledger.Add(b2);
   EXPECT_EQ(CheckQuota(t, ledger, Gpus("x", "t", 1, Priority::kBatch, "p2"), kH100, 1000).verdict,
-            QuotaVerdict::kWaits);
+            QuotaVerdict::kWithinGuaranteeOverLimit);
+  EXPECT_EQ(
+      CheckQuota(t, ledger, Gpus("x", "t", 1, Priority::kPreemptible, "p2"), kH100, 1000).verdict,
+      QuotaVerdict::kWaits);
   // With room under the limit, a preemptible p2 request within p2's
   // guarantee is within guarantee although siblings hold the tenant's.
   ledger.Remove(b2);
