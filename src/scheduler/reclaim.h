@@ -67,4 +67,11 @@ struct ReclaimInput {
 // borrowed allocations would make the request fit.
 std::vector<const Allocation*> ChooseVictims(const ReclaimInput& input);
 
+// Whether every one of `victims` (a reclaim's, chosen before) is still
+// borrowed, taken in ChooseVictims' order: a quota raised or the victims'
+// tenant's other work released since can leave one within its guarantee,
+// and then the reclaim must be planned again. `input.running` is unused;
+// `input.already_marked` must not count `victims`.
+bool StillBorrowed(const ReclaimInput& input, std::vector<const Allocation*> victims);
+
 }  // namespace atrium::sched
