@@ -697,10 +697,35 @@ void Scheduler::Pass(int64_t now_ms, DecisionRecords& out, IdList freed_for) {
     }
     for (const auto& [seq, a] : queue.requests) rejected.push_back(a);
   }
+  // Queued requests a tenant's policy change (regions, pools, tier) or a
+  // new fleet left without any node the tenant may use: the same check and
+  // words as admission's, once per shape, and only when something it reads
+  // changed (cordons, drains and health are not among them).
+  std::map<std::string, std::string, std::less<>> out_of_scope;  // id → reason
+  if (scope_changed_) {
+    scope_changed_ = false;
+    for (const auto& [shape, queue] : shapes_) {
+      if (queue.requests.empty()) continue;
+      const Allocation& head = *queue.requests.begin()->second;
+      if (std::find(rejected.begin(), rejected.end(), &head) != rejected.end()) continue;
+      auto t = tenants_.find(shape.tenant);
+      const capacity::GpuModel* model = capacity::FindGpuModel(shape.model);
+      if (t == tenants_.end() || model == nullptr) continue;
+      std::string why = NodeScopeRefusal(shape, t->second, *model, state_, tenants_);
+      if (why.empty()) continue;
+      for (const auto& [seq, a] : queue.requests) {
+        out_of_scope.emplace(a->id(), why);
+        rejected.push_back(a);
+      }
+    }
+  }
   std::sort(rejected.begin(), rejected.end(),
             [](const Allocation* x, const Allocation* y) { return x->id() < y->id(); });
   for (Allocation* a : rejected) {
-    out.push_back(Record(DecisionKind::kRejected, *a, QuotaFor(*a).reason));
+    auto scope = out_of_scope.find(a->id());
+    out.push_back(Record(DecisionKind::kRejected, *a,
+                         scope != out_of_scope.end() ? scope->second : QuotaFor(*a).reason));
+    CancelReclaim(a->id(), out);
     CountPending(*a, -1);
     allocations_.erase(a->id());
   }
@@ -734,6 +759,7 @@ Result<DecisionRecords> Scheduler::SetTenant(TenantPolicy policy, int64_t now_ms
   std::string id = policy.id;
   tenants_.insert_or_assign(std::move(id), std::move(policy));
   CapacityChanged();
+  scope_changed_ = true;
   DecisionRecords out;
   Pass(now_ms, out);
   return out;
@@ -1112,6 +1138,7 @@ Status Scheduler::Restore(const std::vector<Allocation>& allocations) {
   }
   for (int32_t i = 0; i < state_.node_count(); ++i) RefreshEngineNode(i);
   CapacityChanged();
+  scope_changed_ = true;
   return OkStatus();
 }
 

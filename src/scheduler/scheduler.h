@@ -8,7 +8,11 @@
 // decision records it made, in order. A pass:
 //  1. preempts victims whose grace period has ended;
 //  2. cancels reclaims whose reclaimer is gone or suspended;
-//  3. rejects queued requests that can no longer ever fit (a quota lowered);
+//  3. rejects queued requests that can no longer ever fit: a quota lowered,
+//     or (only after a tenant's policy changed or a restore) no node the
+//     tenant may use takes them any more (admission's NodeScopeRefusal,
+//     asked once per request shape); cordons, drains and health never
+//     reject;
 //  4. walks the queue: reclaimers first (oldest first), then requests within
 //     their guarantee, then the rest by weighted dominant share (smallest
 //     first, as of the start of the walk), then priority class, then
@@ -303,6 +307,10 @@ class Scheduler {
   using Shapes = std::map<AllocationRequest, ShapeQueue, ShapeLess>;
   Shapes shapes_;
   std::vector<Shapes::iterator> emptied_shapes_;
+  // Set when what NodeScopeRefusal reads may have changed (a tenant's
+  // policy, a restore onto a fleet): the next pass re-checks every queued
+  // shape once and clears it.
+  bool scope_changed_ = false;
   uint64_t next_seq_ = 1;
   int64_t now_ms_ = 0;
   mutable uint64_t requests_examined_ = 0;
