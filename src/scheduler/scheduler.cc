@@ -1109,7 +1109,7 @@ Result<DecisionRecords> Scheduler::Uncordon(std::string_view node, int64_t now_m
 }
 
 Result<DecisionRecords> Scheduler::SetGpuHealth(std::string_view node, int gpu, bool healthy,
-                                                int64_t now_ms) {
+                                                int64_t now_ms, std::string_view note) {
   auto i = NodeByName(node);
   if (!i) return std::move(i).error();
   capacity::Node* n = fleet_->FindMutableNode(node);
@@ -1123,8 +1123,9 @@ Result<DecisionRecords> Scheduler::SetGpuHealth(std::string_view node, int gpu, 
   Advance(now_ms);
   DecisionRecords out;
   IdList freed_for;
-  const std::string change = "GPU " + std::to_string(gpu) + " of " + std::string(node) +
-                             (healthy ? " is healthy again" : " is unhealthy");
+  std::string change = "GPU " + std::to_string(gpu) + " of " + std::string(node) +
+                       (healthy ? " is healthy again" : " is unhealthy");
+  if (!note.empty()) change += " (" + std::string(note) + ")";
   if (healthy) {
     ClearSettledMoves(*i);
   } else {
@@ -1196,6 +1197,9 @@ Result<std::string> Scheduler::Explain(std::string_view id, Audience audience) c
     std::string out = "running on " + DescribePlacement(a->placement);
     if (!r.mig_profile.empty()) out += " mig " + r.mig_profile + "@" + std::to_string(r.mig_start);
     out += " since " + Ms(a->placed_ms);
+    if (!a->move_requested.empty()) {
+      out += "; asked to move at " + Ms(a->move_requested_ms) + ": " + a->move_requested;
+    }
     if (a->state == AllocationState::kPreempting) {
       out += "; preempted at " + Ms(a->preempt_at_ms) + " to reclaim borrowed capacity for ";
       const Allocation* reclaimer = Find(a->preempted_for);

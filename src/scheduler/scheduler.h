@@ -127,8 +127,9 @@ class Scheduler {
   Result<DecisionRecords> Cordon(std::string_view node, int64_t now_ms);
   Result<DecisionRecords> Drain(std::string_view node, int64_t now_ms);
   Result<DecisionRecords> Uncordon(std::string_view node, int64_t now_ms);
-  Result<DecisionRecords> SetGpuHealth(std::string_view node, int gpu, bool healthy,
-                                       int64_t now_ms);
+  // `note` (optional) is added to the reason the records give.
+  Result<DecisionRecords> SetGpuHealth(std::string_view node, int gpu, bool healthy, int64_t now_ms,
+                                       std::string_view note = {});
   // What a restart owes the inventory: the allocations on a draining node
   // or an unhealthy GPU that carry no move request get one (preemptible
   // work on an unhealthy GPU is preempted), as SetGpuHealth and Drain would
