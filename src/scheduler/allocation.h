@@ -103,6 +103,12 @@ struct Allocation {
   int64_t charge_milli = 0;              // quota charge (ChargeMilli)
   int64_t preempt_at_ms = -1;            // kPreempting: when the grace period ends
   std::string preempted_for;             // kPreempting: the reclaiming allocation
+  // Placed on a draining node or an unhealthy GPU and asked to move (the
+  // last kMoveRequested's reason and time); cleared when the node or GPU is
+  // back in service. Kept with the allocation so that a restart asks only
+  // for the moves nobody asked for yet.
+  std::string move_requested;
+  int64_t move_requested_ms = -1;
 
   const std::string& id() const { return request.id; }
   bool Placed() const { return state != AllocationState::kPending; }

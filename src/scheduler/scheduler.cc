@@ -750,10 +750,35 @@ void Scheduler::Pass(int64_t now_ms, DecisionRecords& out, IdList freed_for) {
     }
     for (const auto& [seq, a] : queue.requests) rejected.push_back(a);
   }
+  // Queued requests a tenant's policy change (regions, pools, tier) or a
+  // new fleet left without any node the tenant may use: the same check and
+  // words as admission's, once per shape, and only when something it reads
+  // changed (cordons, drains and health are not among them).
+  std::map<std::string, std::string, std::less<>> out_of_scope;  // id → reason
+  if (scope_changed_) {
+    scope_changed_ = false;
+    for (const auto& [shape, queue] : shapes_) {
+      if (queue.requests.empty()) continue;
+      const Allocation& head = *queue.requests.begin()->second;
+      if (std::find(rejected.begin(), rejected.end(), &head) != rejected.end()) continue;
+      auto t = tenants_.find(shape.tenant);
+      const capacity::GpuModel* model = capacity::FindGpuModel(shape.model);
+      if (t == tenants_.end() || model == nullptr) continue;
+      std::string why = NodeScopeRefusal(shape, t->second, *model, state_, tenants_);
+      if (why.empty()) continue;
+      for (const auto& [seq, a] : queue.requests) {
+        out_of_scope.emplace(a->id(), why);
+        rejected.push_back(a);
+      }
+    }
+  }
   std::sort(rejected.begin(), rejected.end(),
             [](const Allocation* x, const Allocation* y) { return x->id() < y->id(); });
   for (Allocation* a : rejected) {
-    out.push_back(Record(DecisionKind::kRejected, *a, QuotaFor(*a).reason));
+    auto scope = out_of_scope.find(a->id());
+    out.push_back(Record(DecisionKind::kRejected, *a,
+                         scope != out_of_scope.end() ? scope->second : QuotaFor(*a).reason));
+    CancelReclaim(a->id(), out);
     CountPending(*a, -1);
     allocations_.erase(a->id());
   }
@@ -787,6 +812,7 @@ Result<DecisionRecords> Scheduler::SetTenant(TenantPolicy policy, int64_t now_ms
   std::string id = policy.id;
   tenants_.insert_or_assign(std::move(id), std::move(policy));
   CapacityChanged();
+  scope_changed_ = true;
   DecisionRecords out;
   Pass(now_ms, out);
   return out;
@@ -927,31 +953,182 @@ Result<int32_t> Scheduler::NodeByName(std::string_view node) const {
   return *i;
 }
 
-void Scheduler::RequestMoves(int32_t node, int gpu, std::string_view reason, DecisionRecords& out) {
-  std::vector<const Allocation*> hit;
+namespace {
+bool OnNode(const Allocation& a, const std::string& node, int gpu) {
+  for (const NodePlacement& p : a.placement) {
+    if (p.node == node &&
+        (gpu < 0 || std::find(p.gpus.begin(), p.gpus.end(), gpu) != p.gpus.end())) {
+      return true;
+    }
+  }
+  return false;
+}
+}  // namespace
+
+void Scheduler::RequestMoves(int32_t node, int gpu, std::string_view reason, DecisionRecords& out,
+                             bool only_unasked) {
+  std::vector<Allocation*> hit;
   const std::string& name = state_.node(node).name;
-  for (const auto& [id, a] : allocations_) {
-    for (const NodePlacement& p : a.placement) {
-      if (p.node == name &&
-          (gpu < 0 || std::find(p.gpus.begin(), p.gpus.end(), gpu) != p.gpus.end())) {
-        hit.push_back(&a);
-        break;
-      }
+  for (auto& [id, a] : allocations_) {
+    if (OnNode(a, name, gpu) && !(only_unasked && !a.move_requested.empty())) hit.push_back(&a);
+  }
+  std::sort(hit.begin(), hit.end(),
+            [](const Allocation* x, const Allocation* y) { return x->seq < y->seq; });
+  for (Allocation* a : hit) {
+    a->move_requested = std::string(reason);
+    a->move_requested_ms = now_ms_;
+    out.push_back(Record(DecisionKind::kMoveRequested, *a, std::string(reason)));
+  }
+}
+
+Scheduler::IdList Scheduler::PreemptOnUnhealthyGpu(int32_t node, int gpu, const std::string& reason,
+                                                   DecisionRecords& out) {
+  std::vector<Allocation*> hit;
+  const std::string& name = state_.node(node).name;
+  for (auto& [id, a] : allocations_) {
+    if (a.Placed() && a.request.priority == Priority::kPreemptible && OnNode(a, name, gpu)) {
+      hit.push_back(&a);
     }
   }
   std::sort(hit.begin(), hit.end(),
             [](const Allocation* x, const Allocation* y) { return x->seq < y->seq; });
-  for (const Allocation* a : hit) {
-    out.push_back(Record(DecisionKind::kMoveRequested, *a, std::string(reason)));
+  IdList reclaimers;
+  for (Allocation* a : hit) {
+    if (a->state == AllocationState::kPreempting &&
+        std::find(reclaimers.begin(), reclaimers.end(), a->preempted_for) == reclaimers.end()) {
+      reclaimers.push_back(a->preempted_for);
+    }
+    ForgetVictim(*a);
+    RemovePlaced(*a);
+    out.push_back(Record(DecisionKind::kPreempted, *a, reason));
+    allocations_.erase(a->id());
+  }
+  return reclaimers;
+}
+
+void Scheduler::ClearSettledMoves(int32_t node) {
+  const std::string& name = state_.node(node).name;
+  for (auto& [id, a] : allocations_) {
+    if (a.move_requested.empty() || !OnNode(a, name, -1)) continue;
+    bool unusable = false;
+    for (const NodePlacement& p : a.placement) {
+      const capacity::Node* on = fleet_->FindNode(p.node);
+      if (on == nullptr) continue;
+      unusable = unusable || on->draining;
+      for (int g : p.gpus) {
+        unusable = unusable || (size_t(g) < on->gpus.size() && !on->gpus[size_t(g)].healthy);
+      }
+    }
+    if (!unusable) {
+      a.move_requested.clear();
+      a.move_requested_ms = -1;
+    }
+  }
+}
+
+Scheduler::IdList Scheduler::ReclaimersWithVictimsOn(int32_t node) const {
+  const std::string& name = state_.node(node).name;
+  IdList out;
+  for (const std::string& id : Reclaimers()) {
+    const auto victims = VictimsOf(id);
+    if (std::any_of(victims.begin(), victims.end(),
+                    [&](const Allocation* v) { return OnNode(*v, name, -1); })) {
+      out.push_back(id);
+    }
+  }
+  return out;
+}
+
+bool Scheduler::FitsWithout(const Allocation& reclaimer,
+                            const std::vector<const Allocation*>& gone) const {
+  ClusterState trial = state_;
+  for (const Allocation* v : gone) trial.Remove(*v);
+  auto ctx = ContextFor(reclaimer, trial);
+  return ctx && FindPlacement(*ctx, nullptr).has_value();
+}
+
+void Scheduler::ReplanReclaims(const IdList& reclaimers, const std::string& change,
+                               DecisionRecords& out) {
+  if (reclaimers.empty()) return;
+  const Entitlement entitled = ComputeEntitlement();
+  auto unmark = [&](Allocation& v) {
+    ForgetVictim(v);
+    v.state = AllocationState::kRunning;
+    v.preempt_at_ms = -1;
+    v.preempted_for.clear();
+    ++revision_;
+  };
+  for (const std::string& id : reclaimers) {
+    auto r = allocations_.find(id);
+    if (r == allocations_.end() || r->second.Placed() || !reclaims_.contains(id)) continue;
+    Allocation& reclaimer = r->second;
+    std::vector<const Allocation*> victims = VictimsOf(id);
+    const std::string for_whom = ReclaimerForVictim(*victims.front());
+    const std::string no_longer_needed =
+        change + ": the reclaim for " + for_whom + " no longer needs it";
+    if (FitsWithout(reclaimer, victims)) {
+      // The room still holds: let go of the victims it does not need (a GPU
+      // freed on a cordoned node helps nobody). The last one stays; if the
+      // reclaimer fits without any, the pass places it and ends the reclaim.
+      for (size_t k = 0; victims.size() > 1 && k < victims.size();) {
+        std::vector<const Allocation*> rest = victims;
+        rest.erase(rest.begin() + std::ptrdiff_t(k));
+        if (FitsWithout(reclaimer, rest)) {
+          Allocation& v = allocations_.find(victims[k]->id())->second;
+          unmark(v);
+          out.push_back(Record(DecisionKind::kPreemptionCancelled, v, no_longer_needed));
+          victims = std::move(rest);
+        } else {
+          ++k;
+        }
+      }
+      continue;
+    }
+    // The room is gone: the victims are chosen anew, as a new reclaim would
+    // choose them. (One not entitled any more keeps its victims for step 5
+    // of the pass to let go.)
+    auto ahead = entitled.ahead.find(id);
+    if (ahead == entitled.ahead.end()) continue;
+    std::map<std::string, int64_t, std::less<>> before;  // victim → its grace end
+    for (const Allocation* v : victims) {
+      Allocation& a = allocations_.find(v->id())->second;
+      before.emplace(a.id(), a.preempt_at_ms);
+      unmark(a);
+    }
+    DecisionRecords chosen;
+    (void)StartReclaim(reclaimer, ahead->second, chosen);
+    DecisionRecords scheduled;
+    for (DecisionRecord& d : chosen) {
+      auto k = before.find(d.allocation_id);
+      if (d.kind == DecisionKind::kPreemptionScheduled && k != before.end()) {
+        // Chosen again: its grace period goes on, and nothing changed for it.
+        allocations_.find(d.allocation_id)->second.preempt_at_ms = k->second;
+        before.erase(k);
+        continue;
+      }
+      scheduled.push_back(std::move(d));
+    }
+    const std::string why = reclaims_.contains(id) ? no_longer_needed
+                                                   : change + ": the reclaim for " + for_whom +
+                                                         " can no longer make room";
+    for (const Allocation* v : victims) {
+      if (before.contains(v->id())) {
+        out.push_back(Record(DecisionKind::kPreemptionCancelled, *v, why));
+      }
+    }
+    for (DecisionRecord& d : scheduled) out.push_back(std::move(d));
   }
 }
 
 Result<DecisionRecords> Scheduler::Cordon(std::string_view node, int64_t now_ms) {
   auto i = NodeByName(node);
   if (!i) return std::move(i).error();
+  const IdList affected = ReclaimersWithVictimsOn(*i);
   fleet_->FindMutableNode(node)->cordoned = true;
   CapacityChanged();
+  Advance(now_ms);
   DecisionRecords out;
+  ReplanReclaims(affected, "node " + std::string(node) + " is cordoned", out);
   Pass(now_ms, out);
   return out;
 }
@@ -959,11 +1136,14 @@ Result<DecisionRecords> Scheduler::Cordon(std::string_view node, int64_t now_ms)
 Result<DecisionRecords> Scheduler::Drain(std::string_view node, int64_t now_ms) {
   auto i = NodeByName(node);
   if (!i) return std::move(i).error();
+  const IdList affected = ReclaimersWithVictimsOn(*i);
   fleet_->FindMutableNode(node)->draining = true;
   CapacityChanged();
   Advance(now_ms);
   DecisionRecords out;
-  RequestMoves(*i, -1, "node " + std::string(node) + " is draining", out);
+  const std::string reason = "node " + std::string(node) + " is draining";
+  RequestMoves(*i, -1, reason, out);
+  ReplanReclaims(affected, reason, out);
   Pass(now_ms, out);
   return out;
 }
@@ -974,6 +1154,7 @@ Result<DecisionRecords> Scheduler::Uncordon(std::string_view node, int64_t now_m
   capacity::Node* n = fleet_->FindMutableNode(node);
   n->cordoned = false;
   n->draining = false;
+  ClearSettledMoves(*i);
   CapacityChanged();
   DecisionRecords out;
   Pass(now_ms, out);
@@ -981,23 +1162,57 @@ Result<DecisionRecords> Scheduler::Uncordon(std::string_view node, int64_t now_m
 }
 
 Result<DecisionRecords> Scheduler::SetGpuHealth(std::string_view node, int gpu, bool healthy,
-                                                int64_t now_ms) {
+                                                int64_t now_ms, std::string_view note) {
   auto i = NodeByName(node);
   if (!i) return std::move(i).error();
   capacity::Node* n = fleet_->FindMutableNode(node);
   if (gpu < 0 || size_t(gpu) >= n->gpus.size()) {
     return Error::NotFound("node " + std::string(node) + " has no GPU " + std::to_string(gpu));
   }
+  const IdList affected = ReclaimersWithVictimsOn(*i);
   n->gpus[size_t(gpu)].healthy = healthy;
   RefreshEngineNode(*i);
   CapacityChanged();
   Advance(now_ms);
   DecisionRecords out;
-  if (!healthy) {
-    RequestMoves(*i, gpu,
-                 "GPU " + std::to_string(gpu) + " of " + std::string(node) + " is unhealthy", out);
+  IdList freed_for;
+  std::string change = "GPU " + std::to_string(gpu) + " of " + std::string(node) +
+                       (healthy ? " is healthy again" : " is unhealthy");
+  if (!note.empty()) change += " (" + std::string(note) + ")";
+  if (healthy) {
+    ClearSettledMoves(*i);
+  } else {
+    // Preemptible work cannot run on a broken GPU: a grace period helps
+    // nobody. Other work is asked to move and keeps running.
+    freed_for = PreemptOnUnhealthyGpu(*i, gpu, change, out);
+    RequestMoves(*i, gpu, change, out);
   }
-  Pass(now_ms, out);
+  ReplanReclaims(affected, change, out);
+  Pass(now_ms, out, std::move(freed_for));
+  return out;
+}
+
+DecisionRecords Scheduler::RequestOutstandingMoves(int64_t now_ms) {
+  Advance(now_ms);
+  DecisionRecords out;
+  IdList freed_for;
+  for (int32_t i = 0; i < state_.node_count(); ++i) {
+    const capacity::Node& n = state_.node(i);
+    for (size_t g = 0; g < n.gpus.size(); ++g) {
+      if (n.gpus[g].healthy) continue;
+      const std::string change = "GPU " + std::to_string(g) + " of " + n.name + " is unhealthy";
+      // Reclaims that lose a victim here are re-planned; the others' room
+      // was planned with the GPU already unhealthy.
+      const IdList lost = PreemptOnUnhealthyGpu(i, int(g), change, out);
+      RequestMoves(i, int(g), change, out, /*only_unasked=*/true);
+      ReplanReclaims(lost, change, out);
+      freed_for.insert(freed_for.end(), lost.begin(), lost.end());
+    }
+    if (n.draining) {
+      RequestMoves(i, -1, "node " + n.name + " is draining", out, /*only_unasked=*/true);
+    }
+  }
+  Pass(now_ms, out, std::move(freed_for));
   return out;
 }
 
@@ -1035,6 +1250,9 @@ Result<std::string> Scheduler::Explain(std::string_view id, Audience audience) c
     std::string out = "running on " + DescribePlacement(a->placement);
     if (!r.mig_profile.empty()) out += " mig " + r.mig_profile + "@" + std::to_string(r.mig_start);
     out += " since " + Ms(a->placed_ms);
+    if (!a->move_requested.empty()) {
+      out += "; asked to move at " + Ms(a->move_requested_ms) + ": " + a->move_requested;
+    }
     if (a->state == AllocationState::kPreempting) {
       out += "; preempted at " + Ms(a->preempt_at_ms) + " to reclaim borrowed capacity for ";
       const Allocation* reclaimer = Find(a->preempted_for);
@@ -1195,6 +1413,7 @@ Status Scheduler::Restore(const std::vector<Allocation>& allocations) {
   }
   for (int32_t i = 0; i < state_.node_count(); ++i) RefreshEngineNode(i);
   CapacityChanged();
+  scope_changed_ = true;
   return OkStatus();
 }
 

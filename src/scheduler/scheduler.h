@@ -8,7 +8,11 @@
 // decision records it made, in order. A pass:
 //  1. preempts victims whose grace period has ended;
 //  2. cancels reclaims whose reclaimer is gone or suspended;
-//  3. rejects queued requests that can no longer ever fit (a quota lowered);
+//  3. rejects queued requests that can no longer ever fit: a quota lowered,
+//     or (only after a tenant's policy changed or a restore) no node the
+//     tenant may use takes them any more (admission's NodeScopeRefusal,
+//     asked once per request shape); cordons, drains and health never
+//     reject;
 //  4. walks the queue: reclaimers first (oldest first), then requests within
 //     their guarantee, then the rest by weighted dominant share (smallest
 //     first, as of the start of the walk), then priority class, then
@@ -30,8 +34,13 @@
 // request displaces its borrowed work stays as far above its guarantee.
 // Suspended tenants' requests stay queued and are skipped; their running
 // allocations keep running (the API decides whether to release them).
-// Quota changes, cordons, drains and suspensions apply from the next pass;
-// none of them preempts or moves running work by itself.
+// Quota changes and suspensions apply from the next pass; neither preempts
+// or moves running work by itself. A cordon, drain or GPU health change
+// first re-plans every reclaim in flight with a victim on that node: a
+// reclaimer that still fits with its victims gone lets go of the victims
+// it no longer needs; one that does not has its victims chosen anew
+// (victims chosen again keep their grace end; if none fit, the reclaim is
+// cancelled). So no GPU is freed where the reclaimer may not go.
 #pragma once
 
 #include <cstdint>
@@ -111,13 +120,25 @@ class Scheduler {
   // --- inventory ---
   // NotFound for an unknown node or GPU. Cordon: no new placements. Drain:
   // no new placements, and a kMoveRequested record per allocation on the
-  // node. Uncordon clears both. An unhealthy GPU takes no new work, and each
-  // allocation on it gets a kMoveRequested record.
+  // node. Uncordon clears both. An unhealthy GPU takes no new work (of any
+  // kind); preemptible work on it is preempted at once (kPreempted with the
+  // reason) and every other allocation on it gets a kMoveRequested record.
+  // Each re-plans the reclaims in flight with a victim on the node (see the
+  // file comment). Allocations asked to move carry the request
+  // (Allocation::move_requested) until the node or GPU is back in service.
   Result<DecisionRecords> Cordon(std::string_view node, int64_t now_ms);
   Result<DecisionRecords> Drain(std::string_view node, int64_t now_ms);
   Result<DecisionRecords> Uncordon(std::string_view node, int64_t now_ms);
-  Result<DecisionRecords> SetGpuHealth(std::string_view node, int gpu, bool healthy,
-                                       int64_t now_ms);
+  // `note` (optional) is added to the reason the records give.
+  Result<DecisionRecords> SetGpuHealth(std::string_view node, int gpu, bool healthy, int64_t now_ms,
+                                       std::string_view note = {});
+  // What a restart owes the inventory: the allocations on a draining node
+  // or an unhealthy GPU that carry no move request get one (preemptible
+  // work on an unhealthy GPU is preempted), as SetGpuHealth and Drain would
+  // have done; then a pass. The shell calls it after Restore, so flags set
+  // while the service was down (or by hand) take effect, and a request
+  // already recorded is not made again.
+  DecisionRecords RequestOutstandingMoves(int64_t now_ms);
 
   // Pending requests the tenant (project "": all of the tenant's) holds.
   int64_t PendingCount(std::string_view tenant, std::string_view project = {}) const;
@@ -281,7 +302,24 @@ class Scheduler {
                                         bool borrowers = true);
 
   Result<int32_t> NodeByName(std::string_view node) const;
-  void RequestMoves(int32_t node, int gpu, std::string_view reason, DecisionRecords& out);
+  // Asks every allocation on the node (gpu >= 0: on that GPU) to move;
+  // `only_unasked`: those without a move request yet.
+  void RequestMoves(int32_t node, int gpu, std::string_view reason, DecisionRecords& out,
+                    bool only_unasked = false);
+  // Preempts the preemptible allocations on GPU `gpu` of the node (it went
+  // unhealthy). Returns the reclaimers whose victims it took.
+  IdList PreemptOnUnhealthyGpu(int32_t node, int gpu, const std::string& reason,
+                               DecisionRecords& out);
+  // Clears the move requests of allocations on the node that no longer run
+  // on a draining node or an unhealthy GPU.
+  void ClearSettledMoves(int32_t node);
+  // Reclaimers (oldest first) with a victim on the node.
+  IdList ReclaimersWithVictimsOn(int32_t node) const;
+  // Whether the reclaimer has a placement with `gone` removed from the cluster.
+  bool FitsWithout(const Allocation& reclaimer, const std::vector<const Allocation*>& gone) const;
+  // Re-plans the reclaims of `reclaimers` after an inventory change
+  // (`change` names it in the records): see the file comment.
+  void ReplanReclaims(const IdList& reclaimers, const std::string& change, DecisionRecords& out);
   DecisionRecord Record(DecisionKind kind, const Allocation& a, std::string reason = {}) const;
   // Keeps pending_ and shapes_ in step when `a` (held in allocations_)
   // enters (+1) or leaves (-1) the queue.
@@ -316,6 +354,10 @@ class Scheduler {
   using Shapes = std::map<AllocationRequest, ShapeQueue, ShapeLess>;
   Shapes shapes_;
   std::vector<Shapes::iterator> emptied_shapes_;
+  // Set when what NodeScopeRefusal reads may have changed (a tenant's
+  // policy, a restore onto a fleet): the next pass re-checks every queued
+  // shape once and clears it.
+  bool scope_changed_ = false;
   uint64_t next_seq_ = 1;
   int64_t now_ms_ = 0;
   mutable uint64_t requests_examined_ = 0;

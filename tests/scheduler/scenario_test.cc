@@ -26,7 +26,8 @@
 //   "steps": [{"t": 0, "submit": {...request...}, "expect": ["queued a", "placed a on n gpu 0"]},
 //             {"t": 1, "release": "a"} | {"advance": true} | {"tenant": {...}} |
 //             {"suspend": "x"} | {"resume": "x"} | {"evict": "x"} | {"cordon": "n"} |
-//             {"drain": "n"} | {"uncordon": "n"} | {"gpu_health": {"node","gpu","healthy"}} |
+//             {"drain": "n"} | {"uncordon": "n"} | {"gpu_health":
+//             {"node","gpu","healthy","reason"}} |
 //             {"restart": true},
 //             optional on any step: "queue": [ids], "state": {"id": "substring of
 //             state + placement" | "absent"}, "explain": {"id": ["substring", ...]}
@@ -187,7 +188,7 @@ Result<DecisionRecords> Act(Scheduler& s, const json& step, int64_t now) {
   if (step.contains("gpu_health")) {
     const json& g = step.at("gpu_health");
     return s.SetGpuHealth(g.at("node").get<std::string>(), g.at("gpu").get<int>(),
-                          g.at("healthy").get<bool>(), now);
+                          g.at("healthy").get<bool>(), now, g.value("reason", ""));
   }
   return s.AdvanceTime(now);
 }
