@@ -20,6 +20,10 @@ ResourceClass ClassOf(const AllocationRequest& r) { return {r.model, r.kind}; }
 
 std::string Ms(int64_t ms) { return std::to_string(ms) + " ms"; }
 
+// Why a victim's mark is let go when its reclaim is planned anew because
+// one of its victims is no longer borrowed.
+constexpr char kNoLongerBorrowed[] = "a victim's tenant is no longer above its guarantee";
+
 }  // namespace
 
 Result<std::unique_ptr<Scheduler>> Scheduler::Create(capacity::Fleet fleet,
@@ -482,16 +486,16 @@ void Scheduler::CancelReclaim(std::string_view reclaimer, DecisionRecords& out) 
   }
 }
 
-bool Scheduler::StartReclaim(Allocation& a, const Ahead& ahead, DecisionRecords& out) {
-  auto t = tenants_.find(a.request.tenant);
-  const capacity::GpuModel* model = capacity::FindGpuModel(a.request.model);
-  if (t == tenants_.end() || model == nullptr) return false;
-  // The tenant's older entitled requests will be placed first, so they count
-  // toward what makes its own preemptible work borrowed.
+void Scheduler::FillReclaimInput(ReclaimInput& in, const Allocation& a,
+                                 uint64_t reclaims_before) const {
+  // Whether the reclaim of `reclaimer` counts (one older than the cut).
+  auto counted = [&](const std::string& reclaimer) {
+    if (reclaims_before == UINT64_MAX) return true;
+    auto r = allocations_.find(reclaimer);
+    return r != allocations_.end() && r->second.seq < reclaims_before;
+  };
   const ResourceClass rc = ClassOf(a.request);
-  ReclaimInput in{state_, tenants_, ledger_, {}, {}, a.request, rc, a.charge_milli + ahead.tenant,
-                  nullptr};
-  in.request_sub_level_charge = a.charge_milli + ahead.sub_level;
+  const TenantPolicy& t = tenants_.find(a.request.tenant)->second;
   // Marked and in-flight charges per tenant class, and per sub-level for
   // tenants that split the class.
   auto count_marked = [&](const Allocation& v, int64_t charge) {
@@ -504,9 +508,15 @@ bool Scheduler::StartReclaim(Allocation& a, const Ahead& ahead, DecisionRecords&
           charge;
     }
   };
+  int64_t project_marked = 0;
   for (const auto& [id, v] : allocations_) {
     if (v.state == AllocationState::kRunning) in.running.push_back(&v);
-    if (v.state == AllocationState::kPreempting) count_marked(v, v.charge_milli);
+    if (v.state != AllocationState::kPreempting || !counted(v.preempted_for)) continue;
+    count_marked(v, v.charge_milli);
+    if (v.request.tenant == a.request.tenant && v.request.project == a.request.project &&
+        ClassOf(v.request) == rc) {
+      project_marked += v.charge_milli;
+    }
   }
   // A reclaimer in flight is placed when its victims go, so its tenant's use
   // comes back by its charge: a tenant whose interactive request displaces
@@ -514,28 +524,40 @@ bool Scheduler::StartReclaim(Allocation& a, const Ahead& ahead, DecisionRecords&
   // the rest of that excess is still borrowed for others to reclaim.
   for (const auto& [id, victims] : reclaims_) {
     auto r = allocations_.find(id);
-    if (r == allocations_.end() || r->second.Placed()) continue;
+    if (!counted(id) || r == allocations_.end() || r->second.Placed()) continue;
     count_marked(r->second, -r->second.charge_milli);
   }
   // A request within its sub-level's guarantee that a limit holds back
   // (kWithinGuaranteeOverLimit: siblings borrow the headroom, or, for
   // interactive or batch work, its own preemptible work holds it) has its
   // reclaim give the headroom back too.
-  if (const Quota* q = t->second.QuotaFor(rc)) {
+  if (const Quota* q = t.QuotaFor(rc)) {
     in.limit_deficit = ledger_.Tenant(a.request.tenant, rc).used -
                        in.already_marked[{a.request.tenant, rc}] + in.request_charge - q->limit;
   }
-  if (const Quota* pq = t->second.ProjectQuotaFor(a.request.project, rc)) {
-    int64_t marked = 0;
-    for (const auto& [id, v] : allocations_) {
-      if (v.state == AllocationState::kPreempting && v.request.tenant == a.request.tenant &&
-          v.request.project == a.request.project && ClassOf(v.request) == rc) {
-        marked += v.charge_milli;
-      }
-    }
+  if (const Quota* pq = t.ProjectQuotaFor(a.request.project, rc)) {
     in.project_limit_deficit = ledger_.Project(a.request.tenant, a.request.project, rc).used -
-                               marked + in.request_sub_level_charge - pq->limit;
+                               project_marked + in.request_sub_level_charge - pq->limit;
   }
+}
+
+bool Scheduler::StartReclaim(Allocation& a, const Ahead& ahead, DecisionRecords& out) {
+  auto t = tenants_.find(a.request.tenant);
+  const capacity::GpuModel* model = capacity::FindGpuModel(a.request.model);
+  if (t == tenants_.end() || model == nullptr) return false;
+  // The tenant's older entitled requests will be placed first, so they count
+  // toward what makes its own preemptible work borrowed.
+  ReclaimInput in{state_,
+                  tenants_,
+                  ledger_,
+                  {},
+                  {},
+                  a.request,
+                  ClassOf(a.request),
+                  a.charge_milli + ahead.tenant,
+                  nullptr};
+  in.request_sub_level_charge = a.charge_milli + ahead.sub_level;
+  FillReclaimInput(in, a, /*reclaims_before=*/UINT64_MAX);
   in.fits = [&](const ClusterState& s) {
     PlacementContext ctx{s, tenants_, t->second, a.request, *model};
     return FindPlacement(ctx, nullptr).has_value();
@@ -717,6 +739,13 @@ bool Scheduler::ReconcileReclaims(IdList& reserving,
 
 void Scheduler::Pass(int64_t now_ms, DecisionRecords& out, IdList freed_for) {
   Advance(now_ms);
+  // A victim no longer borrowed (its tenant's guarantee raised, or its
+  // tenant's other work gone) is never preempted: a reclaim with such a
+  // victim due now is planned anew before grace ends are acted on; the
+  // others at the end of the pass, once the walk has placed what it could
+  // (a release often gives the reclaimer its room outright).
+  ReplanReclaims(ReclaimersWithUnborrowedVictims(/*only_due=*/true), kNoLongerBorrowed, out,
+                 /*rechoose=*/true);
   // Reclaimers whose victims are gone now go first, ahead of everyone.
   for (std::string& id : PreemptExpired(out)) {
     if (std::find(freed_for.begin(), freed_for.end(), id) == freed_for.end()) {
@@ -798,6 +827,8 @@ void Scheduler::Pass(int64_t now_ms, DecisionRecords& out, IdList freed_for) {
     if (!ReconcileReclaims(reserving, tried, out)) break;
     freed.clear();
   }
+  ReplanReclaims(ReclaimersWithUnborrowedVictims(/*only_due=*/false), kNoLongerBorrowed, out,
+                 /*rechoose=*/true);
   // (A queue emptied stays empty through a pass: nothing is queued in one.)
   for (Shapes::iterator it : emptied_shapes_) {
     if (it->second.requests.empty()) shapes_.erase(it);
@@ -1047,8 +1078,43 @@ bool Scheduler::FitsWithout(const Allocation& reclaimer,
   return ctx && FindPlacement(*ctx, nullptr).has_value();
 }
 
+Scheduler::IdList Scheduler::ReclaimersWithUnborrowedVictims(bool only_due) const {
+  IdList out;
+  if (reclaims_.empty()) return out;
+  IdList candidates = Reclaimers();
+  if (only_due) {
+    std::erase_if(candidates, [&](const std::string& id) {
+      const auto victims = VictimsOf(id);
+      return std::none_of(victims.begin(), victims.end(),
+                          [&](const Allocation* v) { return v->preempt_at_ms <= now_ms_; });
+    });
+    if (candidates.empty()) return out;
+  }
+  const Entitlement entitled = ComputeEntitlement();
+  for (const std::string& id : candidates) {
+    auto r = allocations_.find(id);
+    auto ahead = entitled.ahead.find(id);
+    // A reclaimer gone or no longer entitled is the pass's to let go.
+    if (r == allocations_.end() || r->second.Placed() || ahead == entitled.ahead.end()) continue;
+    const Allocation& a = r->second;
+    ReclaimInput in{state_,
+                    tenants_,
+                    ledger_,
+                    {},
+                    {},
+                    a.request,
+                    ClassOf(a.request),
+                    a.charge_milli + ahead->second.tenant,
+                    nullptr};
+    in.request_sub_level_charge = a.charge_milli + ahead->second.sub_level;
+    FillReclaimInput(in, a, /*reclaims_before=*/a.seq);
+    if (!StillBorrowed(in, VictimsOf(id))) out.push_back(id);
+  }
+  return out;
+}
+
 void Scheduler::ReplanReclaims(const IdList& reclaimers, const std::string& change,
-                               DecisionRecords& out) {
+                               DecisionRecords& out, bool rechoose) {
   if (reclaimers.empty()) return;
   const Entitlement entitled = ComputeEntitlement();
   auto unmark = [&](Allocation& v) {
@@ -1066,7 +1132,7 @@ void Scheduler::ReplanReclaims(const IdList& reclaimers, const std::string& chan
     const std::string for_whom = ReclaimerForVictim(*victims.front());
     const std::string no_longer_needed =
         change + ": the reclaim for " + for_whom + " no longer needs it";
-    if (FitsWithout(reclaimer, victims)) {
+    if (!rechoose && FitsWithout(reclaimer, victims)) {
       // The room still holds: let go of the victims it does not need (a GPU
       // freed on a cordoned node helps nobody). The last one stays; if the
       // reclaimer fits without any, the pass places it and ends the reclaim.

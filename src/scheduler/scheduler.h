@@ -6,6 +6,9 @@
 //
 // Every mutating call runs one scheduling pass at its time and returns the
 // decision records it made, in order. A pass:
+//  0. plans anew each reclaim with a victim due now that is no longer
+//     borrowed (its tenant fell back within its guarantee): that victim is
+//     let go, never preempted (step 6 does the same for the others);
 //  1. preempts victims whose grace period has ended;
 //  2. cancels reclaims whose reclaimer is gone or suspended;
 //  3. rejects queued requests that can no longer ever fit: a quota lowered,
@@ -29,7 +32,9 @@
 //     reclaim the walk then ended) starts one now. So a request within its
 //     guarantee is placed within `grace_ms` of becoming entitled whenever
 //     borrowed capacity can make room. When step 5 let go of room the walk
-//     had kept free, steps 4 and 5 run once more.
+//     had kept free, steps 4 and 5 run once more;
+//  6. plans anew every reclaim left with a victim no longer borrowed (the
+//     victim is let go; the replacement gets a full grace period).
 // Reclaim counts a reclaimer in flight as already placed: a tenant whose own
 // request displaces its borrowed work stays as far above its guarantee.
 // Suspended tenants' requests stay queued and are skipped; their running
@@ -64,6 +69,8 @@
 #include "scheduler/tenant_policy.h"
 
 namespace atrium::sched {
+
+struct ReclaimInput;
 
 struct SchedulerOptions {
   // How long a reclaim victim keeps running after it is marked. Default 30 s.
@@ -260,6 +267,17 @@ class Scheduler {
   // `ahead`: what is ahead of it (Entitlement). Returns whether it marked
   // victims (or, with grace 0, placed).
   bool StartReclaim(Allocation& a, const Ahead& ahead, DecisionRecords& out);
+  // Fills `in` (whose request is `a`'s) with the candidates, the charges
+  // already marked and in flight, and the limit deficits. Counts only the
+  // reclaims of reclaimers submitted before seq `reclaims_before`
+  // (UINT64_MAX: all), so that a reclaim in flight is checked against those
+  // older than it, as it was chosen.
+  void FillReclaimInput(ReclaimInput& in, const Allocation& a, uint64_t reclaims_before) const;
+  // Entitled reclaimers (oldest first) with a victim no longer borrowed: the
+  // victims' tenant's guarantee was raised or its other work released since
+  // they were marked, and preempting them would take work within a
+  // guarantee. `only_due`: only reclaims with a victim whose grace is over.
+  IdList ReclaimersWithUnborrowedVictims(bool only_due) const;
   // Returns the reclaimers whose victims it preempted.
   IdList PreemptExpired(DecisionRecords& out);
   void CancelReclaim(std::string_view reclaimer, DecisionRecords& out);
@@ -319,7 +337,10 @@ class Scheduler {
   bool FitsWithout(const Allocation& reclaimer, const std::vector<const Allocation*>& gone) const;
   // Re-plans the reclaims of `reclaimers` after an inventory change
   // (`change` names it in the records): see the file comment.
-  void ReplanReclaims(const IdList& reclaimers, const std::string& change, DecisionRecords& out);
+  // `rechoose`: choose the victims anew even where the room still holds
+  // (some are no longer borrowed).
+  void ReplanReclaims(const IdList& reclaimers, const std::string& change, DecisionRecords& out,
+                      bool rechoose = false);
   DecisionRecord Record(DecisionKind kind, const Allocation& a, std::string reason = {}) const;
   // Keeps pending_ and shapes_ in step when `a` (held in allocations_)
   // enters (+1) or leaves (-1) the queue.

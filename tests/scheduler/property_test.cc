@@ -355,6 +355,21 @@ TEST(SchedulerProperty, RandomStreamsNeverOvercommit) {
   }
 }
 
+// A reclaim planned anew because one of its victims' tenant fell back
+// within its guarantee (its other work released, its guarantee raised): the
+// victim is not taken, and the replacement gets a full grace period, so a
+// reclaimer may wait longer than one grace period from its entitlement.
+bool ReplannedForAVictimsGuarantee(const DecisionRecords& records) {
+  return std::any_of(records.begin(), records.end(), [](const DecisionRecord& r) {
+    return r.kind == DecisionKind::kPreemptionCancelled &&
+           r.reason.find("is no longer above its guarantee") != std::string::npos;
+  });
+}
+
+void RestartClocks(std::map<std::string, int64_t>& since, int64_t now) {
+  for (auto& [id, t] : since) t = now;
+}
+
 // Regression: seeds 11 and 12 once failed. Entitlement was computed once at
 // the start of a pass, so a request that became entitled during it (its
 // tenant's older preemptible reclaimer placed) started its reclaim at the
@@ -390,14 +405,21 @@ TEST(SchedulerProperty, GuaranteeHonouredWithinGrace) {
         r.tenant = "t" + std::to_string(rng() % 4);
         r.model = "H100-80GB";
         r.priority = static_cast<Priority>(rng() % 3);
-        ASSERT_TRUE(s.Submit(r, now).has_value());
+        auto out = s.Submit(r, now);
+        ASSERT_TRUE(out.has_value());
+        if (ReplannedForAVictimsGuarantee(*out)) RestartClocks(entitled_since, now);
       } else {
         std::vector<Allocation> all = s.Allocations();
-        if (!all.empty()) (void)s.Release(all[rng() % all.size()].id(), now);
+        if (!all.empty()) {
+          auto out = s.Release(all[rng() % all.size()].id(), now);
+          if (out && ReplannedForAVictimsGuarantee(*out)) RestartClocks(entitled_since, now);
+        }
       }
       // Every request that has been within its guarantee (counting its
       // tenant's older queued requests) for longer than the grace period
-      // must have been placed.
+      // (from when it became entitled, or from the last time a reclaim was
+      // planned anew because a victim's tenant fell back within its own
+      // guarantee) must have been placed.
       std::map<std::string, int64_t> ahead;
       std::set<std::string> seen;
       for (const Allocation& a : s.Allocations()) {
@@ -471,10 +493,15 @@ TEST(SchedulerProperty, ProjectGuaranteesHonouredWithinGrace) {
         r.priority = static_cast<Priority>(rng() % 3);
         const std::string project = std::vector<std::string>{"", "p1", "p2"}[rng() % 3];
         if (r.tenant == "t0") r.project = project;
-        ASSERT_TRUE(s.Submit(r, now).has_value());
+        auto out = s.Submit(r, now);
+        ASSERT_TRUE(out.has_value());
+        if (ReplannedForAVictimsGuarantee(*out)) RestartClocks(owed_since, now);
       } else {
         std::vector<Allocation> all = s.Allocations();
-        if (!all.empty()) (void)s.Release(all[rng() % all.size()].id(), now);
+        if (!all.empty()) {
+          auto out = s.Release(all[rng() % all.size()].id(), now);
+          if (out && ReplannedForAVictimsGuarantee(*out)) RestartClocks(owed_since, now);
+        }
       }
       const std::vector<Allocation> all = s.Allocations();                  // in submission order
       std::map<std::pair<std::string, std::string>, ClassUsage> sub_usage;  // (tenant, sub-level)
@@ -524,6 +551,334 @@ TEST(SchedulerProperty, ProjectGuaranteesHonouredWithinGrace) {
       }
       std::erase_if(owed_since, [&](const auto& e) { return !seen.contains(e.first); });
     }
+  }
+}
+
+// The scheduler's promises under every kind of event at once:
+// random interleavings of submit / release / quota change / project split
+// change / tier change / cordon / drain / GPU health / suspend, checking
+// after every step, besides CheckInvariants (no GPU over 1,000 milli, no
+// co-location against a tier, quotas and power budgets):
+//  - a request within its guarantee (its tenant's, or its project's when
+//    the project has a row for the class; the tenant's other work shares
+//    what the projects leave) is placed within the grace period of becoming
+//    entitled, or of the last change to the fleet or the policies, whichever
+//    is later;
+//  - no idle usable GPU while a reclaimer that its quota lets run waits;
+//  - a victim preempted when its grace ends was borrowed.
+// The guarantee class is H100 whole GPUs, one GPU per request, on a fleet
+// whose usable H100 GPUs never drop below the sum of the guarantees, so
+// room can always be made; other models carry shares, MIG instances and a
+// tenant that changes tier, for the co-location and over-commit checks.
+namespace promises {
+
+const ResourceClass kGuaranteed{"H100-80GB", AllocationKind::kGpu};
+constexpr int64_t kGuaranteeSum = 16'000;  // of the fleet's 24 H100 GPUs
+
+// Where a request's guarantee comes from: its project when the project has
+// a row for the class, else the tenant's rest ("").
+std::string LevelOf(const TenantPolicy& t, const AllocationRequest& r) {
+  if (!r.project.empty() && t.ProjectQuotaFor(r.project, kGuaranteed) != nullptr) return r.project;
+  return "";
+}
+
+int64_t LevelGuarantee(const TenantPolicy& t, const std::string& level) {
+  if (!level.empty()) return t.ProjectQuotaFor(level, kGuaranteed)->guarantee;
+  const Quota* q = t.QuotaFor(kGuaranteed);
+  int64_t rest = q == nullptr ? 0 : q->guarantee;
+  for (const auto& [name, table] : t.projects) {
+    if (auto it = table.find(kGuaranteed); it != table.end()) rest -= it->second.guarantee;
+  }
+  return rest;
+}
+
+using LevelKey = std::pair<std::string, std::string>;  // tenant, level
+
+std::map<LevelKey, ClassUsage> LevelUsage(const Scheduler& s) {
+  std::map<LevelKey, ClassUsage> out;
+  for (const Allocation& a : s.Allocations()) {
+    if (!a.Placed() || a.request.model != kGuaranteed.model || a.request.kind != kGuaranteed.kind) {
+      continue;
+    }
+    ClassUsage& u = out[{a.request.tenant, LevelOf(s.tenants().at(a.request.tenant), a.request)}];
+    u.used += a.charge_milli;
+    if (a.request.priority != Priority::kPreemptible) u.non_preemptible += a.charge_milli;
+  }
+  return out;
+}
+
+// H100 GPUs that take no new work: on a cordoned or draining node, or
+// unhealthy.
+int UnusableGpus(const capacity::Fleet& fleet) {
+  int n = 0;
+  for (const capacity::Node& node : fleet.nodes()) {
+    if (node.gpu_model != kGuaranteed.model) continue;
+    for (const capacity::Gpu& g : node.gpus) n += node.cordoned || node.draining || !g.healthy;
+  }
+  return n;
+}
+
+int IdleUsableGpus(const Scheduler& s) {
+  int n = 0;
+  const ClusterState& c = s.cluster();
+  for (int32_t i = 0; i < c.node_count(); ++i) {
+    const capacity::Node& node = c.node(i);
+    if (node.gpu_model != kGuaranteed.model || node.cordoned || node.draining ||
+        !c.runtime(i).leased_by.empty()) {
+      continue;
+    }
+    for (size_t g = 0; g < c.node(i).gpus.size(); ++g) {
+      n += c.GpuUsable(i, int(g)) && c.runtime(i).gpus[g].uses.empty();
+    }
+  }
+  return n;
+}
+
+}  // namespace promises
+
+TEST(SchedulerProperty, PromisesHoldUnderEveryEvent) {
+  using namespace promises;
+  auto fleet = capacity::ParseFleetSpec("3xH100-80GBx8,2xA100-80GBx8,2xL40Sx4");
+  ASSERT_TRUE(fleet.has_value());
+  constexpr int kH100Gpus = 24;
+  SchedulerOptions options;
+  options.grace_ms = 20'000;
+  const std::vector<ResourceClass> side_classes = {{"A100-80GB", AllocationKind::kMig},
+                                                   {"A100-80GB", AllocationKind::kGpu},
+                                                   {"L40S", AllocationKind::kShare}};
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
+    auto created = Scheduler::Create(*fleet, options);
+    ASSERT_TRUE(created.has_value()) << created.error().message;
+    Scheduler& s = **created;
+    // t0..t3 hold the H100 guarantees (t0 split between projects p1, p2);
+    // t4 uses only the side classes and moves between every tier.
+    for (int t = 0; t < 5; ++t) {
+      TenantPolicy p;
+      p.id = "t" + std::to_string(t);
+      if (t < 4) p.quotas[kGuaranteed] = Quota{4000, 16000};
+      for (const ResourceClass& rc : side_classes) p.quotas[rc] = Quota{4000, 12000};
+      if (t == 0) {
+        p.projects["p1"][kGuaranteed] = Quota{2000, 8000};
+        p.projects["p2"][kGuaranteed] = Quota{1000, 16000};
+      }
+      ASSERT_OK(s.SetTenant(p, 0));
+    }
+    std::mt19937_64 rng(seed);
+    auto pick = [&](int64_t n) { return n <= 0 ? int64_t{0} : int64_t(rng() % uint64_t(n)); };
+    auto thousands = [&](int64_t lo, int64_t hi) { return lo + 1000 * pick((hi - lo) / 1000 + 1); };
+    int64_t now = 0;
+    int next_id = 0;
+    std::map<std::string, int64_t> entitled_since;
+    for (int step = 0; step < 1200; ++step) {
+      const std::string where = "seed " + std::to_string(seed) + " step " + std::to_string(step);
+      now += pick(4000);
+      const std::vector<Allocation> before = s.Allocations();
+      const auto usage = LevelUsage(s);
+      auto np = [&](const std::string& t, const std::string& level) {
+        auto it = usage.find({t, level});
+        return it == usage.end() ? int64_t{0} : it->second.non_preemptible;
+      };
+      const int64_t op = pick(100);
+      Result<DecisionRecords> out = DecisionRecords{};
+      bool change = true;  // to the fleet or the policies
+      if (op < 45) {
+        change = false;
+        AllocationRequest r;
+        r.id = "r" + std::to_string(next_id++);
+        r.priority = static_cast<Priority>(pick(3));
+        if (pick(10) < 6) {
+          r.tenant = "t" + std::to_string(pick(4));
+          r.model = kGuaranteed.model;
+          if (r.tenant == "t0") r.project = std::vector<std::string>{"", "p1", "p2"}[pick(3)];
+        } else {
+          r.tenant = "t" + std::to_string(pick(5));
+          const ResourceClass& rc = side_classes[size_t(pick(int64_t(side_classes.size())))];
+          r.model = rc.model;
+          r.kind = rc.kind;
+          const capacity::GpuModel& model = *capacity::FindGpuModel(r.model);
+          if (rc.kind == AllocationKind::kMig) {
+            r.mig_profile =
+                model.mig_profiles[size_t(pick(int64_t(model.mig_profiles.size())))].name;
+          } else if (rc.kind == AllocationKind::kShare) {
+            r.milli = int32_t(100 + pick(800));
+            r.mem_cap_mib = 1 + pick(model.memory_mib / 2);
+          } else {
+            r.gpus = int32_t(1 + pick(4));
+          }
+        }
+        out = s.Submit(r, now);
+        if (!out && out.error().code == ErrorCode::kResourceExhausted) out = DecisionRecords{};
+      } else if (op < 70) {
+        change = false;
+        if (!before.empty())
+          out = s.Release(before[size_t(pick(int64_t(before.size())))].id(), now);
+      } else if (op < 74) {
+        // Cordon or drain a node, or uncordon one, keeping at least the
+        // guarantees' worth of H100 GPUs usable.
+        const auto& nodes = s.fleet().nodes();
+        const capacity::Node& n = nodes[size_t(pick(int64_t(nodes.size())))];
+        const int64_t how = pick(3);
+        capacity::Fleet trial = s.fleet();
+        trial.FindMutableNode(n.name)->cordoned = how != 2;
+        if (how == 2) {
+          out = s.Uncordon(n.name, now);
+        } else if (kH100Gpus - UnusableGpus(trial) >= kGuaranteeSum / 1000) {
+          out = how == 0 ? s.Cordon(n.name, now) : s.Drain(n.name, now);
+        }
+      } else if (op < 78) {
+        const auto& nodes = s.fleet().nodes();
+        const capacity::Node& n = nodes[size_t(pick(int64_t(nodes.size())))];
+        const int gpu = int(pick(int64_t(n.gpus.size())));
+        const bool healthy = pick(2) == 0;
+        capacity::Fleet trial = s.fleet();
+        trial.FindMutableNode(n.name)->gpus[size_t(gpu)].healthy = healthy;
+        if (kH100Gpus - UnusableGpus(trial) >= kGuaranteeSum / 1000) {
+          out = s.SetGpuHealth(n.name, gpu, healthy, now);
+        }
+      } else if (op < 81) {
+        const std::string t = "t" + std::to_string(pick(5));
+        out = pick(2) == 0 ? s.Suspend(t, now) : s.Resume(t, now);
+      } else if (op < 88) {
+        // The operator moves 1 GPU of guarantee from one H100 tenant to
+        // another (never below what the giver's non-preemptible work holds
+        // at the level it comes from) and sets the receiver's limit (never
+        // below its use or its projects' limits).
+        const std::string from = "t" + std::to_string(pick(4));
+        const std::string to = "t" + std::to_string(pick(4));
+        TenantPolicy a = s.tenants().at(from);
+        if (from != to && LevelGuarantee(a, "") - 1000 >= np(from, "")) {
+          a.quotas[kGuaranteed].guarantee -= 1000;
+          out = s.SetTenant(a, now);
+          if (out) {
+            TenantPolicy b = s.tenants().at(to);
+            Quota& q = b.quotas[kGuaranteed];
+            q.guarantee += 1000;
+            int64_t low = std::max(q.guarantee, s.ledger().Tenant(to, kGuaranteed).used);
+            for (const auto& [name, table] : b.projects) {
+              if (auto it = table.find(kGuaranteed); it != table.end()) {
+                low = std::max(low, it->second.limit);
+              }
+            }
+            q.limit = thousands((low + 999) / 1000 * 1000, 24'000);
+            auto more = s.SetTenant(b, now);
+            if (!more) {
+              out = std::move(more);
+            } else {
+              out->insert(out->end(), more->begin(), more->end());
+            }
+          }
+        }
+      } else if (op < 94) {
+        // t0's tenant admin changes the projects' split, never below what a
+        // level's non-preemptible work holds.
+        TenantPolicy t = s.tenants().at("t0");
+        const Quota q = t.quotas[kGuaranteed];
+        const int64_t slack = q.guarantee - np("t0", "") - np("t0", "p1") - np("t0", "p2");
+        const int64_t g1 = np("t0", "p1") + thousands(0, slack);
+        const int64_t g2 = np("t0", "p2") + thousands(0, slack - (g1 - np("t0", "p1")));
+        for (const auto& [name, g] : {std::pair{"p1", g1}, std::pair{"p2", g2}}) {
+          const int64_t used = s.ledger().Project("t0", name, kGuaranteed).used;
+          t.projects[name][kGuaranteed] = Quota{g, thousands(std::max(g, used), q.limit)};
+        }
+        out = s.SetTenant(t, now);
+      } else {
+        // Tier changes: t1 between shared and dedicated-gpu (whole H100 GPUs
+        // are exclusive either way), t4 among shared, dedicated-gpu and
+        // dedicated-node. A change its placements would break is refused.
+        const std::string id = pick(2) == 0 ? "t1" : "t4";
+        TenantPolicy p = s.tenants().at(id);
+        const std::vector<IsolationTier> tiers = {
+            IsolationTier::kShared, IsolationTier::kDedicatedGpu, IsolationTier::kDedicatedNode};
+        p.tier = tiers[size_t(pick(id == "t1" ? 2 : 3))];
+        out = s.SetTenant(p, now);
+        if (!out && out.error().code == ErrorCode::kFailedPrecondition) out = DecisionRecords{};
+      }
+      ASSERT_TRUE(out.has_value()) << where << ": " << out.error().message;
+      // The timer's pass at the same time (the service runs one a second).
+      DecisionRecords records = std::move(*out);
+      DecisionRecords tick = s.AdvanceTime(now);
+      records.insert(records.end(), tick.begin(), tick.end());
+
+      CheckInvariants(s, where);
+      if (testing::Test::HasFatalFailure()) return;
+
+      const auto after = LevelUsage(s);
+
+      // Within grace of entitlement (or of the last change, or of the last
+      // reclaim planned anew for a victim's guarantee), placed.
+      if (change || ReplannedForAVictimsGuarantee(records)) {
+        for (auto& [id, since] : entitled_since) since = now;
+      }
+      std::map<LevelKey, int64_t> ahead;
+      std::set<std::string> seen;
+      bool placeable_waits = false;
+      std::string placeable_id;
+      for (const Allocation& a : s.Allocations()) {
+        if (a.Placed() || a.request.model != kGuaranteed.model) continue;
+        const TenantPolicy& t = s.tenants().at(a.request.tenant);
+        if (t.suspended) continue;
+        const std::string level = LevelOf(t, a.request);
+        auto u = after.find({t.id, level});
+        const ClassUsage lu = u == after.end() ? ClassUsage{} : u->second;
+        const bool preemptible = a.request.priority == Priority::kPreemptible;
+        // Whether its quota lets it run now (then no usable GPU may idle).
+        const ClassUsage tu = s.ledger().Tenant(t.id, kGuaranteed);
+        bool quota_ok =
+            tu.used + a.charge_milli <= t.QuotaFor(kGuaranteed)->limit &&
+            (preemptible || lu.non_preemptible + a.charge_milli <= LevelGuarantee(t, level));
+        if (const Quota* pq = t.ProjectQuotaFor(a.request.project, kGuaranteed)) {
+          quota_ok = quota_ok && s.ledger().Project(t.id, a.request.project, kGuaranteed).used +
+                                         a.charge_milli <=
+                                     pq->limit;
+        }
+        if (quota_ok && !placeable_waits) {
+          placeable_waits = true;
+          placeable_id = a.id();
+        }
+        int64_t& queued = ahead[{t.id, level}];
+        const int64_t base = preemptible ? lu.used : lu.non_preemptible;
+        if (base + queued + a.charge_milli > LevelGuarantee(t, level)) continue;
+        queued += a.charge_milli;
+        seen.insert(a.id());
+        auto [it, inserted] = entitled_since.emplace(a.id(), now);
+        ASSERT_LE(now - it->second, options.grace_ms)
+            << where << ": " << a.id() << " of " << t.id << (level.empty() ? "" : "/" + level)
+            << " waited past the grace period\n"
+            << s.Explain(a.id(), Scheduler::Audience::kStaff).value();
+      }
+      std::erase_if(entitled_since, [&](const auto& e) { return !seen.contains(e.first); });
+
+      // A victim preempted when its grace ended was borrowed: its level,
+      // with the level's queued requests within the guarantee (placed ahead
+      // of everything else), stays at or above its guarantee without it.
+      for (const DecisionRecord& r : records) {
+        if (r.kind != DecisionKind::kPreempted || r.reason.find("grace") == std::string::npos) {
+          continue;
+        }
+        auto v = std::find_if(before.begin(), before.end(),
+                              [&](const Allocation& a) { return a.id() == r.allocation_id; });
+        if (v == before.end() || v->request.model != kGuaranteed.model) continue;
+        const TenantPolicy& t = s.tenants().at(v->request.tenant);
+        const std::string level = LevelOf(t, v->request);
+        auto u = after.find({t.id, level});
+        const int64_t used = (u == after.end() ? 0 : u->second.used) + ahead[{t.id, level}];
+        ASSERT_GT(used + v->charge_milli, LevelGuarantee(t, level))
+            << where << ": " << r.ToString() << " took work within " << t.id << "'s guarantee";
+      }
+
+      if (placeable_waits) {
+        ASSERT_EQ(IdleUsableGpus(s), 0)
+            << where << ": " << placeable_id << " waits while a usable H100 GPU idles\n"
+            << s.Explain(placeable_id, Scheduler::Audience::kStaff).value();
+      }
+    }
+    // Restore reproduces the state exactly.
+    auto fresh = Scheduler::Create(s.fleet(), options);
+    ASSERT_TRUE(fresh.has_value());
+    for (const auto& [id, t] : s.tenants()) ASSERT_OK((*fresh)->SetTenant(t, now));
+    ASSERT_OK((*fresh)->Restore(s.Allocations()));
+    EXPECT_EQ((*fresh)->Allocations(), s.Allocations());
+    EXPECT_TRUE((*fresh)->cluster() == s.cluster());
   }
 }
 
