@@ -268,6 +268,62 @@ TEST_P(SchedulingServiceTest, ARestartRestoresTheSamePlacements) {
   EXPECT_EQ(next.state, "running");
 }
 
+// Issue 16 item 11 (the store's part): a move request is stored with the
+// allocation on both stores, so a restart shows it and does not ask again,
+// and one nobody made (health set by hand in the store) is made at start,
+// once. Healthy again clears it, in the store too.
+TEST_P(SchedulingServiceTest, MoveRequestsAreStoredAndMadeOnceAcrossRestarts) {
+  SetQuota("tn_a", "H100-80GB", "gpu", 4000, 4000);
+  AllocationRecord one = Submit("tn_a", Gpus(1));
+  AllocationRecord two = Submit("tn_a", Gpus(1));
+  ASSERT_EQ(one.state, "running");
+  ASSERT_EQ(two.state, "running");
+  const std::string node = one.placement.at(0).node;
+  const int gpu_one = one.placement.at(0).gpus.at(0);
+  const int gpu_two = two.placement.at(0).gpus.at(0);
+  auto stored = [&](const AllocationRecord& a) {
+    auto r = store_->GetAllocation(TenantScope::Of("tn_a"), a.id);
+    EXPECT_TRUE(r.has_value());
+    return r.has_value() ? *r : AllocationRecord{};
+  };
+  auto moves = [&](const AllocationRecord& a) {
+    int n = 0;
+    for (const AuditRecord& r : SchedulerAudit()) {
+      n += r.action == "scheduler.move-requested" && r.target.ends_with("/allocation/" + a.id);
+    }
+    return n;
+  };
+
+  ASSERT_TRUE(service_->SetGpuHealth(by_, node, gpu_one, false, "XID 79").has_value());
+  EXPECT_EQ(stored(one).move_requested,
+            "GPU " + std::to_string(gpu_one) + " of " + node + " is unhealthy (XID 79)");
+  EXPECT_EQ(stored(one).move_requested_ms, clock_.NowMillis());
+  EXPECT_EQ(stored(one).state, "running");
+  EXPECT_TRUE(stored(two).move_requested.empty());
+
+  // By hand, behind the service's back.
+  ASSERT_TRUE(store_->database()
+                  .Exec("UPDATE fleet_gpus SET healthy = 0 WHERE node = $1 AND idx = $2",
+                        {node, int64_t{gpu_two}})
+                  .has_value());
+  clock_.AdvanceSeconds(5);
+  ASSERT_NO_FATAL_FAILURE(StartService(""));
+  EXPECT_FALSE(stored(two).move_requested.empty());
+  EXPECT_EQ(moves(one), 1);
+  EXPECT_EQ(moves(two), 1);
+  ASSERT_NO_FATAL_FAILURE(StartService(""));
+  EXPECT_EQ(moves(one), 1);
+  EXPECT_EQ(moves(two), 1);
+  auto why = service_->Explain("tn_a", one.id);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("asked to move"), std::string::npos) << *why;
+
+  ASSERT_TRUE(service_->SetGpuHealth(by_, node, gpu_one, true).has_value());
+  EXPECT_TRUE(stored(one).move_requested.empty());
+  EXPECT_EQ(stored(one).move_requested_ms, -1);
+  EXPECT_FALSE(stored(two).move_requested.empty());
+}
+
 TEST_P(SchedulingServiceTest, ANeverFittingRequestIsRefusedAndNothingIsStored) {
   SetQuota("tn_a", "H100-80GB", "gpu", 2000, 4000);
   auto refused = service_->Submit(by_, "tn_a", "usr_1", Gpus(8));
