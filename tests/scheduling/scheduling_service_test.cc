@@ -324,6 +324,38 @@ TEST_P(SchedulingServiceTest, MoveRequestsAreStoredAndMadeOnceAcrossRestarts) {
   EXPECT_FALSE(stored(two).move_requested.empty());
 }
 
+// Issue 16 item 10 (the shell's part): a queued request that a tenant's
+// region change left without any node is rejected at that change, with the
+// words a new request gets, its row ended and the rejection audited.
+TEST_P(SchedulingServiceTest, AQueuedRequestARegionChangeMadeImpossibleIsRejectedAndAudited) {
+  SetQuota("tn_a", "H100-80GB", "gpu", 24'000, 24'000);
+  Submit("tn_a", Gpus(8));
+  Submit("tn_a", Gpus(8));
+  AllocationRecord queued = Submit("tn_a", Gpus(8));
+  ASSERT_EQ(queued.state, "pending");
+  Tenant moved = tenant_a_;
+  moved.regions = {"nowhere"};
+  ASSERT_TRUE(store_->UpdateTenant(moved).has_value());
+  service_->TenantChanged(moved);
+  auto row = store_->GetAllocation(TenantScope::Of("tn_a"), queued.id);
+  ASSERT_TRUE(row.has_value());
+  EXPECT_EQ(row->state, "rejected");
+  EXPECT_NE(row->reason.find("no H100-80GB nodes with 8 GPUs that the tenant may use"),
+            std::string::npos)
+      << row->reason;
+  int audited = 0;
+  for (const AuditRecord& r : SchedulerAudit()) {
+    audited += r.action == "scheduler.rejected" && r.target.ends_with("/allocation/" + queued.id);
+  }
+  EXPECT_EQ(audited, 1);
+  // The same request made now is refused with the same words.
+  auto fresh = service_->Submit(by_, "tn_a", "usr_1", Gpus(8));
+  ASSERT_FALSE(fresh.has_value());
+  EXPECT_NE(fresh.error().message.find("no H100-80GB nodes with 8 GPUs that the tenant may use"),
+            std::string::npos)
+      << fresh.error().message;
+}
+
 TEST_P(SchedulingServiceTest, ANeverFittingRequestIsRefusedAndNothingIsStored) {
   SetQuota("tn_a", "H100-80GB", "gpu", 2000, 4000);
   auto refused = service_->Submit(by_, "tn_a", "usr_1", Gpus(8));
