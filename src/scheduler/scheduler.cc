@@ -182,6 +182,11 @@ std::string Scheduler::ReclaimerForVictim(const Allocation& victim) const {
   auto r = allocations_.find(victim.preempted_for);
   if (r == allocations_.end()) return "a request that left the queue";
   if (r->second.request.tenant == victim.request.tenant) {
+    const AllocationRequest& q = r->second.request;
+    auto t = tenants_.find(q.tenant);
+    if (t != tenants_.end() && t->second.ProjectQuotaFor(q.project, ClassOf(q)) != nullptr) {
+      return victim.preempted_for + " (within project " + q.project + "'s guarantee)";
+    }
     return victim.preempted_for + " (within its tenant's guarantee)";
   }
   return "another tenant's guarantee";
@@ -219,10 +224,13 @@ QuotaVerdict Scheduler::ShapeVerdict(const AllocationRequest& shape, const Alloc
 Scheduler::Entitlement Scheduler::ComputeEntitlement() const {
   // Only requests within their guarantee can be entitled, and that verdict
   // is the same for every request of a shape; within a tenant's class they
-  // are taken oldest first. A request of a shape that is not entitled leaves
-  // the charge ahead unchanged, which only grows, so no later request of
-  // that shape is entitled either: the shape is dropped there, and a backlog
-  // costs its shapes, not its requests.
+  // are taken oldest first, each counted against its sub-level's guarantee
+  // with the older entitled requests of that sub-level (for a tenant
+  // without projects, the tenant's). A request of a shape that is not
+  // entitled leaves the charge ahead in its sub-level (a shape has one)
+  // unchanged, which only grows, so no later request of that shape is
+  // entitled either: the shape is dropped there, and a backlog costs its
+  // shapes, not its requests.
   struct Lane {
     std::map<uint64_t, Allocation*>::const_iterator next, end;
   };
@@ -230,8 +238,7 @@ Scheduler::Entitlement Scheduler::ComputeEntitlement() const {
   VerdictRun run;
   for (const auto& [shape, queue] : shapes_) {
     const auto& requests = queue.requests;
-    if (requests.empty() ||
-        ShapeVerdict(shape, *requests.begin()->second, run) != QuotaVerdict::kWithinGuarantee) {
+    if (requests.empty() || !Entitles(ShapeVerdict(shape, *requests.begin()->second, run))) {
       continue;
     }
     classes[{shape.tenant, ClassOf(shape)}].push_back({requests.begin(), requests.end()});
@@ -240,20 +247,34 @@ Scheduler::Entitlement Scheduler::ComputeEntitlement() const {
   for (auto& [key, lanes] : classes) {
     const auto& [tenant, rc] = key;
     const TenantPolicy& t = tenants_.find(tenant)->second;
-    const Quota* q = t.QuotaFor(rc);
-    const ClassUsage u = ledger_.Tenant(t.id, rc);
-    int64_t before = 0;  // the charges of older entitled requests
+    struct SubLevel {
+      SubLevelQuota quota;
+      int64_t before = 0;     // the charges of older entitled requests
+      int64_t in_flight = 0;  // the part of them with a reclaim in flight
+    };
+    std::map<std::string_view, SubLevel> subs;
+    int64_t before = 0, in_flight = 0;  // the same over the tenant's class
     while (!lanes.empty()) {
       auto oldest = std::min_element(lanes.begin(), lanes.end(), [](const Lane& x, const Lane& y) {
         return x.next->first < y.next->first;
       });
       const Allocation* a = oldest->next->second;
       ++requests_examined_;
-      const int64_t base =
-          a->request.priority == Priority::kPreemptible ? u.used : u.non_preemptible;
-      if (q != nullptr && base + before + a->charge_milli <= q->guarantee) {
-        out.ahead.emplace(a->id(), before);
+      const std::string_view sub_name = SubLevelOf(t, a->request.project, rc);
+      auto [it, inserted] = subs.try_emplace(sub_name);
+      SubLevel& sub = it->second;
+      if (inserted) sub.quota = SubLevelFor(t, ledger_, sub_name, rc);
+      const int64_t base = a->request.priority == Priority::kPreemptible
+                               ? sub.quota.usage.used
+                               : sub.quota.usage.non_preemptible;
+      if (base + sub.before + a->charge_milli <= sub.quota.guarantee) {
+        out.ahead.emplace(a->id(), Ahead{before - in_flight, sub.before - sub.in_flight});
         before += a->charge_milli;
+        sub.before += a->charge_milli;
+        if (reclaims_.contains(a->id())) {
+          in_flight += a->charge_milli;
+          sub.in_flight += a->charge_milli;
+        }
         if (++oldest->next != oldest->end) continue;
       }
       lanes.erase(oldest);
@@ -391,8 +412,11 @@ bool Scheduler::TryPlace(Allocation& a, const IdList* reserving, DecisionRecords
     if (it != shapes_.end()) shape = &it->second;
   }
   if (shape != nullptr && shape->no_fit_generation == generation_) return settled();
+  // A request within its guarantee that the tenant's limit holds back
+  // (kWithinGuaranteeOverLimit) is entitled but placed only once its
+  // reclaim has given the headroom back.
   const QuotaVerdict q = QuotaVerdictFor(a);
-  if (q == QuotaVerdict::kWaits || q == QuotaVerdict::kNeverFits) return settled();
+  if (q != QuotaVerdict::kWithinGuarantee && q != QuotaVerdict::kBorrows) return settled();
   auto ctx = ContextFor(a, state_);
   if (!ctx) return false;
   auto p = FindPlacement(*ctx, engine_.get());
@@ -458,20 +482,31 @@ void Scheduler::CancelReclaim(std::string_view reclaimer, DecisionRecords& out) 
   }
 }
 
-bool Scheduler::StartReclaim(Allocation& a, int64_t ahead, DecisionRecords& out) {
+bool Scheduler::StartReclaim(Allocation& a, const Ahead& ahead, DecisionRecords& out) {
   auto t = tenants_.find(a.request.tenant);
   const capacity::GpuModel* model = capacity::FindGpuModel(a.request.model);
   if (t == tenants_.end() || model == nullptr) return false;
   // The tenant's older entitled requests will be placed first, so they count
   // toward what makes its own preemptible work borrowed.
-  ReclaimInput in{
-      state_, tenants_, ledger_, {}, {}, a.request, ClassOf(a.request), a.charge_milli + ahead,
-      nullptr};
+  const ResourceClass rc = ClassOf(a.request);
+  ReclaimInput in{state_, tenants_, ledger_, {}, {}, a.request, rc, a.charge_milli + ahead.tenant,
+                  nullptr};
+  in.request_sub_level_charge = a.charge_milli + ahead.sub_level;
+  // Marked and in-flight charges per tenant class, and per sub-level for
+  // tenants that split the class.
+  auto count_marked = [&](const Allocation& v, int64_t charge) {
+    const ResourceClass vc = ClassOf(v.request);
+    in.already_marked[{v.request.tenant, vc}] += charge;
+    auto vt = tenants_.find(v.request.tenant);
+    if (vt != tenants_.end() && SplitsClass(vt->second, vc)) {
+      in.already_marked_sub_levels[{v.request.tenant, vc,
+                                    std::string(SubLevelOf(vt->second, v.request.project, vc))}] +=
+          charge;
+    }
+  };
   for (const auto& [id, v] : allocations_) {
     if (v.state == AllocationState::kRunning) in.running.push_back(&v);
-    if (v.state == AllocationState::kPreempting) {
-      in.already_marked[{v.request.tenant, ClassOf(v.request)}] += v.charge_milli;
-    }
+    if (v.state == AllocationState::kPreempting) count_marked(v, v.charge_milli);
   }
   // A reclaimer in flight is placed when its victims go, so its tenant's use
   // comes back by its charge: a tenant whose interactive request displaces
@@ -480,8 +515,26 @@ bool Scheduler::StartReclaim(Allocation& a, int64_t ahead, DecisionRecords& out)
   for (const auto& [id, victims] : reclaims_) {
     auto r = allocations_.find(id);
     if (r == allocations_.end() || r->second.Placed()) continue;
-    in.already_marked[{r->second.request.tenant, ClassOf(r->second.request)}] -=
-        r->second.charge_milli;
+    count_marked(r->second, -r->second.charge_milli);
+  }
+  // A request within its sub-level's guarantee that a limit holds back
+  // (kWithinGuaranteeOverLimit: siblings borrow the headroom, or, for
+  // interactive or batch work, its own preemptible work holds it) has its
+  // reclaim give the headroom back too.
+  if (const Quota* q = t->second.QuotaFor(rc)) {
+    in.limit_deficit = ledger_.Tenant(a.request.tenant, rc).used -
+                       in.already_marked[{a.request.tenant, rc}] + in.request_charge - q->limit;
+  }
+  if (const Quota* pq = t->second.ProjectQuotaFor(a.request.project, rc)) {
+    int64_t marked = 0;
+    for (const auto& [id, v] : allocations_) {
+      if (v.state == AllocationState::kPreempting && v.request.tenant == a.request.tenant &&
+          v.request.project == a.request.project && ClassOf(v.request) == rc) {
+        marked += v.charge_milli;
+      }
+    }
+    in.project_limit_deficit = ledger_.Project(a.request.tenant, a.request.project, rc).used -
+                               marked + in.request_sub_level_charge - pq->limit;
   }
   in.fits = [&](const ClusterState& s) {
     PlacementContext ctx{s, tenants_, t->second, a.request, *model};
@@ -1223,9 +1276,13 @@ Result<std::string> Scheduler::Explain(std::string_view id, Audience audience) c
                     " is suspended: its queued requests are not placed until it is resumed");
   }
   const QuotaCheck q = QuotaFor(*a);
+  const Entitlement entitled = ComputeEntitlement();
   switch (q.verdict) {
     case QuotaVerdict::kWithinGuarantee:
       lines.push_back("within guarantee: " + q.reason);
+      break;
+    case QuotaVerdict::kWithinGuaranteeOverLimit:
+      lines.push_back(q.reason);
       break;
     case QuotaVerdict::kBorrows:
       lines.push_back("borrows above the guarantee (preemptible, reclaimable): " + q.reason);
@@ -1234,12 +1291,23 @@ Result<std::string> Scheduler::Explain(std::string_view id, Audience audience) c
       lines.push_back(q.reason);
       break;
   }
+  if (Entitles(q.verdict) && !entitled.contains(a->id())) {
+    auto tp = tenants_.find(a->request.tenant);
+    const ResourceClass rc = ClassOf(a->request);
+    const bool project =
+        tp != tenants_.end() && tp->second.ProjectQuotaFor(a->request.project, rc) != nullptr;
+    lines.push_back("the guarantee left is taken by older queued requests of " +
+                    (project ? "project " + a->request.project + " of " : std::string()) +
+                    "tenant " + a->request.tenant + "; it waits behind them");
+  }
   if (auto ctx = ContextFor(*a, state_)) {
     if (auto p = FindPlacement(*ctx, nullptr)) {
       if (q.verdict == QuotaVerdict::kWaits || q.verdict == QuotaVerdict::kNeverFits) {
         lines.push_back("room exists; only the quota holds it back");
+      } else if (q.verdict == QuotaVerdict::kWithinGuaranteeOverLimit) {
+        lines.push_back("room exists; it is placed once the reclaim gives the limit headroom back");
       } else {
-        lines.push_back(KeepsReservations(*a, *p, ReservingReclaimers(ComputeEntitlement()))
+        lines.push_back(KeepsReservations(*a, *p, ReservingReclaimers(entitled))
                             ? "a placement exists now; it is taken at the next decision"
                             : "the room that fits is reserved for a reclaim in flight");
       }
@@ -1278,7 +1346,7 @@ Result<std::string> Scheduler::Explain(std::string_view id, Audience audience) c
                                : std::string()) +
                       "; grace ends at " + Ms(grace_end));
     }
-  } else if (q.verdict == QuotaVerdict::kWithinGuarantee) {
+  } else if (Entitles(q.verdict) && entitled.contains(a->id())) {
     lines.push_back("no borrowed capacity would make room; waits for releases");
   } else if (q.verdict == QuotaVerdict::kBorrows) {
     lines.push_back("borrowing work waits for idle capacity and never triggers reclaim");
@@ -1290,6 +1358,19 @@ Result<std::string> Scheduler::Explain(std::string_view id, Audience audience) c
 
 // ---------------------------------------------------------------- restore
 
+namespace {
+
+// MIG instances stored before charges were whole sevenths rounded down carry
+// the nearest-milli charge (1g 143, 2g 286, 3g 429); Restore takes them and
+// charges them as today.
+bool IsPreSeventhsMigCharge(const Allocation& a, const capacity::GpuModel& model) {
+  if (a.request.kind != AllocationKind::kMig) return false;
+  const capacity::MigProfile* p = model.FindMigProfile(a.request.mig_profile);
+  return p != nullptr && a.charge_milli == (p->compute_slices * 1000 + 3) / 7;
+}
+
+}  // namespace
+
 Status Scheduler::Restore(const std::vector<Allocation>& allocations) {
   if (!allocations_.empty()) {
     return Error::FailedPrecondition("restore needs a scheduler without allocations");
@@ -1298,7 +1379,7 @@ Status Scheduler::Restore(const std::vector<Allocation>& allocations) {
   std::sort(sorted.begin(), sorted.end(),
             [](const Allocation& x, const Allocation& y) { return x.seq < y.seq; });
   std::set<std::string> ids;
-  for (const Allocation& a : sorted) {
+  for (Allocation& a : sorted) {
     if (a.id().empty() || !ids.insert(a.id()).second) {
       return Error::InvalidArgument("restore: duplicate or empty allocation id " + a.id());
     }
@@ -1311,9 +1392,11 @@ Status Scheduler::Restore(const std::vector<Allocation>& allocations) {
       return Error::InvalidArgument("restore: allocation " + a.id() + " names unknown model " +
                                     a.request.model);
     }
-    if (a.charge_milli != ChargeMilli(a.request, *model)) {
+    const int64_t charge = ChargeMilli(a.request, *model);
+    if (a.charge_milli != charge && !IsPreSeventhsMigCharge(a, *model)) {
       return Error::InvalidArgument("restore: allocation " + a.id() + " has a wrong charge");
     }
+    a.charge_milli = charge;
   }
   ClusterState trial = state_;
   for (const Allocation& a : sorted) {

@@ -19,7 +19,9 @@
 //     submission order. Each request is placed if its quota allows it now,
 //     a placement exists, and placing it keeps every reclaim in flight
 //     feasible; a request within its guarantee that does not fit starts a
-//     reclaim (victims get `grace_ms`; with grace 0 they go at once);
+//     reclaim (victims get `grace_ms`; with grace 0 they go at once), as
+//     does one within its project's guarantee that the tenant's limit holds
+//     back while sibling projects borrow the headroom (quota.h, sub-levels);
 //  5. reconciles reclaims with the guarantees as the walk left them: a
 //     reclaimer no longer within its guarantee lets its victims go, and
 //     every request within its guarantee that waits without a reclaim (it
@@ -187,21 +189,32 @@ class Scheduler {
   // queued ones keep their order. Runs no pass (the next call does).
   // FailedPrecondition when the scheduler already holds allocations, or an
   // allocation does not fit its recorded place (nothing is kept then);
-  // InvalidArgument for duplicates or unknown tenants or models.
+  // InvalidArgument for duplicates or unknown tenants or models, or a charge
+  // other than ChargeMilli's (a MIG instance stored with the nearest-milli
+  // charge of before is taken and charged as now; see MigMilli).
   Status Restore(const std::vector<Allocation>& allocations);
 
  private:
   Scheduler(std::unique_ptr<capacity::Fleet> fleet, SchedulerOptions options,
             std::unique_ptr<Policy> policy);
 
-  // Queued requests within their guarantee counting the tenant's older
-  // queued requests that are: a tenant with three queued 1-GPU requests and
-  // one GPU of guarantee left is entitled to one of them, the oldest. Only
-  // these start reclaims and go ahead of borrowers.
+  // Queued requests within their guarantee counting the older queued
+  // requests of their sub-level (see quota.h: their project, or the rest of
+  // the tenant) that are: a project with three queued 1-GPU requests and
+  // one GPU of guarantee left is entitled to one of them, the oldest,
+  // whatever the tenant's guarantee. Only these start reclaims and go ahead
+  // of borrowers.
+  struct Ahead {
+    // The charges of the tenant's older entitled requests of the same class
+    // (they are placed first, so a reclaim counts them), less those with a
+    // reclaim in flight (a reclaim counts every reclaimer in flight as
+    // placed already), and the part of them in the request's sub-level.
+    int64_t tenant = 0;
+    int64_t sub_level = 0;
+  };
   struct Entitlement {
-    // Entitled request → the charges of its tenant's older entitled requests
-    // of the same class (they are placed first, so a reclaim counts them).
-    std::map<std::string, int64_t, std::less<>> ahead;
+    // Entitled request → what is ahead of it.
+    std::map<std::string, Ahead, std::less<>> ahead;
     bool contains(std::string_view id) const { return ahead.find(id) != ahead.end(); }
   };
   // Oldest first.
@@ -244,9 +257,9 @@ class Scheduler {
   // `shape`: a's entry in shapes_ when the caller has it (else looked up).
   bool TryPlace(Allocation& a, const IdList* reserving, DecisionRecords& out,
                 bool* shape_settled = nullptr, ShapeQueue* shape = nullptr);
-  // `ahead`: the charges of the tenant's older entitled requests of the
-  // class. Returns whether it marked victims (or, with grace 0, placed).
-  bool StartReclaim(Allocation& a, int64_t ahead, DecisionRecords& out);
+  // `ahead`: what is ahead of it (Entitlement). Returns whether it marked
+  // victims (or, with grace 0, placed).
+  bool StartReclaim(Allocation& a, const Ahead& ahead, DecisionRecords& out);
   // Returns the reclaimers whose victims it preempted.
   IdList PreemptExpired(DecisionRecords& out);
   void CancelReclaim(std::string_view reclaimer, DecisionRecords& out);
