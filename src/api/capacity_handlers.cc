@@ -7,9 +7,14 @@
 #include "api/handlers.h"
 #include "api/views.h"
 #include "capacity/gpu_catalog.h"
+#include "common/json_reader.h"
 
 namespace atrium::api {
 namespace {
+
+// The longest reason a GPU health change may carry (it goes into every
+// decision the change causes).
+constexpr size_t kMaxGpuHealthReason = 256;
 
 std::string ViewerOf(const Context& ctx) {
   return ctx.principal && !ctx.principal->is_platform() ? ctx.principal->tenant_id : "";
@@ -87,6 +92,28 @@ Result<http::Response> GetNode(Context& ctx) {
 Result<http::Response> CordonNode(Context& ctx) { return NodeAction(ctx, "cordon"); }
 Result<http::Response> DrainNode(Context& ctx) { return NodeAction(ctx, "drain"); }
 Result<http::Response> UncordonNode(Context& ctx) { return NodeAction(ctx, "uncordon"); }
+
+// PUT /api/v1/nodes/{node}/gpus/{gpu}/health {"healthy": bool, "reason": "..."}:
+// the operator's (or the node's discovery's) word on a GPU.
+Result<http::Response> SetGpuHealth(Context& ctx) {
+  ATRIUM_ASSIGN_OR_RETURN(auto* scheduling, SchedulingOf(ctx));
+  const std::string& name = ctx.request.PathParam("node");
+  const std::string& index = ctx.request.PathParam("gpu");
+  ctx.audit_target = "node/" + name + "/gpu/" + index;
+  int gpu = -1;
+  auto [ptr, ec] = std::from_chars(index.data(), index.data() + index.size(), gpu);
+  if (ec != std::errc() || ptr != index.data() + index.size() || gpu < 0) {
+    return Error::NotFound("node " + name + " has no GPU " + index);
+  }
+  ATRIUM_ASSIGN_OR_RETURN(Json body, BodyJson(ctx));
+  JsonObjectReader r(body);
+  const bool healthy = r.Bool("healthy", /*required=*/true).value_or(true);
+  const std::string reason = r.String("reason", false, kMaxGpuHealthReason).value_or("");
+  ATRIUM_RETURN_IF_ERROR(r.Finish());
+  ATRIUM_RETURN_IF_ERROR(scheduling->SetGpuHealth(OriginOf(ctx), name, gpu, healthy, reason));
+  ATRIUM_ASSIGN_OR_RETURN(auto node, scheduling->Node("", name));
+  return JsonResponse(200, NodeView(node, /*with_gpus=*/true));
+}
 
 Result<http::Response> ListGpus(Context& ctx) {
   ATRIUM_ASSIGN_OR_RETURN(auto* scheduling, SchedulingOf(ctx));

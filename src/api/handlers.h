@@ -41,6 +41,7 @@ Result<http::Response> TenantAuditHeads(Context& ctx);
 Result<http::Response> ListNodes(Context& ctx);
 Result<http::Response> GetNode(Context& ctx);
 Result<http::Response> CordonNode(Context& ctx);
+Result<http::Response> SetGpuHealth(Context& ctx);
 Result<http::Response> DrainNode(Context& ctx);
 Result<http::Response> UncordonNode(Context& ctx);
 Result<http::Response> ListGpus(Context& ctx);

@@ -89,7 +89,7 @@ ApiRouter BuildRoutes() {
       "Every chain's head, the global sequence number and the last signed checkpoint");
 
   // The fleet: everyone reads it (tenants see only their own allocations on
-  // it); operators cordon and drain.
+  // it); operators cordon and drain nodes and set GPU health.
   const std::vector<std::string> kNodeFilters = {"limit", "cursor", "pool", "model"};
   add("GET", "/api/v1/nodes", P::kNodeRead, T::kCaller, "", ListNodes,
       "List GPU nodes with their state and free GPUs", {.query = kNodeFilters});
@@ -101,6 +101,11 @@ ApiRouter BuildRoutes() {
       DrainNode, "Drain a node: no new work, and its allocations are asked to move");
   add("POST", "/api/v1/nodes/{node}/uncordon", P::kNodeManage, T::kPlatformWide, "node.uncordon",
       UncordonNode, "Uncordon a node: it takes new work again");
+  add("PUT", "/api/v1/nodes/{node}/gpus/{gpu}/health", P::kNodeManage, T::kPlatformWide,
+      "gpu.health", SetGpuHealth,
+      "Mark a GPU healthy or unhealthy: an unhealthy GPU takes no new work, its preemptible work "
+      "is preempted and the rest asked to move",
+      {.body = true});
   add("GET", "/api/v1/gpus", P::kNodeRead, T::kCaller, "", ListGpus,
       "List GPUs with their health, MIG mode and use",
       {.query = {"limit", "cursor", "pool", "model", "node"}});

@@ -93,6 +93,10 @@ Json AllocationView(const AllocationRecord& a) {
           {"placed_at", TimeOrNull(a.placed_ms)},
           {"preempt_at", TimeOrNull(a.preempt_at_ms)},
           {"preempted_for", OrNull(a.preempted_for)},
+          {"move_requested",
+           a.move_requested.empty()
+               ? Json(nullptr)
+               : Json{{"reason", a.move_requested}, {"at", FormatTimestamp(a.move_requested_ms)}}},
           {"ended_at", TimeOrNull(a.ended_ms)},
           {"reason", a.reason},
           {"created_by", OrNull(a.created_by)}};

@@ -1,6 +1,7 @@
-// node list | get | cordon | drain | uncordon, gpu list, capacity: the GPU
-// fleet as the API shows it to the caller (tenants see only their own
-// allocations on it; operators cordon and drain).
+// node list | get | cordon | drain | uncordon | gpu-health, gpu list,
+// capacity: the GPU fleet as the API shows it to the caller (tenants see
+// only their own allocations on it; operators cordon and drain nodes and
+// set GPU health).
 #include <memory>
 
 #include "cli/args.h"
@@ -83,6 +84,31 @@ int NodeAction(Context& ctx, const std::string& name, const std::string& action)
   return kExitOk;
 }
 
+struct GpuHealthArgs {
+  std::string node;
+  int gpu = -1;
+  bool healthy = false;
+  bool unhealthy = false;
+  std::string reason;
+};
+
+int SetGpuHealth(Context& ctx, const GpuHealthArgs& args) {
+  if (args.healthy == args.unhealthy) return ctx.Usage("give one of --healthy or --unhealthy");
+  ApiSession* api = ctx.Connect();
+  if (api == nullptr) return kExitUsage;
+  Json body = {{"healthy", args.healthy}};
+  if (!args.reason.empty()) body["reason"] = args.reason;
+  auto node = api->Put(NodePath(args.node) + "/gpus/" + std::to_string(args.gpu) + "/health", body);
+  if (!node.has_value()) return ctx.Fail(node.error());
+  if (ctx.json_output()) {
+    ctx.PrintJson(*node);
+    return kExitOk;
+  }
+  ctx.out() << "node " << EscapeForTerminal(args.node) << " GPU " << args.gpu << ": "
+            << (args.healthy ? "healthy" : "unhealthy") << "\n";
+  return kExitOk;
+}
+
 struct GpuListArgs {
   std::string node;
   std::string pool;
@@ -157,7 +183,7 @@ int ShowCapacity(Context& ctx, const CapacityArgs& args) {
 }  // namespace
 
 void AddCapacityCommands(CLI::App& app, VerbTable& verbs) {
-  CLI::App* node = AddGroup(app, "node", "GPU nodes: list, inspect, cordon and drain");
+  CLI::App* node = AddGroup(app, "node", "GPU nodes: list, inspect, cordon and drain; GPU health");
 
   auto list_args = std::make_shared<NodeListArgs>();
   CLI::App* list = node->add_subcommand("list", "List nodes with their state and free GPUs");
@@ -182,6 +208,20 @@ void AddCapacityCommands(CLI::App& app, VerbTable& verbs) {
     command->add_option("node", *arg, "Node name")->required();
     verbs.Add(command, [arg, verb](Context& ctx) { return NodeAction(ctx, *arg, verb); });
   }
+
+  auto health_args = std::make_shared<GpuHealthArgs>();
+  CLI::App* health = node->add_subcommand(
+      "gpu-health",
+      "Mark a GPU healthy or unhealthy: an unhealthy GPU takes no new work, its preemptible "
+      "work is preempted and the rest asked to move");
+  health->add_option("node", health_args->node, "Node name")->required();
+  health->add_option("gpu", health_args->gpu, "The GPU's index on the node")
+      ->required()
+      ->check(CLI::NonNegativeNumber);
+  health->add_flag("--healthy", health_args->healthy, "Back in service");
+  health->add_flag("--unhealthy", health_args->unhealthy, "Out of service");
+  health->add_option("--reason", health_args->reason, "Why, in words (at most 256 characters)");
+  verbs.Add(health, [health_args](Context& ctx) { return SetGpuHealth(ctx, *health_args); });
 
   CLI::App* gpu = AddGroup(app, "gpu", "GPUs of the fleet");
   auto gpu_args = std::make_shared<GpuListArgs>();

@@ -106,6 +106,8 @@ AllocationRecord AllocationToRecord(const sched::Allocation& a, const std::strin
   r.charge_milli = a.charge_milli;
   r.preempt_at_ms = a.preempt_at_ms;
   r.preempted_for = a.preempted_for;
+  r.move_requested = a.move_requested;
+  r.move_requested_ms = a.move_requested_ms;
   r.created_by = created_by;
   r.updated_at = now_ms;
   return r;
@@ -138,6 +140,8 @@ Result<sched::Allocation> AllocationFromRecord(const AllocationRecord& r) {
   a.charge_milli = r.charge_milli;
   a.preempt_at_ms = r.preempt_at_ms;
   a.preempted_for = r.preempted_for;
+  a.move_requested = r.move_requested;
+  a.move_requested_ms = r.move_requested_ms;
   return a;
 }
 

@@ -50,6 +50,14 @@ Status SchedulingService::Start() {
     std::lock_guard<std::mutex> lock(mu_);
     ATRIUM_RETURN_IF_ERROR(LoadLocked());
     started_ = true;
+    // Work on a draining node or an unhealthy GPU that nobody asked to move
+    // yet (flags set while the service was down, or by hand in the store)
+    // is asked now, once: the request is stored with the allocation.
+    sched::DecisionRecords owed = scheduler_->RequestOutstandingMoves(clock_.NowMillis());
+    if (!owed.empty()) {
+      ATRIUM_RETURN_IF_ERROR(
+          CommitLocked(RequestOrigin{.actor = kSchedulerActor}, owed, {}, nullptr, ""));
+    }
   }
   if (options_.tick_ms > 0) {
     {
@@ -245,6 +253,8 @@ Status SchedulingService::CommitLocked(const RequestOrigin& by,
     r.ended_ms = d.at_ms;
     r.reason = d.ToString();
     r.preempt_at_ms = -1;
+    r.move_requested.clear();
+    r.move_requested_ms = -1;
     r.updated_at = now;
     commit.allocations.push_back(std::move(r));
     ended.push_back(id);
@@ -467,12 +477,14 @@ Status SchedulingService::NodeOp(const RequestOrigin& by, const std::string& nod
   if (!scheduler_) return Error::Unavailable("the scheduler is not started");
   const int64_t now = clock_.NowMillis();
   const std::string op = what;
+  ATRIUM_ASSIGN_OR_RETURN(auto asked, AskedToMoveLocked(node));
   Result<sched::DecisionRecords> decisions = op == "cordon"  ? scheduler_->Cordon(node, now)
                                              : op == "drain" ? scheduler_->Drain(node, now)
                                                              : scheduler_->Uncordon(node, now);
   if (!decisions.has_value()) return std::move(decisions).error();
   SchedulingCommit commit;
   commit.node_flags.push_back(NodeFlagsOf(*scheduler_->fleet().FindNode(node)));
+  ClearedMovesLocked(asked, *decisions, commit);
   // Move requests are the operator's doing; placements the pass made are
   // the scheduler's.
   return CommitLocked(
@@ -492,17 +504,56 @@ Status SchedulingService::Uncordon(const RequestOrigin& by, const std::string& n
 }
 
 Status SchedulingService::SetGpuHealth(const RequestOrigin& by, const std::string& node, int gpu,
-                                       bool healthy) {
+                                       bool healthy, const std::string& reason) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!scheduler_) return Error::Unavailable("the scheduler is not started");
+  ATRIUM_ASSIGN_OR_RETURN(auto asked, AskedToMoveLocked(node));
   ATRIUM_ASSIGN_OR_RETURN(auto decisions,
-                          scheduler_->SetGpuHealth(node, gpu, healthy, clock_.NowMillis()));
+                          scheduler_->SetGpuHealth(node, gpu, healthy, clock_.NowMillis(), reason));
   SchedulingCommit commit;
   commit.node_flags.push_back(NodeFlagsOf(*scheduler_->fleet().FindNode(node)));
+  ClearedMovesLocked(asked, decisions, commit);
+  // Move requests and the preemptions of work on the broken GPU are the
+  // operator's doing; what the pass decided after is the scheduler's.
   return CommitLocked(
       by, decisions, std::move(commit),
-      [](const sched::DecisionRecord& d) { return d.kind == sched::DecisionKind::kMoveRequested; },
+      [&](const sched::DecisionRecord& d) {
+        return d.kind == sched::DecisionKind::kMoveRequested ||
+               (d.kind == sched::DecisionKind::kPreempted && !healthy &&
+                d.reason.starts_with("GPU " + std::to_string(gpu) + " of " + node));
+      },
       "");
+}
+
+Result<std::map<std::string, AllocationRecord>> SchedulingService::AskedToMoveLocked(
+    const std::string& node) {
+  std::map<std::string, AllocationRecord> out;
+  for (const sched::Allocation& a : scheduler_->Allocations()) {
+    if (a.move_requested.empty()) continue;
+    for (const sched::NodePlacement& p : a.placement) {
+      if (p.node != node) continue;
+      ATRIUM_ASSIGN_OR_RETURN(out[a.id()],
+                              store_.GetAllocation(TenantScope::Of(a.request.tenant), a.id()));
+      break;
+    }
+  }
+  return out;
+}
+
+void SchedulingService::ClearedMovesLocked(const std::map<std::string, AllocationRecord>& asked,
+                                           const sched::DecisionRecords& decisions,
+                                           SchedulingCommit& commit) {
+  for (const auto& [id, stored] : asked) {
+    const sched::Allocation* a = scheduler_->Find(id);
+    if (a == nullptr || !a->move_requested.empty()) continue;
+    const bool decided =
+        std::any_of(decisions.begin(), decisions.end(),
+                    [&](const sched::DecisionRecord& d) { return d.allocation_id == id; });
+    if (decided) continue;  // CommitLocked writes its row
+    AllocationRecord r = AllocationToRecord(*a, stored.created_by, clock_.NowMillis());
+    r.reason = stored.reason;
+    commit.allocations.push_back(std::move(r));
+  }
 }
 
 SchedulingService::NodePage SchedulingService::Nodes(std::string_view viewer_tenant,

@@ -139,7 +139,12 @@ class SchedulingService final : public TenantObserver {
   Status Cordon(const RequestOrigin& by, const std::string& node);
   Status Drain(const RequestOrigin& by, const std::string& node);
   Status Uncordon(const RequestOrigin& by, const std::string& node);
-  Status SetGpuHealth(const RequestOrigin& by, const std::string& node, int gpu, bool healthy);
+  // Marks GPU `gpu` of `node` healthy or not; `reason` (optional, the
+  // operator's words) goes into the decisions' reasons. Unhealthy: its
+  // preemptible work is preempted and the rest asked to move (see
+  // sched::Scheduler::SetGpuHealth). NotFound for an unknown node or GPU.
+  Status SetGpuHealth(const RequestOrigin& by, const std::string& node, int gpu, bool healthy,
+                      const std::string& reason = "");
   // Nodes in fleet order from position `offset` that match the filters
   // ("" = any), at most `limit`; viewer_tenant "" = the platform.
   struct NodeQuery {
@@ -192,6 +197,16 @@ class SchedulingService final : public TenantObserver {
                       const std::string& new_allocation_creator = "");     // REQUIRES(mu_)
   Result<sched::TenantPolicy> PolicyLocked(const std::string& tenant_id);  // REQUIRES(mu_)
   Status NodeOp(const RequestOrigin& by, const std::string& node, const char* what);
+  // The stored rows of the held allocations on `node` that carry a move
+  // request (read before the scheduler changes, so nothing can fail after).
+  Result<std::map<std::string, AllocationRecord>> AskedToMoveLocked(
+      const std::string& node);  // REQUIRES(mu_)
+  // Adds to `commit` the rows of the allocations in `asked` whose move
+  // request the scheduler cleared (the node or GPU is back in service)
+  // without a decision about them, so the store forgets it too.
+  void ClearedMovesLocked(const std::map<std::string, AllocationRecord>& asked,
+                          const sched::DecisionRecords& decisions,
+                          SchedulingCommit& commit);  // REQUIRES(mu_)
   void TimerLoop();
 
   Store& store_;

@@ -311,6 +311,13 @@ CREATE TABLE evicted_tenants (
     {6, "sessions: index on expiry for the purge", R"sql(
 CREATE INDEX sessions_expiry ON sessions (expires_at);
 )sql"},
+    // An allocation on a draining node or an unhealthy GPU is asked to move;
+    // the request is kept with it so a restart asks only for moves nobody
+    // asked for yet (and the API and `why` can show it).
+    {7, "allocations: the move request of work on a draining node or unhealthy GPU", R"sql(
+ALTER TABLE allocations ADD COLUMN move_requested TEXT NOT NULL DEFAULT '';
+ALTER TABLE allocations ADD COLUMN move_requested_ms BIGINT NOT NULL DEFAULT -1;
+)sql"},
 };
 
 }  // namespace

@@ -236,6 +236,10 @@ struct AllocationRecord {
   int64_t ended_ms = -1;   // when it was released, preempted or rejected
   std::string created_by;  // user id of the requester
   int64_t updated_at = 0;
+  // Held on a draining node or an unhealthy GPU: why it was asked to move
+  // and when ("" / -1: not asked).
+  std::string move_requested;
+  int64_t move_requested_ms = -1;
 
   bool Held() const { return state == "pending" || state == "running" || state == "preempting"; }
 

@@ -170,7 +170,7 @@ constexpr char kAllocationColumns[] =
     "id, tenant_id, project, kind, priority, model, gpus, nodes, mig_profile, milli, "
     "gpu_memory_mib, cpu_milli, memory_mib, pool, region, state, seq, submitted_ms, placed_ms, "
     "placement, mig_start, charge_milli, preempt_at_ms, preempted_for, reason, ended_ms, "
-    "created_by, updated_at";
+    "created_by, updated_at, move_requested, move_requested_ms";
 
 AllocationRecord AllocationFromRow(const Row& r) {
   AllocationRecord a;
@@ -202,17 +202,42 @@ AllocationRecord AllocationFromRow(const Row& r) {
   a.ended_ms = r.Int(25);
   a.created_by = r.Text(26);
   a.updated_at = r.Int(27);
+  a.move_requested = r.Text(28);
+  a.move_requested_ms = r.Int(29);
   return a;
 }
 
 std::vector<Value> AllocationValues(const AllocationRecord& a) {
-  return {a.id,          a.tenant_id,    a.project,        a.kind,
-          a.priority,    a.model,        a.gpus,           a.nodes,
-          a.mig_profile, a.milli,        a.gpu_memory_mib, a.cpu_milli,
-          a.memory_mib,  a.pool,         a.region,         a.state,
-          a.seq,         a.submitted_ms, a.placed_ms,      EncodePlacement(a.placement),
-          a.mig_start,   a.charge_milli, a.preempt_at_ms,  a.preempted_for,
-          a.reason,      a.ended_ms,     a.created_by,     a.updated_at};
+  return {a.id,
+          a.tenant_id,
+          a.project,
+          a.kind,
+          a.priority,
+          a.model,
+          a.gpus,
+          a.nodes,
+          a.mig_profile,
+          a.milli,
+          a.gpu_memory_mib,
+          a.cpu_milli,
+          a.memory_mib,
+          a.pool,
+          a.region,
+          a.state,
+          a.seq,
+          a.submitted_ms,
+          a.placed_ms,
+          EncodePlacement(a.placement),
+          a.mig_start,
+          a.charge_milli,
+          a.preempt_at_ms,
+          a.preempted_for,
+          a.reason,
+          a.ended_ms,
+          a.created_by,
+          a.updated_at,
+          a.move_requested,
+          a.move_requested_ms};
 }
 
 QuotaRecord QuotaFromRow(const Row& r) {
@@ -967,16 +992,18 @@ Status Store::CommitScheduling(const SchedulingCommit& commit) {
           auto updated,
           c.Exec("UPDATE allocations SET state = $3, seq = $4, submitted_ms = $5, placed_ms = $6, "
                  "placement = $7, mig_start = $8, charge_milli = $9, preempt_at_ms = $10, "
-                 "preempted_for = $11, reason = $12, ended_ms = $13, updated_at = $14 "
+                 "preempted_for = $11, reason = $12, ended_ms = $13, updated_at = $14, "
+                 "move_requested = $15, move_requested_ms = $16 "
                  "WHERE tenant_id = $1 AND id = $2",
                  {a.tenant_id, a.id, a.state, a.seq, a.submitted_ms, a.placed_ms,
                   EncodePlacement(a.placement), a.mig_start, a.charge_milli, a.preempt_at_ms,
-                  a.preempted_for, a.reason, a.ended_ms, a.updated_at}));
+                  a.preempted_for, a.reason, a.ended_ms, a.updated_at, a.move_requested,
+                  a.move_requested_ms}));
       if (updated.affected > 0) continue;
       ATRIUM_RETURN_IF_ERROR(c.Exec(
           std::string("INSERT INTO allocations (") + kAllocationColumns +
               ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, "
-              "$17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28)",
+              "$17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30)",
           AllocationValues(a)));
     }
     for (const auto& n : commit.node_flags) {

@@ -94,6 +94,22 @@ void ApiHarness::Reconfigure(const std::function<void(Services&)>& change) {
   api_ = std::make_unique<ControlPlaneApi>(services_);
 }
 
+void ApiHarness::RestartScheduling() {
+  tenants_->SetObserver(nullptr);
+  scheduling_->Stop();
+  scheduling_.reset();
+  scheduling::SchedulingOptions sched_opts;
+  sched_opts.fleet_spec = kTestFleet;
+  sched_opts.tick_ms = 0;
+  scheduling_ = std::make_unique<scheduling::SchedulingService>(*store_, clock_, sched_opts);
+  if (auto s = scheduling_->Start(); !s.has_value()) {
+    throw std::runtime_error("SchedulingService::Start: " + s.error().message);
+  }
+  tenants_->SetObserver(scheduling_.get());
+  services_.scheduling = scheduling_.get();
+  api_ = std::make_unique<ControlPlaneApi>(services_);
+}
+
 ApiHarness::~ApiHarness() {
   api_.reset();
   if (tenants_) tenants_->SetObserver(nullptr);

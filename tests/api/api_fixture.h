@@ -173,6 +173,9 @@ class ApiHarness {
   // The API again, on services `change` edits (e.g. the operator requires
   // entitlements for dedicated deployments).
   void Reconfigure(const std::function<void(Services&)>& change);
+  // Stops the scheduling service and starts a new one on the same store,
+  // as a restart of the server would. Throws if it does not start.
+  void RestartScheduling();
   // The rig's egress policy: like an operator whose model servers run on
   // its cluster network, it opens 10.0.0.0/8 to tenants' deployments.
   gateway::EgressPolicy& egress() { return *egress_; }

@@ -200,6 +200,14 @@ Json NewAllocationBody(ApiHarness&, const Case& c) {
 }
 
 // Cordon, drain and uncordon change something only from the other state.
+// GPU health changes something only from the other state; the body marks
+// it healthy, so the matrix's node keeps taking work for the rows after.
+void MarkGpuUnhealthyFirst(ApiHarness& h, const Case& c) {
+  (void)h.scheduling().SetGpuHealth(RequestOrigin{}, c.node, 0, false);
+}
+Json GpuHealthBody(ApiHarness&, const Case&) {
+  return {{"healthy", true}, {"reason", "isolation matrix"}};
+}
 void UncordonFirst(ApiHarness& h, const Case& c) {
   (void)h.scheduling().Uncordon(RequestOrigin{}, c.node);
 }
@@ -343,7 +351,8 @@ const std::map<std::string, Row>& Expectations() {
       {"GET /api/v1/audit/heads", {.own = "200 200 403 403 403"}},
 
       // The fleet: everyone reads it (tenants see only their own
-      // allocations on it); operators cordon and drain.
+      // allocations on it); operators cordon and drain nodes and set GPU
+      // health.
       {"GET /api/v1/nodes", {.own = "200 200 200 200 200"}},
       {"GET /api/v1/nodes/{node}", {.own = "200 200 200 200 200"}},
       {"POST /api/v1/nodes/{node}/cordon",
@@ -351,6 +360,8 @@ const std::map<std::string, Row>& Expectations() {
       {"POST /api/v1/nodes/{node}/drain", {.own = "200 200 403 403 403", .prepare = UncordonFirst}},
       {"POST /api/v1/nodes/{node}/uncordon",
        {.own = "200 200 403 403 403", .prepare = CordonFirst}},
+      {"PUT /api/v1/nodes/{node}/gpus/{gpu}/health",
+       {.own = "200 200 403 403 403", .body = GpuHealthBody, .prepare = MarkGpuUnhealthyFirst}},
       {"GET /api/v1/gpus", {.own = "200 200 200 200 200"}},
       {"GET /api/v1/capacity", {.own = "200 200 200 200 200"}},
 
@@ -512,6 +523,7 @@ std::string Expand(const std::string& pattern, const Case& c) {
   sub("{allocation_id}", c.allocation_id);
   sub("{project}", c.project);
   sub("{node}", c.node);
+  sub("{gpu}", "0");
   sub("{deployment_id}", c.deployment_id);
   sub("{model}", c.model);
   return out;
@@ -666,6 +678,7 @@ std::string Snapshot(Store& store, const std::vector<std::string>& tenant_ids,
   dump("SELECT * FROM gateway_limits WHERE tenant_id IN (" + in + ") ORDER BY tenant_id, key_id",
        tenants);
   dump("SELECT name, cordoned, draining FROM fleet_nodes ORDER BY name", {});
+  dump("SELECT node, idx, healthy FROM fleet_gpus ORDER BY node, idx", {});
   std::vector<sql::Value> platform(platform_user_ids.begin(), platform_user_ids.end());
   std::string pin = Placeholders(platform.size());
   dump("SELECT * FROM users WHERE tenant_id = '' AND id IN (" + pin + ") ORDER BY id", platform);

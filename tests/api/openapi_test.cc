@@ -194,6 +194,7 @@ class OpenApiTest : public ::testing::Test {
     sub("{allocation_id}", world_->own.allocation_id);
     sub("{project}", world_->own.project);
     sub("{node}", fixture::kTestNode);
+    sub("{gpu}", "0");
     sub("{deployment_id}", world_->own.deployment_id);
     sub("{model}", fixture::kSharedModel);
     return out;
@@ -587,6 +588,14 @@ TEST_F(OpenApiTest, ResponsesMatchTheirSchemas) {
     call("POST", std::string("/api/v1/nodes/{node}/") + action,
          std::string("/api/v1/nodes/h100-80gb-0/") + action, nullptr);
   }
+  call("PUT", "/api/v1/nodes/{node}/gpus/{gpu}/health", "/api/v1/nodes/h100-80gb-0/gpus/1/health",
+       {{"healthy", false}, {"reason", "XID 79"}});
+  call("PUT", "/api/v1/nodes/{node}/gpus/{gpu}/health", "/api/v1/nodes/h100-80gb-0/gpus/1/health",
+       {{"healthy", true}});
+  call("PUT", "/api/v1/nodes/{node}/gpus/{gpu}/health", "/api/v1/nodes/h100-80gb-0/gpus/1/health",
+       {{"healthy", "yes"}});  // 400
+  call("PUT", "/api/v1/nodes/{node}/gpus/{gpu}/health", "/api/v1/nodes/h100-80gb-0/gpus/99/health",
+       {{"healthy", true}});  // 404
   // Errors: the common shape, documented per operation.
   // Deployments, entitlements and gateway limits.
   Json dep = call("POST", "/api/v1/deployments", "/api/v1/deployments",

@@ -345,5 +345,112 @@ TEST_F(SchedulingApiTest, CapacityCountsFreeGpusAndMigRoom) {
   EXPECT_EQ(h_.Call("POST", "/api/v1/nodes/no-such-node/cordon", h_.root_key()).status, 404);
 }
 
+// Issue 16 item 11: GPU health had no way in, and after a GPU was marked
+// unhealthy by hand and the server restarted, its allocation kept running
+// with no move request. Operators set health through the API (strictly
+// read, audited); work on an unhealthy GPU is asked to move (preemptible
+// work is preempted at once), and the request is stored with the
+// allocation: a restart shows it, asks for the ones nobody asked for yet,
+// and asks for each only once.
+TEST_F(SchedulingApiTest, GpuHealthComesInThroughTheApiAndItsMoveRequestsSurviveARestart) {
+  const Actor op = h_.CreateActor("", "", Role::kPlatformOperator, /*human=*/false);
+  auto allocate = [&](const std::string& priority) {
+    http::Response r = Allocate(
+        alice_, {{"kind", "gpu"}, {"model", "H100-80GB"}, {"gpus", 1}, {"priority", priority}});
+    EXPECT_EQ(r.status, 201) << r.body;
+    Json j = BodyOf(r);
+    EXPECT_EQ(j.value("state", ""), "running") << r.body;
+    return j;
+  };
+  const Json batch = allocate("batch");
+  const Json spot = allocate("preemptible");
+  const Json later = allocate("batch");
+  auto gpu_of = [](const Json& a) { return a["placement"][0]["gpus"][0].get<int>(); };
+  auto health_path = [](int gpu) {
+    return "/api/v1/nodes/h100-80gb-0/gpus/" + std::to_string(gpu) + "/health";
+  };
+  auto get = [&](const Json& a) {
+    return BodyOf(h_.Call("GET", "/api/v1/allocations/" + a.value("id", ""), alice_.key));
+  };
+  auto moves_audited = [&](const Json& a) {
+    return Rows(
+        "SELECT COUNT(*) FROM audit_log WHERE action = 'scheduler.move-requested' AND "
+        "target LIKE '%/allocation/" +
+        a.value("id", "") + "'");
+  };
+  const std::string path = health_path(gpu_of(batch));
+
+  // Bad bodies, wrong callers and unknown GPUs change nothing.
+  const std::string long_reason(257, 'x');
+  for (const std::string& body :
+       {std::string("{}"), std::string(R"({"healthy": "no"})"),
+        std::string(R"({"healthy": false, "colour": "red"})"),
+        std::string(R"({"healthy": false, "reason": 7})"),
+        R"({"healthy": false, "reason": ")" + long_reason + R"("})", std::string("not json")}) {
+    EXPECT_EQ(h_.Call("PUT", path, op.key, body).status, 400) << body;
+  }
+  EXPECT_EQ(h_.CallJson("PUT", path, alice_.key, {{"healthy", false}}).status, 403);
+  EXPECT_EQ(h_.CallJson("PUT", health_path(99), op.key, {{"healthy", false}}).status, 404);
+  EXPECT_EQ(
+      h_.CallJson("PUT", "/api/v1/nodes/h100-80gb-0/gpus/x/health", op.key, {{"healthy", false}})
+          .status,
+      404);
+  EXPECT_EQ(
+      h_.CallJson("PUT", "/api/v1/nodes/no-such-node/gpus/0/health", op.key, {{"healthy", false}})
+          .status,
+      404);
+  EXPECT_TRUE(get(batch)["move_requested"].is_null());
+  EXPECT_EQ(Rows("SELECT COUNT(*) FROM fleet_gpus WHERE healthy = 0"), 0);
+
+  // The operator marks the batch allocation's GPU unhealthy: asked to move,
+  // still running; the health change is audited on the GPU.
+  http::Response marked =
+      h_.CallJson("PUT", path, op.key, {{"healthy", false}, {"reason", "XID 79"}});
+  ASSERT_EQ(marked.status, 200) << marked.body;
+  EXPECT_EQ(BodyOf(marked)["gpus"][gpu_of(batch)]["healthy"], false) << marked.body;
+  Json moved = get(batch);
+  EXPECT_EQ(moved["state"], "running");
+  ASSERT_TRUE(moved["move_requested"].is_object()) << moved.dump();
+  EXPECT_EQ(moved["move_requested"]["reason"],
+            "GPU " + std::to_string(gpu_of(batch)) + " of h100-80gb-0 is unhealthy (XID 79)");
+  EXPECT_EQ(Rows("SELECT COUNT(*) FROM audit_log WHERE action = 'gpu.health' AND status = 200 "
+                 "AND target = 'node/h100-80gb-0/gpu/" +
+                 std::to_string(gpu_of(batch)) + "'"),
+            1);
+  EXPECT_EQ(moves_audited(batch), 1);
+  // Preemptible work on an unhealthy GPU goes at once.
+  ASSERT_EQ(h_.CallJson("PUT", health_path(gpu_of(spot)), op.key, {{"healthy", false}}).status,
+            200);
+  EXPECT_EQ(get(spot)["state"], "preempted");
+
+  // A GPU marked unhealthy behind the scheduler's back (in the store, as
+  // before there was an API), then a restart: the request is made then,
+  // once, and the earlier one is still shown.
+  ASSERT_TRUE(h_.store()
+                  .database()
+                  .Exec("UPDATE fleet_gpus SET healthy = 0 WHERE node = $1 AND idx = $2",
+                        {std::string("h100-80gb-0"), int64_t{gpu_of(later)}})
+                  .has_value());
+  EXPECT_TRUE(get(later)["move_requested"].is_null());
+  h_.RestartScheduling();
+  Json after = get(later);
+  EXPECT_EQ(after["state"], "running");
+  ASSERT_TRUE(after["move_requested"].is_object()) << after.dump();
+  EXPECT_EQ(moves_audited(later), 1);
+  EXPECT_EQ(get(batch)["move_requested"], moved["move_requested"]);
+  h_.RestartScheduling();
+  EXPECT_EQ(moves_audited(batch), 1);
+  EXPECT_EQ(moves_audited(later), 1);
+  http::Response why =
+      h_.Call("GET", "/api/v1/allocations/" + batch.value("id", "") + "/why", alice_.key);
+  EXPECT_NE(why.body.find("asked to move"), std::string::npos) << why.body;
+
+  // Healthy again: the request is cleared, and stays cleared after a restart.
+  ASSERT_EQ(h_.CallJson("PUT", path, op.key, {{"healthy", true}}).status, 200);
+  EXPECT_TRUE(get(batch)["move_requested"].is_null());
+  h_.RestartScheduling();
+  EXPECT_TRUE(get(batch)["move_requested"].is_null());
+}
+
 }  // namespace
 }  // namespace atrium::api

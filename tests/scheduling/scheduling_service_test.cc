@@ -268,6 +268,94 @@ TEST_P(SchedulingServiceTest, ARestartRestoresTheSamePlacements) {
   EXPECT_EQ(next.state, "running");
 }
 
+// Issue 16 item 11 (the store's part): a move request is stored with the
+// allocation on both stores, so a restart shows it and does not ask again,
+// and one nobody made (health set by hand in the store) is made at start,
+// once. Healthy again clears it, in the store too.
+TEST_P(SchedulingServiceTest, MoveRequestsAreStoredAndMadeOnceAcrossRestarts) {
+  SetQuota("tn_a", "H100-80GB", "gpu", 4000, 4000);
+  AllocationRecord one = Submit("tn_a", Gpus(1));
+  AllocationRecord two = Submit("tn_a", Gpus(1));
+  ASSERT_EQ(one.state, "running");
+  ASSERT_EQ(two.state, "running");
+  const std::string node = one.placement.at(0).node;
+  const int gpu_one = one.placement.at(0).gpus.at(0);
+  const int gpu_two = two.placement.at(0).gpus.at(0);
+  auto stored = [&](const AllocationRecord& a) {
+    auto r = store_->GetAllocation(TenantScope::Of("tn_a"), a.id);
+    EXPECT_TRUE(r.has_value());
+    return r.has_value() ? *r : AllocationRecord{};
+  };
+  auto moves = [&](const AllocationRecord& a) {
+    int n = 0;
+    for (const AuditRecord& r : SchedulerAudit()) {
+      n += r.action == "scheduler.move-requested" && r.target.ends_with("/allocation/" + a.id);
+    }
+    return n;
+  };
+
+  ASSERT_TRUE(service_->SetGpuHealth(by_, node, gpu_one, false, "XID 79").has_value());
+  EXPECT_EQ(stored(one).move_requested,
+            "GPU " + std::to_string(gpu_one) + " of " + node + " is unhealthy (XID 79)");
+  EXPECT_EQ(stored(one).move_requested_ms, clock_.NowMillis());
+  EXPECT_EQ(stored(one).state, "running");
+  EXPECT_TRUE(stored(two).move_requested.empty());
+
+  // By hand, behind the service's back.
+  ASSERT_TRUE(store_->database()
+                  .Exec("UPDATE fleet_gpus SET healthy = 0 WHERE node = $1 AND idx = $2",
+                        {node, int64_t{gpu_two}})
+                  .has_value());
+  clock_.AdvanceSeconds(5);
+  ASSERT_NO_FATAL_FAILURE(StartService(""));
+  EXPECT_FALSE(stored(two).move_requested.empty());
+  EXPECT_EQ(moves(one), 1);
+  EXPECT_EQ(moves(two), 1);
+  ASSERT_NO_FATAL_FAILURE(StartService(""));
+  EXPECT_EQ(moves(one), 1);
+  EXPECT_EQ(moves(two), 1);
+  auto why = service_->Explain("tn_a", one.id);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("asked to move"), std::string::npos) << *why;
+
+  ASSERT_TRUE(service_->SetGpuHealth(by_, node, gpu_one, true).has_value());
+  EXPECT_TRUE(stored(one).move_requested.empty());
+  EXPECT_EQ(stored(one).move_requested_ms, -1);
+  EXPECT_FALSE(stored(two).move_requested.empty());
+}
+
+// Issue 16 item 10 (the shell's part): a queued request that a tenant's
+// region change left without any node is rejected at that change, with the
+// words a new request gets, its row ended and the rejection audited.
+TEST_P(SchedulingServiceTest, AQueuedRequestARegionChangeMadeImpossibleIsRejectedAndAudited) {
+  SetQuota("tn_a", "H100-80GB", "gpu", 24'000, 24'000);
+  Submit("tn_a", Gpus(8));
+  Submit("tn_a", Gpus(8));
+  AllocationRecord queued = Submit("tn_a", Gpus(8));
+  ASSERT_EQ(queued.state, "pending");
+  Tenant moved = tenant_a_;
+  moved.regions = {"nowhere"};
+  ASSERT_TRUE(store_->UpdateTenant(moved).has_value());
+  service_->TenantChanged(moved);
+  auto row = store_->GetAllocation(TenantScope::Of("tn_a"), queued.id);
+  ASSERT_TRUE(row.has_value());
+  EXPECT_EQ(row->state, "rejected");
+  EXPECT_NE(row->reason.find("no H100-80GB nodes with 8 GPUs that the tenant may use"),
+            std::string::npos)
+      << row->reason;
+  int audited = 0;
+  for (const AuditRecord& r : SchedulerAudit()) {
+    audited += r.action == "scheduler.rejected" && r.target.ends_with("/allocation/" + queued.id);
+  }
+  EXPECT_EQ(audited, 1);
+  // The same request made now is refused with the same words.
+  auto fresh = service_->Submit(by_, "tn_a", "usr_1", Gpus(8));
+  ASSERT_FALSE(fresh.has_value());
+  EXPECT_NE(fresh.error().message.find("no H100-80GB nodes with 8 GPUs that the tenant may use"),
+            std::string::npos)
+      << fresh.error().message;
+}
+
 TEST_P(SchedulingServiceTest, ANeverFittingRequestIsRefusedAndNothingIsStored) {
   SetQuota("tn_a", "H100-80GB", "gpu", 2000, 4000);
   auto refused = service_->Submit(by_, "tn_a", "usr_1", Gpus(8));
