@@ -311,6 +311,9 @@ CREATE TABLE evicted_tenants (
     {6, "sessions: index on expiry for the purge", R"sql(
 CREATE INDEX sessions_expiry ON sessions (expires_at);
 )sql"},
+    {7, "tenants: a version for compare-and-set updates", R"sql(
+ALTER TABLE tenants ADD COLUMN version BIGINT NOT NULL DEFAULT 0;
+)sql"},
 };
 
 }  // namespace
