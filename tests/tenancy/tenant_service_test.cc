@@ -383,9 +383,10 @@ TEST_F(TenantServiceTest, EvictFinishesAnInterruptedEviction) {
 // write "active" back over "suspended": the suspension answered 200, yet the
 // tenant ended active and the scheduler kept placing its work (5 of 30
 // trials through the API). Every trial here races weight updates on two
-// threads against one suspension, with the real scheduling service as the
-// observer, on SQLite and PostgreSQL; at the end the row must be suspended
-// and the scheduler must agree (a new request of the tenant stays queued).
+// threads against one suspension (then one thread against the
+// resumption), with the real scheduling service as the observer, on SQLite
+// and PostgreSQL; at the end the row must be suspended (active) and the
+// scheduler must agree (it refuses (places) the tenant's new work).
 class TenantRaceTest : public ::testing::TestWithParam<testdb::Backend> {
  protected:
   void SetUp() override {
@@ -473,6 +474,19 @@ TEST_P(TenantRaceTest, SuspensionIsNeverOverwrittenByAConcurrentUpdate) {
     ASSERT_FALSE(submitted.has_value()) << "the scheduler accepted a suspended tenant's work";
     EXPECT_NE(submitted.error().message.find("is suspended"), std::string::npos)
         << submitted.error().message;
+
+    // And the other way: a resumption racing updates is never undone either.
+    std::thread c(updater, 200);
+    Result<Tenant> resumed = tenants_->Resume(id);
+    c.join();
+    ASSERT_TRUE(resumed.has_value()) << resumed.error().message;
+    row = store_->GetTenant(id);
+    ASSERT_TRUE(row.has_value());
+    EXPECT_EQ(row->state, "active") << "the resumption was overwritten";
+    submitted = scheduling_->Submit({.actor = "test"}, id, "usr_test", request);
+    ASSERT_TRUE(submitted.has_value()) << submitted.error().message;
+    EXPECT_EQ(submitted->state, "running");
+    ASSERT_OK(scheduling_->Release({.actor = "test"}, id, submitted->id));
   }
 }
 
