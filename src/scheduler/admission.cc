@@ -60,8 +60,14 @@ std::string AdmissionRefusal(AllocationRequest& request, const TenantPolicy* ten
   const QuotaCheck q = CheckQuota(*tenant, ledger, request, rc, ChargeMilli(request, *model));
   if (q.verdict == QuotaVerdict::kNeverFits) return q.reason;
 
+  return NodeScopeRefusal(request, *tenant, *model, state, tenants);
+}
+
+std::string NodeScopeRefusal(const AllocationRequest& request, const TenantPolicy& tenant,
+                             const capacity::GpuModel& model, const ClusterState& state,
+                             const TenantTable& tenants) {
   // Is there hardware the tenant may ever use for it?
-  PlacementContext ctx{state, tenants, *tenant, request, *model};
+  PlacementContext ctx{state, tenants, tenant, request, model};
   int in_scope = 0;
   std::string first_reason;
   bool first_outside = false;
@@ -69,7 +75,7 @@ std::string AdmissionRefusal(AllocationRequest& request, const TenantPolicy* ten
     std::string why = StaticNodeRejection(ctx, i);
     if (why.empty()) {
       ++in_scope;
-    } else if (state.node(i).gpu_model == model->name) {
+    } else if (state.node(i).gpu_model == model.name) {
       // The request's own pool or region narrows the fleet; a reason from a
       // node inside them says more than "not in the requested pool".
       const bool outside = why.starts_with("not in the requested");
@@ -81,24 +87,24 @@ std::string AdmissionRefusal(AllocationRequest& request, const TenantPolicy* ten
   }
   const bool gang = request.kind == AllocationKind::kGpu && request.nodes > 1;
   if (in_scope == 0 || (gang && in_scope < request.nodes)) {
-    std::string what = model->name + " nodes";
+    std::string what = model.name + " nodes";
     if (request.kind == AllocationKind::kGpu) {
-      what = model->name + " nodes with " + std::to_string(request.gpus) + " GPUs";
+      what = model.name + " nodes with " + std::to_string(request.gpus) + " GPUs";
     }
     if (request.kind == AllocationKind::kNode) {
-      what = model->name + " nodes of exactly " + std::to_string(request.gpus) + " GPUs";
+      what = model.name + " nodes of exactly " + std::to_string(request.gpus) + " GPUs";
     }
     std::string out = gang ? "the gang needs " + std::to_string(request.nodes) + " " + what +
                                  " the tenant may use; the fleet has " + std::to_string(in_scope)
                            : "no " + what + " that the tenant may use";
     std::string scope;
-    if (!tenant->regions.empty()) {
+    if (!tenant.regions.empty()) {
       scope += " regions:";
-      for (const auto& r : tenant->regions) scope += " " + r;
+      for (const auto& r : tenant.regions) scope += " " + r;
     }
-    if (!tenant->pools.empty()) {
+    if (!tenant.pools.empty()) {
       scope += " pools:";
-      for (const auto& p : tenant->pools) scope += " " + p;
+      for (const auto& p : tenant.pools) scope += " " + p;
     }
     if (!scope.empty()) out += " (tenant" + scope + ")";
     if (!first_reason.empty()) out += " (e.g. " + first_reason + ")";

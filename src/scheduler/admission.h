@@ -27,4 +27,15 @@ std::string AdmissionRefusal(AllocationRequest& request, const TenantPolicy* ten
                              const ClusterState& state, const TenantTable& tenants,
                              const QuotaLedger& ledger);
 
+// The node-scope part of AdmissionRefusal: why no node of the fleet that
+// the tenant may ever use (regions, pools, pool admission, dedicated-pool
+// tier, the model, GPUs per node, enough nodes for a gang) can take the
+// request, whatever runs there or is cordoned; empty when one can. The
+// scheduler asks it again of queued requests when a tenant's policy or the
+// fleet changed, so a request a change made impossible is rejected with the
+// words a new one gets. `request.model` must be the catalog spelling.
+std::string NodeScopeRefusal(const AllocationRequest& request, const TenantPolicy& tenant,
+                             const capacity::GpuModel& model, const ClusterState& state,
+                             const TenantTable& tenants);
+
 }  // namespace atrium::sched

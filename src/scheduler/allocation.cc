@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "capacity/gpu_catalog.h"
+#include "capacity/mig.h"
 
 namespace atrium::sched {
 namespace {
@@ -80,7 +81,7 @@ Result<ResourceClass> ResourceClass::Parse(std::string_view text) {
   return ResourceClass{model->name, *kind};
 }
 
-int32_t MigMilli(int compute_slices) { return (compute_slices * 1000 + 3) / 7; }
+int32_t MigMilli(int compute_slices) { return compute_slices * 1000 / capacity::kMigComputeSlices; }
 
 std::string_view DecisionKindName(DecisionKind kind) {
   switch (kind) {

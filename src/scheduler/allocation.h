@@ -48,10 +48,13 @@ struct ResourceClass {
   bool operator==(const ResourceClass&) const = default;
 };
 
-// Milli-GPU a MIG instance of `compute_slices` is charged: the share of the
-// GPU's 7 compute slices, rounded to the nearest milli (1g 143, 2g 286,
-// 3g 429, 4g 571, 7g 1000). Compute, not memory, is what MIG divides for
-// pricing and fairness; memory is implied by the profile.
+// Milli-GPU a MIG instance of `compute_slices` is charged: its sevenths of
+// the GPU's compute, rounded down (1g 142, 2g 285, 3g 428, 4g 571, 7g 1000).
+// Rounding down keeps every set of instances that fits on one GPU (at most 7
+// slices) at or under 1000 milli, so a 1-GPU MIG quota admits all 7 slices
+// of a GPU; rounding to the nearest charged 7 × 1g 1001. Compute, not memory,
+// is what MIG divides for pricing and fairness; memory is implied by the
+// profile. Before this rule a 1g was charged 143 (see Scheduler::Restore).
 int32_t MigMilli(int compute_slices);
 
 // Upper bounds on what one request may ask for.
@@ -73,7 +76,7 @@ struct AllocationRequest {
   int32_t milli = 0;        // kShare: 1..999
   int64_t mem_cap_mib = 0;  // kShare: 1..GPU memory
   int64_t cpu_milli = 0;    // host CPU per node (0: none reserved; a lease takes all)
-  int64_t memory_mib = 0;   // host memory per node
+  int64_t memory_mib = 0;   // host memory per node; both bounded per GPU fraction (placement.h)
   std::string pool;         // optional: only nodes of this pool
   std::string region;       // optional: only nodes of this region
 
@@ -100,6 +103,12 @@ struct Allocation {
   int64_t charge_milli = 0;              // quota charge (ChargeMilli)
   int64_t preempt_at_ms = -1;            // kPreempting: when the grace period ends
   std::string preempted_for;             // kPreempting: the reclaiming allocation
+  // Placed on a draining node or an unhealthy GPU and asked to move (the
+  // last kMoveRequested's reason and time); cleared when the node or GPU is
+  // back in service. Kept with the allocation so that a restart asks only
+  // for the moves nobody asked for yet.
+  std::string move_requested;
+  int64_t move_requested_ms = -1;
 
   const std::string& id() const { return request.id; }
   bool Placed() const { return state != AllocationState::kPending; }

@@ -74,6 +74,16 @@ int64_t ClusterState::GpuWatts(const capacity::GpuModel& model, int64_t milli) {
   return (int64_t{model.tdp_watts} * milli + 999) / 1000;
 }
 
+int64_t ClusterState::MigWatts(const capacity::GpuModel& model, int compute_slices) {
+  constexpr int64_t kSlices = capacity::kMigComputeSlices;
+  return (int64_t{model.tdp_watts} * compute_slices + kSlices - 1) / kSlices;
+}
+
+int32_t MigModeUsedMilli(int compute_slices) {
+  constexpr int32_t kSlices = capacity::kMigComputeSlices;
+  return (compute_slices * kMilliPerGpu + kSlices / 2) / kSlices;
+}
+
 namespace {
 
 int32_t MilliOnGpu(const Allocation& a, const capacity::MigProfile* profile) {
@@ -182,7 +192,7 @@ void ClusterState::ApplyPart(const Allocation& a, int32_t i, const NodePlacement
     int64_t memory = gpu.memory_mib;
     if (a.request.kind == AllocationKind::kShare) memory = a.request.mem_cap_mib;
     if (profile != nullptr) memory = profile->memory_mib;
-    watts += GpuWatts(model, milli);
+    watts += profile != nullptr ? MigWatts(model, profile->compute_slices) : GpuWatts(model, milli);
     if (sign > 0) {
       // Kept sorted by allocation id, so the state does not depend on the
       // order allocations were applied in (Restore applies in seq order).
@@ -205,7 +215,11 @@ void ClusterState::ApplyPart(const Allocation& a, int32_t i, const NodePlacement
         if (gs.mig->empty() && !gpu.mig_enabled) gs.mig.reset();
       }
     }
-    gs.used_milli += static_cast<int32_t>(sign * milli);
+    if (profile != nullptr) {
+      gs.used_milli = gs.mig ? MigModeUsedMilli(gs.mig->used_compute_slices()) : 0;
+    } else {
+      gs.used_milli += static_cast<int32_t>(sign * milli);
+    }
     gs.used_memory_mib += sign * memory;
   }
   if (rack_of_[size_t(i)] >= 0) rack_draw_[size_t(rack_of_[size_t(i)])] += sign * watts;

@@ -5,8 +5,8 @@
 //
 // Power model: a node draws its idle power whenever it is up, plus, for each
 // GPU, the GPU's TDP × the fraction of it allocated (whole GPU and node lease
-// 1, share milli/1000, MIG instance MigMilli/1000), rounded up to a watt per
-// allocation part. Racks and sites with a budget never exceed it.
+// 1, share milli/1000, MIG instance compute slices/7), rounded up to a watt
+// per allocation part. Racks and sites with a budget never exceed it.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +29,7 @@ namespace atrium::sched {
 struct GpuUse {
   std::string allocation;
   std::string tenant;
-  int32_t milli = 0;       // 1000 for a whole GPU, MigMilli for MIG, the share's milli
+  int32_t milli = 0;       // 1000 for a whole GPU, MigMilli (the charge) for MIG, the share's
   int64_t memory_mib = 0;  // GPU memory: the whole GPU, the MIG profile's, the share's cap
   bool operator==(const GpuUse&) const = default;
 };
@@ -41,6 +41,9 @@ struct GpuState {
   // scheduler laid out instances on it (an empty GPU the scheduler switched
   // returns to whole mode when its last instance goes).
   std::optional<capacity::MigLayout> mig;
+  // Whole and shares: the sum of the uses' milli. In MIG mode: the compute
+  // slices in use in milli (MigModeUsedMilli), so a full GPU reads 1000
+  // whatever its instances are charged.
   int32_t used_milli = 0;
   int64_t used_memory_mib = 0;
   bool operator==(const GpuState&) const = default;
@@ -85,6 +88,9 @@ class ClusterState {
   int64_t SiteDraw(int32_t site) const { return site_draw_[size_t(site)]; }
   // Watts one allocation part adds on a GPU of `model` using `milli` of it.
   static int64_t GpuWatts(const capacity::GpuModel& model, int64_t milli);
+  // Watts one MIG instance of `compute_slices` adds: TDP × slices / 7, rounded
+  // up, so a GPU's instances never draw less than the whole GPU would.
+  static int64_t MigWatts(const capacity::GpuModel& model, int compute_slices);
 
   // Takes the resources `allocation` (placed) holds. FailedPrecondition,
   // naming the conflict, when the placement is not free or not valid (GPU
@@ -126,5 +132,9 @@ class ClusterState {
 
 // Index of `model` in capacity::AllGpuModels(), or -1.
 int32_t ModelIndex(std::string_view model);
+
+// What a GPU in MIG mode with `compute_slices` of 7 in use shows as used:
+// the slices in milli, rounded to the nearest (1 slice 143, 7 slices 1000).
+int32_t MigModeUsedMilli(int compute_slices);
 
 }  // namespace atrium::sched

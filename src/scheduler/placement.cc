@@ -71,14 +71,19 @@ const capacity::MigProfile& ProfileOf(const PlacementContext& ctx) {
   return *ctx.model.FindMigProfile(ctx.request.mig_profile);
 }
 
+// Whether node i has the request's host CPU and memory free now.
+bool HostRoom(const PlacementContext& ctx, int32_t i) {
+  const NodeRuntime& rt = ctx.state.runtime(i);
+  const capacity::Node& n = ctx.state.node(i);
+  return rt.cpu_used + ctx.request.cpu_milli <= n.cpu_milli &&
+         rt.memory_used + ctx.request.memory_mib <= n.memory_mib;
+}
+
+// Where an instance of the request's profile could go on node i, looking at
+// its GPUs only (callers check HostRoom).
 std::vector<MigCandidate> MigCandidates(const PlacementContext& ctx, int32_t i) {
   std::vector<MigCandidate> out;
   const NodeRuntime& rt = ctx.state.runtime(i);
-  const capacity::Node& n = ctx.state.node(i);
-  if (rt.cpu_used + ctx.request.cpu_milli > n.cpu_milli ||
-      rt.memory_used + ctx.request.memory_mib > n.memory_mib) {
-    return out;
-  }
   const capacity::MigProfile& profile = ProfileOf(ctx);
   for (size_t g = 0; g < rt.gpus.size(); ++g) {
     const GpuState& gs = rt.gpus[g];
@@ -115,19 +120,45 @@ bool LeaseFits(const PlacementContext& ctx, int32_t i) {
   return rt.tenants.empty() && rt.cpu_used == 0 && rt.memory_used == 0;
 }
 
-// Node i passes the GPU-level fit for the request's kind.
+// Node i has GPU room for the request's kind, its host CPU and memory aside
+// (DiagnoseNoFit names which of the two is short).
 bool GpuFit(const PlacementContext& ctx, int32_t i) {
+  Request gpus_only = EngineRequest(ctx);
+  gpus_only.cpu = 0;
+  gpus_only.mem = 0;
   switch (ctx.request.kind) {
     case AllocationKind::kGpu:
-      return Fits(ctx.state.EngineView(i), EngineRequest(ctx));
+      return Fits(ctx.state.EngineView(i), gpus_only);
     case AllocationKind::kShare:
-      return Fits(ShareView(ctx, i), EngineRequest(ctx));
+      return Fits(ShareView(ctx, i), gpus_only);
     case AllocationKind::kMig:
       return !MigCandidates(ctx, i).empty();
     case AllocationKind::kNode:
       return LeaseFits(ctx, i);
   }
   return false;
+}
+
+// "host CPU: needs 24000 milli, 0 free" when node i lacks the request's host
+// CPU or memory now, or empty.
+std::string HostShortage(const PlacementContext& ctx, int32_t i) {
+  const NodeRuntime& rt = ctx.state.runtime(i);
+  const capacity::Node& n = ctx.state.node(i);
+  const int64_t cpu_free = n.cpu_milli - rt.cpu_used;
+  const int64_t memory_free = n.memory_mib - rt.memory_used;
+  const bool cpu_short = ctx.request.cpu_milli > cpu_free;
+  const bool memory_short = ctx.request.memory_mib > memory_free;
+  const std::string cpu = std::to_string(ctx.request.cpu_milli) + " milli";
+  const std::string memory = std::to_string(ctx.request.memory_mib) + " MiB";
+  if (cpu_short && memory_short) {
+    return "host CPU and memory: needs " + cpu + " and " + memory + ", " +
+           std::to_string(cpu_free) + " milli and " + std::to_string(memory_free) + " MiB free";
+  }
+  if (cpu_short) return "host CPU: needs " + cpu + ", " + std::to_string(cpu_free) + " free";
+  if (memory_short) {
+    return "host memory: needs " + memory + ", " + std::to_string(memory_free) + " free";
+  }
+  return {};
 }
 
 // Fully free GPUs of node i, the tightest NVLink group first (see header).
@@ -314,7 +345,7 @@ std::optional<Placement> PlaceMig(const PlacementContext& ctx, Engine* engine) {
     return a.free_after < b.free_after;
   };
   for (int32_t i = 0; i < ctx.state.node_count(); ++i) {
-    if (!NodeRejection(ctx, i).empty()) continue;
+    if (!NodeRejection(ctx, i).empty() || !HostRoom(ctx, i)) continue;
     for (const MigCandidate& c : MigCandidates(ctx, i)) {
       if (!c.in_mig_mode) continue;
       if (!best || better(c, best->second)) best = {i, c};
@@ -326,7 +357,7 @@ std::optional<Placement> PlaceMig(const PlacementContext& ctx, Engine* engine) {
   // Then a whole free GPU switched to MIG, on the node the engine prefers for
   // one whole GPU.
   NodeFilter filter = [&](int32_t i) {
-    return NodeRejection(ctx, i).empty() && HasFreshGpu(MigCandidates(ctx, i));
+    return NodeRejection(ctx, i).empty() && HostRoom(ctx, i) && HasFreshGpu(MigCandidates(ctx, i));
   };
   const Request r = EngineRequest(ctx);
   auto i = ChooseNode(ctx, engine, r, filter);
@@ -354,6 +385,64 @@ std::string PowerRefusal(std::string_view what, std::string_view name, int64_t b
          " W left";
 }
 
+// The request's share of a node's host resources: its GPU fraction of the
+// node's n GPUs, numerator / denominator. See HostBoundRefusal.
+struct HostFraction {
+  int64_t numerator = 1;
+  int64_t denominator = 1;
+  std::string what;   // "2 whole GPUs", "a 250-milli-GPU share", "a 1g.10gb instance"
+  std::string scale;  // how the per-GPU figure is scaled, in words
+};
+
+HostFraction HostFractionOf(const PlacementContext& ctx, const capacity::Node& n) {
+  const AllocationRequest& r = ctx.request;
+  const int64_t gpus = std::max<int64_t>(1, int64_t(n.gpus.size()));
+  switch (r.kind) {
+    case AllocationKind::kGpu:
+      return {r.gpus, gpus, std::to_string(r.gpus) + (r.gpus == 1 ? " whole GPU" : " whole GPUs"),
+              "× " + std::to_string(r.gpus)};
+    case AllocationKind::kShare:
+      return {r.milli, gpus * kMilliPerGpu, "a " + std::to_string(r.milli) + "-milli-GPU share",
+              "scaled by the share"};
+    case AllocationKind::kMig: {
+      const int slices = ProfileOf(ctx).compute_slices;
+      return {slices, gpus * capacity::kMigComputeSlices, "a " + r.mig_profile + " instance",
+              "× " + std::to_string(slices) + "/" + std::to_string(capacity::kMigComputeSlices)};
+    }
+    case AllocationKind::kNode:
+      return {1, 1, "a node lease", "× the node's GPUs"};
+  }
+  return {};
+}
+
+// Host CPU and memory are bounded per GPU fraction: a request may ask on one
+// node at most its fraction of the node's GPUs (whole GPUs g/n, a share
+// milli/1000/n, a MIG instance slices/7/n, a lease the whole node) times the
+// node's CPU and memory, rounded down. The fractions of what one node holds
+// add up to at most 1, and so do the rounded-down bounds, so host CPU and
+// memory can never be what keeps a free GPU from being used; a tenant cannot
+// block a node's GPUs for others with a 1-milli share asking for the whole
+// host (issue 16, item 6). Rounding down loses under one milli-CPU and one
+// MiB; rounding up could add up over many small shares and strand a GPU
+// after all. (A node with fewer than one CPU per GPU gives a 1-milli share
+// no CPU; it may still ask for none.)
+std::string HostBoundRefusal(const PlacementContext& ctx, const capacity::Node& n) {
+  const AllocationRequest& r = ctx.request;
+  const HostFraction f = HostFractionOf(ctx, n);
+  const int64_t cpu_bound = n.cpu_milli * f.numerator / f.denominator;
+  const int64_t memory_bound = n.memory_mib * f.numerator / f.denominator;
+  if (r.cpu_milli > cpu_bound) {
+    return "asks " + std::to_string(r.cpu_milli) + " milli-CPU; " + f.what + " may ask at most " +
+           std::to_string(cpu_bound) + " on this node (its CPU per GPU " + f.scale + ")";
+  }
+  if (r.memory_mib > memory_bound) {
+    return "asks " + std::to_string(r.memory_mib) + " MiB of host memory; " + f.what +
+           " may ask at most " + std::to_string(memory_bound) +
+           " MiB on this node (its memory per GPU " + f.scale + ")";
+  }
+  return {};
+}
+
 }  // namespace
 
 int64_t RequestWattsPerNode(const PlacementContext& ctx, int32_t i) {
@@ -366,7 +455,7 @@ int64_t RequestWattsPerNode(const PlacementContext& ctx, int32_t i) {
     case AllocationKind::kShare:
       return ClusterState::GpuWatts(ctx.model, ctx.request.milli);
     case AllocationKind::kMig:
-      return ClusterState::GpuWatts(ctx.model, MigMilli(ProfileOf(ctx).compute_slices));
+      return ClusterState::MigWatts(ctx.model, ProfileOf(ctx).compute_slices);
   }
   return 0;
 }
@@ -400,9 +489,6 @@ std::string StaticNodeRejection(const PlacementContext& ctx, int32_t i) {
       (!pool.dedicated_tenant || *pool.dedicated_tenant != tenant)) {
     return "tier dedicated-pool: pool " + pool.name + " is not dedicated to the tenant";
   }
-  if (r.cpu_milli > n.cpu_milli || r.memory_mib > n.memory_mib) {
-    return "host CPU or memory smaller than asked";
-  }
   if (r.kind == AllocationKind::kGpu && size_t(r.gpus) > n.gpus.size()) {
     return "has " + std::to_string(n.gpus.size()) + " GPUs";
   }
@@ -410,7 +496,7 @@ std::string StaticNodeRejection(const PlacementContext& ctx, int32_t i) {
     return "has " + std::to_string(n.gpus.size()) + " GPUs, the lease asks for " +
            std::to_string(r.gpus);
   }
-  return {};
+  return HostBoundRefusal(ctx, n);
 }
 
 std::string NodeRejection(const PlacementContext& ctx, int32_t i, int64_t extra_rack_watts,
@@ -471,7 +557,10 @@ std::string DiagnoseNoFit(const PlacementContext& ctx) {
   int fitting = 0;
   for (int32_t i = 0; i < ctx.state.node_count(); ++i) {
     std::string reason = NodeRejection(ctx, i);
-    if (reason.empty() && !GpuFit(ctx, i)) {
+    // The GPUs first: when they are short too, more host room would not help.
+    const bool gpus_fit = reason.empty() && GpuFit(ctx, i);
+    if (gpus_fit) reason = HostShortage(ctx, i);
+    if (reason.empty() && !gpus_fit) {
       switch (ctx.request.kind) {
         case AllocationKind::kGpu:
           reason = "not " + std::to_string(ctx.request.gpus) + " free GPUs";

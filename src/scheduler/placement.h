@@ -50,8 +50,10 @@ struct Placement {
 };
 
 // Why node i can never take the request whatever runs on it (model, pool,
-// region, tenant pools/regions, pool admission, dedicated-pool tier, host
-// size, power the rack or site could never supply), or empty.
+// region, tenant pools/regions, pool admission, dedicated-pool tier, GPU
+// count, host CPU or memory above the request's GPU fraction of the node's —
+// whole GPUs g/n, a share milli/1000/n, a MIG instance slices/7/n, rounded
+// down — or empty.
 std::string StaticNodeRejection(const PlacementContext& ctx, int32_t i);
 
 // Why node i cannot take the request now, before looking at its GPUs:
@@ -72,7 +74,10 @@ std::optional<Placement> FindPlacement(const PlacementContext& ctx, Engine* engi
 
 // Why no node takes the request now, in words: refusals grouped by reason
 // with node counts, e.g. "2 nodes: GPU model is L40S; 1 node: power budget of
-// rack rack-0: would need 700 W, 200 W left; 1 node: not enough free GPUs".
+// rack rack-0: would need 700 W, 200 W left; 1 node: not 2 free GPUs; 1 node:
+// host CPU: needs 24000 milli, 0 free". A node whose GPUs are short is
+// reported so even when its host is short too; host CPU or memory is named
+// only when the GPUs would fit.
 std::string DiagnoseNoFit(const PlacementContext& ctx);
 
 }  // namespace atrium::sched

@@ -182,6 +182,11 @@ std::string Scheduler::ReclaimerForVictim(const Allocation& victim) const {
   auto r = allocations_.find(victim.preempted_for);
   if (r == allocations_.end()) return "a request that left the queue";
   if (r->second.request.tenant == victim.request.tenant) {
+    const AllocationRequest& q = r->second.request;
+    auto t = tenants_.find(q.tenant);
+    if (t != tenants_.end() && t->second.ProjectQuotaFor(q.project, ClassOf(q)) != nullptr) {
+      return victim.preempted_for + " (within project " + q.project + "'s guarantee)";
+    }
     return victim.preempted_for + " (within its tenant's guarantee)";
   }
   return "another tenant's guarantee";
@@ -219,10 +224,13 @@ QuotaVerdict Scheduler::ShapeVerdict(const AllocationRequest& shape, const Alloc
 Scheduler::Entitlement Scheduler::ComputeEntitlement() const {
   // Only requests within their guarantee can be entitled, and that verdict
   // is the same for every request of a shape; within a tenant's class they
-  // are taken oldest first. A request of a shape that is not entitled leaves
-  // the charge ahead unchanged, which only grows, so no later request of
-  // that shape is entitled either: the shape is dropped there, and a backlog
-  // costs its shapes, not its requests.
+  // are taken oldest first, each counted against its sub-level's guarantee
+  // with the older entitled requests of that sub-level (for a tenant
+  // without projects, the tenant's). A request of a shape that is not
+  // entitled leaves the charge ahead in its sub-level (a shape has one)
+  // unchanged, which only grows, so no later request of that shape is
+  // entitled either: the shape is dropped there, and a backlog costs its
+  // shapes, not its requests.
   struct Lane {
     std::map<uint64_t, Allocation*>::const_iterator next, end;
   };
@@ -230,8 +238,7 @@ Scheduler::Entitlement Scheduler::ComputeEntitlement() const {
   VerdictRun run;
   for (const auto& [shape, queue] : shapes_) {
     const auto& requests = queue.requests;
-    if (requests.empty() ||
-        ShapeVerdict(shape, *requests.begin()->second, run) != QuotaVerdict::kWithinGuarantee) {
+    if (requests.empty() || !Entitles(ShapeVerdict(shape, *requests.begin()->second, run))) {
       continue;
     }
     classes[{shape.tenant, ClassOf(shape)}].push_back({requests.begin(), requests.end()});
@@ -240,20 +247,34 @@ Scheduler::Entitlement Scheduler::ComputeEntitlement() const {
   for (auto& [key, lanes] : classes) {
     const auto& [tenant, rc] = key;
     const TenantPolicy& t = tenants_.find(tenant)->second;
-    const Quota* q = t.QuotaFor(rc);
-    const ClassUsage u = ledger_.Tenant(t.id, rc);
-    int64_t before = 0;  // the charges of older entitled requests
+    struct SubLevel {
+      SubLevelQuota quota;
+      int64_t before = 0;     // the charges of older entitled requests
+      int64_t in_flight = 0;  // the part of them with a reclaim in flight
+    };
+    std::map<std::string_view, SubLevel> subs;
+    int64_t before = 0, in_flight = 0;  // the same over the tenant's class
     while (!lanes.empty()) {
       auto oldest = std::min_element(lanes.begin(), lanes.end(), [](const Lane& x, const Lane& y) {
         return x.next->first < y.next->first;
       });
       const Allocation* a = oldest->next->second;
       ++requests_examined_;
-      const int64_t base =
-          a->request.priority == Priority::kPreemptible ? u.used : u.non_preemptible;
-      if (q != nullptr && base + before + a->charge_milli <= q->guarantee) {
-        out.ahead.emplace(a->id(), before);
+      const std::string_view sub_name = SubLevelOf(t, a->request.project, rc);
+      auto [it, inserted] = subs.try_emplace(sub_name);
+      SubLevel& sub = it->second;
+      if (inserted) sub.quota = SubLevelFor(t, ledger_, sub_name, rc);
+      const int64_t base = a->request.priority == Priority::kPreemptible
+                               ? sub.quota.usage.used
+                               : sub.quota.usage.non_preemptible;
+      if (base + sub.before + a->charge_milli <= sub.quota.guarantee) {
+        out.ahead.emplace(a->id(), Ahead{before - in_flight, sub.before - sub.in_flight});
         before += a->charge_milli;
+        sub.before += a->charge_milli;
+        if (reclaims_.contains(a->id())) {
+          in_flight += a->charge_milli;
+          sub.in_flight += a->charge_milli;
+        }
         if (++oldest->next != oldest->end) continue;
       }
       lanes.erase(oldest);
@@ -391,8 +412,11 @@ bool Scheduler::TryPlace(Allocation& a, const IdList* reserving, DecisionRecords
     if (it != shapes_.end()) shape = &it->second;
   }
   if (shape != nullptr && shape->no_fit_generation == generation_) return settled();
+  // A request within its guarantee that the tenant's limit holds back
+  // (kWithinGuaranteeOverLimit) is entitled but placed only once its
+  // reclaim has given the headroom back.
   const QuotaVerdict q = QuotaVerdictFor(a);
-  if (q == QuotaVerdict::kWaits || q == QuotaVerdict::kNeverFits) return settled();
+  if (q != QuotaVerdict::kWithinGuarantee && q != QuotaVerdict::kBorrows) return settled();
   auto ctx = ContextFor(a, state_);
   if (!ctx) return false;
   auto p = FindPlacement(*ctx, engine_.get());
@@ -458,20 +482,31 @@ void Scheduler::CancelReclaim(std::string_view reclaimer, DecisionRecords& out) 
   }
 }
 
-bool Scheduler::StartReclaim(Allocation& a, int64_t ahead, DecisionRecords& out) {
+bool Scheduler::StartReclaim(Allocation& a, const Ahead& ahead, DecisionRecords& out) {
   auto t = tenants_.find(a.request.tenant);
   const capacity::GpuModel* model = capacity::FindGpuModel(a.request.model);
   if (t == tenants_.end() || model == nullptr) return false;
   // The tenant's older entitled requests will be placed first, so they count
   // toward what makes its own preemptible work borrowed.
-  ReclaimInput in{
-      state_, tenants_, ledger_, {}, {}, a.request, ClassOf(a.request), a.charge_milli + ahead,
-      nullptr};
+  const ResourceClass rc = ClassOf(a.request);
+  ReclaimInput in{state_, tenants_, ledger_, {}, {}, a.request, rc, a.charge_milli + ahead.tenant,
+                  nullptr};
+  in.request_sub_level_charge = a.charge_milli + ahead.sub_level;
+  // Marked and in-flight charges per tenant class, and per sub-level for
+  // tenants that split the class.
+  auto count_marked = [&](const Allocation& v, int64_t charge) {
+    const ResourceClass vc = ClassOf(v.request);
+    in.already_marked[{v.request.tenant, vc}] += charge;
+    auto vt = tenants_.find(v.request.tenant);
+    if (vt != tenants_.end() && SplitsClass(vt->second, vc)) {
+      in.already_marked_sub_levels[{v.request.tenant, vc,
+                                    std::string(SubLevelOf(vt->second, v.request.project, vc))}] +=
+          charge;
+    }
+  };
   for (const auto& [id, v] : allocations_) {
     if (v.state == AllocationState::kRunning) in.running.push_back(&v);
-    if (v.state == AllocationState::kPreempting) {
-      in.already_marked[{v.request.tenant, ClassOf(v.request)}] += v.charge_milli;
-    }
+    if (v.state == AllocationState::kPreempting) count_marked(v, v.charge_milli);
   }
   // A reclaimer in flight is placed when its victims go, so its tenant's use
   // comes back by its charge: a tenant whose interactive request displaces
@@ -480,8 +515,26 @@ bool Scheduler::StartReclaim(Allocation& a, int64_t ahead, DecisionRecords& out)
   for (const auto& [id, victims] : reclaims_) {
     auto r = allocations_.find(id);
     if (r == allocations_.end() || r->second.Placed()) continue;
-    in.already_marked[{r->second.request.tenant, ClassOf(r->second.request)}] -=
-        r->second.charge_milli;
+    count_marked(r->second, -r->second.charge_milli);
+  }
+  // A request within its sub-level's guarantee that a limit holds back
+  // (kWithinGuaranteeOverLimit: siblings borrow the headroom, or, for
+  // interactive or batch work, its own preemptible work holds it) has its
+  // reclaim give the headroom back too.
+  if (const Quota* q = t->second.QuotaFor(rc)) {
+    in.limit_deficit = ledger_.Tenant(a.request.tenant, rc).used -
+                       in.already_marked[{a.request.tenant, rc}] + in.request_charge - q->limit;
+  }
+  if (const Quota* pq = t->second.ProjectQuotaFor(a.request.project, rc)) {
+    int64_t marked = 0;
+    for (const auto& [id, v] : allocations_) {
+      if (v.state == AllocationState::kPreempting && v.request.tenant == a.request.tenant &&
+          v.request.project == a.request.project && ClassOf(v.request) == rc) {
+        marked += v.charge_milli;
+      }
+    }
+    in.project_limit_deficit = ledger_.Project(a.request.tenant, a.request.project, rc).used -
+                               marked + in.request_sub_level_charge - pq->limit;
   }
   in.fits = [&](const ClusterState& s) {
     PlacementContext ctx{s, tenants_, t->second, a.request, *model};
@@ -697,10 +750,35 @@ void Scheduler::Pass(int64_t now_ms, DecisionRecords& out, IdList freed_for) {
     }
     for (const auto& [seq, a] : queue.requests) rejected.push_back(a);
   }
+  // Queued requests a tenant's policy change (regions, pools, tier) or a
+  // new fleet left without any node the tenant may use: the same check and
+  // words as admission's, once per shape, and only when something it reads
+  // changed (cordons, drains and health are not among them).
+  std::map<std::string, std::string, std::less<>> out_of_scope;  // id → reason
+  if (scope_changed_) {
+    scope_changed_ = false;
+    for (const auto& [shape, queue] : shapes_) {
+      if (queue.requests.empty()) continue;
+      const Allocation& head = *queue.requests.begin()->second;
+      if (std::find(rejected.begin(), rejected.end(), &head) != rejected.end()) continue;
+      auto t = tenants_.find(shape.tenant);
+      const capacity::GpuModel* model = capacity::FindGpuModel(shape.model);
+      if (t == tenants_.end() || model == nullptr) continue;
+      std::string why = NodeScopeRefusal(shape, t->second, *model, state_, tenants_);
+      if (why.empty()) continue;
+      for (const auto& [seq, a] : queue.requests) {
+        out_of_scope.emplace(a->id(), why);
+        rejected.push_back(a);
+      }
+    }
+  }
   std::sort(rejected.begin(), rejected.end(),
             [](const Allocation* x, const Allocation* y) { return x->id() < y->id(); });
   for (Allocation* a : rejected) {
-    out.push_back(Record(DecisionKind::kRejected, *a, QuotaFor(*a).reason));
+    auto scope = out_of_scope.find(a->id());
+    out.push_back(Record(DecisionKind::kRejected, *a,
+                         scope != out_of_scope.end() ? scope->second : QuotaFor(*a).reason));
+    CancelReclaim(a->id(), out);
     CountPending(*a, -1);
     allocations_.erase(a->id());
   }
@@ -734,6 +812,7 @@ Result<DecisionRecords> Scheduler::SetTenant(TenantPolicy policy, int64_t now_ms
   std::string id = policy.id;
   tenants_.insert_or_assign(std::move(id), std::move(policy));
   CapacityChanged();
+  scope_changed_ = true;
   DecisionRecords out;
   Pass(now_ms, out);
   return out;
@@ -906,31 +985,182 @@ Result<int32_t> Scheduler::NodeByName(std::string_view node) const {
   return *i;
 }
 
-void Scheduler::RequestMoves(int32_t node, int gpu, std::string_view reason, DecisionRecords& out) {
-  std::vector<const Allocation*> hit;
+namespace {
+bool OnNode(const Allocation& a, const std::string& node, int gpu) {
+  for (const NodePlacement& p : a.placement) {
+    if (p.node == node &&
+        (gpu < 0 || std::find(p.gpus.begin(), p.gpus.end(), gpu) != p.gpus.end())) {
+      return true;
+    }
+  }
+  return false;
+}
+}  // namespace
+
+void Scheduler::RequestMoves(int32_t node, int gpu, std::string_view reason, DecisionRecords& out,
+                             bool only_unasked) {
+  std::vector<Allocation*> hit;
   const std::string& name = state_.node(node).name;
-  for (const auto& [id, a] : allocations_) {
-    for (const NodePlacement& p : a.placement) {
-      if (p.node == name &&
-          (gpu < 0 || std::find(p.gpus.begin(), p.gpus.end(), gpu) != p.gpus.end())) {
-        hit.push_back(&a);
-        break;
-      }
+  for (auto& [id, a] : allocations_) {
+    if (OnNode(a, name, gpu) && !(only_unasked && !a.move_requested.empty())) hit.push_back(&a);
+  }
+  std::sort(hit.begin(), hit.end(),
+            [](const Allocation* x, const Allocation* y) { return x->seq < y->seq; });
+  for (Allocation* a : hit) {
+    a->move_requested = std::string(reason);
+    a->move_requested_ms = now_ms_;
+    out.push_back(Record(DecisionKind::kMoveRequested, *a, std::string(reason)));
+  }
+}
+
+Scheduler::IdList Scheduler::PreemptOnUnhealthyGpu(int32_t node, int gpu, const std::string& reason,
+                                                   DecisionRecords& out) {
+  std::vector<Allocation*> hit;
+  const std::string& name = state_.node(node).name;
+  for (auto& [id, a] : allocations_) {
+    if (a.Placed() && a.request.priority == Priority::kPreemptible && OnNode(a, name, gpu)) {
+      hit.push_back(&a);
     }
   }
   std::sort(hit.begin(), hit.end(),
             [](const Allocation* x, const Allocation* y) { return x->seq < y->seq; });
-  for (const Allocation* a : hit) {
-    out.push_back(Record(DecisionKind::kMoveRequested, *a, std::string(reason)));
+  IdList reclaimers;
+  for (Allocation* a : hit) {
+    if (a->state == AllocationState::kPreempting &&
+        std::find(reclaimers.begin(), reclaimers.end(), a->preempted_for) == reclaimers.end()) {
+      reclaimers.push_back(a->preempted_for);
+    }
+    ForgetVictim(*a);
+    RemovePlaced(*a);
+    out.push_back(Record(DecisionKind::kPreempted, *a, reason));
+    allocations_.erase(a->id());
+  }
+  return reclaimers;
+}
+
+void Scheduler::ClearSettledMoves(int32_t node) {
+  const std::string& name = state_.node(node).name;
+  for (auto& [id, a] : allocations_) {
+    if (a.move_requested.empty() || !OnNode(a, name, -1)) continue;
+    bool unusable = false;
+    for (const NodePlacement& p : a.placement) {
+      const capacity::Node* on = fleet_->FindNode(p.node);
+      if (on == nullptr) continue;
+      unusable = unusable || on->draining;
+      for (int g : p.gpus) {
+        unusable = unusable || (size_t(g) < on->gpus.size() && !on->gpus[size_t(g)].healthy);
+      }
+    }
+    if (!unusable) {
+      a.move_requested.clear();
+      a.move_requested_ms = -1;
+    }
+  }
+}
+
+Scheduler::IdList Scheduler::ReclaimersWithVictimsOn(int32_t node) const {
+  const std::string& name = state_.node(node).name;
+  IdList out;
+  for (const std::string& id : Reclaimers()) {
+    const auto victims = VictimsOf(id);
+    if (std::any_of(victims.begin(), victims.end(),
+                    [&](const Allocation* v) { return OnNode(*v, name, -1); })) {
+      out.push_back(id);
+    }
+  }
+  return out;
+}
+
+bool Scheduler::FitsWithout(const Allocation& reclaimer,
+                            const std::vector<const Allocation*>& gone) const {
+  ClusterState trial = state_;
+  for (const Allocation* v : gone) trial.Remove(*v);
+  auto ctx = ContextFor(reclaimer, trial);
+  return ctx && FindPlacement(*ctx, nullptr).has_value();
+}
+
+void Scheduler::ReplanReclaims(const IdList& reclaimers, const std::string& change,
+                               DecisionRecords& out) {
+  if (reclaimers.empty()) return;
+  const Entitlement entitled = ComputeEntitlement();
+  auto unmark = [&](Allocation& v) {
+    ForgetVictim(v);
+    v.state = AllocationState::kRunning;
+    v.preempt_at_ms = -1;
+    v.preempted_for.clear();
+    ++revision_;
+  };
+  for (const std::string& id : reclaimers) {
+    auto r = allocations_.find(id);
+    if (r == allocations_.end() || r->second.Placed() || !reclaims_.contains(id)) continue;
+    Allocation& reclaimer = r->second;
+    std::vector<const Allocation*> victims = VictimsOf(id);
+    const std::string for_whom = ReclaimerForVictim(*victims.front());
+    const std::string no_longer_needed =
+        change + ": the reclaim for " + for_whom + " no longer needs it";
+    if (FitsWithout(reclaimer, victims)) {
+      // The room still holds: let go of the victims it does not need (a GPU
+      // freed on a cordoned node helps nobody). The last one stays; if the
+      // reclaimer fits without any, the pass places it and ends the reclaim.
+      for (size_t k = 0; victims.size() > 1 && k < victims.size();) {
+        std::vector<const Allocation*> rest = victims;
+        rest.erase(rest.begin() + std::ptrdiff_t(k));
+        if (FitsWithout(reclaimer, rest)) {
+          Allocation& v = allocations_.find(victims[k]->id())->second;
+          unmark(v);
+          out.push_back(Record(DecisionKind::kPreemptionCancelled, v, no_longer_needed));
+          victims = std::move(rest);
+        } else {
+          ++k;
+        }
+      }
+      continue;
+    }
+    // The room is gone: the victims are chosen anew, as a new reclaim would
+    // choose them. (One not entitled any more keeps its victims for step 5
+    // of the pass to let go.)
+    auto ahead = entitled.ahead.find(id);
+    if (ahead == entitled.ahead.end()) continue;
+    std::map<std::string, int64_t, std::less<>> before;  // victim → its grace end
+    for (const Allocation* v : victims) {
+      Allocation& a = allocations_.find(v->id())->second;
+      before.emplace(a.id(), a.preempt_at_ms);
+      unmark(a);
+    }
+    DecisionRecords chosen;
+    (void)StartReclaim(reclaimer, ahead->second, chosen);
+    DecisionRecords scheduled;
+    for (DecisionRecord& d : chosen) {
+      auto k = before.find(d.allocation_id);
+      if (d.kind == DecisionKind::kPreemptionScheduled && k != before.end()) {
+        // Chosen again: its grace period goes on, and nothing changed for it.
+        allocations_.find(d.allocation_id)->second.preempt_at_ms = k->second;
+        before.erase(k);
+        continue;
+      }
+      scheduled.push_back(std::move(d));
+    }
+    const std::string why = reclaims_.contains(id) ? no_longer_needed
+                                                   : change + ": the reclaim for " + for_whom +
+                                                         " can no longer make room";
+    for (const Allocation* v : victims) {
+      if (before.contains(v->id())) {
+        out.push_back(Record(DecisionKind::kPreemptionCancelled, *v, why));
+      }
+    }
+    for (DecisionRecord& d : scheduled) out.push_back(std::move(d));
   }
 }
 
 Result<DecisionRecords> Scheduler::Cordon(std::string_view node, int64_t now_ms) {
   auto i = NodeByName(node);
   if (!i) return std::move(i).error();
+  const IdList affected = ReclaimersWithVictimsOn(*i);
   fleet_->FindMutableNode(node)->cordoned = true;
   CapacityChanged();
+  Advance(now_ms);
   DecisionRecords out;
+  ReplanReclaims(affected, "node " + std::string(node) + " is cordoned", out);
   Pass(now_ms, out);
   return out;
 }
@@ -938,11 +1168,14 @@ Result<DecisionRecords> Scheduler::Cordon(std::string_view node, int64_t now_ms)
 Result<DecisionRecords> Scheduler::Drain(std::string_view node, int64_t now_ms) {
   auto i = NodeByName(node);
   if (!i) return std::move(i).error();
+  const IdList affected = ReclaimersWithVictimsOn(*i);
   fleet_->FindMutableNode(node)->draining = true;
   CapacityChanged();
   Advance(now_ms);
   DecisionRecords out;
-  RequestMoves(*i, -1, "node " + std::string(node) + " is draining", out);
+  const std::string reason = "node " + std::string(node) + " is draining";
+  RequestMoves(*i, -1, reason, out);
+  ReplanReclaims(affected, reason, out);
   Pass(now_ms, out);
   return out;
 }
@@ -953,6 +1186,7 @@ Result<DecisionRecords> Scheduler::Uncordon(std::string_view node, int64_t now_m
   capacity::Node* n = fleet_->FindMutableNode(node);
   n->cordoned = false;
   n->draining = false;
+  ClearSettledMoves(*i);
   CapacityChanged();
   DecisionRecords out;
   Pass(now_ms, out);
@@ -960,23 +1194,57 @@ Result<DecisionRecords> Scheduler::Uncordon(std::string_view node, int64_t now_m
 }
 
 Result<DecisionRecords> Scheduler::SetGpuHealth(std::string_view node, int gpu, bool healthy,
-                                                int64_t now_ms) {
+                                                int64_t now_ms, std::string_view note) {
   auto i = NodeByName(node);
   if (!i) return std::move(i).error();
   capacity::Node* n = fleet_->FindMutableNode(node);
   if (gpu < 0 || size_t(gpu) >= n->gpus.size()) {
     return Error::NotFound("node " + std::string(node) + " has no GPU " + std::to_string(gpu));
   }
+  const IdList affected = ReclaimersWithVictimsOn(*i);
   n->gpus[size_t(gpu)].healthy = healthy;
   RefreshEngineNode(*i);
   CapacityChanged();
   Advance(now_ms);
   DecisionRecords out;
-  if (!healthy) {
-    RequestMoves(*i, gpu,
-                 "GPU " + std::to_string(gpu) + " of " + std::string(node) + " is unhealthy", out);
+  IdList freed_for;
+  std::string change = "GPU " + std::to_string(gpu) + " of " + std::string(node) +
+                       (healthy ? " is healthy again" : " is unhealthy");
+  if (!note.empty()) change += " (" + std::string(note) + ")";
+  if (healthy) {
+    ClearSettledMoves(*i);
+  } else {
+    // Preemptible work cannot run on a broken GPU: a grace period helps
+    // nobody. Other work is asked to move and keeps running.
+    freed_for = PreemptOnUnhealthyGpu(*i, gpu, change, out);
+    RequestMoves(*i, gpu, change, out);
   }
-  Pass(now_ms, out);
+  ReplanReclaims(affected, change, out);
+  Pass(now_ms, out, std::move(freed_for));
+  return out;
+}
+
+DecisionRecords Scheduler::RequestOutstandingMoves(int64_t now_ms) {
+  Advance(now_ms);
+  DecisionRecords out;
+  IdList freed_for;
+  for (int32_t i = 0; i < state_.node_count(); ++i) {
+    const capacity::Node& n = state_.node(i);
+    for (size_t g = 0; g < n.gpus.size(); ++g) {
+      if (n.gpus[g].healthy) continue;
+      const std::string change = "GPU " + std::to_string(g) + " of " + n.name + " is unhealthy";
+      // Reclaims that lose a victim here are re-planned; the others' room
+      // was planned with the GPU already unhealthy.
+      const IdList lost = PreemptOnUnhealthyGpu(i, int(g), change, out);
+      RequestMoves(i, int(g), change, out, /*only_unasked=*/true);
+      ReplanReclaims(lost, change, out);
+      freed_for.insert(freed_for.end(), lost.begin(), lost.end());
+    }
+    if (n.draining) {
+      RequestMoves(i, -1, "node " + n.name + " is draining", out, /*only_unasked=*/true);
+    }
+  }
+  Pass(now_ms, out, std::move(freed_for));
   return out;
 }
 
@@ -1014,6 +1282,9 @@ Result<std::string> Scheduler::Explain(std::string_view id, Audience audience) c
     std::string out = "running on " + DescribePlacement(a->placement);
     if (!r.mig_profile.empty()) out += " mig " + r.mig_profile + "@" + std::to_string(r.mig_start);
     out += " since " + Ms(a->placed_ms);
+    if (!a->move_requested.empty()) {
+      out += "; asked to move at " + Ms(a->move_requested_ms) + ": " + a->move_requested;
+    }
     if (a->state == AllocationState::kPreempting) {
       out += "; preempted at " + Ms(a->preempt_at_ms) + " to reclaim borrowed capacity for ";
       const Allocation* reclaimer = Find(a->preempted_for);
@@ -1037,9 +1308,13 @@ Result<std::string> Scheduler::Explain(std::string_view id, Audience audience) c
                     " is suspended: its queued requests are not placed until it is resumed");
   }
   const QuotaCheck q = QuotaFor(*a);
+  const Entitlement entitled = ComputeEntitlement();
   switch (q.verdict) {
     case QuotaVerdict::kWithinGuarantee:
       lines.push_back("within guarantee: " + q.reason);
+      break;
+    case QuotaVerdict::kWithinGuaranteeOverLimit:
+      lines.push_back(q.reason);
       break;
     case QuotaVerdict::kBorrows:
       lines.push_back("borrows above the guarantee (preemptible, reclaimable): " + q.reason);
@@ -1048,12 +1323,23 @@ Result<std::string> Scheduler::Explain(std::string_view id, Audience audience) c
       lines.push_back(q.reason);
       break;
   }
+  if (Entitles(q.verdict) && !entitled.contains(a->id())) {
+    auto tp = tenants_.find(a->request.tenant);
+    const ResourceClass rc = ClassOf(a->request);
+    const bool project =
+        tp != tenants_.end() && tp->second.ProjectQuotaFor(a->request.project, rc) != nullptr;
+    lines.push_back("the guarantee left is taken by older queued requests of " +
+                    (project ? "project " + a->request.project + " of " : std::string()) +
+                    "tenant " + a->request.tenant + "; it waits behind them");
+  }
   if (auto ctx = ContextFor(*a, state_)) {
     if (auto p = FindPlacement(*ctx, nullptr)) {
       if (q.verdict == QuotaVerdict::kWaits || q.verdict == QuotaVerdict::kNeverFits) {
         lines.push_back("room exists; only the quota holds it back");
+      } else if (q.verdict == QuotaVerdict::kWithinGuaranteeOverLimit) {
+        lines.push_back("room exists; it is placed once the reclaim gives the limit headroom back");
       } else {
-        lines.push_back(KeepsReservations(*a, *p, ReservingReclaimers(ComputeEntitlement()))
+        lines.push_back(KeepsReservations(*a, *p, ReservingReclaimers(entitled))
                             ? "a placement exists now; it is taken at the next decision"
                             : "the room that fits is reserved for a reclaim in flight");
       }
@@ -1092,7 +1378,7 @@ Result<std::string> Scheduler::Explain(std::string_view id, Audience audience) c
                                : std::string()) +
                       "; grace ends at " + Ms(grace_end));
     }
-  } else if (q.verdict == QuotaVerdict::kWithinGuarantee) {
+  } else if (Entitles(q.verdict) && entitled.contains(a->id())) {
     lines.push_back("no borrowed capacity would make room; waits for releases");
   } else if (q.verdict == QuotaVerdict::kBorrows) {
     lines.push_back("borrowing work waits for idle capacity and never triggers reclaim");
@@ -1104,6 +1390,19 @@ Result<std::string> Scheduler::Explain(std::string_view id, Audience audience) c
 
 // ---------------------------------------------------------------- restore
 
+namespace {
+
+// MIG instances stored before charges were whole sevenths rounded down carry
+// the nearest-milli charge (1g 143, 2g 286, 3g 429); Restore takes them and
+// charges them as today.
+bool IsPreSeventhsMigCharge(const Allocation& a, const capacity::GpuModel& model) {
+  if (a.request.kind != AllocationKind::kMig) return false;
+  const capacity::MigProfile* p = model.FindMigProfile(a.request.mig_profile);
+  return p != nullptr && a.charge_milli == (p->compute_slices * 1000 + 3) / 7;
+}
+
+}  // namespace
+
 Status Scheduler::Restore(const std::vector<Allocation>& allocations) {
   if (!allocations_.empty()) {
     return Error::FailedPrecondition("restore needs a scheduler without allocations");
@@ -1112,7 +1411,7 @@ Status Scheduler::Restore(const std::vector<Allocation>& allocations) {
   std::sort(sorted.begin(), sorted.end(),
             [](const Allocation& x, const Allocation& y) { return x.seq < y.seq; });
   std::set<std::string> ids;
-  for (const Allocation& a : sorted) {
+  for (Allocation& a : sorted) {
     if (a.id().empty() || !ids.insert(a.id()).second) {
       return Error::InvalidArgument("restore: duplicate or empty allocation id " + a.id());
     }
@@ -1125,9 +1424,11 @@ Status Scheduler::Restore(const std::vector<Allocation>& allocations) {
       return Error::InvalidArgument("restore: allocation " + a.id() + " names unknown model " +
                                     a.request.model);
     }
-    if (a.charge_milli != ChargeMilli(a.request, *model)) {
+    const int64_t charge = ChargeMilli(a.request, *model);
+    if (a.charge_milli != charge && !IsPreSeventhsMigCharge(a, *model)) {
       return Error::InvalidArgument("restore: allocation " + a.id() + " has a wrong charge");
     }
+    a.charge_milli = charge;
   }
   ClusterState trial = state_;
   for (const Allocation& a : sorted) {
@@ -1144,6 +1445,7 @@ Status Scheduler::Restore(const std::vector<Allocation>& allocations) {
   }
   for (int32_t i = 0; i < state_.node_count(); ++i) RefreshEngineNode(i);
   CapacityChanged();
+  scope_changed_ = true;
   return OkStatus();
 }
 

@@ -8,14 +8,20 @@
 // decision records it made, in order. A pass:
 //  1. preempts victims whose grace period has ended;
 //  2. cancels reclaims whose reclaimer is gone or suspended;
-//  3. rejects queued requests that can no longer ever fit (a quota lowered);
+//  3. rejects queued requests that can no longer ever fit: a quota lowered,
+//     or (only after a tenant's policy changed or a restore) no node the
+//     tenant may use takes them any more (admission's NodeScopeRefusal,
+//     asked once per request shape); cordons, drains and health never
+//     reject;
 //  4. walks the queue: reclaimers first (oldest first), then requests within
 //     their guarantee, then the rest by weighted dominant share (smallest
 //     first, as of the start of the walk), then priority class, then
 //     submission order. Each request is placed if its quota allows it now,
 //     a placement exists, and placing it keeps every reclaim in flight
 //     feasible; a request within its guarantee that does not fit starts a
-//     reclaim (victims get `grace_ms`; with grace 0 they go at once);
+//     reclaim (victims get `grace_ms`; with grace 0 they go at once), as
+//     does one within its project's guarantee that the tenant's limit holds
+//     back while sibling projects borrow the headroom (quota.h, sub-levels);
 //  5. reconciles reclaims with the guarantees as the walk left them: a
 //     reclaimer no longer within its guarantee lets its victims go, and
 //     every request within its guarantee that waits without a reclaim (it
@@ -28,8 +34,13 @@
 // request displaces its borrowed work stays as far above its guarantee.
 // Suspended tenants' requests stay queued and are skipped; their running
 // allocations keep running (the API decides whether to release them).
-// Quota changes, cordons, drains and suspensions apply from the next pass;
-// none of them preempts or moves running work by itself.
+// Quota changes and suspensions apply from the next pass; neither preempts
+// or moves running work by itself. A cordon, drain or GPU health change
+// first re-plans every reclaim in flight with a victim on that node: a
+// reclaimer that still fits with its victims gone lets go of the victims
+// it no longer needs; one that does not has its victims chosen anew
+// (victims chosen again keep their grace end; if none fit, the reclaim is
+// cancelled). So no GPU is freed where the reclaimer may not go.
 #pragma once
 
 #include <cstdint>
@@ -116,13 +127,25 @@ class Scheduler {
   // --- inventory ---
   // NotFound for an unknown node or GPU. Cordon: no new placements. Drain:
   // no new placements, and a kMoveRequested record per allocation on the
-  // node. Uncordon clears both. An unhealthy GPU takes no new work, and each
-  // allocation on it gets a kMoveRequested record.
+  // node. Uncordon clears both. An unhealthy GPU takes no new work (of any
+  // kind); preemptible work on it is preempted at once (kPreempted with the
+  // reason) and every other allocation on it gets a kMoveRequested record.
+  // Each re-plans the reclaims in flight with a victim on the node (see the
+  // file comment). Allocations asked to move carry the request
+  // (Allocation::move_requested) until the node or GPU is back in service.
   Result<DecisionRecords> Cordon(std::string_view node, int64_t now_ms);
   Result<DecisionRecords> Drain(std::string_view node, int64_t now_ms);
   Result<DecisionRecords> Uncordon(std::string_view node, int64_t now_ms);
-  Result<DecisionRecords> SetGpuHealth(std::string_view node, int gpu, bool healthy,
-                                       int64_t now_ms);
+  // `note` (optional) is added to the reason the records give.
+  Result<DecisionRecords> SetGpuHealth(std::string_view node, int gpu, bool healthy, int64_t now_ms,
+                                       std::string_view note = {});
+  // What a restart owes the inventory: the allocations on a draining node
+  // or an unhealthy GPU that carry no move request get one (preemptible
+  // work on an unhealthy GPU is preempted), as SetGpuHealth and Drain would
+  // have done; then a pass. The shell calls it after Restore, so flags set
+  // while the service was down (or by hand) take effect, and a request
+  // already recorded is not made again.
+  DecisionRecords RequestOutstandingMoves(int64_t now_ms);
 
   // Pending requests the tenant (project "": all of the tenant's) holds.
   int64_t PendingCount(std::string_view tenant, std::string_view project = {}) const;
@@ -173,21 +196,32 @@ class Scheduler {
   // queued ones keep their order. Runs no pass (the next call does).
   // FailedPrecondition when the scheduler already holds allocations, or an
   // allocation does not fit its recorded place (nothing is kept then);
-  // InvalidArgument for duplicates or unknown tenants or models.
+  // InvalidArgument for duplicates or unknown tenants or models, or a charge
+  // other than ChargeMilli's (a MIG instance stored with the nearest-milli
+  // charge of before is taken and charged as now; see MigMilli).
   Status Restore(const std::vector<Allocation>& allocations);
 
  private:
   Scheduler(std::unique_ptr<capacity::Fleet> fleet, SchedulerOptions options,
             std::unique_ptr<Policy> policy);
 
-  // Queued requests within their guarantee counting the tenant's older
-  // queued requests that are: a tenant with three queued 1-GPU requests and
-  // one GPU of guarantee left is entitled to one of them, the oldest. Only
-  // these start reclaims and go ahead of borrowers.
+  // Queued requests within their guarantee counting the older queued
+  // requests of their sub-level (see quota.h: their project, or the rest of
+  // the tenant) that are: a project with three queued 1-GPU requests and
+  // one GPU of guarantee left is entitled to one of them, the oldest,
+  // whatever the tenant's guarantee. Only these start reclaims and go ahead
+  // of borrowers.
+  struct Ahead {
+    // The charges of the tenant's older entitled requests of the same class
+    // (they are placed first, so a reclaim counts them), less those with a
+    // reclaim in flight (a reclaim counts every reclaimer in flight as
+    // placed already), and the part of them in the request's sub-level.
+    int64_t tenant = 0;
+    int64_t sub_level = 0;
+  };
   struct Entitlement {
-    // Entitled request → the charges of its tenant's older entitled requests
-    // of the same class (they are placed first, so a reclaim counts them).
-    std::map<std::string, int64_t, std::less<>> ahead;
+    // Entitled request → what is ahead of it.
+    std::map<std::string, Ahead, std::less<>> ahead;
     bool contains(std::string_view id) const { return ahead.find(id) != ahead.end(); }
   };
   // Oldest first.
@@ -230,9 +264,9 @@ class Scheduler {
   // `shape`: a's entry in shapes_ when the caller has it (else looked up).
   bool TryPlace(Allocation& a, const IdList* reserving, DecisionRecords& out,
                 bool* shape_settled = nullptr, ShapeQueue* shape = nullptr);
-  // `ahead`: the charges of the tenant's older entitled requests of the
-  // class. Returns whether it marked victims (or, with grace 0, placed).
-  bool StartReclaim(Allocation& a, int64_t ahead, DecisionRecords& out);
+  // `ahead`: what is ahead of it (Entitlement). Returns whether it marked
+  // victims (or, with grace 0, placed).
+  bool StartReclaim(Allocation& a, const Ahead& ahead, DecisionRecords& out);
   // Returns the reclaimers whose victims it preempted.
   IdList PreemptExpired(DecisionRecords& out);
   void CancelReclaim(std::string_view reclaimer, DecisionRecords& out);
@@ -275,7 +309,24 @@ class Scheduler {
                                         bool borrowers = true);
 
   Result<int32_t> NodeByName(std::string_view node) const;
-  void RequestMoves(int32_t node, int gpu, std::string_view reason, DecisionRecords& out);
+  // Asks every allocation on the node (gpu >= 0: on that GPU) to move;
+  // `only_unasked`: those without a move request yet.
+  void RequestMoves(int32_t node, int gpu, std::string_view reason, DecisionRecords& out,
+                    bool only_unasked = false);
+  // Preempts the preemptible allocations on GPU `gpu` of the node (it went
+  // unhealthy). Returns the reclaimers whose victims it took.
+  IdList PreemptOnUnhealthyGpu(int32_t node, int gpu, const std::string& reason,
+                               DecisionRecords& out);
+  // Clears the move requests of allocations on the node that no longer run
+  // on a draining node or an unhealthy GPU.
+  void ClearSettledMoves(int32_t node);
+  // Reclaimers (oldest first) with a victim on the node.
+  IdList ReclaimersWithVictimsOn(int32_t node) const;
+  // Whether the reclaimer has a placement with `gone` removed from the cluster.
+  bool FitsWithout(const Allocation& reclaimer, const std::vector<const Allocation*>& gone) const;
+  // Re-plans the reclaims of `reclaimers` after an inventory change
+  // (`change` names it in the records): see the file comment.
+  void ReplanReclaims(const IdList& reclaimers, const std::string& change, DecisionRecords& out);
   DecisionRecord Record(DecisionKind kind, const Allocation& a, std::string reason = {}) const;
   // Keeps pending_ and shapes_ in step when `a` (held in allocations_)
   // enters (+1) or leaves (-1) the queue.
@@ -310,6 +361,10 @@ class Scheduler {
   using Shapes = std::map<AllocationRequest, ShapeQueue, ShapeLess>;
   Shapes shapes_;
   std::vector<Shapes::iterator> emptied_shapes_;
+  // Set when what NodeScopeRefusal reads may have changed (a tenant's
+  // policy, a restore onto a fleet): the next pass re-checks every queued
+  // shape once and clears it.
+  bool scope_changed_ = false;
   uint64_t next_seq_ = 1;
   int64_t now_ms_ = 0;
   mutable uint64_t requests_examined_ = 0;

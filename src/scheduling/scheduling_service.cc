@@ -159,6 +159,23 @@ Status SchedulingService::LoadLocked() {
     fleet_record.updated_at = now;
     ATRIUM_RETURN_IF_ERROR(store_.ReplaceFleet(fleet_record));
   }
+  // Restore charges what an allocation stored under an older charge rule
+  // (MIG before whole sevenths) costs now; the rows say the same, so that
+  // what a tenant reads adds up to the usage its quota is checked against.
+  SchedulingCommit recharged;
+  for (const AllocationRecord& r : held) {
+    const sched::Allocation* a = scheduler->Find(r.id);
+    if (a == nullptr || a->charge_milli == r.charge_milli) continue;
+    AllocationRecord updated = r;
+    updated.charge_milli = a->charge_milli;
+    updated.updated_at = now;
+    recharged.allocations.push_back(std::move(updated));
+  }
+  if (!recharged.allocations.empty()) {
+    ATRIUM_RETURN_IF_ERROR(store_.CommitScheduling(recharged));
+    spdlog::info("scheduler: {} allocations stored with an older charge now charged as today",
+                 recharged.allocations.size());
+  }
   // The placement policy aims at the recent request mix, read back from the
   // store so that a restart aims at the same one.
   ATRIUM_ASSIGN_OR_RETURN(auto recent, store_.ListRecentAllocationsForScheduler(kWorkloadSample));

@@ -7,13 +7,19 @@
 //    whole or shared use;
 //    MIG instances start at a valid slot of their profile;
 //  - no tenant or project above its limit; non-preemptible use never above
-//    the guarantee (borrowed capacity is held only by preemptible work);
+//    the guarantee (borrowed capacity is held only by preemptible work),
+//    nor, outside a tenant's projects' quotas, above what their
+//    guarantees leave of the tenant's;
 //  - isolation tiers hold; rack and site power budgets hold, and the
 //    scheduler's own power figures equal the ones recomputed here;
 //  - a request within its tenant's guarantee is placed within the grace
-//    period (on a fleet whose guarantees add up to its capacity).
+//    period (on a fleet whose guarantees add up to its capacity);
+//  - host CPU and memory never keep a free GPU from use: a node's host use is
+//    at most its GPU fraction in use (whole 1, share milli/1000, MIG
+//    slices/7, over the node's GPUs) times its CPU and memory.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <random>
 #include <set>
@@ -58,7 +64,11 @@ void CheckInvariants(const Scheduler& s, const std::string& where) {
   std::map<std::string, std::set<std::string>> node_tenants;
   std::map<std::pair<std::string, ResourceClass>, ClassUsage> usage;
   std::map<std::tuple<std::string, std::string, ResourceClass>, ClassUsage> project_usage;
+  // Non-preemptible use outside the projects' quotas of tenants that split
+  // the class.
+  std::map<std::pair<std::string, ResourceClass>, int64_t> rest_non_preemptible;
   std::map<std::string, int64_t> rack_watts;
+  std::map<std::string, int64_t> node_fraction;
   for (const auto& n : s.fleet().nodes()) rack_watts[n.rack] += n.idle_power_watts;
   std::map<std::string, std::string> site_of_rack;
   for (const auto& r : s.fleet().racks()) site_of_rack[r.name] = r.site;
@@ -68,6 +78,14 @@ void CheckInvariants(const Scheduler& s, const std::string& where) {
     auto& u = usage[{a.request.tenant, ResourceClass{a.request.model, a.request.kind}}];
     u.used += a.charge_milli;
     if (a.request.priority != Priority::kPreemptible) u.non_preemptible += a.charge_milli;
+    const TenantPolicy& policy = s.tenants().find(a.request.tenant)->second;
+    const ResourceClass rc{a.request.model, a.request.kind};
+    const bool split = std::any_of(policy.projects.begin(), policy.projects.end(),
+                                   [&](const auto& p) { return p.second.contains(rc); });
+    if (split && policy.ProjectQuotaFor(a.request.project, rc) == nullptr &&
+        a.request.priority != Priority::kPreemptible) {
+      rest_non_preemptible[{a.request.tenant, rc}] += a.charge_milli;
+    }
     if (!a.request.project.empty()) {
       auto& pu = project_usage[{a.request.tenant, a.request.project,
                                 ResourceClass{a.request.model, a.request.kind}}];
@@ -76,6 +94,15 @@ void CheckInvariants(const Scheduler& s, const std::string& where) {
     }
     for (const NodePlacement& p : a.placement) {
       node_tenants[p.node].insert(a.request.tenant);
+      // In 1/7000 of a GPU, so that shares (milli) and MIG (sevenths) add exactly.
+      int64_t& fraction = node_fraction[p.node];
+      if (a.request.kind == AllocationKind::kShare) {
+        fraction += 7 * int64_t{a.request.milli};
+      } else if (a.request.kind == AllocationKind::kMig) {
+        fraction += 1000 * model.FindMigProfile(a.request.mig_profile)->compute_slices;
+      } else {
+        fraction += 7000 * int64_t(p.gpus.size());
+      }
       const std::string rack = s.fleet().FindNode(p.node)->rack;
       for (int g : p.gpus) {
         GpuCheck& c = gpus[{p.node, g}];
@@ -104,7 +131,8 @@ void CheckInvariants(const Scheduler& s, const std::string& where) {
             ASSERT_EQ(c.slots & mask, 0u) << where << ": MIG overlap on " << p.node << "/" << g;
             c.slots |= mask;
             c.compute += prof->compute_slices;
-            rack_watts[rack] += ClusterState::GpuWatts(model, MigMilli(prof->compute_slices));
+            c.milli += a.charge_milli;
+            rack_watts[rack] += ClusterState::MigWatts(model, prof->compute_slices);
             break;
           }
         }
@@ -120,6 +148,12 @@ void CheckInvariants(const Scheduler& s, const std::string& where) {
     ASSERT_TRUE(c.shares == 0 || c.mig == 0) << gpu;
     ASSERT_LE(c.milli, 1000) << gpu;
     ASSERT_LE(c.compute, 7) << gpu;
+    // What node and capacity views show: the charges, or in MIG mode the
+    // compute slices in use; never above one GPU.
+    const int32_t node = *s.cluster().NodeIndex(key.first);
+    const int32_t used = s.cluster().runtime(node).gpus[size_t(key.second)].used_milli;
+    ASSERT_EQ(used, c.mig > 0 ? MigModeUsedMilli(c.compute) : c.milli) << gpu;
+    ASSERT_LE(used, 1000) << gpu;
     const int64_t memory = s.fleet().FindNode(key.first)->gpus[size_t(key.second)].memory_mib;
     ASSERT_LE(c.memory, memory) << gpu;
     if (c.tenants.size() > 1) {
@@ -129,6 +163,15 @@ void CheckInvariants(const Scheduler& s, const std::string& where) {
         ASSERT_EQ(it->second.tier, IsolationTier::kShared) << gpu << " shared by " << t;
       }
     }
+  }
+  for (int32_t i = 0; i < s.cluster().node_count(); ++i) {
+    const capacity::Node& n = s.cluster().node(i);
+    const NodeRuntime& rt = s.cluster().runtime(i);
+    const int64_t in_use = node_fraction[n.name];
+    const int64_t whole = 7000 * int64_t(n.gpus.size());
+    ASSERT_LE(rt.cpu_used * whole, n.cpu_milli * in_use) << where << ": host CPU on " << n.name;
+    ASSERT_LE(rt.memory_used * whole, n.memory_mib * in_use)
+        << where << ": host memory on " << n.name;
   }
   for (const auto& [node, tenants] : node_tenants) {
     if (tenants.size() < 2) continue;
@@ -151,6 +194,15 @@ void CheckInvariants(const Scheduler& s, const std::string& where) {
     ASSERT_LE(u.used, q->limit) << where << ": project " << project << " " << rc.ToString();
     ASSERT_LE(u.non_preemptible, q->guarantee)
         << where << ": project " << project << " " << rc.ToString();
+  }
+  for (const auto& [key, non_preemptible] : rest_non_preemptible) {
+    const TenantPolicy& policy = s.tenants().find(key.first)->second;
+    int64_t guarantee = policy.QuotaFor(key.second)->guarantee;
+    for (const auto& [name, table] : policy.projects) {
+      if (auto q = table.find(key.second); q != table.end()) guarantee -= q->second.guarantee;
+    }
+    ASSERT_LE(non_preemptible, guarantee)
+        << where << ": " << key.first << " outside its projects " << key.second.ToString();
   }
   std::map<std::string, int64_t> site_watts;
   for (size_t r = 0; r < s.fleet().racks().size(); ++r) {
@@ -194,9 +246,11 @@ TEST(SchedulerProperty, RandomStreamsNeverOvercommit) {
                                  AllocationKind::kNode}) {
           p.quotas[{m, k}] = Quota{6000, 16000};
           // Tenant t0 splits its quota between two projects; requests
-          // without a project are limited by the tenant's quota only.
+          // without a project are limited by the tenant's quota and (their
+          // non-preemptible work) the 1000 the projects leave of its
+          // guarantee.
           if (t == 0) {
-            p.projects["p1"][{m, k}] = Quota{4000, 6000};
+            p.projects["p1"][{m, k}] = Quota{3000, 6000};
             p.projects["p2"][{m, k}] = Quota{2000, 16000};
           }
         }
@@ -206,6 +260,13 @@ TEST(SchedulerProperty, RandomStreamsNeverOvercommit) {
     }
     std::mt19937_64 rng(seed);
     auto pick = [&](size_t n) { return size_t(rng() % n); };
+    // Host asks come from their own stream, so the rest of the stream is the
+    // one these seeds always drew.
+    std::mt19937_64 host_rng(seed * 7919);
+    auto host_ask = [&](int64_t per_node, int64_t num, int64_t den) {
+      const int64_t bound = per_node * num / den;
+      return host_rng() % 3 == 0 ? 0 : int64_t(host_rng() % uint64_t(bound + bound / 8 + 2));
+    };
     int64_t now = 0;
     int next_id = 0;
     std::vector<std::string> held;
@@ -236,6 +297,22 @@ TEST(SchedulerProperty, RandomStreamsNeverOvercommit) {
           r.kind = AllocationKind::kNode;
           r.gpus = r.model == "L40S" ? 4 : 8;
         }
+        // Up to a little over the request's GPU fraction of its nodes' host
+        // (above it: rejected at once).
+        const capacity::Node* shape = nullptr;
+        for (const auto& n : s.fleet().nodes()) {
+          if (n.gpu_model == model.name) shape = &n;
+        }
+        ASSERT_NE(shape, nullptr);
+        int64_t num = 1, den = 1;
+        const int64_t gpus = int64_t(shape->gpus.size());
+        if (r.kind == AllocationKind::kGpu) num = r.gpus, den = gpus;
+        if (r.kind == AllocationKind::kShare) num = r.milli, den = 1000 * gpus;
+        if (r.kind == AllocationKind::kMig) {
+          num = model.FindMigProfile(r.mig_profile)->compute_slices, den = 7 * gpus;
+        }
+        r.cpu_milli = host_ask(shape->cpu_milli, num, den);
+        r.memory_mib = host_ask(shape->memory_mib, num, den);
         auto out = s.Submit(r, now);
         ASSERT_TRUE(out.has_value());
         held.push_back(r.id);
@@ -342,6 +419,110 @@ TEST(SchedulerProperty, GuaranteeHonouredWithinGrace) {
             << s.Explain(a.id()).value();
       }
       std::erase_if(entitled_since, [&](const auto& e) { return !seen.contains(e.first); });
+    }
+  }
+}
+
+// Issue 16, items 2 and 3: guarantees are honoured per sub-level (each
+// project with its own quota, and the rest of the tenant; see quota.h).
+// Tenant t0 splits its guarantee among p1, p2 and the rest, and its limit
+// is low enough for one sub-level's borrowed work to fill it. Every request
+// within its sub-level's guarantee (counting the older such requests of its
+// sub-level) is placed within the grace period when the tenant's limit
+// allows it, or when the other sub-levels' reclaimable use above their own
+// guarantees covers what it is over; counted here from the exported
+// allocations, not the scheduler's books.
+TEST(SchedulerProperty, ProjectGuaranteesHonouredWithinGrace) {
+  auto fleet = capacity::ParseFleetSpec("2xH100-80GBx8");
+  ASSERT_TRUE(fleet.has_value());
+  SchedulerOptions options;
+  options.grace_ms = 30'000;
+  const ResourceClass rc{"H100-80GB", AllocationKind::kGpu};
+  std::map<std::string, TenantPolicy> policies;
+  policies["t0"].quotas[rc] = Quota{8000, 10000};  // guarantees add up to the fleet's 16 GPUs
+  policies["t0"].projects["p1"][rc] = Quota{3000, 10000};
+  policies["t0"].projects["p2"][rc] = Quota{3000, 6000};  // the rest: 2000
+  policies["t1"].quotas[rc] = Quota{4000, 16000};
+  policies["t2"].quotas[rc] = Quota{4000, 16000};
+  for (auto& [id, p] : policies) p.id = id;
+  auto sub_guarantee = [&](const std::string& tenant, const std::string& sub) {
+    const TenantPolicy& p = policies.at(tenant);
+    if (!sub.empty()) return p.projects.at(sub).at(rc).guarantee;
+    int64_t g = p.quotas.at(rc).guarantee;
+    for (const auto& [name, table] : p.projects) g -= table.at(rc).guarantee;
+    return g;
+  };
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    auto created = Scheduler::Create(*fleet, options);
+    ASSERT_TRUE(created.has_value());
+    Scheduler& s = **created;
+    for (const auto& [id, p] : policies) ASSERT_OK(s.SetTenant(p, 0));
+    std::mt19937_64 rng(seed);
+    int64_t now = 0;
+    int next_id = 0;
+    std::map<std::string, int64_t> owed_since;
+    for (int step = 0; step < 1500; ++step) {
+      now += int64_t(rng() % 5000);
+      if (rng() % 100 < 55) {
+        AllocationRequest r;
+        r.id = "r" + std::to_string(next_id++);
+        r.tenant = "t" + std::to_string(rng() % 3);
+        r.model = "H100-80GB";
+        r.priority = static_cast<Priority>(rng() % 3);
+        const std::string project = std::vector<std::string>{"", "p1", "p2"}[rng() % 3];
+        if (r.tenant == "t0") r.project = project;
+        ASSERT_TRUE(s.Submit(r, now).has_value());
+      } else {
+        std::vector<Allocation> all = s.Allocations();
+        if (!all.empty()) (void)s.Release(all[rng() % all.size()].id(), now);
+      }
+      const std::vector<Allocation> all = s.Allocations();                  // in submission order
+      std::map<std::pair<std::string, std::string>, ClassUsage> sub_usage;  // (tenant, sub-level)
+      std::map<std::string, int64_t> tenant_used;
+      for (const Allocation& a : all) {
+        if (!a.Placed()) continue;
+        ClassUsage& u = sub_usage[{a.request.tenant, a.request.project}];
+        u.used += a.charge_milli;
+        if (a.request.priority != Priority::kPreemptible) u.non_preemptible += a.charge_milli;
+        tenant_used[a.request.tenant] += a.charge_milli;
+      }
+      std::map<std::pair<std::string, std::string>, int64_t> before_sub;
+      std::map<std::string, int64_t> before_tenant;
+      std::set<std::string> seen;
+      for (const Allocation& a : all) {
+        if (a.Placed()) continue;
+        seen.insert(a.id());
+        const std::string& tenant = a.request.tenant;
+        const std::string& sub = a.request.project;
+        const ClassUsage u = sub_usage[{tenant, sub}];
+        const int64_t base =
+            a.request.priority == Priority::kPreemptible ? u.used : u.non_preemptible;
+        bool owed = base + before_sub[{tenant, sub}] + a.charge_milli <= sub_guarantee(tenant, sub);
+        const int64_t over = tenant_used[tenant] + before_tenant[tenant] + a.charge_milli -
+                             policies.at(tenant).quotas.at(rc).limit;
+        if (owed && over > 0) {
+          int64_t siblings_excess = 0;
+          for (const std::string other : {"", "p1", "p2"}) {
+            if (other == sub || (tenant != "t0" && !other.empty())) continue;
+            const ClassUsage o = sub_usage[{tenant, other}];
+            siblings_excess += std::max<int64_t>(
+                0, o.used - std::max(sub_guarantee(tenant, other), o.non_preemptible));
+          }
+          owed = tenant == "t0" && over <= siblings_excess;
+        }
+        if (!owed) {
+          owed_since.erase(a.id());
+          continue;
+        }
+        before_sub[{tenant, sub}] += a.charge_milli;
+        before_tenant[tenant] += a.charge_milli;
+        auto [it, inserted] = owed_since.emplace(a.id(), now);
+        ASSERT_LE(now - it->second, options.grace_ms)
+            << "seed " << seed << " step " << step << ": " << a.id() << " of " << tenant << "/"
+            << sub << " waited past the grace period\n"
+            << s.Explain(a.id(), Scheduler::Audience::kStaff).value();
+      }
+      std::erase_if(owed_since, [&](const auto& e) { return !seen.contains(e.first); });
     }
   }
 }

@@ -19,10 +19,15 @@
 //   "tenants": [{"id","tier","weight","regions","pools","suspended",
 //                "quotas": {"H100-80GB/gpu": [guarantee, limit]},
 //                "projects": {"p": {"H100-80GB/gpu": [g, l]}}}],
+//   "stored": [{...request..., "on": [{"node", "gpus": [...]}], "mig_start"}],
+//     // optional: running allocations restored (Scheduler::Restore) before
+//     // the first step, as a store written by an earlier version holds them
+//     // (placed whatever today's admission rules say); charged ChargeMilli
 //   "steps": [{"t": 0, "submit": {...request...}, "expect": ["queued a", "placed a on n gpu 0"]},
 //             {"t": 1, "release": "a"} | {"advance": true} | {"tenant": {...}} |
 //             {"suspend": "x"} | {"resume": "x"} | {"evict": "x"} | {"cordon": "n"} |
-//             {"drain": "n"} | {"uncordon": "n"} | {"gpu_health": {"node","gpu","healthy"}} |
+//             {"drain": "n"} | {"uncordon": "n"} | {"gpu_health":
+//             {"node","gpu","healthy","reason"}} |
 //             {"restart": true} |
 //             {"tenant_split": {...tenant...}} (a tenant as the shell hands it over:
 //             its projects' split clamped to its quota by ClampProjectSplit; with
@@ -35,7 +40,9 @@
 //             (as platform staff see it), "tenant_explain": {"id": [...]} and
 //             "tenant_explain_lacks": {"id": [...]} (as the allocation's tenant
 //             sees it), "records_lack": {"id": ["substring", ...]} (no record of
-//             that allocation in this step contains one),
+//             that allocation in this step contains one), "gpu_used":
+//             {"node/gpu": milli} (the GPU's used milli as node and capacity
+//             views show it),
 //             "error": "substring" (the call fails and changes nothing)]
 // }
 #include <gtest/gtest.h>
@@ -207,7 +214,7 @@ Result<DecisionRecords> Act(Scheduler& s, const json& step, int64_t now) {
   if (step.contains("gpu_health")) {
     const json& g = step.at("gpu_health");
     return s.SetGpuHealth(g.at("node").get<std::string>(), g.at("gpu").get<int>(),
-                          g.at("healthy").get<bool>(), now);
+                          g.at("healthy").get<bool>(), now, g.value("reason", ""));
   }
   return s.AdvanceTime(now);
 }
@@ -239,6 +246,24 @@ void RunScenario(const fs::path& path) {
   for (const json& t : doc.value("tenants", json::array())) {
     ASSERT_OK(sched->SetTenant(ParseTenant(t), 0));
   }
+  std::vector<Allocation> stored;
+  for (const json& j : doc.value("stored", json::array())) {
+    Allocation a;
+    a.request = ParseRequest(j);
+    a.state = AllocationState::kRunning;
+    a.seq = stored.size() + 1;
+    a.placed_ms = 0;
+    for (const json& p : j.at("on")) {
+      a.placement.push_back(
+          {p.at("node").get<std::string>(), p.at("gpus").get<std::vector<int>>()});
+    }
+    a.mig_start = j.value("mig_start", -1);
+    const capacity::GpuModel* model = capacity::FindGpuModel(a.request.model);
+    ASSERT_NE(model, nullptr) << a.id();
+    a.charge_milli = ChargeMilli(a.request, *model);
+    stored.push_back(std::move(a));
+  }
+  if (!stored.empty()) ASSERT_OK(sched->Restore(stored));
   int index = 0;
   for (const json& step : doc.at("steps")) {
     SCOPED_TRACE("step " + std::to_string(index++) + ": " + step.dump());
@@ -294,6 +319,17 @@ void RunScenario(const fs::path& path) {
       ASSERT_NE(a, nullptr) << id;
       EXPECT_NE(Describe(*a).find(want.get<std::string>()), std::string::npos)
           << id << " is \"" << Describe(*a) << "\"";
+    }
+    const json gpu_used = step.value("gpu_used", json::object());
+    for (const auto& [key, want] : gpu_used.items()) {
+      const size_t slash = key.rfind('/');
+      ASSERT_NE(slash, std::string::npos) << "gpu_used key " << key << " is not node/gpu";
+      auto node = sched->cluster().NodeIndex(key.substr(0, slash));
+      ASSERT_TRUE(node.has_value()) << key;
+      const auto& gpus = sched->cluster().runtime(*node).gpus;
+      const size_t g = std::stoul(key.substr(slash + 1));
+      ASSERT_LT(g, gpus.size()) << key;
+      EXPECT_EQ(gpus[g].used_milli, want.get<int32_t>()) << key;
     }
     const json lacks = step.value("records_lack", json::object());
     for (const auto& [id, words] : lacks.items()) {

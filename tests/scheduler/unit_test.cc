@@ -52,12 +52,39 @@ TEST(Quota, ChargesMilliGpuByKind) {
   EXPECT_EQ(ChargeMilli(r, h100), 250);
   r.kind = AllocationKind::kMig;
   r.mig_profile = "3g.40gb";
-  EXPECT_EQ(ChargeMilli(r, h100), 429);
+  EXPECT_EQ(ChargeMilli(r, h100), 428);
   r.mig_profile = "7g.80gb";
   EXPECT_EQ(ChargeMilli(r, h100), 1000);
   r.kind = AllocationKind::kNode;
   r.gpus = 8;
   EXPECT_EQ(ChargeMilli(r, h100), 8000);
+}
+
+// Issue 16, item 7: 1g was charged 143 (nearest milli), so 7 × 1g came to
+// 1001 and a 1-GPU MIG quota held only 6 of a GPU's slices.
+TEST(Quota, RegressionMigChargesAreSeventhsRoundedDownNeverOverAGpu) {
+  EXPECT_EQ(MigMilli(1), 142);
+  EXPECT_EQ(MigMilli(2), 285);
+  EXPECT_EQ(MigMilli(3), 428);
+  EXPECT_EQ(MigMilli(4), 571);
+  EXPECT_EQ(MigMilli(7), 1000);
+  // Every mix of instances that fits one GPU (at most 7 slices) charges at
+  // most 1000: sum the charges of every split of 7 slices into instances.
+  for (int ones = 0; ones <= 7; ++ones) {
+    for (int twos = 0; ones + 2 * twos <= 7; ++twos) {
+      for (int threes = 0; ones + 2 * twos + 3 * threes <= 7; ++threes) {
+        const int fours = (7 - ones - 2 * twos - 3 * threes) >= 4 ? 1 : 0;
+        const int64_t total =
+            ones * MigMilli(1) + twos * MigMilli(2) + threes * MigMilli(3) + fours * MigMilli(4);
+        EXPECT_LE(total, 1000) << ones << "×1g " << twos << "×2g " << threes << "×3g " << fours
+                               << "×4g";
+      }
+    }
+  }
+  EXPECT_LE(7 * MigMilli(1), 1000);
+  EXPECT_EQ(MigModeUsedMilli(7), 1000);
+  EXPECT_EQ(MigModeUsedMilli(1), 143);
+  EXPECT_EQ(MigModeUsedMilli(0), 0);
 }
 
 TEST(Quota, VerdictRulesInOrder) {
@@ -79,9 +106,12 @@ TEST(Quota, VerdictRulesInOrder) {
   ledger.Add(Placed(Gpus("p", "t", 3, Priority::kPreemptible), "n", {0, 1, 2}, 0, 1));
   // Preemptible use does not count against the non-preemptible guarantee...
   EXPECT_EQ(verdict(1, Priority::kBatch).verdict, QuotaVerdict::kWithinGuarantee);
-  // ...but does against the limit.
-  EXPECT_EQ(verdict(2, Priority::kBatch).verdict, QuotaVerdict::kWaits);
-  EXPECT_NE(verdict(2, Priority::kBatch).reason.find("limit reached"), std::string::npos);
+  // ...and the limit it holds is given back to batch work within the
+  // guarantee by reclaiming the tenant's own preemptible work above it.
+  EXPECT_EQ(verdict(2, Priority::kBatch).verdict, QuotaVerdict::kWithinGuaranteeOverLimit);
+  EXPECT_NE(verdict(2, Priority::kBatch).reason.find("the limit of tenant t is reached"),
+            std::string::npos)
+      << verdict(2, Priority::kBatch).reason;
   EXPECT_EQ(verdict(1, Priority::kPreemptible).verdict, QuotaVerdict::kBorrows);
 
   TenantPolicy none = t;
@@ -107,24 +137,117 @@ TEST(Quota, ProjectLevelNamedInReason) {
             QuotaVerdict::kWithinGuarantee);
 }
 
+// Issue 16, item 3: guarantees hold per sub-level (quota.h).
+TEST(Quota, ProjectWithinItsGuaranteeWhileSiblingsFillTheLimit) {
+  TenantPolicy t;
+  t.id = "t";
+  t.quotas[kH100] = Quota{2000, 2000};
+  t.projects["p1"][kH100] = Quota{1000, 2000};
+  t.projects["p2"][kH100] = Quota{1000, 2000};
+  QuotaLedger ledger;
+  const Allocation a = Placed(Gpus("a", "t", 1, Priority::kPreemptible, "p1"), "n", {0}, 0, 1);
+  const Allocation b = Placed(Gpus("b", "t", 1, Priority::kPreemptible, "p1"), "n", {1}, 0, 2);
+  ledger.Add(a);
+  ledger.Add(b);
+  // p1 fills the tenant's limit, 1000 of it above p1's guarantee: p2 is
+  // within its own guarantee, and entitled to have that headroom back.
+  const QuotaCheck q =
+      CheckQuota(t, ledger, Gpus("x", "t", 1, Priority::kBatch, "p2"), kH100, 1000);
+  EXPECT_EQ(q.verdict, QuotaVerdict::kWithinGuaranteeOverLimit);
+  EXPECT_EQ(q.reason,
+            "within the guarantee of project p2 of tenant t; the limit of tenant t is reached by "
+            "preemptible work above a guarantee, which is reclaimed for it: quota "
+            "H100-80GB/gpu of project p2 of tenant t: used 0 (non-preemptible 0), guarantee 1000, "
+            "limit 2000 milli; quota H100-80GB/gpu of tenant t: used 2000 (non-preemptible 0), "
+            "guarantee 2000, limit 2000 milli; this request needs 1000 milli");
+  // p1's own request above its guarantee, and one without a project, wait.
+  EXPECT_EQ(
+      CheckQuota(t, ledger, Gpus("x", "t", 1, Priority::kPreemptible, "p1"), kH100, 1000).verdict,
+      QuotaVerdict::kWaits);
+  EXPECT_EQ(CheckQuota(t, ledger, Gpus("x", "t", 1, Priority::kPreemptible), kH100, 1000).reason,
+            "waits for quota, limit reached: quota H100-80GB/gpu of tenant t: used 2000 "
+            "(non-preemptible 0), guarantee 2000, limit 2000 milli; this request needs 1000 milli");
+  // p2's own preemptible work fills the limit (p1 within its guarantee): its
+  // batch request within p2's guarantee has that work reclaimed for it, as
+  // a tenant's batch work within its guarantee has its own preemptible work
+  // above the guarantee reclaimed; p2's preemptible request waits.
+  ledger.Remove(b);
+  const Allocation b2 = Placed(Gpus("b", "t", 1, Priority::kPreemptible, "p2"), "n", {1}, 0, 2);
+  ledger.Add(b2);
+  EXPECT_EQ(CheckQuota(t, ledger, Gpus("x", "t", 1, Priority::kBatch, "p2"), kH100, 1000).verdict,
+            QuotaVerdict::kWithinGuaranteeOverLimit);
+  EXPECT_EQ(
+      CheckQuota(t, ledger, Gpus("x", "t", 1, Priority::kPreemptible, "p2"), kH100, 1000).verdict,
+      QuotaVerdict::kWaits);
+  // With room under the limit, a preemptible p2 request within p2's
+  // guarantee is within guarantee although siblings hold the tenant's.
+  ledger.Remove(b2);
+  t.quotas[kH100] = Quota{2000, 4000};
+  ledger.Add(Placed(Gpus("c", "t", 2, Priority::kPreemptible, "p1"), "n", {2, 3}, 0, 3));
+  const QuotaCheck within =
+      CheckQuota(t, ledger, Gpus("x", "t", 1, Priority::kPreemptible, "p2"), kH100, 1000);
+  EXPECT_EQ(within.verdict, QuotaVerdict::kWithinGuarantee);
+  EXPECT_NE(within.reason.find("quota H100-80GB/gpu of project p2 of tenant t: used 0"),
+            std::string::npos)
+      << within.reason;
+}
+
+TEST(Quota, RestOfTheTenantKeepsNonPreemptibleWorkOffProjectGuarantees) {
+  TenantPolicy t;
+  t.id = "t";
+  t.quotas[kH100] = Quota{3000, 8000};
+  t.projects["p"][kH100] = Quota{2000, 8000};
+  t.projects["q"] = {};  // no row for the class: part of the rest
+  QuotaLedger ledger;
+  const QuotaCheck never =
+      CheckQuota(t, ledger, Gpus("x", "t", 2, Priority::kInteractive, "q"), kH100, 2000);
+  EXPECT_EQ(never.verdict, QuotaVerdict::kNeverFits);
+  EXPECT_EQ(never.reason,
+            "interactive work may not borrow above the guarantee: quota H100-80GB/gpu of tenant t "
+            "outside its projects' quotas: used 0 (non-preemptible 0), guarantee 1000, limit 8000 "
+            "milli; this request needs 2000 milli");
+  ledger.Add(Placed(Gpus("a", "t", 1, Priority::kBatch), "n", {0}, 0, 1));
+  ledger.Add(Placed(Gpus("b", "t", 1, Priority::kBatch, "p"), "n", {1}, 0, 2));
+  const QuotaCheck waits = CheckQuota(t, ledger, Gpus("x", "t", 1, Priority::kBatch), kH100, 1000);
+  EXPECT_EQ(waits.verdict, QuotaVerdict::kWaits);
+  EXPECT_NE(waits.reason.find("of tenant t outside its projects' quotas: used 1000 "
+                              "(non-preemptible 1000), guarantee 1000"),
+            std::string::npos)
+      << waits.reason;
+  // Preemptible work of the rest borrows as before.
+  EXPECT_EQ(
+      CheckQuotaVerdict(t, ledger, Gpus("x", "t", 1, Priority::kPreemptible, "q"), kH100, 1000),
+      QuotaVerdict::kBorrows);
+  // A tenant without projects for the class is one sub-level: the tenant.
+  TenantPolicy whole = t;
+  whole.projects.clear();
+  EXPECT_EQ(CheckQuotaVerdict(whole, ledger, Gpus("x", "t", 2, Priority::kBatch), kH100, 2000),
+            QuotaVerdict::kWaits);
+  EXPECT_EQ(SubLevelOf(t, "q", kH100), "");
+  EXPECT_EQ(SubLevelOf(t, "p", kH100), "p");
+  EXPECT_EQ(SubLevelFor(t, ledger, "", kH100).guarantee, 1000);
+  EXPECT_EQ(SubLevelFor(t, ledger, "", kH100).usage, (ClassUsage{1000, 1000}));
+}
+
 TEST(Quota, VerdictAloneMatchesCheckQuota) {
   TenantPolicy t;
   t.id = "t";
   t.quotas[kH100] = Quota{3000, 5000};
   t.projects["p"][kH100] = Quota{2000, 4000};
+  t.projects["s"][kH100] = Quota{0, 5000};
   for (int used = 0; used <= 5; ++used) {
     for (int non_pre = 0; non_pre <= used; ++non_pre) {
       QuotaLedger ledger;
       uint64_t seq = 1;
       for (int k = 0; k < used; ++k) {
-        ledger.Add(
-            Placed(Gpus("u" + std::to_string(k), "t", 1,
-                        k < non_pre ? Priority::kBatch : Priority::kPreemptible, k % 2 ? "p" : ""),
-                   "n", {k}, 0, seq++));
+        ledger.Add(Placed(Gpus("u" + std::to_string(k), "t", 1,
+                               k < non_pre ? Priority::kBatch : Priority::kPreemptible,
+                               std::vector<std::string>{"", "p", "s"}[k % 3]),
+                          "n", {k}, 0, seq++));
       }
       for (int gpus = 1; gpus <= 6; ++gpus) {
         for (Priority p : {Priority::kInteractive, Priority::kBatch, Priority::kPreemptible}) {
-          for (std::string project : {"", "p"}) {
+          for (std::string project : {"", "p", "s"}) {
             const AllocationRequest r = Gpus("x", "t", gpus, p, project);
             EXPECT_EQ(CheckQuotaVerdict(t, ledger, r, kH100, gpus * 1000),
                       CheckQuota(t, ledger, r, kH100, gpus * 1000).verdict);
@@ -239,9 +362,12 @@ struct ReclaimFixture : testing::Test {
     }
   }
   std::vector<std::string> Victims(const AllocationRequest& r,
-                                   std::map<TenantClassKey, int64_t> marked = {}) {
+                                   std::map<TenantClassKey, int64_t> marked = {},
+                                   int64_t limit_deficit = 0) {
     ReclaimInput in{
         state, tenants, ledger, {}, std::move(marked), r, kH100, int64_t{r.gpus} * 1000, nullptr};
+    in.request_sub_level_charge = in.request_charge;
+    in.limit_deficit = limit_deficit;
     for (const Allocation& a : held) in.running.push_back(&a);
     const capacity::GpuModel& model = *capacity::FindGpuModel("H100-80GB");
     in.fits = [&](const ClusterState& s) {
@@ -296,6 +422,27 @@ TEST_F(ReclaimFixture, OwnTenantCountsTheRequest) {
   EXPECT_EQ(Victims(Gpus("x", "a", 1, Priority::kInteractive)), std::vector<std::string>{"a2"});
 }
 
+// Issue 16, item 3: between a tenant's projects, reclaim takes only a
+// sibling's work above the sibling's own guarantee, and frees limit
+// headroom when the request fits but the tenant's limit holds it back.
+TEST_F(ReclaimFixture, SiblingProjectGivesBackOnlyItsExcess) {
+  const std::string n = "h100-80gb-0";
+  tenants["a"].projects["p1"][kH100] = Quota{1000, 4000};
+  tenants["a"].projects["p2"][kH100] = Quota{1000, 4000};
+  Run({Placed(Gpus("a1", "a", 1, Priority::kPreemptible, "p1"), n, {0}, 10, 1),
+       Placed(Gpus("a2", "a", 1, Priority::kPreemptible, "p1"), n, {1}, 20, 2),
+       Placed(Gpus("b1", "b", 1, Priority::kPreemptible), n, {2}, 30, 3)});
+  // Room exists (GPU 3); the tenant's limit is over by 1000: p1's work above
+  // its guarantee goes, b's (newer, but giving back no headroom) stays.
+  EXPECT_EQ(Victims(Gpus("x", "a", 1, Priority::kBatch, "p2"), {}, 1000),
+            std::vector<std::string>{"a2"});
+  // p1's work within its own guarantee is never taken.
+  EXPECT_TRUE(Victims(Gpus("x", "a", 1, Priority::kBatch, "p2"), {}, 2000).empty());
+  // For room, p1's excess is borrowed for p2 like any tenant's (b is within
+  // its guarantee).
+  EXPECT_EQ(Victims(Gpus("x", "a", 2, Priority::kBatch, "p2")), std::vector<std::string>{"a2"});
+}
+
 // -------------------------------------------------------------- admission
 
 TEST(Admission, NormalisesModelAndRefusesMalformedShapes) {
@@ -337,6 +484,72 @@ TEST(Admission, NormalisesModelAndRefusesMalformedShapes) {
   // Transient state never rejects: a cordoned node still counts.
   fleet.FindMutableNode("h100-80gb-0")->cordoned = true;
   EXPECT_EQ(refusal(r), "");
+}
+
+// Issue 16, item 6: host CPU and memory are bounded by the request's GPU
+// fraction of the node (H100×8: 224000 milli-CPU, 2097152 MiB), rounded down.
+TEST(Admission, RegressionHostResourcesAreBoundedByTheGpuFraction) {
+  capacity::Fleet fleet = *capacity::ParseFleetSpec("1xH100-80GBx8");
+  ASSERT_EQ(fleet.nodes()[0].cpu_milli, 224'000);
+  ASSERT_EQ(fleet.nodes()[0].memory_mib, 2'097'152);
+  ClusterState state(fleet);
+  TenantTable tenants;
+  TenantPolicy t;
+  t.id = "t";
+  for (AllocationKind k : {AllocationKind::kGpu, AllocationKind::kMig, AllocationKind::kShare,
+                           AllocationKind::kNode}) {
+    t.quotas[{"H100-80GB", k}] = Quota{8000, 8000};
+  }
+  tenants["t"] = t;
+  QuotaLedger ledger;
+  auto refusal = [&](AllocationRequest r) {
+    return AdmissionRefusal(r, &tenants["t"], state, tenants, ledger);
+  };
+  AllocationRequest r = Gpus("x", "t", 2, Priority::kBatch);
+  r.cpu_milli = 56'000;  // 2/8 of the node
+  r.memory_mib = 524'288;
+  EXPECT_EQ(refusal(r), "");
+  r.cpu_milli = 56'001;
+  EXPECT_NE(refusal(r).find("asks 56001 milli-CPU; 2 whole GPUs may ask at most 56000 on this "
+                            "node (its CPU per GPU × 2)"),
+            std::string::npos)
+      << refusal(r);
+  r.cpu_milli = 0;
+  r.memory_mib = 524'289;
+  EXPECT_NE(refusal(r).find("asks 524289 MiB of host memory; 2 whole GPUs may ask at most 524288"),
+            std::string::npos)
+      << refusal(r);
+
+  r.kind = AllocationKind::kMig;
+  r.gpus = 1;
+  r.mig_profile = "3g.40gb";
+  r.memory_mib = 0;
+  r.cpu_milli = 12'000;  // 3/7 of a GPU's 28000
+  EXPECT_EQ(refusal(r), "");
+  r.cpu_milli = 12'001;
+  EXPECT_NE(refusal(r).find("a 3g.40gb instance may ask at most 12000 on this node (its CPU per "
+                            "GPU × 3/7)"),
+            std::string::npos)
+      << refusal(r);
+
+  r.kind = AllocationKind::kShare;
+  r.milli = 250;
+  r.mem_cap_mib = 1024;
+  r.cpu_milli = 7'000;  // a quarter of a GPU's 28000
+  r.memory_mib = 65'536;
+  EXPECT_EQ(refusal(r), "");
+  r.memory_mib = 65'537;
+  EXPECT_NE(refusal(r).find("a 250-milli-GPU share may ask at most 65536 MiB"), std::string::npos)
+      << refusal(r);
+
+  r.kind = AllocationKind::kNode;
+  r.gpus = 8;
+  r.cpu_milli = 224'000;  // a lease may ask for the whole host
+  r.memory_mib = 2'097'152;
+  EXPECT_EQ(refusal(r), "");
+  r.cpu_milli = 224'001;
+  EXPECT_NE(refusal(r).find("a node lease may ask at most 224000"), std::string::npos)
+      << refusal(r);
 }
 
 }  // namespace
@@ -487,6 +700,61 @@ TEST(Backlog, ParkedRequestsComeBackInTheirOrderWhenCapacityFrees) {
   EXPECT_EQ(placed, (std::vector<std::string>{"flood-4", "flood-5", "flood-6", "flood-7"}));
   EXPECT_EQ(s->Find("flood-8")->state, AllocationState::kPending);
   EXPECT_EQ(s->Find("flood-7")->state, AllocationState::kRunning);
+}
+
+}  // namespace
+}  // namespace atrium::sched
+
+namespace atrium::sched {
+namespace {
+
+// Issue 16, item 7: MIG instances stored before charges were whole sevenths
+// carry 143 / 286 / 429; a restart must take them (Restore refused any charge
+// other than ChargeMilli's, so the scheduler would not start) and charge them
+// as now.
+TEST(Restore, RegressionPreSeventhsMigChargeIsTakenAndChargedAsNow) {
+  const capacity::GpuModel& a100 = *capacity::FindGpuModel("A100-80GB");
+  const ResourceClass mig{"A100-80GB", AllocationKind::kMig};
+  auto make = [&] {
+    auto created =
+        Scheduler::Create(*capacity::ParseFleetSpec("1xA100-80GBx8"), SchedulerOptions{});
+    EXPECT_TRUE(created.has_value());
+    TenantPolicy t;
+    t.id = "t";
+    t.quotas[mig] = {1000, 1000};
+    EXPECT_OK((*created)->SetTenant(t, 0));
+    return std::move(*created);
+  };
+  std::vector<Allocation> stored;
+  for (int slot = 0; slot < 7; ++slot) {
+    Allocation a;
+    a.request.id = "m" + std::to_string(slot);
+    a.request.tenant = "t";
+    a.request.kind = AllocationKind::kMig;
+    a.request.model = "A100-80GB";
+    a.request.mig_profile = "1g.10gb";
+    a.state = AllocationState::kRunning;
+    a.seq = uint64_t(slot + 1);
+    a.placed_ms = 0;
+    a.placement = {{"a100-80gb-0", {0}}};
+    a.mig_start = slot;
+    a.charge_milli = 143;  // the nearest-milli charge of before
+    stored.push_back(a);
+  }
+  auto s = make();
+  ASSERT_OK(s->Restore(stored));
+  for (const Allocation& a : s->Allocations()) EXPECT_EQ(a.charge_milli, 142) << a.id();
+  EXPECT_EQ(s->ledger().Tenant("t", mig).used, 7 * 142);
+  EXPECT_EQ(s->cluster().runtime(0).gpus[0].used_milli, 1000);
+  EXPECT_EQ(ChargeMilli(stored[0].request, a100), 142);
+
+  // Any other charge is still refused, and nothing is kept.
+  stored[3].charge_milli = 150;
+  auto refused = make();
+  auto restored = refused->Restore(stored);
+  ASSERT_FALSE(restored.has_value());
+  EXPECT_NE(restored.error().message.find("m3 has a wrong charge"), std::string::npos);
+  EXPECT_TRUE(refused->Allocations().empty());
 }
 
 }  // namespace

@@ -444,6 +444,53 @@ TEST_P(SchedulingServiceTest, AStoredFleetIsReplacedOnlyIfItsAllocationsStillFit
   EXPECT_EQ(TryStart("3xB300x8").error().code, ErrorCode::kInvalidArgument);
 }
 
+// Issue 16, item 7: MIG instances were charged to the nearest milli (1g
+// 143) and Restore refused any charge but today's, so once 1g cost 142 a
+// store holding MIG allocations from before would not start. It starts, and
+// the rows are charged as today.
+TEST_P(SchedulingServiceTest, RegressionMigChargesStoredBeforeSeventhsStillStart) {
+  SetQuota("tn_a", "A100-80GB", "mig", 1000, 1000);
+  sched::AllocationRequest mig;
+  mig.kind = sched::AllocationKind::kMig;
+  mig.model = "A100-80GB";
+  mig.mig_profile = "1g.10gb";
+  std::vector<std::string> ids;
+  for (int i = 0; i < 7; ++i) {  // a 1-GPU MIG quota holds all 7 slices of a GPU
+    AllocationRecord a = Submit("tn_a", mig);
+    EXPECT_EQ(a.state, "running") << i << " " << a.reason;
+    EXPECT_EQ(a.charge_milli, 142);
+    ids.push_back(a.id);
+  }
+  // What a store written before the change holds.
+  SchedulingCommit old;
+  for (const std::string& id : ids) {
+    auto r = store_->GetAllocation(TenantScope::Of("tn_a"), id);
+    ASSERT_TRUE(r.has_value());
+    r->charge_milli = 143;
+    old.allocations.push_back(*r);
+  }
+  ASSERT_TRUE(store_->CommitScheduling(old).has_value());
+  const auto before = Holdings();
+
+  ASSERT_NO_FATAL_FAILURE(StartService(""));
+  EXPECT_EQ(Holdings(), before);
+  int gpus_full = 0;
+  for (const auto& n : service_->Nodes("", {.limit = 1000}).items) {
+    for (const auto& g : n.gpus) {
+      EXPECT_LE(g.used_milli, 1000) << n.name << "/" << g.index;
+      gpus_full += g.used_milli == 1000;
+    }
+  }
+  EXPECT_EQ(gpus_full, 1) << "the 7 slices of one A100";
+  for (const std::string& id : ids) {
+    auto r = store_->GetAllocation(TenantScope::Of("tn_a"), id);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->charge_milli, 142) << id;
+  }
+  // The quota is spent (7 × 142): one more waits.
+  EXPECT_EQ(Submit("tn_a", mig).state, "pending");
+}
+
 INSTANTIATE_TEST_SUITE_P(Drivers, SchedulingServiceTest,
                          ::testing::Values(Backend::kSqlite, Backend::kPostgres), BackendName);
 
