@@ -53,6 +53,7 @@ Result<http::Response> ListProjects(Context& ctx);
 Result<http::Response> CreateProject(Context& ctx);
 Result<http::Response> GetProject(Context& ctx);
 Result<http::Response> SetProjectQuota(Context& ctx);
+Result<http::Response> ClearProjectQuota(Context& ctx);
 Result<http::Response> DeleteProject(Context& ctx);
 
 Result<http::Response> CreateAllocation(Context& ctx);

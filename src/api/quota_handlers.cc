@@ -29,11 +29,14 @@ Result<scheduling::QuotaChange> QuotaChangeOf(Context& ctx) {
 
 Json QuotaList(scheduling::SchedulingService& scheduling, const std::string& tenant_id,
                const std::vector<QuotaRecord>& rows) {
-  std::vector<QuotaRecord> own;
-  for (const auto& q : rows) {
-    if (q.project.empty()) own.push_back(q);
+  std::vector<QuotaRecord> own_rows;
+  std::vector<scheduling::EffectiveQuota> own;
+  for (auto& e : scheduling::EffectiveQuotas(rows)) {
+    if (!e.row.project.empty()) continue;
+    own_rows.push_back(e.row);
+    own.push_back(std::move(e));
   }
-  std::vector<int64_t> used = scheduling.UsedMilli(own);
+  std::vector<int64_t> used = scheduling.UsedMilli(own_rows);
   Json items = Json::array();
   for (size_t i = 0; i < own.size(); ++i) items.push_back(QuotaView(own[i], used[i]));
   return {{"tenant_id", tenant_id}, {"items", items}};
@@ -42,7 +45,8 @@ Json QuotaList(scheduling::SchedulingService& scheduling, const std::string& ten
 Result<http::Response> ProjectAnswer(Context& ctx, int status, const ProjectRecord& project) {
   ATRIUM_ASSIGN_OR_RETURN(auto* scheduling, SchedulingOf(ctx));
   ATRIUM_ASSIGN_OR_RETURN(auto quotas, ctx.services.store->ListQuotas(ctx.scope));
-  return JsonResponse(status, ProjectView(project, quotas, scheduling->UsedMilli(quotas)));
+  return JsonResponse(status, ProjectView(project, scheduling::EffectiveQuotas(quotas),
+                                          scheduling->UsedMilli(quotas)));
 }
 
 }  // namespace
@@ -56,9 +60,19 @@ Result<http::Response> GetQuotas(Context& ctx) {
 Result<http::Response> SetQuota(Context& ctx) {
   ATRIUM_ASSIGN_OR_RETURN(auto* scheduling, SchedulingOf(ctx));
   ATRIUM_ASSIGN_OR_RETURN(auto change, QuotaChangeOf(ctx));
-  ATRIUM_ASSIGN_OR_RETURN(auto rows,
+  ctx.audit_target += "/quota/" + change.model + "/" + change.kind;
+  ATRIUM_ASSIGN_OR_RETURN(auto set,
                           scheduling->SetQuota(OriginOf(ctx), ctx.scope.tenant_id, "", change));
-  return JsonResponse(200, QuotaList(*scheduling, ctx.scope.tenant_id, rows));
+  // The operator's change wins over the tenant admin's split; the record
+  // in the tenant's chain and the answer say which projects it clamps.
+  if (!set.clamped_projects.empty()) {
+    std::string names;
+    for (const auto& p : set.clamped_projects) names += (names.empty() ? "" : ",") + p;
+    ctx.audit_target += " clamps projects " + names;
+  }
+  Json answer = QuotaList(*scheduling, ctx.scope.tenant_id, set.rows);
+  answer["clamped_projects"] = set.clamped_projects;
+  return JsonResponse(200, answer);
 }
 
 Result<http::Response> ListProjects(Context& ctx) {
@@ -66,8 +80,9 @@ Result<http::Response> ListProjects(Context& ctx) {
   ATRIUM_ASSIGN_OR_RETURN(auto projects, ctx.services.store->ListProjects(ctx.scope));
   ATRIUM_ASSIGN_OR_RETURN(auto quotas, ctx.services.store->ListQuotas(ctx.scope));
   std::vector<int64_t> used = scheduling->UsedMilli(quotas);
+  const auto effective = scheduling::EffectiveQuotas(quotas);
   Json items = Json::array();
-  for (const auto& p : projects) items.push_back(ProjectView(p, quotas, used));
+  for (const auto& p : projects) items.push_back(ProjectView(p, effective, used));
   return JsonResponse(200, {{"items", items}, {"next_cursor", nullptr}});
 }
 
@@ -101,6 +116,18 @@ Result<http::Response> SetProjectQuota(Context& ctx) {
   ATRIUM_ASSIGN_OR_RETURN(auto project, ctx.services.store->GetProject(ctx.scope, name));
   ATRIUM_ASSIGN_OR_RETURN(auto change, QuotaChangeOf(ctx));
   ATRIUM_RETURN_IF_ERROR(scheduling->SetQuota(OriginOf(ctx), ctx.scope.tenant_id, name, change));
+  return ProjectAnswer(ctx, 200, project);
+}
+
+Result<http::Response> ClearProjectQuota(Context& ctx) {
+  ATRIUM_ASSIGN_OR_RETURN(auto* scheduling, SchedulingOf(ctx));
+  const std::string& name = ctx.request.PathParam("project");
+  const std::string& model = ctx.request.PathParam("model");
+  const std::string& kind = ctx.request.PathParam("kind");
+  ctx.audit_target += "/project/" + name + "/quota/" + model + "/" + kind;
+  ATRIUM_ASSIGN_OR_RETURN(auto project, ctx.services.store->GetProject(ctx.scope, name));
+  ATRIUM_RETURN_IF_ERROR(
+      scheduling->ClearProjectQuota(OriginOf(ctx), ctx.scope.tenant_id, name, model, kind));
   return ProjectAnswer(ctx, 200, project);
 }
 

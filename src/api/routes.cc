@@ -126,6 +126,10 @@ ApiRouter BuildRoutes() {
   add("PUT", "/api/v1/tenants/{tenant_id}/projects/{project}/quotas", P::kProjectManage, T::kTenant,
       "project.quota.set", SetProjectQuota,
       "Set a project's share of the tenant's quota for one GPU model and kind", {.body = true});
+  add("DELETE", "/api/v1/tenants/{tenant_id}/projects/{project}/quotas/{model}/{kind}",
+      P::kProjectManage, T::kTenant, "project.quota.clear", ClearProjectQuota,
+      "Remove a project's row for one GPU model and kind: the project is then limited by the "
+      "tenant's quota only");
   add("DELETE", "/api/v1/tenants/{tenant_id}/projects/{project}", P::kProjectManage, T::kTenant,
       "project.delete", DeleteProject, "Delete a project that holds no allocations");
 

@@ -102,21 +102,32 @@ Json AllocationView(const AllocationRecord& a) {
           {"created_by", OrNull(a.created_by)}};
 }
 
-Json QuotaView(const QuotaRecord& q, int64_t used_milli) {
-  return {{"model", q.model},
-          {"kind", q.kind},
-          {"resource_class", q.model + "/" + q.kind},
-          {"guarantee_milli", q.guarantee_milli},
-          {"limit_milli", q.limit_milli},
-          {"used_milli", used_milli},
-          {"updated_at", FormatTimestamp(q.updated_at)}};
+Json QuotaView(const scheduling::EffectiveQuota& e, int64_t used_milli) {
+  const QuotaRecord& q = e.row;
+  Json v = {{"model", q.model},
+            {"kind", q.kind},
+            {"resource_class", q.model + "/" + q.kind},
+            {"guarantee_milli", q.guarantee_milli},
+            {"limit_milli", q.limit_milli},
+            {"used_milli", used_milli},
+            {"updated_at", FormatTimestamp(q.updated_at)}};
+  if (q.project.empty()) {
+    v["clamped_projects"] = e.clamped_projects;
+  } else {
+    v["over_committed"] = e.over_committed;
+    if (e.over_committed) {
+      v["requested"] = {{"guarantee_milli", e.requested_guarantee_milli},
+                        {"limit_milli", e.requested_limit_milli}};
+    }
+  }
+  return v;
 }
 
-Json ProjectView(const ProjectRecord& p, const std::vector<QuotaRecord>& quotas,
+Json ProjectView(const ProjectRecord& p, const std::vector<scheduling::EffectiveQuota>& quotas,
                  const std::vector<int64_t>& used) {
   Json items = Json::array();
   for (size_t i = 0; i < quotas.size(); ++i) {
-    if (quotas[i].project != p.name) continue;
+    if (quotas[i].row.project != p.name) continue;
     items.push_back(QuotaView(quotas[i], i < used.size() ? used[i] : 0));
   }
   return {{"tenant_id", p.tenant_id},

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "common/json_reader.h"
+#include "scheduling/codec.h"
 #include "scheduling/inventory_report.h"
 #include "store/gateway_records.h"
 #include "store/records.h"
@@ -13,10 +14,15 @@ Json UserView(const User& u);
 Json ApiKeyView(const ApiKey& k, int64_t now_ms);
 Json AuditView(const AuditRecord& a);
 Json AllocationView(const AllocationRecord& a);
-Json QuotaView(const QuotaRecord& q, int64_t used_milli);
-// A project with its quota split (`quotas` may hold other rows; only the
-// project's are shown) and the usage of each row, in `quotas` order.
-Json ProjectView(const ProjectRecord& p, const std::vector<QuotaRecord>& quotas,
+// The figures the scheduler enforces. A project row the tenant's quota
+// clamps shows "over_committed": true and, under "requested", what the
+// tenant admin set; a tenant row lists the projects its class clamps
+// ("clamped_projects").
+Json QuotaView(const scheduling::EffectiveQuota& q, int64_t used_milli);
+// A project with its quota split (`quotas`: the tenant's rows, from
+// scheduling::EffectiveQuotas; only the project's are shown) and the usage
+// of each row, in `quotas` order.
+Json ProjectView(const ProjectRecord& p, const std::vector<scheduling::EffectiveQuota>& quotas,
                  const std::vector<int64_t>& used);
 // with_gpus: the GPUs and who holds what on them (GET one); lists show the
 // allocation ids on the node instead.

@@ -102,6 +102,24 @@ int SetQuota(Context& ctx, const QuotaArgs& args) {
   return kExitOk;
 }
 
+struct ClearQuotaArgs {
+  ProjectArgs project;
+  std::string model;
+  std::string kind = "gpu";
+};
+
+int ClearQuota(Context& ctx, const ClearQuotaArgs& args) {
+  ApiSession* api = ctx.Connect();
+  if (api == nullptr) return kExitUsage;
+  auto base = ctx.TenantBase(args.project.tenant);
+  if (!base.has_value()) return ctx.Fail(base.error());
+  auto project = api->Delete(*base + "/projects/" + UrlEncode(args.project.name) + "/quotas/" +
+                             UrlEncode(args.model) + "/" + UrlEncode(args.kind));
+  if (!project.has_value()) return ctx.Fail(project.error());
+  PrintProject(ctx, *project);
+  return kExitOk;
+}
+
 void AddTenantOption(CLI::App* command, std::string& tenant) {
   command->add_option("--tenant", tenant, "Tenant id or name (default: your own)");
 }
@@ -136,6 +154,19 @@ void AddProjectCommands(CLI::App& app, VerbTable& verbs) {
   AddQuotaOptions(quota, quota_args->model, quota_args->kind, quota_args->guarantee,
                   quota_args->limit);
   verbs.Add(quota, [quota_args](Context& ctx) { return SetQuota(ctx, *quota_args); });
+
+  auto clear_args = std::make_shared<ClearQuotaArgs>();
+  CLI::App* clear = project->add_subcommand(
+      "quota-clear",
+      "Remove a project's quota for one GPU model and kind: the project is then limited by the "
+      "tenant's quota only (a quota of 0 0 denies the class to the project)");
+  clear->add_option("name", clear_args->project.name, "Project name")->required();
+  AddTenantOption(clear, clear_args->project.tenant);
+  clear->add_option("--model", clear_args->model, "GPU model, e.g. H100-80GB")->required();
+  clear->add_option("--kind", clear_args->kind, "Allocation kind (a gang uses gpu)")
+      ->check(CLI::IsMember({"gpu", "mig", "share", "node"}))
+      ->capture_default_str();
+  verbs.Add(clear, [clear_args](Context& ctx) { return ClearQuota(ctx, *clear_args); });
 }
 
 }  // namespace atrium::cli

@@ -14,11 +14,33 @@ void PrintQuotaRows(Context& ctx, const Json& rows) {
   auto gpus = [](const Json& v) {
     return v.is_number_integer() ? FormatMilliGpus(v.get<int64_t>()) : std::string("-");
   };
+  // The figures are those the scheduler enforces; a note says when the
+  // tenant's quota clamps a project's split (the operator lowered it).
+  bool notes = false;
   for (const auto& q : rows) {
+    std::string note;
+    const Json& requested = FieldAt(q, "requested");
+    if (FieldAt(q, "over_committed") == Json(true) && requested.is_object()) {
+      note = "over-committed: set " + gpus(FieldAt(requested, "guarantee_milli")) + "/" +
+             gpus(FieldAt(requested, "limit_milli")) + ", clamped to the tenant's quota";
+    }
+    const Json& clamped = FieldAt(q, "clamped_projects");
+    if (clamped.is_array() && !clamped.empty()) {
+      std::string names;
+      for (const auto& p : clamped) names += (names.empty() ? "" : ", ") + p.get<std::string>();
+      note = "clamps projects " + names;
+    }
+    notes = notes || !note.empty();
     table.push_back({StringAt(q, "model"), StringAt(q, "kind"), gpus(FieldAt(q, "guarantee_milli")),
-                     gpus(FieldAt(q, "limit_milli")), gpus(FieldAt(q, "used_milli"))});
+                     gpus(FieldAt(q, "limit_milli")), gpus(FieldAt(q, "used_milli")),
+                     EscapeForTerminal(note)});
   }
-  ctx.out() << FormatTable({"MODEL", "KIND", "GUARANTEE", "LIMIT", "USED"}, table);
+  if (!notes) {
+    for (auto& row : table) row.pop_back();
+    ctx.out() << FormatTable({"MODEL", "KIND", "GUARANTEE", "LIMIT", "USED"}, table);
+    return;
+  }
+  ctx.out() << FormatTable({"MODEL", "KIND", "GUARANTEE", "LIMIT", "USED", "NOTE"}, table);
 }
 
 // The body of a quota PUT from the shared options; a usage error as Error.

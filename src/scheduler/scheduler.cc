@@ -869,6 +869,38 @@ Result<DecisionRecords> Scheduler::Resume(std::string_view tenant, int64_t now_m
   return out;
 }
 
+std::vector<std::string> Scheduler::TierConflicts(std::string_view tenant,
+                                                  IsolationTier tier) const {
+  std::vector<const Allocation*> own;
+  if (tier == IsolationTier::kShared) return {};
+  for (const auto& [id, a] : allocations_) {
+    if (a.request.tenant == tenant && a.Placed()) own.push_back(&a);
+  }
+  std::sort(own.begin(), own.end(),
+            [](const Allocation* x, const Allocation* y) { return x->seq < y->seq; });
+  auto breaks = [&](const NodePlacement& part) {
+    auto i = state_.NodeIndex(part.node);
+    if (!i) return false;
+    if (tier == IsolationTier::kDedicatedPool) {
+      const auto& dedicated = state_.pool(*i).dedicated_tenant;
+      if (!dedicated || *dedicated != tenant) return true;
+    }
+    if (tier != IsolationTier::kDedicatedGpu) return state_.HoldsOtherTenant(*i, tenant);
+    const NodeRuntime& rt = state_.runtime(*i);
+    for (int g : part.gpus) {
+      for (const GpuUse& use : rt.gpus[size_t(g)].uses) {
+        if (use.tenant != tenant) return true;
+      }
+    }
+    return false;
+  };
+  std::vector<std::string> out;
+  for (const Allocation* a : own) {
+    if (std::any_of(a->placement.begin(), a->placement.end(), breaks)) out.push_back(a->id());
+  }
+  return out;
+}
+
 Result<DecisionRecords> Scheduler::Evict(std::string_view tenant, int64_t now_ms) {
   auto t = tenants_.find(tenant);
   if (t == tenants_.end()) return Error::NotFound("unknown tenant " + std::string(tenant));

@@ -107,6 +107,13 @@ class Scheduler {
   // NotFound for an unknown tenant.
   Result<DecisionRecords> Suspend(std::string_view tenant, int64_t now_ms);
   Result<DecisionRecords> Resume(std::string_view tenant, int64_t now_ms);
+  // The tenant's placed allocations that `tier` would not allow where they
+  // run, in submission order: for dedicated-gpu, those on a GPU that also
+  // holds another tenant's work; for dedicated-node, those on a node that
+  // does; for dedicated-pool, those in a pool not dedicated to the tenant.
+  // Empty for shared (a lowering is always fine) and for an unknown tenant.
+  // Changes nothing: the shell refuses a tier change that would leave any.
+  std::vector<std::string> TierConflicts(std::string_view tenant, IsolationTier tier) const;
   // Releases every allocation of the tenant (running ones and queued ones)
   // and forgets the tenant. NotFound for an unknown tenant.
   Result<DecisionRecords> Evict(std::string_view tenant, int64_t now_ms);

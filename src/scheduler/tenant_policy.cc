@@ -108,6 +108,66 @@ Status ValidateTenantPolicy(const TenantPolicy& policy) {
   return OkStatus();
 }
 
+EffectiveSplit ClampProjectSplit(TenantPolicy requested) {
+  EffectiveSplit out;
+  std::map<ResourceClass, int64_t> guarantee_sum;
+  for (auto& [name, table] : requested.projects) {
+    for (auto& [rc, q] : table) {
+      const Quota* t = requested.QuotaFor(rc);
+      const Quota tenant = t ? *t : Quota{};
+      const Quota before = q;
+      q.limit = std::min(q.limit, tenant.limit);
+      q.guarantee = std::min(q.guarantee, q.limit);
+      if (!(q == before)) out.clamped[name].push_back(rc);
+      guarantee_sum[rc] += q.guarantee;
+    }
+  }
+  for (const auto& [rc, sum] : guarantee_sum) {
+    const Quota* t = requested.QuotaFor(rc);
+    const int64_t tenant_guarantee = t ? t->guarantee : 0;
+    if (sum <= tenant_guarantee) continue;
+    for (auto& [name, table] : requested.projects) {
+      auto q = table.find(rc);
+      if (q == table.end() || q->second.guarantee == 0) continue;
+      // 128-bit: both factors may be near the API's 10^9 bound.
+      const auto scaled =
+          static_cast<int64_t>(static_cast<__int128>(q->second.guarantee) * tenant_guarantee / sum);
+      if (scaled == q->second.guarantee) continue;
+      q->second.guarantee = scaled;
+      auto& classes = out.clamped[name];
+      if (std::find(classes.begin(), classes.end(), rc) == classes.end()) classes.push_back(rc);
+    }
+  }
+  for (auto& [name, classes] : out.clamped) std::sort(classes.begin(), classes.end());
+  out.policy = std::move(requested);
+  return out;
+}
+
+Status ValidateProjectChange(const TenantPolicy& requested, const std::string& project,
+                             const ResourceClass& rc, const std::optional<Quota>& next) {
+  auto p = requested.projects.find(project);
+  if (p == requested.projects.end()) return Error::NotFound("project not found");
+  const Quota* t = requested.QuotaFor(rc);
+  const Quota tenant = t ? *t : Quota{};
+  // What the project has now, as the admin set it.
+  auto row = p->second.find(rc);
+  const Quota now = row != p->second.end() ? row->second : Quota{0, tenant.limit};
+  const Quota after = next.value_or(Quota{0, tenant.limit});
+  if (after.guarantee <= now.guarantee && after.limit <= now.limit) return OkStatus();
+  TenantPolicy result = ClampProjectSplit(requested).policy;
+  if (next) {
+    result.projects[project][rc] = *next;
+  } else {
+    result.projects[project].erase(rc);
+  }
+  if (auto valid = ValidateTenantPolicy(result); !valid) {
+    Error e = std::move(valid).error();
+    e.message = "project " + project + " would over-commit the tenant's quota: " + e.message;
+    return e;
+  }
+  return OkStatus();
+}
+
 bool MayShareGpu(std::string_view a, IsolationTier tier_a, std::string_view b,
                  IsolationTier tier_b) {
   return a == b || (tier_a == IsolationTier::kShared && tier_b == IsolationTier::kShared);

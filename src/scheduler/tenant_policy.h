@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -67,6 +68,37 @@ inline constexpr size_t kMaxProjects = 1024;
 // guarantees summing above the tenant's, a project limit above the tenant's,
 // an empty project name, a table over the limits.
 Status ValidateTenantPolicy(const TenantPolicy& policy);
+
+// The projects' split as the scheduler enforces it when the operator has
+// lowered or removed the tenant's quota below what the tenant admin split
+// (the operator's change wins; the admin's rows are kept as they set them,
+// so raising the tenant's quota again restores their split). Per class,
+// with T the tenant's quota (absent: 0/0):
+//  - each project limit is clamped to T.limit, and its guarantee to the
+//    clamped limit;
+//  - when the guarantees then sum above T.guarantee, each is scaled to
+//    floor(g × T.guarantee / Σg), so they sum to at most T.guarantee
+//    (deterministic; the rounding goes to nobody).
+// A split that already holds is returned unchanged. The result always
+// passes ValidateTenantPolicy's split rules.
+struct EffectiveSplit {
+  TenantPolicy policy;  // the requested policy with the projects' figures clamped
+  // Project → classes whose figures were lowered, for telling the tenant
+  // admin ("over-committed").
+  std::map<std::string, std::vector<ResourceClass>> clamped;
+};
+EffectiveSplit ClampProjectSplit(TenantPolicy requested);
+
+// Whether a tenant admin may set project `project`'s class `rc` to `next`
+// (nullopt: remove the row, back to "limited by the tenant only") in the
+// split `requested` (the admin's rows as stored). OK when the split that
+// results, with the other projects at their effective (clamped) figures,
+// passes ValidateTenantPolicy, or when the change raises nothing (a lower
+// or equal guarantee and limit than the project has now, a removed row
+// counting as guarantee 0 and the tenant's limit): an over-committed split
+// can always be shrunk. InvalidArgument naming the project otherwise.
+Status ValidateProjectChange(const TenantPolicy& requested, const std::string& project,
+                             const ResourceClass& rc, const std::optional<Quota>& next);
 
 // Whether tenants a and b may hold work on the same physical GPU (shares and
 // MIG instances): the same tenant, or both of tier shared.

@@ -1,5 +1,7 @@
 #include "scheduling/codec.h"
 
+#include <algorithm>
+
 namespace atrium::scheduling {
 
 FleetNodeRecord NodeFlagsOf(const capacity::Node& n) {
@@ -173,6 +175,45 @@ Result<sched::TenantPolicy> PolicyFromRecords(const Tenant& tenant,
     }
   }
   return p;
+}
+
+std::vector<EffectiveQuota> EffectiveQuotas(const std::vector<QuotaRecord>& rows) {
+  sched::TenantPolicy requested;
+  requested.id = rows.empty() ? "" : rows.front().tenant_id;
+  for (const QuotaRecord& q : rows) {
+    auto rc = sched::ResourceClass::Parse(q.model + "/" + q.kind);
+    if (!rc.has_value()) continue;
+    const sched::Quota quota{q.guarantee_milli, q.limit_milli};
+    if (q.project.empty()) {
+      requested.quotas[*rc] = quota;
+    } else {
+      requested.projects[q.project][*rc] = quota;
+    }
+  }
+  const sched::EffectiveSplit split = sched::ClampProjectSplit(requested);
+  std::vector<EffectiveQuota> out;
+  for (const QuotaRecord& q : rows) {
+    EffectiveQuota e;
+    e.row = q;
+    e.requested_guarantee_milli = q.guarantee_milli;
+    e.requested_limit_milli = q.limit_milli;
+    auto rc = sched::ResourceClass::Parse(q.model + "/" + q.kind);
+    if (rc.has_value()) {
+      if (q.project.empty()) {
+        for (const auto& [project, classes] : split.clamped) {
+          if (std::find(classes.begin(), classes.end(), *rc) != classes.end()) {
+            e.clamped_projects.push_back(project);
+          }
+        }
+      } else if (const sched::Quota* effective = split.policy.ProjectQuotaFor(q.project, *rc)) {
+        e.row.guarantee_milli = effective->guarantee;
+        e.row.limit_milli = effective->limit;
+        e.over_committed = !(*effective == sched::Quota{q.guarantee_milli, q.limit_milli});
+      }
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
 }
 
 }  // namespace atrium::scheduling

@@ -42,4 +42,21 @@ Result<sched::TenantPolicy> PolicyFromRecords(const Tenant& tenant,
                                               const std::vector<QuotaRecord>& quotas,
                                               const std::vector<ProjectRecord>& projects);
 
+// A quota row with the figures the scheduler enforces. A tenant admin's
+// project row that the tenant's quota no longer covers (the operator lowered
+// or removed it) is clamped (sched::ClampProjectSplit): `row` holds the
+// effective guarantee and limit, `over_committed` is set and `requested_*`
+// keep what the admin set. A tenant row lists, in `clamped_projects`, the
+// projects its class clamps.
+struct EffectiveQuota {
+  QuotaRecord row;
+  bool over_committed = false;
+  int64_t requested_guarantee_milli = 0;
+  int64_t requested_limit_milli = 0;
+  std::vector<std::string> clamped_projects;  // tenant rows only
+};
+// One tenant's rows (ListQuotas), in their order. Rows naming an unknown
+// class are passed through unchanged.
+std::vector<EffectiveQuota> EffectiveQuotas(const std::vector<QuotaRecord>& rows);
+
 }  // namespace atrium::scheduling

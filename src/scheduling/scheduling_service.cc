@@ -122,12 +122,14 @@ Status SchedulingService::LoadLocked() {
   ATRIUM_ASSIGN_OR_RETURN(auto projects, store_.ListAllProjectsForScheduler());
   const int64_t now = clock_.NowMillis();
   std::set<std::string> tenants;
+  std::map<std::string, sched::TenantPolicy> requested;
   ListOptions page{.after = "", .limit = 1000};
   while (true) {
     ATRIUM_ASSIGN_OR_RETURN(auto tenant_page, store_.ListTenants({}, page));
     for (const Tenant& t : tenant_page.items) {
       ATRIUM_ASSIGN_OR_RETURN(sched::TenantPolicy policy, PolicyFromRecords(t, quotas, projects));
-      ATRIUM_RETURN_IF_ERROR(scheduler->SetTenant(std::move(policy), now));
+      ATRIUM_RETURN_IF_ERROR(scheduler->SetTenant(sched::ClampProjectSplit(policy).policy, now));
+      requested[t.id] = std::move(policy);
       tenants.insert(t.id);
     }
     if (tenant_page.next_cursor.empty()) break;
@@ -193,6 +195,7 @@ Status SchedulingService::LoadLocked() {
   scheduler->SetWorkload({recent_.begin(), recent_.end()});
   submitted_since_refresh_ = 0;
   scheduler_ = std::move(scheduler);
+  requested_ = std::move(requested);
   fleet_spec_ = spec;
   creators_ = std::move(creators);
   spdlog::info("scheduler: fleet '{}' ({} nodes, {} GPUs), {} tenants, {} allocations restored",
@@ -384,23 +387,32 @@ Result<std::string> SchedulingService::Explain(const std::string& tenant_id, con
 // ---------------------------------------------------------- quotas, projects
 
 Result<sched::TenantPolicy> SchedulingService::PolicyLocked(const std::string& tenant_id) {
-  auto it = scheduler_->tenants().find(tenant_id);
-  if (it != scheduler_->tenants().end()) return it->second;
+  auto it = requested_.find(tenant_id);
+  if (it != requested_.end() && scheduler_->tenants().contains(tenant_id)) return it->second;
   // A tenant another process created: read it once and keep it.
   ATRIUM_ASSIGN_OR_RETURN(Tenant t, store_.GetTenant(tenant_id));
   ATRIUM_ASSIGN_OR_RETURN(auto quotas, store_.ListQuotas(TenantScope::Of(tenant_id)));
   ATRIUM_ASSIGN_OR_RETURN(auto projects, store_.ListProjects(TenantScope::Of(tenant_id)));
   ATRIUM_ASSIGN_OR_RETURN(sched::TenantPolicy policy, PolicyFromRecords(t, quotas, projects));
-  ATRIUM_ASSIGN_OR_RETURN(auto decisions, scheduler_->SetTenant(policy, clock_.NowMillis()));
+  ATRIUM_ASSIGN_OR_RETURN(auto decisions, SetTenantLocked(policy));
   ATRIUM_RETURN_IF_ERROR(
       CommitLocked(RequestOrigin{.actor = kSchedulerActor}, decisions, {}, nullptr, ""));
   return policy;
 }
 
-Result<std::vector<QuotaRecord>> SchedulingService::SetQuota(const RequestOrigin& by,
-                                                             const std::string& tenant_id,
-                                                             const std::string& project,
-                                                             const QuotaChange& change) {
+Result<sched::DecisionRecords> SchedulingService::SetTenantLocked(sched::TenantPolicy requested) {
+  ATRIUM_ASSIGN_OR_RETURN(
+      auto decisions,
+      scheduler_->SetTenant(sched::ClampProjectSplit(requested).policy, clock_.NowMillis()));
+  requested_[requested.id] = std::move(requested);
+  return decisions;
+}
+
+Result<SchedulingService::QuotaSet> SchedulingService::SetQuota(const RequestOrigin& by,
+                                                                const std::string& tenant_id,
+                                                                const std::string& project,
+                                                                const QuotaChange& change) {
+  QuotaSet out;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!scheduler_) return Error::Unavailable("the scheduler is not started");
@@ -410,25 +422,57 @@ Result<std::vector<QuotaRecord>> SchedulingService::SetQuota(const RequestOrigin
     if (change.guarantee_milli < 0 || change.limit_milli < change.guarantee_milli) {
       return Error::InvalidArgument("a quota needs 0 <= guarantee_milli <= limit_milli");
     }
-    sched::QuotaTable* table = &policy.quotas;
-    if (!project.empty()) {
-      auto p = policy.projects.find(project);
-      if (p == policy.projects.end()) return Error::NotFound("project not found");
-      table = &p->second;
-    }
-    if (change.guarantee_milli == 0 && change.limit_milli == 0) {
-      table->erase(*rc);
+    const sched::Quota next{change.guarantee_milli, change.limit_milli};
+    if (project.empty()) {
+      // The operator's quota: always applies; the projects' split follows
+      // it (clamped), so only the tenant's own figures are checked.
+      if (next == sched::Quota{}) {
+        policy.quotas.erase(*rc);
+      } else {
+        policy.quotas[*rc] = next;
+      }
     } else {
-      (*table)[*rc] = {change.guarantee_milli, change.limit_milli};
+      // A tenant admin's split: a 0/0 row is kept (the class is denied to
+      // the project); the change may not raise the project beyond what
+      // the tenant has.
+      ATRIUM_RETURN_IF_ERROR(sched::ValidateProjectChange(policy, project, *rc, next));
+      policy.projects[project][*rc] = next;
     }
-    ATRIUM_RETURN_IF_ERROR(sched::ValidateTenantPolicy(policy));
-    ATRIUM_ASSIGN_OR_RETURN(auto decisions, scheduler_->SetTenant(policy, clock_.NowMillis()));
+    const sched::EffectiveSplit split = sched::ClampProjectSplit(policy);
+    ATRIUM_RETURN_IF_ERROR(sched::ValidateTenantPolicy(split.policy));
+    for (const auto& [name, classes] : split.clamped) {
+      if (std::find(classes.begin(), classes.end(), *rc) != classes.end()) {
+        out.clamped_projects.push_back(name);
+      }
+    }
+    ATRIUM_ASSIGN_OR_RETURN(auto decisions, SetTenantLocked(std::move(policy)));
     SchedulingCommit commit;
     commit.quotas.push_back({tenant_id, project, rc->model, std::string(sched::KindName(rc->kind)),
                              change.guarantee_milli, change.limit_milli, clock_.NowMillis()});
     ATRIUM_RETURN_IF_ERROR(CommitLocked(by, decisions, std::move(commit), nullptr, tenant_id));
   }
-  return store_.ListQuotas(TenantScope::Of(tenant_id));
+  ATRIUM_ASSIGN_OR_RETURN(out.rows, store_.ListQuotas(TenantScope::Of(tenant_id)));
+  return out;
+}
+
+Status SchedulingService::ClearProjectQuota(const RequestOrigin& by, const std::string& tenant_id,
+                                            const std::string& project, const std::string& model,
+                                            const std::string& kind) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!scheduler_) return Error::Unavailable("the scheduler is not started");
+  ATRIUM_ASSIGN_OR_RETURN(sched::TenantPolicy policy, PolicyLocked(tenant_id));
+  auto rc = sched::ResourceClass::Parse(model + "/" + kind);
+  if (!rc.has_value()) return rc.error();
+  auto p = policy.projects.find(project);
+  if (p == policy.projects.end()) return Error::NotFound("project not found");
+  if (p->second.erase(*rc) == 0) {
+    return Error::NotFound("project " + project + " has no quota for " + rc->ToString());
+  }
+  ATRIUM_ASSIGN_OR_RETURN(auto decisions, SetTenantLocked(std::move(policy)));
+  SchedulingCommit commit;
+  commit.removed_quotas.push_back(
+      {tenant_id, project, rc->model, std::string(sched::KindName(rc->kind)), 0, 0, 0});
+  return CommitLocked(by, decisions, std::move(commit), nullptr, tenant_id);
 }
 
 Result<ProjectRecord> SchedulingService::CreateProject(const RequestOrigin& by,
@@ -441,8 +485,7 @@ Result<ProjectRecord> SchedulingService::CreateProject(const RequestOrigin& by,
     return Error::AlreadyExists("a project named '" + name + "' exists");
   }
   policy.projects[name];
-  ATRIUM_RETURN_IF_ERROR(sched::ValidateTenantPolicy(policy));
-  ATRIUM_ASSIGN_OR_RETURN(auto decisions, scheduler_->SetTenant(policy, clock_.NowMillis()));
+  ATRIUM_ASSIGN_OR_RETURN(auto decisions, SetTenantLocked(std::move(policy)));
   SchedulingCommit commit;
   ProjectRecord project{tenant_id, name, clock_.NowMillis()};
   commit.new_projects.push_back(project);
@@ -463,7 +506,7 @@ Status SchedulingService::DeleteProject(const RequestOrigin& by, const std::stri
     }
   }
   policy.projects.erase(name);
-  ATRIUM_ASSIGN_OR_RETURN(auto decisions, scheduler_->SetTenant(policy, clock_.NowMillis()));
+  ATRIUM_ASSIGN_OR_RETURN(auto decisions, SetTenantLocked(std::move(policy)));
   SchedulingCommit commit;
   commit.deleted_projects.emplace_back(tenant_id, name);
   return CommitLocked(by, decisions, std::move(commit), nullptr, tenant_id);
@@ -614,10 +657,48 @@ std::string SchedulingService::fleet_spec() {
 
 void SchedulingService::TenantChanged(const Tenant& tenant) {
   std::lock_guard<std::mutex> lock(mu_);
+  TenantChangedLocked(tenant);
+}
+
+Result<Tenant> SchedulingService::ApplyTenantChange(const Tenant& next,
+                                                    const std::function<Result<Tenant>()>& write) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (scheduler_) {
+    auto held = scheduler_->tenants().find(next.id);
+    auto tier = sched::ParseTier(next.tier);
+    if (held != scheduler_->tenants().end() && tier.has_value() && held->second.tier != *tier) {
+      const std::vector<std::string> conflicts = scheduler_->TierConflicts(next.id, *tier);
+      if (!conflicts.empty()) {
+        constexpr size_t kNamed = 10;
+        std::string names;
+        for (size_t i = 0; i < std::min(kNamed, conflicts.size()); ++i) {
+          names += (i == 0 ? "" : ", ") + conflicts[i];
+        }
+        if (conflicts.size() > kNamed) {
+          names += " and " + std::to_string(conflicts.size() - kNamed) + " more";
+        }
+        const std::string where = *tier == sched::IsolationTier::kDedicatedGpu
+                                      ? "share a GPU with other tenants' work"
+                                  : *tier == sched::IsolationTier::kDedicatedNode
+                                      ? "share a node with other tenants' work"
+                                      : "run outside pools dedicated to the tenant";
+        return Error::FailedPrecondition(
+            "tier " + next.tier + " would be broken where the tenant's work runs now: " +
+            std::to_string(conflicts.size()) + " allocation(s) " + where + " (" + names +
+            "); release or move them, then change the tier");
+      }
+    }
+  }
+  ATRIUM_ASSIGN_OR_RETURN(Tenant stored, write());
+  TenantChangedLocked(stored);
+  return stored;
+}
+
+void SchedulingService::TenantChangedLocked(const Tenant& tenant) {
   if (!scheduler_) return;
   sched::TenantPolicy policy;
-  auto it = scheduler_->tenants().find(tenant.id);
-  if (it != scheduler_->tenants().end()) policy = it->second;
+  auto it = requested_.find(tenant.id);
+  if (it != requested_.end()) policy = it->second;
   auto fresh = PolicyFromRecords(tenant, {}, {});
   if (!fresh.has_value()) {
     spdlog::error("scheduler: tenant {}: {}", tenant.id, fresh.error().message);
@@ -628,7 +709,7 @@ void SchedulingService::TenantChanged(const Tenant& tenant) {
   fresh->quotas = std::move(policy.quotas);
   fresh->projects = std::move(policy.projects);
   fresh->pools = std::move(policy.pools);
-  auto decisions = scheduler_->SetTenant(std::move(*fresh), clock_.NowMillis());
+  auto decisions = SetTenantLocked(std::move(*fresh));
   if (!decisions.has_value()) {
     spdlog::error("scheduler: tenant {}: {}", tenant.id, decisions.error().message);
     return;
@@ -644,6 +725,7 @@ Status SchedulingService::TenantEvicting(const std::string& tenant_id, const Req
   if (!scheduler_) return OkStatus();
   if (!scheduler_->tenants().contains(tenant_id)) return OkStatus();  // nothing held
   ATRIUM_ASSIGN_OR_RETURN(auto decisions, scheduler_->Evict(tenant_id, clock_.NowMillis()));
+  requested_.erase(tenant_id);
   return CommitLocked(
       by, decisions, {}, [&](const sched::DecisionRecord& d) { return d.tenant == tenant_id; },
       tenant_id);

@@ -76,7 +76,10 @@ struct SchedulingOptions {
 // queued requests, preemptions after grace.
 inline constexpr char kSchedulerActor[] = "system:scheduler";
 
-// One quota row to set: guarantee = limit = 0 removes the class.
+// One quota row to set. Guarantee = limit = 0 denies the class: for the
+// tenant the row is removed (an absent class is 0/0), for a project a 0/0
+// row is stored (an absent row would limit the project by the tenant's
+// quota only; ClearProjectQuota goes back to that).
 struct QuotaChange {
   std::string model;
   std::string kind;
@@ -124,11 +127,26 @@ class SchedulingService final : public TenantObserver {
 
   // --- quotas and projects ---
   // Sets one class of the tenant's quota (project "") or of a project's
-  // split. InvalidArgument when the result breaks ValidateTenantPolicy
-  // (limit below guarantee, project guarantees above the tenant's, ...);
-  // NotFound for an unknown tenant or project. Returns the tenant's rows.
-  Result<std::vector<QuotaRecord>> SetQuota(const RequestOrigin& by, const std::string& tenant_id,
-                                            const std::string& project, const QuotaChange& change);
+  // split. The operator's tenant quota always applies: a project split it
+  // no longer covers is kept as the tenant admin set it and enforced
+  // clamped (sched::ClampProjectSplit; the admin's split applies again when
+  // the quota is raised). A project change is InvalidArgument, naming the
+  // project, when it raises the project beyond what the tenant has
+  // (sched::ValidateProjectChange). InvalidArgument for a bad class or
+  // figures; NotFound for an unknown tenant or project. Returns the
+  // tenant's rows and the projects the changed class now clamps.
+  struct QuotaSet {
+    std::vector<QuotaRecord> rows;
+    std::vector<std::string> clamped_projects;
+  };
+  Result<QuotaSet> SetQuota(const RequestOrigin& by, const std::string& tenant_id,
+                            const std::string& project, const QuotaChange& change);
+  // Removes a project's row for one class, so the project is limited by the
+  // tenant's quota only. NotFound for an unknown tenant or project, or a
+  // project without that row.
+  Status ClearProjectQuota(const RequestOrigin& by, const std::string& tenant_id,
+                           const std::string& project, const std::string& model,
+                           const std::string& kind);
   Result<ProjectRecord> CreateProject(const RequestOrigin& by, const std::string& tenant_id,
                                       const std::string& name);
   // FailedPrecondition while allocations of the project are held.
@@ -171,6 +189,13 @@ class SchedulingService final : public TenantObserver {
 
   // --- TenantObserver ---
   void TenantChanged(const Tenant& tenant) override;
+  // Refuses (FailedPrecondition, naming up to 10 allocations and how many
+  // more) a tier the tenant's placed work would break where it runs
+  // (Scheduler::TierConflicts); otherwise writes and applies the row. The
+  // scheduler's lock is held from the check to the apply, so no placement
+  // (a queued share landing beside another tenant's) comes between.
+  Result<Tenant> ApplyTenantChange(const Tenant& next,
+                                   const std::function<Result<Tenant>()>& write) override;
   Status TenantEvicting(const std::string& tenant_id, const RequestOrigin& by) override;
 
  private:
@@ -194,8 +219,14 @@ class SchedulingService final : public TenantObserver {
   Status CommitLocked(const RequestOrigin& by, const sched::DecisionRecords& decisions,
                       SchedulingCommit commit, const Subject& caused_by_caller,
                       const std::string& caller_tenant, const std::string& new_allocation_id = "",
-                      const std::string& new_allocation_creator = "");     // REQUIRES(mu_)
+                      const std::string& new_allocation_creator = "");  // REQUIRES(mu_)
+  // The tenant's policy with its projects' split as the tenant admin set it
+  // (requested_), read from the store when not held yet.
   Result<sched::TenantPolicy> PolicyLocked(const std::string& tenant_id);  // REQUIRES(mu_)
+  // Hands the scheduler `requested` with the split clamped to the tenant's
+  // quota, and keeps `requested` when the scheduler takes it.
+  Result<sched::DecisionRecords> SetTenantLocked(sched::TenantPolicy requested);  // REQUIRES(mu_)
+  void TenantChangedLocked(const Tenant& tenant);                                 // REQUIRES(mu_)
   Status NodeOp(const RequestOrigin& by, const std::string& node, const char* what);
   // The stored rows of the held allocations on `node` that carry a move
   // request (read before the scheduler changes, so nothing can fail after).
@@ -218,7 +249,10 @@ class SchedulingService final : public TenantObserver {
   std::string fleet_spec_;                       // GUARDED_BY(mu_)
   // Creator (user id) of every held allocation: the scheduler does not keep it.
   std::map<std::string, std::string> creators_;  // GUARDED_BY(mu_)
-  bool started_ = false;                         // GUARDED_BY(mu_)
+  // Every tenant's policy with the projects' split as stored (the tenant
+  // admin's rows); the scheduler holds the effective, clamped one.
+  std::map<std::string, sched::TenantPolicy> requested_;  // GUARDED_BY(mu_)
+  bool started_ = false;                                  // GUARDED_BY(mu_)
   // The newest requests (oldest first), the placement policy's target
   // workload; refreshed into the scheduler every kWorkloadRefresh requests.
   std::deque<sched::AllocationRequest> recent_;  // GUARDED_BY(mu_)

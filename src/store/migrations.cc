@@ -318,6 +318,11 @@ CREATE INDEX sessions_expiry ON sessions (expires_at);
 ALTER TABLE allocations ADD COLUMN move_requested TEXT NOT NULL DEFAULT '';
 ALTER TABLE allocations ADD COLUMN move_requested_ms BIGINT NOT NULL DEFAULT -1;
 )sql"},
+    // A tenant row is written only over the version it was read at, so a
+    // concurrent update never undoes a suspension (tenant service).
+    {8, "tenants: a version for compare-and-set updates", R"sql(
+ALTER TABLE tenants ADD COLUMN version BIGINT NOT NULL DEFAULT 0;
+)sql"},
 };
 
 }  // namespace

@@ -34,6 +34,9 @@ struct Tenant {
   std::string state;
   int64_t created_at = 0;  // ms since epoch
   int64_t updated_at = 0;
+  // Bumped by every Store::UpdateTenant, which writes only over the version
+  // it was read at: concurrent changes never overwrite each other.
+  int64_t version = 0;
 };
 
 struct User {
@@ -256,8 +259,13 @@ struct SchedulingCommit {
   // Upserted by id: an existing row (same tenant) is updated in its
   // scheduler fields; a new one is inserted whole.
   std::vector<AllocationRecord> allocations;
-  // Upserted by (tenant, project, model, kind); guarantee = limit = 0 deletes.
+  // Upserted by (tenant, project, model, kind). A tenant row (project "")
+  // of guarantee = limit = 0 is deleted (for a tenant an absent class is
+  // 0/0); a project row of 0/0 is stored: it denies the class to the
+  // project, where an absent row limits it by the tenant's quota only.
   std::vector<QuotaRecord> quotas;
+  // Deleted by (tenant, project, model, kind), before `quotas` are written.
+  std::vector<QuotaRecord> removed_quotas;
   std::vector<ProjectRecord> new_projects;
   // (tenant id, project name): removed with their quota rows.
   std::vector<std::pair<std::string, std::string>> deleted_projects;

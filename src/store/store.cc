@@ -53,6 +53,7 @@ Tenant TenantFromRow(const Row& r) {
   t.state = r.Text(7);
   t.created_at = r.Int(8);
   t.updated_at = r.Int(9);
+  t.version = r.Int(10);
   return t;
 }
 
@@ -331,9 +332,9 @@ Status Store::CreateTenant(const Tenant& t) {
   auto r = db_->Transact<bool>([&](sql::Connection& c) -> Result<bool> {
     ATRIUM_RETURN_IF_ERROR(
         c.Exec(std::string("INSERT INTO tenants (") + kTenantColumns +
-                   ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                   ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
                {t.id, t.name, t.display_name, t.tier, EncodeList(t.regions), t.weight,
-                EncodeMap(t.labels), t.state, t.created_at, t.updated_at}));
+                EncodeMap(t.labels), t.state, t.created_at, t.updated_at, t.version}));
     for (const auto& [k, v] : t.labels) {
       ATRIUM_RETURN_IF_ERROR(c.Exec(
           "INSERT INTO tenant_labels (tenant_id, key, value) VALUES ($1, $2, $3)", {t.id, k, v}));
@@ -398,15 +399,20 @@ Result<Page<Tenant>> Store::ListTenants(const TenantFilter& filter, const ListOp
   return MakePage(std::move(items), limit, [](const Tenant& t) { return t.id; });
 }
 
-Status Store::UpdateTenant(const Tenant& t) {
-  auto r = db_->Transact<bool>([&](sql::Connection& c) -> Result<bool> {
+Result<bool> Store::UpdateTenant(const Tenant& t) {
+  return db_->Transact<bool>([&](sql::Connection& c) -> Result<bool> {
     ATRIUM_ASSIGN_OR_RETURN(
         auto res,
         c.Exec("UPDATE tenants SET display_name = $2, tier = $3, regions = $4, weight = $5, "
-               "labels = $6, state = $7, updated_at = $8 WHERE id = $1",
+               "labels = $6, state = $7, updated_at = $8, version = version + 1 "
+               "WHERE id = $1 AND version = $9",
                {t.id, t.display_name, t.tier, EncodeList(t.regions), t.weight, EncodeMap(t.labels),
-                t.state, t.updated_at}));
-    if (res.affected == 0) return Error::NotFound("tenant not found");
+                t.state, t.updated_at, t.version}));
+    if (res.affected == 0) {
+      ATRIUM_ASSIGN_OR_RETURN(auto exists, c.Exec("SELECT 1 FROM tenants WHERE id = $1", {t.id}));
+      if (exists.rows.empty()) return Error::NotFound("tenant not found");
+      return false;  // changed since t was read: nothing written
+    }
     ATRIUM_RETURN_IF_ERROR(c.Exec("DELETE FROM tenant_labels WHERE tenant_id = $1", {t.id}));
     for (const auto& [k, v] : t.labels) {
       ATRIUM_RETURN_IF_ERROR(c.Exec(
@@ -415,8 +421,6 @@ Status Store::UpdateTenant(const Tenant& t) {
     ATRIUM_RETURN_IF_ERROR(BumpGatewayPolicyMarker(c));
     return true;
   });
-  if (!r.has_value()) return std::move(r).error();
-  return OkStatus();
 }
 
 Result<int64_t> Store::CountTenants() {
@@ -975,11 +979,16 @@ Status Store::CommitScheduling(const SchedulingCommit& commit) {
       ATRIUM_RETURN_IF_ERROR(
           c.Exec("DELETE FROM quotas WHERE tenant_id = $1 AND project = $2", {tenant, name}));
     }
+    for (const auto& q : commit.removed_quotas) {
+      ATRIUM_RETURN_IF_ERROR(c.Exec(
+          "DELETE FROM quotas WHERE tenant_id = $1 AND project = $2 AND model = $3 AND kind = $4",
+          {q.tenant_id, q.project, q.model, q.kind}));
+    }
     for (const auto& q : commit.quotas) {
       ATRIUM_RETURN_IF_ERROR(c.Exec(
           "DELETE FROM quotas WHERE tenant_id = $1 AND project = $2 AND model = $3 AND kind = $4",
           {q.tenant_id, q.project, q.model, q.kind}));
-      if (q.guarantee_milli == 0 && q.limit_milli == 0) continue;
+      if (q.project.empty() && q.guarantee_milli == 0 && q.limit_milli == 0) continue;
       ATRIUM_RETURN_IF_ERROR(c.Exec(std::string("INSERT INTO quotas (") + kQuotaColumns +
                                         ") VALUES ($1, $2, $3, $4, $5, $6, $7)",
                                     {q.tenant_id, q.project, q.model, q.kind, q.guarantee_milli,

@@ -64,8 +64,12 @@ class Store {
   Result<Tenant> GetTenant(const std::string& id);
   Result<Tenant> GetTenantByName(const std::string& name);
   Result<Page<Tenant>> ListTenants(const TenantFilter& filter, const ListOptions& opts);
-  // Replaces every mutable field of the tenant with id t.id.
-  Status UpdateTenant(const Tenant& t);
+  // Replaces every mutable field of the tenant with id t.id if its stored
+  // version is still t.version (compare-and-set), and bumps the version:
+  // true when written; false when the row changed since t was read (nothing
+  // is written; read it again and redo the change). kNotFound for an
+  // unknown tenant.
+  [[nodiscard]] Result<bool> UpdateTenant(const Tenant& t);
   Result<int64_t> CountTenants();
   // Removes the tenant row and every row it owns in one transaction, except
   // the records an operator must keep for accounting: audit records, usage

@@ -36,7 +36,7 @@ std::string EncodeList(const std::vector<std::string>& v);
 std::vector<std::string> DecodeList(const std::string& text);
 
 inline constexpr char kTenantColumns[] =
-    "id, name, display_name, tier, regions, weight, labels, state, created_at, updated_at";
+    "id, name, display_name, tier, regions, weight, labels, state, created_at, updated_at, version";
 Tenant TenantFromRow(const sql::Row& r);
 
 inline constexpr char kKeyColumns[] =

@@ -68,6 +68,7 @@ Result<Tenant> TenantService::Create(const NewTenant& req) {
   t.labels = req.labels;
   t.state = "active";
   t.created_at = t.updated_at = clock_.NowMillis();
+  std::lock_guard<std::mutex> lock(write_mu_);
   ATRIUM_RETURN_IF_ERROR(store_.CreateTenant(t));
   if (observer_) observer_->TenantChanged(t);
   return t;
@@ -82,47 +83,69 @@ Result<Page<Tenant>> TenantService::List(const TenantFilter& filter, const ListO
   return store_.ListTenants(filter, opts);
 }
 
+Result<Tenant> TenantService::EditLocked(const std::string& id,
+                                         const std::function<Result<bool>(Tenant&)>& edit) {
+  // Within this process write_mu_ already orders writers; another server
+  // writing the same row makes the compare-and-set fail, and the change is
+  // redone on the fresh row a bounded number of times.
+  constexpr int kAttempts = 8;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    ATRIUM_ASSIGN_OR_RETURN(Tenant t, store_.GetTenant(id));
+    ATRIUM_ASSIGN_OR_RETURN(bool changed, edit(t));
+    if (!changed) return t;
+    t.updated_at = clock_.NowMillis();
+    bool stale = false;
+    auto write = [&]() -> Result<Tenant> {
+      ATRIUM_ASSIGN_OR_RETURN(bool written, store_.UpdateTenant(t));
+      if (!written) {
+        stale = true;
+        return Error::Unavailable("tenant " + id + " changed while it was being updated");
+      }
+      Tenant stored = t;
+      ++stored.version;
+      return stored;
+    };
+    Result<Tenant> result = observer_ ? observer_->ApplyTenantChange(t, write) : write();
+    if (result.has_value() || !stale) return result;
+  }
+  return Error::Unavailable("tenant " + id + " kept changing while it was being updated; retry");
+}
+
 Result<Tenant> TenantService::Update(const std::string& id, const TenantChanges& changes) {
-  ATRIUM_ASSIGN_OR_RETURN(Tenant t, store_.GetTenant(id));
-  if (t.state == "evicting") return Error::FailedPrecondition("tenant is being evicted");
-  if (changes.display_name) {
-    if (changes.display_name->empty()) return Error::InvalidArgument("display_name is empty");
-    t.display_name = *changes.display_name;
+  if (changes.display_name && changes.display_name->empty()) {
+    return Error::InvalidArgument("display_name is empty");
   }
-  if (changes.tier) {
-    if (!IsValidTier(*changes.tier)) return Error::InvalidArgument("unknown tier");
-    t.tier = *changes.tier;
-  }
-  if (changes.regions) {
-    ATRIUM_RETURN_IF_ERROR(ValidateRegions(*changes.regions));
-    t.regions = *changes.regions;
-  }
-  if (changes.weight) {
-    ATRIUM_RETURN_IF_ERROR(ValidateWeight(*changes.weight));
-    t.weight = *changes.weight;
-  }
-  if (changes.labels) {
-    ATRIUM_RETURN_IF_ERROR(ValidateLabels(*changes.labels));
-    t.labels = *changes.labels;
-  }
-  t.updated_at = clock_.NowMillis();
-  ATRIUM_RETURN_IF_ERROR(store_.UpdateTenant(t));
-  if (observer_) observer_->TenantChanged(t);
-  return t;
+  if (changes.tier && !IsValidTier(*changes.tier)) return Error::InvalidArgument("unknown tier");
+  if (changes.regions) ATRIUM_RETURN_IF_ERROR(ValidateRegions(*changes.regions));
+  if (changes.weight) ATRIUM_RETURN_IF_ERROR(ValidateWeight(*changes.weight));
+  if (changes.labels) ATRIUM_RETURN_IF_ERROR(ValidateLabels(*changes.labels));
+  std::lock_guard<std::mutex> lock(write_mu_);
+  return EditLocked(id, [&](Tenant& t) -> Result<bool> {
+    if (t.state == "evicting") return Error::FailedPrecondition("tenant is being evicted");
+    // Only the fields asked for change; state and the rest stay as read
+    // (and the write is over exactly that version).
+    if (changes.display_name) t.display_name = *changes.display_name;
+    if (changes.tier) t.tier = *changes.tier;
+    if (changes.regions) t.regions = *changes.regions;
+    if (changes.weight) t.weight = *changes.weight;
+    if (changes.labels) t.labels = *changes.labels;
+    return true;
+  });
 }
 
 Result<Tenant> TenantService::SetState(const std::string& id, const std::string& from,
                                        const std::string& to) {
-  ATRIUM_ASSIGN_OR_RETURN(Tenant t, store_.GetTenant(id));
-  if (t.state == to) return t;  // idempotent
-  if (t.state != from) {
-    return Error::FailedPrecondition("tenant is " + t.state + ", not " + from);
-  }
-  t.state = to;
-  t.updated_at = clock_.NowMillis();
-  ATRIUM_RETURN_IF_ERROR(store_.UpdateTenant(t));
+  std::lock_guard<std::mutex> lock(write_mu_);
+  ATRIUM_ASSIGN_OR_RETURN(
+      Tenant t, EditLocked(id, [&](Tenant& t) -> Result<bool> {
+        if (t.state == to) return false;  // idempotent
+        if (t.state != from) {
+          return Error::FailedPrecondition("tenant is " + t.state + ", not " + from);
+        }
+        t.state = to;
+        return true;
+      }));
   identity_.ForgetTenant(id);
-  if (observer_) observer_->TenantChanged(t);
   return t;
 }
 
@@ -135,13 +158,22 @@ Result<Tenant> TenantService::Resume(const std::string& id) {
 }
 
 Result<EvictionSummary> TenantService::Evict(const std::string& id, const RequestOrigin& by) {
-  ATRIUM_ASSIGN_OR_RETURN(Tenant t, store_.GetTenant(id));
+  std::lock_guard<std::mutex> lock(write_mu_);
   // First make every credential fail (durably, so a crash mid-way leaves the
-  // tenant locked out), then remove the data in one transaction.
-  if (t.state != "evicting") {
+  // tenant locked out), then remove the data in one transaction. The state
+  // is written over the version read, like every change, so a concurrent
+  // update cannot undo it; the scheduler is told by TenantEvicting, not as
+  // a tenant change.
+  for (int attempt = 0;; ++attempt) {
+    ATRIUM_ASSIGN_OR_RETURN(Tenant t, store_.GetTenant(id));
+    if (t.state == "evicting") break;
     t.state = "evicting";
     t.updated_at = clock_.NowMillis();
-    ATRIUM_RETURN_IF_ERROR(store_.UpdateTenant(t));
+    ATRIUM_ASSIGN_OR_RETURN(bool written, store_.UpdateTenant(t));
+    if (written) break;
+    if (attempt == 8) {
+      return Error::Unavailable("tenant " + id + " kept changing while it was being evicted");
+    }
   }
   identity_.ForgetTenant(id);
   // Then release what it holds (the scheduler records and audits each

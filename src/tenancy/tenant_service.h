@@ -12,7 +12,9 @@
 // and inherits nothing.
 #pragma once
 
+#include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,12 +49,30 @@ struct TenantChanges {
 
 // Told about tenant lifecycle changes, so other services (the scheduler)
 // act on them at once. Called on the thread that made the change, after the
-// tenant row is written, except TenantEvicting.
+// tenant row is written, except TenantEvicting. The tenant service makes
+// one change at a time (writes and notifications are serialized), so the
+// observer sees the rows in the order they were written.
 class TenantObserver {
  public:
   virtual ~TenantObserver() = default;
-  // After a create, update, suspension or resumption.
+  // After a create (and, through the default ApplyTenantChange, an update,
+  // suspension or resumption).
   virtual void TenantChanged(const Tenant& tenant) = 0;
+  // Makes one change of an existing tenant row as one step with respect to
+  // the observer: checks `next` (the row as it will be written) against
+  // what the observer holds — an error refuses the change and `write` is
+  // not called — then calls `write`, which stores the row and returns it,
+  // and on success acts on the stored row as TenantChanged does. Nothing
+  // the observer does for other callers may come between the check and the
+  // act (the scheduler holds its lock across, so no placement slips in
+  // between). Returns what `write` returned. The default checks nothing.
+  virtual Result<Tenant> ApplyTenantChange(const Tenant& next,
+                                           const std::function<Result<Tenant>()>& write) {
+    (void)next;
+    ATRIUM_ASSIGN_OR_RETURN(Tenant stored, write());
+    TenantChanged(stored);
+    return stored;
+  }
   // During eviction, after every credential of the tenant stopped working
   // and before its rows are deleted: release what the tenant holds. An
   // error stops the eviction (the tenant stays "evicting"; evicting again
@@ -72,6 +92,11 @@ class TenantService {
   Result<Tenant> Create(const NewTenant& req);
   Result<Tenant> Get(const std::string& id);
   Result<Page<Tenant>> List(const TenantFilter& filter, const ListOptions& opts);
+  // Changes only the fields set in `changes`, over the row as it is when
+  // written (a concurrent suspension is never undone). FailedPrecondition
+  // when the tenant is being evicted or the observer refuses the change
+  // (the scheduler: a stricter tier while the tenant's work shares GPUs or
+  // nodes with other tenants', naming the allocations).
   Result<Tenant> Update(const std::string& id, const TenantChanges& changes);
   Result<Tenant> Suspend(const std::string& id);
   Result<Tenant> Resume(const std::string& id);
@@ -79,11 +104,20 @@ class TenantService {
 
  private:
   Result<Tenant> SetState(const std::string& id, const std::string& from, const std::string& to);
+  // Reads the row, lets `edit` change it (an error stops), and writes it
+  // over the version it read, through the observer's ApplyTenantChange;
+  // reads again and redoes the edit when another writer (another server
+  // on the same database) got there first. REQUIRES(write_mu_).
+  Result<Tenant> EditLocked(const std::string& id,
+                            const std::function<Result<bool>(Tenant&)>& edit);
 
   Store& store_;
   IdentityService& identity_;
   const Clock& clock_;
   TenantObserver* observer_ = nullptr;
+  // Held across every write of a tenant row and its notification, so the
+  // observer is told of changes in the order they were written.
+  std::mutex write_mu_;
 };
 
 }  // namespace atrium

@@ -379,6 +379,8 @@ const std::map<std::string, Row>& Expectations() {
        {.own = "200 200 200 200 200", .other = "200 200 m m m"}},
       {"PUT /api/v1/tenants/{tenant_id}/projects/{project}/quotas",
        {.own = "200 403 200 403 403", .other = "200 403 m m m", .body = ProjectQuotaBody}},
+      {"DELETE /api/v1/tenants/{tenant_id}/projects/{project}/quotas/{model}/{kind}",
+       {.own = "200 403 200 403 403", .other = "200 403 m m m", .fresh_world = true}},
       {"DELETE /api/v1/tenants/{tenant_id}/projects/{project}",
        {.own = "204 403 204 403 403", .other = "204 403 m m m", .fresh_world = true}},
 
@@ -525,6 +527,8 @@ std::string Expand(const std::string& pattern, const Case& c) {
   sub("{node}", c.node);
   sub("{gpu}", "0");
   sub("{deployment_id}", c.deployment_id);
+  // A project's quota row: the class the world's project has a row for.
+  sub("/quotas/{model}/{kind}", "/quotas/L40S/share");
   sub("{model}", c.model);
   return out;
 }

@@ -213,6 +213,168 @@ TEST_F(SchedulingApiTest, QuotaAndProjectInputIsStrict) {
   EXPECT_EQ(quotas["items"][1]["used_milli"], 1000) << quotas.dump();
 }
 
+// Regression (issue 16, item 5): changing a shared tenant to dedicated-gpu
+// answered 200 while its share still sat on a GPU beside another tenant's.
+// The change is refused (409) naming the allocation, and nothing changes;
+// once the other tenant's share is gone it is accepted.
+TEST_F(SchedulingApiTest, RaisingTheTierIsRefusedWhileTheTenantSharesAGpu) {
+  for (const std::string& tenant : {a_.id, b_.id}) {
+    SetQuota(
+        tenant,
+        {{"model", "L40S"}, {"kind", "share"}, {"guarantee_milli", 1000}, {"limit_milli", 1000}});
+  }
+  const Json share = {{"kind", "share"}, {"model", "L40S"}, {"milli", 300}, {"gpu_memory_mib", 16}};
+  Json mine = BodyOf(Allocate(alice_, share));
+  ASSERT_EQ(mine["state"], "running") << mine.dump();
+  Json theirs = BodyOf(Allocate(bob_, share));
+  ASSERT_EQ(theirs["state"], "running") << theirs.dump();
+  ASSERT_EQ(mine["placement"], theirs["placement"]) << "the shares should pack onto one GPU";
+
+  const std::string tenant = "/api/v1/tenants/" + a_.id;
+  http::Response refused =
+      h_.CallJson("PATCH", tenant, h_.root_key(), {{"tier", "dedicated-gpu"}, {"weight", 3}});
+  EXPECT_EQ(refused.status, 409) << refused.body;
+  EXPECT_NE(refused.body.find(mine["id"].get<std::string>()), std::string::npos) << refused.body;
+  EXPECT_NE(refused.body.find("share a GPU with other tenants"), std::string::npos) << refused.body;
+  Json row = BodyOf(h_.Call("GET", tenant, h_.root_key()));
+  EXPECT_EQ(row["tier"], "shared");
+  EXPECT_EQ(row["weight"], 1) << "a refused change changes nothing";
+
+  ASSERT_EQ(
+      h_.Call("DELETE", "/api/v1/allocations/" + theirs["id"].get<std::string>(), bob_.key).status,
+      200);
+  http::Response accepted =
+      h_.CallJson("PATCH", tenant, h_.root_key(), {{"tier", "dedicated-gpu"}});
+  ASSERT_EQ(accepted.status, 200) << accepted.body;
+  EXPECT_EQ(BodyOf(accepted)["tier"], "dedicated-gpu");
+  // The new tier holds: bolt's next share does not land beside acme's.
+  Json next = BodyOf(Allocate(bob_, share));
+  ASSERT_EQ(next["state"], "running") << next.dump();
+  EXPECT_NE(next["placement"], mine["placement"]);
+}
+
+// Regression (issue 16, item 8): a project quota of 0/0 removed the
+// project's row, so the project was limited by the tenant's quota only,
+// while the same body for a tenant denies the class. A 0/0 project row now
+// denies the class to the project; DELETE of the row goes back to "limited
+// by the tenant's quota only".
+TEST_F(SchedulingApiTest, ProjectQuotaOfZeroDeniesTheClassUntilTheRowIsRemoved) {
+  const std::string p = "/api/v1/tenants/" + a_.id + "/projects";
+  ASSERT_EQ(h_.CallJson("POST", p, alice_.key, {{"name", "ml"}}).status, 201);
+  http::Response zero = h_.CallJson(
+      "PUT", p + "/ml/quotas", alice_.key,
+      {{"model", "H100-80GB"}, {"kind", "gpu"}, {"guarantee_milli", 0}, {"limit_milli", 0}});
+  ASSERT_EQ(zero.status, 200) << zero.body;
+  Json view = BodyOf(zero);
+  ASSERT_EQ(view["quotas"].size(), 1u) << view.dump();
+  EXPECT_EQ(view["quotas"][0]["limit_milli"], 0);
+  const Json gpu = {{"kind", "gpu"}, {"model", "H100-80GB"}, {"project", "ml"}};
+  http::Response denied = Allocate(alice_, gpu);
+  EXPECT_EQ(denied.status, 409) << denied.body;
+  EXPECT_NE(denied.body.find("no quota for H100-80GB/gpu"), std::string::npos) << denied.body;
+  EXPECT_NE(denied.body.find("project ml"), std::string::npos) << denied.body;
+
+  EXPECT_EQ(h_.Call("DELETE", p + "/ml/quotas/H100-80GB/mig", alice_.key).status, 404);
+  EXPECT_EQ(h_.Call("DELETE", p + "/nope/quotas/H100-80GB/gpu", alice_.key).status, 404);
+  EXPECT_EQ(h_.Call("DELETE", p + "/ml/quotas/H100-80GB/gpu", bob_.key).status, 404);
+  http::Response cleared = h_.Call("DELETE", p + "/ml/quotas/H100-80GB/gpu", alice_.key);
+  ASSERT_EQ(cleared.status, 200) << cleared.body;
+  EXPECT_TRUE(BodyOf(cleared)["quotas"].empty()) << cleared.body;
+  EXPECT_EQ(Rows("SELECT COUNT(*) FROM audit_log WHERE action = 'project.quota.clear' AND "
+                 "outcome = 'allowed'"),
+            1);
+  Json placed = BodyOf(Allocate(alice_, gpu));
+  EXPECT_EQ(placed["state"], "running") << placed.dump();
+}
+
+// Regression (issue 16, item 9): the operator could not lower or remove a
+// tenant's quota below the tenant admin's project split (400 naming the
+// project). The operator's change wins: the admin's rows stay, the split
+// the scheduler enforces is clamped, and the admin is told (views, the
+// answer, the audit record in the tenant's chain).
+TEST_F(SchedulingApiTest, OperatorLowersTheTenantQuotaBelowTheProjectSplit) {
+  const std::string p = "/api/v1/tenants/" + a_.id + "/projects";
+  const std::string q = "/api/v1/tenants/" + a_.id + "/quotas";
+  for (const char* name : {"ml", "web"}) {
+    ASSERT_EQ(h_.CallJson("POST", p, alice_.key, {{"name", name}}).status, 201);
+  }
+  auto split = [&](const std::string& project, int64_t g, int64_t l) {
+    return h_.CallJson(
+        "PUT", p + "/" + project + "/quotas", alice_.key,
+        {{"model", "H100-80GB"}, {"kind", "gpu"}, {"guarantee_milli", g}, {"limit_milli", l}});
+  };
+  ASSERT_EQ(split("ml", 2000, 4000).status, 200);
+  ASSERT_EQ(split("web", 2000, 2000).status, 200);
+
+  http::Response lowered = h_.CallJson(
+      "PUT", q, h_.root_key(),
+      {{"model", "H100-80GB"}, {"kind", "gpu"}, {"guarantee_milli", 2000}, {"limit_milli", 3000}});
+  ASSERT_EQ(lowered.status, 200) << lowered.body;
+  EXPECT_EQ(BodyOf(lowered)["clamped_projects"], Json::array({"ml", "web"})) << lowered.body;
+  auto audit = h_.store().database().Exec(
+      "SELECT target FROM audit_log WHERE action = 'quota.set' AND tenant_id = $1 "
+      "ORDER BY seq DESC LIMIT 1",
+      {a_.id});
+  ASSERT_TRUE(audit.has_value());
+  ASSERT_EQ(audit->rows.size(), 1u);
+  EXPECT_NE(audit->rows[0].Text(0).find("clamps projects ml,web"), std::string::npos)
+      << audit->rows[0].Text(0);
+
+  // ml: limit 3000, guarantee floor(2000 × 2000 / 4000) = 1000.
+  Json ml = BodyOf(h_.Call("GET", p + "/ml", alice_.key));
+  ASSERT_EQ(ml["quotas"].size(), 1u) << ml.dump();
+  EXPECT_EQ(ml["quotas"][0]["guarantee_milli"], 1000) << ml.dump();
+  EXPECT_EQ(ml["quotas"][0]["limit_milli"], 3000);
+  EXPECT_EQ(ml["quotas"][0]["over_committed"], true);
+  EXPECT_EQ(ml["quotas"][0]["requested"]["guarantee_milli"], 2000);
+  EXPECT_EQ(ml["quotas"][0]["requested"]["limit_milli"], 4000);
+  // The scheduler enforces the clamped figures.
+  const Json two = {{"kind", "gpu"}, {"model", "H100-80GB"}, {"project", "ml"}, {"gpus", 2}};
+  http::Response over = Allocate(alice_, two);
+  EXPECT_EQ(over.status, 409) << over.body;
+  EXPECT_NE(over.body.find("guarantee 1000"), std::string::npos) << over.body;
+  Json one = BodyOf(Allocate(alice_, {{"kind", "gpu"}, {"model", "H100-80GB"}, {"project", "ml"}}));
+  EXPECT_EQ(one["state"], "running") << one.dump();
+
+  // The admin may not raise a project beyond what the tenant has, but may
+  // shrink an over-committed split.
+  http::Response raise = split("ml", 2500, 4000);
+  EXPECT_EQ(raise.status, 400) << raise.body;
+  EXPECT_NE(raise.body.find("project ml"), std::string::npos) << raise.body;
+  ASSERT_EQ(split("web", 0, 1000).status, 200);
+  ml = BodyOf(h_.Call("GET", p + "/ml", alice_.key));
+  EXPECT_EQ(ml["quotas"][0]["guarantee_milli"], 2000) << ml.dump();
+  EXPECT_EQ(ml["quotas"][0]["limit_milli"], 3000);
+
+  // Removing the tenant's class denies it to every project.
+  ASSERT_EQ(
+      h_.CallJson(
+            "PUT", q, h_.root_key(),
+            {{"model", "H100-80GB"}, {"kind", "gpu"}, {"guarantee_milli", 0}, {"limit_milli", 0}})
+          .status,
+      200);
+  http::Response none = Allocate(
+      alice_,
+      {{"kind", "gpu"}, {"model", "H100-80GB"}, {"project", "web"}, {"priority", "preemptible"}});
+  EXPECT_EQ(none.status, 409) << none.body;
+  EXPECT_NE(none.body.find("no quota"), std::string::npos) << none.body;
+  Json web = BodyOf(h_.Call("GET", p + "/web", alice_.key));
+  EXPECT_EQ(web["quotas"][0]["limit_milli"], 0) << web.dump();
+  EXPECT_EQ(web["quotas"][0]["over_committed"], true);
+
+  // Raised again: the admin's split applies as they set it.
+  SetQuota(
+      a_.id,
+      {{"model", "H100-80GB"}, {"kind", "gpu"}, {"guarantee_milli", 4000}, {"limit_milli", 4000}});
+  ml = BodyOf(h_.Call("GET", p + "/ml", alice_.key));
+  EXPECT_EQ(ml["quotas"][0]["guarantee_milli"], 2000) << ml.dump();
+  EXPECT_EQ(ml["quotas"][0]["limit_milli"], 4000);
+  EXPECT_EQ(ml["quotas"][0]["over_committed"], false);
+  Json quotas = BodyOf(h_.Call("GET", q, alice_.key));
+  for (const Json& row : quotas["items"])
+    EXPECT_TRUE(row["clamped_projects"].empty()) << row.dump();
+}
+
 TEST_F(SchedulingApiTest, EvictionReleasesEverythingTheTenantHoldsAndKeepsItsHistory) {
   Json a = BodyOf(
       Allocate(alice_, {{"kind", "mig"}, {"model", "A100-80GB"}, {"mig_profile", "1g.10gb"}}));

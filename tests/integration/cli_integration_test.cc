@@ -668,6 +668,11 @@ TEST_F(CliIntegrationTest, FleetQuotasAllocationsAndRestart) {
   ProcessResult projects = Run(alice, {"project", "list"});
   EXPECT_EQ(projects.exit_code, 0) << Describe(projects);
   EXPECT_NE(projects.out.find("H100-80GB/gpu=4/4"), std::string::npos) << projects.out;
+  // A row removed: the project is limited by the tenant's quota only; then
+  // set again for what follows.
+  Json cleared = alice_json({"project", "quota-clear", "research", "--model", "H100-80GB"});
+  EXPECT_TRUE(cleared["quotas"].empty()) << cleared.dump();
+  alice_json({"project", "quota", "research", "--model", "H100-80GB", "--guarantee", "4"});
 
   std::vector<std::string> ids;
   for (const auto& args : std::vector<std::vector<std::string>>{

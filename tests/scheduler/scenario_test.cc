@@ -28,7 +28,13 @@
 //             {"suspend": "x"} | {"resume": "x"} | {"evict": "x"} | {"cordon": "n"} |
 //             {"drain": "n"} | {"uncordon": "n"} | {"gpu_health":
 //             {"node","gpu","healthy","reason"}} |
-//             {"restart": true},
+//             {"restart": true} |
+//             {"tenant_split": {...tenant...}} (a tenant as the shell hands it over:
+//             its projects' split clamped to its quota by ClampProjectSplit; with
+//             optional "clamped": {"project": ["model/kind", ...]}, exactly the
+//             classes it clamps) |
+//             {"tier_conflicts": {"tenant", "tier"}, "conflicts": [ids]} (what
+//             Scheduler::TierConflicts answers, in order; changes nothing),
 //             optional on any step: "queue": [ids], "state": {"id": "substring of
 //             state + placement" | "absent"}, "explain": {"id": ["substring", ...]}
 //             (as platform staff see it), "tenant_explain": {"id": [...]} and
@@ -179,6 +185,26 @@ Result<DecisionRecords> Act(Scheduler& s, const json& step, int64_t now) {
   if (step.contains("submit")) return s.Submit(ParseRequest(step.at("submit")), now);
   if (step.contains("release")) return s.Release(step.at("release").get<std::string>(), now);
   if (step.contains("tenant")) return s.SetTenant(ParseTenant(step.at("tenant")), now);
+  if (step.contains("tenant_split")) {
+    const json& j = step.at("tenant_split");
+    EffectiveSplit split = ClampProjectSplit(ParseTenant(j));
+    if (j.contains("clamped")) {
+      std::map<std::string, std::vector<std::string>> got;
+      for (const auto& [project, classes] : split.clamped) {
+        for (const ResourceClass& rc : classes) got[project].push_back(rc.ToString());
+      }
+      EXPECT_EQ(got, (j.at("clamped").get<std::map<std::string, std::vector<std::string>>>()));
+    }
+    return s.SetTenant(std::move(split.policy), now);
+  }
+  if (step.contains("tier_conflicts")) {
+    const json& j = step.at("tier_conflicts");
+    auto tier = ParseTier(j.at("tier").get<std::string>());
+    if (!tier) return std::move(tier).error();
+    EXPECT_EQ(s.TierConflicts(j.at("tenant").get<std::string>(), *tier),
+              step.value("conflicts", std::vector<std::string>{}));
+    return DecisionRecords{};
+  }
   if (step.contains("suspend")) return s.Suspend(step.at("suspend").get<std::string>(), now);
   if (step.contains("resume")) return s.Resume(step.at("resume").get<std::string>(), now);
   if (step.contains("evict")) return s.Evict(step.at("evict").get<std::string>(), now);

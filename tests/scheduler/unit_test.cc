@@ -274,6 +274,63 @@ TEST(Quota, LedgerRemoveUndoesAdd) {
 
 // ------------------------------------------------------------- fair share
 
+// ClampProjectSplit (issue 16, item 9): the split the scheduler enforces
+// when the operator lowered the tenant's quota below the admin's split.
+TEST(ProjectSplit, ClampsLimitsAndScalesGuaranteesDeterministically) {
+  const ResourceClass gpu{"H100-80GB", AllocationKind::kGpu};
+  const ResourceClass mig{"H100-80GB", AllocationKind::kMig};
+  TenantPolicy t;
+  t.id = "a";
+  t.quotas[gpu] = {1000, 2500};
+  t.projects["p1"][gpu] = {1000, 4000};
+  t.projects["p2"][gpu] = {1000, 2000};
+  t.projects["p3"][gpu] = {1000, 1000};
+  t.projects["p3"][mig] = {500, 500};  // the tenant has no mig quota at all
+  t.projects["p4"];                    // no rows: limited by the tenant only
+  EXPECT_FALSE(ValidateTenantPolicy(t).has_value());
+  const EffectiveSplit split = ClampProjectSplit(t);
+  EXPECT_OK(ValidateTenantPolicy(split.policy));
+  // Σg = 3000 > 1000: each floor(1000 × 1000 / 3000) = 333.
+  EXPECT_EQ(split.policy.projects.at("p1").at(gpu), (Quota{333, 2500}));
+  EXPECT_EQ(split.policy.projects.at("p2").at(gpu), (Quota{333, 2000}));
+  EXPECT_EQ(split.policy.projects.at("p3").at(gpu), (Quota{333, 1000}));
+  EXPECT_EQ(split.policy.projects.at("p3").at(mig), (Quota{0, 0}));
+  EXPECT_TRUE(split.policy.projects.at("p4").empty());
+  EXPECT_EQ(split.policy.quotas, t.quotas);
+  const std::map<std::string, std::vector<ResourceClass>> clamped = {
+      {"p1", {gpu}}, {"p2", {gpu}}, {"p3", {gpu, mig}}};
+  EXPECT_EQ(split.clamped, clamped);
+  // A split that holds is returned as it is.
+  t.quotas[gpu] = {4000, 4000};
+  t.quotas[mig] = {500, 500};
+  const EffectiveSplit fits = ClampProjectSplit(t);
+  EXPECT_TRUE(fits.clamped.empty());
+  EXPECT_EQ(fits.policy, t);
+}
+
+TEST(ProjectSplit, AnAdminMayShrinkAnOverCommittedSplitButNotRaiseIt) {
+  const ResourceClass gpu{"H100-80GB", AllocationKind::kGpu};
+  TenantPolicy t;
+  t.id = "a";
+  t.quotas[gpu] = {1000, 2000};  // lowered by the operator
+  t.projects["p1"][gpu] = {2000, 4000};
+  t.projects["p2"][gpu] = {1000, 2000};
+  t.projects["p3"];
+  // Lowering, even while still above the tenant: allowed.
+  EXPECT_OK(ValidateProjectChange(t, "p1", gpu, Quota{1500, 3000}));
+  EXPECT_OK(ValidateProjectChange(t, "p2", gpu, std::nullopt));
+  // Raising beyond what the tenant has: refused, naming the project.
+  auto raise = ValidateProjectChange(t, "p2", gpu, Quota{1500, 2000});
+  ASSERT_FALSE(raise.has_value());
+  EXPECT_NE(raise.error().message.find("project p2"), std::string::npos) << raise.error().message;
+  auto above = ValidateProjectChange(t, "p3", gpu, Quota{0, 3000});
+  ASSERT_FALSE(above.has_value());
+  EXPECT_NE(above.error().message.find("project p3"), std::string::npos) << above.error().message;
+  // A 0/0 row (deny) never raises anything.
+  EXPECT_OK(ValidateProjectChange(t, "p3", gpu, Quota{0, 0}));
+  EXPECT_EQ(ValidateProjectChange(t, "nope", gpu, Quota{0, 0}).error().code, ErrorCode::kNotFound);
+}
+
 TEST(FairShare, DominantModelDividedByWeight) {
   const std::map<std::string, int64_t> capacity = {{"H100-80GB", 16000}, {"L40S", 8000}};
   EXPECT_DOUBLE_EQ(WeightedDominantShare({}, capacity, 1.0), 0.0);

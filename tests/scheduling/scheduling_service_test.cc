@@ -391,8 +391,27 @@ TEST_P(SchedulingServiceTest, QuotaAndProjectRulesHold) {
   auto over = service_->SetQuota(by_, "tn_a", "research", {"H100-80GB", "gpu", 6000, 8000});
   ASSERT_FALSE(over.has_value());
   EXPECT_EQ(over.error().code, ErrorCode::kInvalidArgument);
-  // Lowering the tenant's guarantee below the split is refused too.
-  EXPECT_FALSE(service_->SetQuota(by_, "tn_a", "", {"H100-80GB", "gpu", 1000, 8000}).has_value());
+  // The operator lowering the tenant's guarantee below the split wins (it
+  // was refused before issue 16, item 9): the admin's split is kept and
+  // enforced clamped, also after a restart; raising the quota restores it.
+  auto lowered = service_->SetQuota(by_, "tn_a", "", {"H100-80GB", "gpu", 1000, 8000});
+  ASSERT_TRUE(lowered.has_value()) << lowered.error().message;
+  EXPECT_EQ(lowered->clamped_projects, std::vector<std::string>{"research"});
+  // A restart takes the stored, over-committed split (it is clamped, not
+  // refused by ValidateTenantPolicy).
+  ASSERT_NO_FATAL_FAILURE(StartService(""));
+  sched::AllocationRequest two = Gpus(2);
+  two.project = "research";
+  auto clamped = service_->Submit(by_, "tn_a", "usr_1", two);
+  ASSERT_FALSE(clamped.has_value());
+  EXPECT_NE(clamped.error().message.find("guarantee 1000"), std::string::npos)
+      << clamped.error().message;
+  SetQuota("tn_a", "H100-80GB", "gpu", 4000, 8000);
+  auto rows_now = store_->ListQuotas(TenantScope::Of("tn_a"));
+  ASSERT_TRUE(rows_now.has_value());
+  for (const auto& q : *rows_now) {
+    if (q.project == "research") EXPECT_EQ(q.guarantee_milli, 2000) << "the admin's row is kept";
+  }
 
   sched::AllocationRequest r = Gpus(1);
   r.project = "research";

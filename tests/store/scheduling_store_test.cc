@@ -199,7 +199,10 @@ TEST_P(SchedulingStoreTest, CommitWritesRowsAndAuditTogether) {
   ended.gpus = 8;
   SchedulingCommit second;
   second.allocations = {ended};
-  second.quotas = {{"tn_a", "research", "H100-80GB", "gpu", 0, 0, 2}};  // removes the row
+  // A project row of 0/0 is kept (it denies the class to the project);
+  // removed_quotas removes a row.
+  second.quotas = {{"tn_a", "research", "H100-80GB", "gpu", 0, 0, 2}};
+  second.removed_quotas = {{"tn_a", "research", "H100-80GB", "mig", 0, 0, 2}};
   ASSERT_TRUE(store_->CommitScheduling(second).has_value());
   got = store_->GetAllocation(TenantScope::Of("tn_a"), "alloc_2");
   ASSERT_TRUE(got.has_value());
@@ -218,6 +221,12 @@ TEST_P(SchedulingStoreTest, CommitWritesRowsAndAuditTogether) {
   ASSERT_EQ(recent->size(), 2u);
   EXPECT_EQ((*recent)[0].id, "alloc_2");
   EXPECT_EQ((*recent)[1].id, "alloc_3");
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM quotas WHERE project = 'research' AND kind = 'gpu' AND "
+                  "guarantee_milli = 0 AND limit_milli = 0"),
+            1);
+  SchedulingCommit third;
+  third.removed_quotas = {{"tn_a", "research", "H100-80GB", "gpu", 0, 0, 3}};
+  ASSERT_TRUE(store_->CommitScheduling(third).has_value());
   EXPECT_EQ(Count("SELECT COUNT(*) FROM quotas WHERE project = 'research'"), 0);
 }
 

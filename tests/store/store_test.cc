@@ -321,7 +321,9 @@ TEST_P(StoreTest, UpdateTenantReplacesFieldsAndLabels) {
   changed.labels = {{"env", "dev"}, {"cost-center", "42"}};
   changed.state = "suspended";
   changed.updated_at = t.updated_at + 5000;
-  ASSERT_OK(store_->UpdateTenant(changed));
+  auto written = store_->UpdateTenant(changed);
+  ASSERT_TRUE(written.has_value());
+  EXPECT_TRUE(*written);
 
   auto got = store_->GetTenant(t.id);
   ASSERT_TRUE(got.has_value());
@@ -347,9 +349,16 @@ TEST_P(StoreTest, UpdateTenantReplacesFieldsAndLabels) {
   ASSERT_TRUE(cc.has_value());
   EXPECT_EQ(Ids(cc->items), std::vector<std::string>{t.id});
 
-  // Clearing every label.
+  // Clearing every label; a write must be over the version it read.
   changed.labels.clear();
-  ASSERT_OK(store_->UpdateTenant(changed));
+  written = store_->UpdateTenant(changed);
+  ASSERT_TRUE(written.has_value());
+  EXPECT_FALSE(*written) << "a write over a stale version must be refused";
+  EXPECT_EQ(CountRows("tenant_labels", "tenant_id", t.id), 2);
+  changed.version = got->version;
+  written = store_->UpdateTenant(changed);
+  ASSERT_TRUE(written.has_value());
+  EXPECT_TRUE(*written);
   EXPECT_EQ(CountRows("tenant_labels", "tenant_id", t.id), 0);
   EXPECT_TRUE(store_->GetTenant(t.id)->labels.empty());
   // The other tenant was not touched.

@@ -8,10 +8,12 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/clock.h"
 #include "crypto/ids.h"
+#include "scheduling/scheduling_service.h"
 #include "store/test_databases.h"
 #include "support/result_matchers.h"
 
@@ -375,6 +377,148 @@ TEST_F(TenantServiceTest, EvictFinishesAnInterruptedEviction) {
   EXPECT_EQ(summary->users, 1);
   EXPECT_ERROR(tenants_->Get(acme.id), ErrorCode::kNotFound);
 }
+
+// Regression (issue 16, item 4): Update read the whole tenant row, edited it
+// and wrote it all back, so a PATCH of the weight racing a suspension could
+// write "active" back over "suspended": the suspension answered 200, yet the
+// tenant ended active and the scheduler kept placing its work (5 of 30
+// trials through the API). Every trial here races weight updates on two
+// threads against one suspension (then one thread against the
+// resumption), with the real scheduling service as the observer, on SQLite
+// and PostgreSQL; at the end the row must be suspended (active) and the
+// scheduler must agree (it refuses (places) the tenant's new work).
+class TenantRaceTest : public ::testing::TestWithParam<testdb::Backend> {
+ protected:
+  void SetUp() override {
+    database_.Create(GetParam());
+    if (IsSkipped() || HasFatalFailure()) return;
+    ASSERT_NO_FATAL_FAILURE(testdb::OpenStore(database_, &store_));
+    IdentityOptions options;
+    options.fast_password_hashing = true;
+    identity_ = std::make_unique<IdentityService>(*store_, clock_, options);
+    ASSERT_OK(identity_->Init());
+    tenants_ = std::make_unique<TenantService>(*store_, *identity_, clock_);
+    scheduling::SchedulingOptions sched_options;
+    sched_options.tick_ms = 0;
+    sched_options.fleet_spec = "1xH100-80GBx8";
+    scheduling_ = std::make_unique<scheduling::SchedulingService>(*store_, clock_, sched_options);
+    ASSERT_OK(scheduling_->Start());
+    tenants_->SetObserver(scheduling_.get());
+  }
+
+  void TearDown() override {
+    if (tenants_) tenants_->SetObserver(nullptr);
+    if (scheduling_) scheduling_->Stop();
+    scheduling_.reset();
+    tenants_.reset();
+    identity_.reset();
+    store_.reset();
+    database_.Drop();
+  }
+
+  ManualClock clock_;
+  testdb::TestDatabase database_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<IdentityService> identity_;
+  std::unique_ptr<TenantService> tenants_;
+  std::unique_ptr<scheduling::SchedulingService> scheduling_;
+};
+
+TEST_P(TenantRaceTest, SuspensionIsNeverOverwrittenByAConcurrentUpdate) {
+  constexpr int kTrials = 30;
+  constexpr int kUpdatesPerThread = 12;
+  for (int trial = 0; trial < kTrials; ++trial) {
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    NewTenant req;
+    req.name = "race-" + std::to_string(trial);
+    auto created = tenants_->Create(req);
+    ASSERT_TRUE(created.has_value()) << created.error().message;
+    const std::string id = created->id;
+    ASSERT_OK(scheduling_->SetQuota({.actor = "test"}, id, "", {"H100-80GB", "gpu", 8000, 8000}));
+
+    std::vector<std::string> failures;
+    std::mutex failures_mu;
+    auto note = [&](const std::string& what) {
+      std::lock_guard<std::mutex> lock(failures_mu);
+      failures.push_back(what);
+    };
+    auto updater = [&](int64_t base) {
+      for (int k = 0; k < kUpdatesPerThread; ++k) {
+        TenantChanges changes;
+        changes.weight = base + k;
+        if (auto r = tenants_->Update(id, changes); !r) note("update: " + r.error().message);
+      }
+    };
+    std::thread a(updater, 10);
+    std::thread b(updater, 100);
+    Result<Tenant> suspended = tenants_->Suspend(id);
+    a.join();
+    b.join();
+    ASSERT_TRUE(suspended.has_value()) << suspended.error().message;
+    EXPECT_EQ(suspended->state, "suspended");
+    EXPECT_TRUE(failures.empty()) << failures.front();
+
+    auto row = store_->GetTenant(id);
+    ASSERT_TRUE(row.has_value());
+    EXPECT_EQ(row->state, "suspended") << "the suspension was overwritten";
+    // The last weight written by either thread is the one stored.
+    EXPECT_TRUE(row->weight == 10 + kUpdatesPerThread - 1 ||
+                row->weight == 100 + kUpdatesPerThread - 1)
+        << row->weight;
+    // The scheduler holds the row as written: suspended, so it refuses the
+    // tenant's new work.
+    sched::AllocationRequest request;
+    request.model = "H100-80GB";
+    request.gpus = 1;
+    auto submitted = scheduling_->Submit({.actor = "test"}, id, "usr_test", request);
+    ASSERT_FALSE(submitted.has_value()) << "the scheduler accepted a suspended tenant's work";
+    EXPECT_NE(submitted.error().message.find("is suspended"), std::string::npos)
+        << submitted.error().message;
+
+    // And the other way: a resumption racing updates is never undone either.
+    std::thread c(updater, 200);
+    Result<Tenant> resumed = tenants_->Resume(id);
+    c.join();
+    ASSERT_TRUE(resumed.has_value()) << resumed.error().message;
+    row = store_->GetTenant(id);
+    ASSERT_TRUE(row.has_value());
+    EXPECT_EQ(row->state, "active") << "the resumption was overwritten";
+    submitted = scheduling_->Submit({.actor = "test"}, id, "usr_test", request);
+    ASSERT_TRUE(submitted.has_value()) << submitted.error().message;
+    EXPECT_EQ(submitted->state, "running");
+    ASSERT_OK(scheduling_->Release({.actor = "test"}, id, submitted->id));
+  }
+}
+
+// Regression (issue 16, item 4): a write over a stale read is refused by the
+// store (compare-and-set on the row's version), never applied.
+TEST_P(TenantRaceTest, StoreRefusesAWriteOverAStaleRead) {
+  NewTenant req;
+  req.name = "stale";
+  auto created = tenants_->Create(req);
+  ASSERT_TRUE(created.has_value());
+  auto first = store_->GetTenant(created->id);
+  ASSERT_TRUE(first.has_value());
+  Tenant suspended = *first;
+  suspended.state = "suspended";
+  auto written = store_->UpdateTenant(suspended);
+  ASSERT_TRUE(written.has_value());
+  EXPECT_TRUE(*written);
+  Tenant stale = *first;  // read before the suspension
+  stale.weight = 7;
+  written = store_->UpdateTenant(stale);
+  ASSERT_TRUE(written.has_value());
+  EXPECT_FALSE(*written);
+  auto row = store_->GetTenant(created->id);
+  ASSERT_TRUE(row.has_value());
+  EXPECT_EQ(row->state, "suspended");
+  EXPECT_EQ(row->weight, 1);
+  EXPECT_EQ(row->version, first->version + 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Drivers, TenantRaceTest,
+                         ::testing::Values(testdb::Backend::kSqlite, testdb::Backend::kPostgres),
+                         testdb::BackendName);
 
 TEST(TenantVocabularyTest, TiersAndStates) {
   for (const char* tier : {"shared", "dedicated-gpu", "dedicated-node", "dedicated-pool"}) {
