@@ -366,6 +366,21 @@ bool ReplannedForAVictimsGuarantee(const DecisionRecords& records) {
   });
 }
 
+// One H100 GPU for tenant t0..t<tenants-1> at a random priority; with
+// `projects`, one of "", "p1", "p2" drawn for every request and kept for t0.
+AllocationRequest RandomGpuRequest(std::mt19937_64& rng, int& next_id, int tenants, bool projects) {
+  AllocationRequest r;
+  r.id = "r" + std::to_string(next_id++);
+  r.tenant = "t" + std::to_string(rng() % uint64_t(tenants));
+  r.model = "H100-80GB";
+  r.priority = static_cast<Priority>(rng() % 3);
+  if (projects) {
+    const std::string project = std::vector<std::string>{"", "p1", "p2"}[rng() % 3];
+    if (r.tenant == "t0") r.project = project;
+  }
+  return r;
+}
+
 void RestartClocks(std::map<std::string, int64_t>& since, int64_t now) {
   for (auto& [id, t] : since) t = now;
 }
@@ -400,12 +415,7 @@ TEST(SchedulerProperty, GuaranteeHonouredWithinGrace) {
     for (int step = 0; step < 1500; ++step) {
       now += int64_t(rng() % 5000);
       if (rng() % 100 < 55) {
-        AllocationRequest r;
-        r.id = "r" + std::to_string(next_id++);
-        r.tenant = "t" + std::to_string(rng() % 4);
-        r.model = "H100-80GB";
-        r.priority = static_cast<Priority>(rng() % 3);
-        auto out = s.Submit(r, now);
+        auto out = s.Submit(RandomGpuRequest(rng, next_id, /*tenants=*/4, /*projects=*/false), now);
         ASSERT_TRUE(out.has_value());
         if (ReplannedForAVictimsGuarantee(*out)) RestartClocks(entitled_since, now);
       } else {
@@ -486,14 +496,7 @@ TEST(SchedulerProperty, ProjectGuaranteesHonouredWithinGrace) {
     for (int step = 0; step < 1500; ++step) {
       now += int64_t(rng() % 5000);
       if (rng() % 100 < 55) {
-        AllocationRequest r;
-        r.id = "r" + std::to_string(next_id++);
-        r.tenant = "t" + std::to_string(rng() % 3);
-        r.model = "H100-80GB";
-        r.priority = static_cast<Priority>(rng() % 3);
-        const std::string project = std::vector<std::string>{"", "p1", "p2"}[rng() % 3];
-        if (r.tenant == "t0") r.project = project;
-        auto out = s.Submit(r, now);
+        auto out = s.Submit(RandomGpuRequest(rng, next_id, /*tenants=*/3, /*projects=*/true), now);
         ASSERT_TRUE(out.has_value());
         if (ReplannedForAVictimsGuarantee(*out)) RestartClocks(owed_since, now);
       } else {
