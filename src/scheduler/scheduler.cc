@@ -487,13 +487,8 @@ void Scheduler::CancelReclaim(std::string_view reclaimer, DecisionRecords& out) 
 }
 
 void Scheduler::FillReclaimInput(ReclaimInput& in, const Allocation& a,
-                                 uint64_t reclaims_before) const {
-  // Whether the reclaim of `reclaimer` counts (one older than the cut).
-  auto counted = [&](const std::string& reclaimer) {
-    if (reclaims_before == UINT64_MAX) return true;
-    auto r = allocations_.find(reclaimer);
-    return r != allocations_.end() && r->second.seq < reclaims_before;
-  };
+                                 std::string_view excluding) const {
+  auto counted = [&](const std::string& reclaimer) { return reclaimer != excluding; };
   const ResourceClass rc = ClassOf(a.request);
   const TenantPolicy& t = tenants_.find(a.request.tenant)->second;
   // Marked and in-flight charges per tenant class, and per sub-level for
@@ -526,6 +521,11 @@ void Scheduler::FillReclaimInput(ReclaimInput& in, const Allocation& a,
     auto r = allocations_.find(id);
     if (!counted(id) || r == allocations_.end() || r->second.Placed()) continue;
     count_marked(r->second, -r->second.charge_milli);
+    // Likewise for the project's limit (Ahead::sub_level leaves them out).
+    if (r->second.request.tenant == a.request.tenant &&
+        r->second.request.project == a.request.project && ClassOf(r->second.request) == rc) {
+      project_marked -= r->second.charge_milli;
+    }
   }
   // A request within its sub-level's guarantee that a limit holds back
   // (kWithinGuaranteeOverLimit: siblings borrow the headroom, or, for
@@ -557,7 +557,7 @@ bool Scheduler::StartReclaim(Allocation& a, const Ahead& ahead, DecisionRecords&
                   a.charge_milli + ahead.tenant,
                   nullptr};
   in.request_sub_level_charge = a.charge_milli + ahead.sub_level;
-  FillReclaimInput(in, a, /*reclaims_before=*/UINT64_MAX);
+  FillReclaimInput(in, a, /*excluding=*/{});
   in.fits = [&](const ClusterState& s) {
     PlacementContext ctx{s, tenants_, t->second, a.request, *model};
     return FindPlacement(ctx, nullptr).has_value();
@@ -838,8 +838,32 @@ void Scheduler::Pass(int64_t now_ms, DecisionRecords& out, IdList freed_for) {
 
 // ---------------------------------------------------------------- tenants
 
+Status Scheduler::CheckTierChange(std::string_view tenant, IsolationTier tier) const {
+  auto held = tenants_.find(tenant);
+  if (held == tenants_.end() || held->second.tier == tier) return OkStatus();
+  const std::vector<std::string> conflicts = TierConflicts(tenant, tier);
+  if (conflicts.empty()) return OkStatus();
+  constexpr size_t kNamed = 10;
+  std::string names;
+  for (size_t i = 0; i < std::min(kNamed, conflicts.size()); ++i) {
+    names += (i == 0 ? "" : ", ") + conflicts[i];
+  }
+  if (conflicts.size() > kNamed) {
+    names += " and " + std::to_string(conflicts.size() - kNamed) + " more";
+  }
+  const std::string where =
+      tier == IsolationTier::kDedicatedGpu    ? "share a GPU with other tenants' work"
+      : tier == IsolationTier::kDedicatedNode ? "share a node with other tenants' work"
+                                              : "run outside pools dedicated to the tenant";
+  return Error::FailedPrecondition(
+      "tier " + std::string(TierName(tier)) +
+      " would be broken where the tenant's work runs now: " + std::to_string(conflicts.size()) +
+      " allocation(s) " + where + " (" + names + "); release or move them, then change the tier");
+}
+
 Result<DecisionRecords> Scheduler::SetTenant(TenantPolicy policy, int64_t now_ms) {
   ATRIUM_RETURN_IF_ERROR(ValidateTenantPolicy(policy));
+  ATRIUM_RETURN_IF_ERROR(CheckTierChange(policy.id, policy.tier));
   std::string id = policy.id;
   tenants_.insert_or_assign(std::move(id), std::move(policy));
   CapacityChanged();
@@ -1089,19 +1113,6 @@ void Scheduler::ClearSettledMoves(int32_t node) {
   }
 }
 
-Scheduler::IdList Scheduler::ReclaimersWithVictimsOn(int32_t node) const {
-  const std::string& name = state_.node(node).name;
-  IdList out;
-  for (const std::string& id : Reclaimers()) {
-    const auto victims = VictimsOf(id);
-    if (std::any_of(victims.begin(), victims.end(),
-                    [&](const Allocation* v) { return OnNode(*v, name, -1); })) {
-      out.push_back(id);
-    }
-  }
-  return out;
-}
-
 bool Scheduler::FitsWithout(const Allocation& reclaimer,
                             const std::vector<const Allocation*>& gone) const {
   ClusterState trial = state_;
@@ -1139,7 +1150,7 @@ Scheduler::IdList Scheduler::ReclaimersWithUnborrowedVictims(bool only_due) cons
                     a.charge_milli + ahead->second.tenant,
                     nullptr};
     in.request_sub_level_charge = a.charge_milli + ahead->second.sub_level;
-    FillReclaimInput(in, a, /*reclaims_before=*/a.seq);
+    FillReclaimInput(in, a, /*excluding=*/id);
     if (!StillBorrowed(in, VictimsOf(id))) out.push_back(id);
   }
   return out;
@@ -1164,7 +1175,10 @@ void Scheduler::ReplanReclaims(const IdList& reclaimers, const std::string& chan
     const std::string for_whom = ReclaimerForVictim(*victims.front());
     const std::string no_longer_needed =
         change + ": the reclaim for " + for_whom + " no longer needs it";
-    if (!rechoose && FitsWithout(reclaimer, victims)) {
+    // Victims marked for limit headroom (kWithinGuaranteeOverLimit) are
+    // needed whether or not the room holds: such a reclaim is chosen anew.
+    const bool for_headroom = QuotaVerdictFor(reclaimer) == QuotaVerdict::kWithinGuaranteeOverLimit;
+    if (!rechoose && !for_headroom && FitsWithout(reclaimer, victims)) {
       // The room still holds: let go of the victims it does not need (a GPU
       // freed on a cordoned node helps nobody). The last one stays; if the
       // reclaimer fits without any, the pass places it and ends the reclaim.
@@ -1221,7 +1235,7 @@ void Scheduler::ReplanReclaims(const IdList& reclaimers, const std::string& chan
 Result<DecisionRecords> Scheduler::Cordon(std::string_view node, int64_t now_ms) {
   auto i = NodeByName(node);
   if (!i) return std::move(i).error();
-  const IdList affected = ReclaimersWithVictimsOn(*i);
+  const IdList affected = Reclaimers();
   fleet_->FindMutableNode(node)->cordoned = true;
   CapacityChanged();
   Advance(now_ms);
@@ -1234,7 +1248,7 @@ Result<DecisionRecords> Scheduler::Cordon(std::string_view node, int64_t now_ms)
 Result<DecisionRecords> Scheduler::Drain(std::string_view node, int64_t now_ms) {
   auto i = NodeByName(node);
   if (!i) return std::move(i).error();
-  const IdList affected = ReclaimersWithVictimsOn(*i);
+  const IdList affected = Reclaimers();
   fleet_->FindMutableNode(node)->draining = true;
   CapacityChanged();
   Advance(now_ms);
@@ -1267,7 +1281,7 @@ Result<DecisionRecords> Scheduler::SetGpuHealth(std::string_view node, int gpu, 
   if (gpu < 0 || size_t(gpu) >= n->gpus.size()) {
     return Error::NotFound("node " + std::string(node) + " has no GPU " + std::to_string(gpu));
   }
-  const IdList affected = ReclaimersWithVictimsOn(*i);
+  const IdList affected = Reclaimers();
   n->gpus[size_t(gpu)].healthy = healthy;
   RefreshEngineNode(*i);
   CapacityChanged();

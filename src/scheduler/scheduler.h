@@ -41,11 +41,12 @@
 // allocations keep running (the API decides whether to release them).
 // Quota changes and suspensions apply from the next pass; neither preempts
 // or moves running work by itself. A cordon, drain or GPU health change
-// first re-plans every reclaim in flight with a victim on that node: a
-// reclaimer that still fits with its victims gone lets go of the victims
-// it no longer needs; one that does not has its victims chosen anew
-// (victims chosen again keep their grace end; if none fit, the reclaim is
-// cancelled). So no GPU is freed where the reclaimer may not go.
+// first re-plans every reclaim in flight (its room may be victims there, or
+// idle GPUs there a gang counted on): a reclaimer that still fits with its
+// victims gone lets go of the victims it no longer needs; one that does not,
+// or whose victims also give back limit headroom, has its victims chosen
+// anew (victims chosen again keep their grace end; if none fit, the reclaim
+// is cancelled). So no GPU is freed where the reclaimer may not go.
 #pragma once
 
 #include <cstdint>
@@ -101,8 +102,15 @@ class Scheduler {
 
   // --- tenants ---
   // Adds or replaces a tenant (quota, weight, tier, regions, pools, suspended
-  // flag). InvalidArgument (ValidateTenantPolicy) changes nothing.
+  // flag). InvalidArgument (ValidateTenantPolicy) and FailedPrecondition (a
+  // tier change its running work would break, CheckTierChange) change
+  // nothing.
   Result<DecisionRecords> SetTenant(TenantPolicy policy, int64_t now_ms);
+  // OK when the tenant is unknown, keeps its tier, or has no work the new
+  // tier would not allow where it runs (TierConflicts); otherwise
+  // FailedPrecondition naming the first 10 such allocations and how many
+  // more. The shell asks before it writes a tenant's new tier.
+  Status CheckTierChange(std::string_view tenant, IsolationTier tier) const;
   // Suspended: queued requests are not placed and new ones are rejected.
   // NotFound for an unknown tenant.
   Result<DecisionRecords> Suspend(std::string_view tenant, int64_t now_ms);
@@ -275,11 +283,11 @@ class Scheduler {
   // victims (or, with grace 0, placed).
   bool StartReclaim(Allocation& a, const Ahead& ahead, DecisionRecords& out);
   // Fills `in` (whose request is `a`'s) with the candidates, the charges
-  // already marked and in flight, and the limit deficits. Counts only the
-  // reclaims of reclaimers submitted before seq `reclaims_before`
-  // (UINT64_MAX: all), so that a reclaim in flight is checked against those
-  // older than it, as it was chosen.
-  void FillReclaimInput(ReclaimInput& in, const Allocation& a, uint64_t reclaims_before) const;
+  // already marked and in flight, and the limit deficits. `excluding`: a
+  // reclaimer whose own reclaim is left out (its victims not counted as
+  // marked, itself not as in flight), to check that reclaim against all the
+  // others.
+  void FillReclaimInput(ReclaimInput& in, const Allocation& a, std::string_view excluding) const;
   // Entitled reclaimers (oldest first) with a victim no longer borrowed: the
   // victims' tenant's guarantee was raised or its other work released since
   // they were marked, and preempting them would take work within a
@@ -338,8 +346,6 @@ class Scheduler {
   // Clears the move requests of allocations on the node that no longer run
   // on a draining node or an unhealthy GPU.
   void ClearSettledMoves(int32_t node);
-  // Reclaimers (oldest first) with a victim on the node.
-  IdList ReclaimersWithVictimsOn(int32_t node) const;
   // Whether the reclaimer has a placement with `gone` removed from the cluster.
   bool FitsWithout(const Allocation& reclaimer, const std::vector<const Allocation*>& gone) const;
   // Re-plans the reclaims of `reclaimers` after an inventory change

@@ -664,29 +664,8 @@ Result<Tenant> SchedulingService::ApplyTenantChange(const Tenant& next,
                                                     const std::function<Result<Tenant>()>& write) {
   std::lock_guard<std::mutex> lock(mu_);
   if (scheduler_) {
-    auto held = scheduler_->tenants().find(next.id);
-    auto tier = sched::ParseTier(next.tier);
-    if (held != scheduler_->tenants().end() && tier.has_value() && held->second.tier != *tier) {
-      const std::vector<std::string> conflicts = scheduler_->TierConflicts(next.id, *tier);
-      if (!conflicts.empty()) {
-        constexpr size_t kNamed = 10;
-        std::string names;
-        for (size_t i = 0; i < std::min(kNamed, conflicts.size()); ++i) {
-          names += (i == 0 ? "" : ", ") + conflicts[i];
-        }
-        if (conflicts.size() > kNamed) {
-          names += " and " + std::to_string(conflicts.size() - kNamed) + " more";
-        }
-        const std::string where = *tier == sched::IsolationTier::kDedicatedGpu
-                                      ? "share a GPU with other tenants' work"
-                                  : *tier == sched::IsolationTier::kDedicatedNode
-                                      ? "share a node with other tenants' work"
-                                      : "run outside pools dedicated to the tenant";
-        return Error::FailedPrecondition(
-            "tier " + next.tier + " would be broken where the tenant's work runs now: " +
-            std::to_string(conflicts.size()) + " allocation(s) " + where + " (" + names +
-            "); release or move them, then change the tier");
-      }
+    if (auto tier = sched::ParseTier(next.tier); tier.has_value()) {
+      ATRIUM_RETURN_IF_ERROR(scheduler_->CheckTierChange(next.id, *tier));
     }
   }
   ATRIUM_ASSIGN_OR_RETURN(Tenant stored, write());
