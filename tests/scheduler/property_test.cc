@@ -385,6 +385,26 @@ void RestartClocks(std::map<std::string, int64_t>& since, int64_t now) {
   for (auto& [id, t] : since) t = now;
 }
 
+// One step of the whole-GPU streams: time moves on by up to 5 s, then a
+// RandomGpuRequest is submitted (55 %) or a held allocation released.
+// `clocks` restart when a reclaim is planned anew for a victim's guarantee.
+void RandomSubmitOrRelease(Scheduler& s, std::mt19937_64& rng, int64_t& now, int& next_id,
+                           int tenants, bool projects, std::map<std::string, int64_t>& clocks) {
+  now += int64_t(rng() % 5000);
+  DecisionRecords records;
+  if (rng() % 100 < 55) {
+    auto out = s.Submit(RandomGpuRequest(rng, next_id, tenants, projects), now);
+    ASSERT_TRUE(out.has_value());
+    records = std::move(*out);
+  } else {
+    std::vector<Allocation> all = s.Allocations();
+    if (all.empty()) return;
+    auto out = s.Release(all[rng() % all.size()].id(), now);  // may be gone already
+    if (out) records = std::move(*out);
+  }
+  if (ReplannedForAVictimsGuarantee(records)) RestartClocks(clocks, now);
+}
+
 // Regression: seeds 11 and 12 once failed. Entitlement was computed once at
 // the start of a pass, so a request that became entitled during it (its
 // tenant's older preemptible reclaimer placed) started its reclaim at the
@@ -413,18 +433,8 @@ TEST(SchedulerProperty, GuaranteeHonouredWithinGrace) {
     int next_id = 0;
     std::map<std::string, int64_t> entitled_since;
     for (int step = 0; step < 1500; ++step) {
-      now += int64_t(rng() % 5000);
-      if (rng() % 100 < 55) {
-        auto out = s.Submit(RandomGpuRequest(rng, next_id, /*tenants=*/4, /*projects=*/false), now);
-        ASSERT_TRUE(out.has_value());
-        if (ReplannedForAVictimsGuarantee(*out)) RestartClocks(entitled_since, now);
-      } else {
-        std::vector<Allocation> all = s.Allocations();
-        if (!all.empty()) {
-          auto out = s.Release(all[rng() % all.size()].id(), now);
-          if (out && ReplannedForAVictimsGuarantee(*out)) RestartClocks(entitled_since, now);
-        }
-      }
+      ASSERT_NO_FATAL_FAILURE(
+          RandomSubmitOrRelease(s, rng, now, next_id, 4, /*projects=*/false, entitled_since));
       // Every request that has been within its guarantee (counting its
       // tenant's older queued requests) for longer than the grace period
       // (from when it became entitled, or from the last time a reclaim was
@@ -494,18 +504,8 @@ TEST(SchedulerProperty, ProjectGuaranteesHonouredWithinGrace) {
     int next_id = 0;
     std::map<std::string, int64_t> owed_since;
     for (int step = 0; step < 1500; ++step) {
-      now += int64_t(rng() % 5000);
-      if (rng() % 100 < 55) {
-        auto out = s.Submit(RandomGpuRequest(rng, next_id, /*tenants=*/3, /*projects=*/true), now);
-        ASSERT_TRUE(out.has_value());
-        if (ReplannedForAVictimsGuarantee(*out)) RestartClocks(owed_since, now);
-      } else {
-        std::vector<Allocation> all = s.Allocations();
-        if (!all.empty()) {
-          auto out = s.Release(all[rng() % all.size()].id(), now);
-          if (out && ReplannedForAVictimsGuarantee(*out)) RestartClocks(owed_since, now);
-        }
-      }
+      ASSERT_NO_FATAL_FAILURE(
+          RandomSubmitOrRelease(s, rng, now, next_id, 3, /*projects=*/true, owed_since));
       const std::vector<Allocation> all = s.Allocations();                  // in submission order
       std::map<std::pair<std::string, std::string>, ClassUsage> sub_usage;  // (tenant, sub-level)
       std::map<std::string, int64_t> tenant_used;
