@@ -11,6 +11,9 @@ PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   # clang + its runtime libraries: the libFuzzer/ASan/UBSan build (ATRIUM_FUZZ).
   clang libclang-rt-14-dev
+  # clang-format: the test command checks that every C++ file is formatted
+  # as .clang-format says (scripts/check-format.sh).
+  clang-format
   # Header-only Boost: Beast/Asio for the HTTP server.
   libboost-dev
   # Cryptography: libsodium (password hashing, tokens), OpenSSL (TLS, hashes).

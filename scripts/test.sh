@@ -7,7 +7,9 @@
 #      PostgreSQL (ATRIUM_TEST_REQUIRE_PG=1 makes a skipped PostgreSQL a failure),
 #      The official `openai` npm client (tests/node, `npm ci`) drives the gateway.
 #   5. builds the libFuzzer targets with clang and runs each for a bounded time,
-#   6. stops what it started.
+#   6. checks that every C++ file is formatted as .clang-format says
+#      (scripts/check-format.sh; a failure fails the run after the tests ran),
+#   7. stops what it started.
 # Environment: ATRIUM_FUZZ_SECONDS (default 30 per target), JOBS (default nproc).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -67,4 +69,7 @@ for target in http_request_fuzz json_body_fuzz upstream_response_fuzz; do
   rm -rf "$work"
 done
 echo "fuzz: ${fuzz_pass} passed, ${fuzz_fail} failed"
+
+echo "== format (clang-format, check only)"
+bash scripts/check-format.sh || status=1
 exit "$status"
