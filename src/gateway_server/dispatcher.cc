@@ -444,20 +444,6 @@ size_t Dispatcher::QueuedFor(const std::string& deployment_id) const {
   return q == queues_.end() ? 0 : q->second.size();
 }
 
-double Dispatcher::CounterOf(const std::string& deployment_id, const std::string& tenant_id) const {
-  std::lock_guard lock(mu_);
-  auto q = queues_.find(deployment_id);
-  if (q == queues_.end() || !q->second.fair) return 0;
-  return q->second.fair->Counter(tenant_id);
-}
-
-std::string Dispatcher::DescribeEndpoint(const std::string& deployment_id, const std::string& url,
-                                         int64_t now_ms) const {
-  std::lock_guard lock(mu_);
-  auto q = queues_.find(deployment_id);
-  return q == queues_.end() ? "healthy" : q->second.balancer.Describe(url, now_ms);
-}
-
 int Dispatcher::OutstandingOn(const std::string& deployment_id, const std::string& url) const {
   std::lock_guard lock(mu_);
   auto q = queues_.find(deployment_id);

@@ -113,9 +113,6 @@ class Dispatcher {
   void Pump(int64_t now_ms);
 
   size_t QueuedFor(const std::string& deployment_id) const;
-  double CounterOf(const std::string& deployment_id, const std::string& tenant_id) const;
-  std::string DescribeEndpoint(const std::string& deployment_id, const std::string& url,
-                               int64_t now_ms) const;
   // Requests running on `url` as an endpoint of deployment `deployment_id`.
   int OutstandingOn(const std::string& deployment_id, const std::string& url) const;
 

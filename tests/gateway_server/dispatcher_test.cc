@@ -215,12 +215,14 @@ TEST(DispatcherStateTest, EachDeploymentCountsItsOwnSlotsOfAnEndpointItShares) {
     ASSERT_EQ(dispatcher.Admit(r, now, [] {}).kind, Admission::Kind::kStarted);
     dispatcher.Finish(r, "http://10.0.0.9:8000", Dispatcher::Outcome::kFailed, {}, now);
   }
-  EXPECT_NE(dispatcher.DescribeEndpoint("dep_dedicated", "http://10.0.0.9:8000", now), "healthy");
-  EXPECT_EQ(dispatcher.DescribeEndpoint("dep_shared", "http://10.0.0.9:8000", now), "healthy");
+  // Routing sees it as the gateway does: of the two deployments, the
+  // dedicated one (first) is passed over for the shared one, which is up
+  // (were both down, the first of all would be chosen).
+  EXPECT_EQ(dispatcher.Choose({&dedicated, &shared}, now), &shared);
   for (int i = 0; i < 2; ++i) {
     dispatcher.HealthCheck("dep_dedicated", "http://10.0.0.9:8000", false, now);
   }
-  EXPECT_EQ(dispatcher.DescribeEndpoint("dep_shared", "http://10.0.0.9:8000", now), "healthy");
+  EXPECT_EQ(dispatcher.Choose({&dedicated, &shared}, now), &shared);
 }
 
 TEST(DispatcherPacingTest, TheHeavierTenantsStreamsWaitForTheEndpointsPrefillsALighterOnesDoNot) {
