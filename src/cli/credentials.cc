@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/atomic_file.h"
 #include "common/json_reader.h"
 
 namespace atrium::cli {
@@ -74,25 +75,7 @@ Status SaveCredentials(const std::string& path, const Credentials& c) {
             {"username", c.username},
             {"tenant", c.tenant},
             {"expires_at", c.expires_at}};
-  std::string text = j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
-  std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) return OsError("cannot write", tmp);
-  ::fchmod(fd, 0600);  // an older file with wider bits keeps its mode through O_TRUNC
-  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  ok = ::fsync(fd) == 0 && ok;
-  ok = ::close(fd) == 0 && ok;
-  if (!ok) {
-    Error e = OsError("cannot write", tmp);
-    ::unlink(tmp.c_str());
-    return e;
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    Error e = OsError("cannot replace", path);
-    ::unlink(tmp.c_str());
-    return e;
-  }
-  return OkStatus();
+  return ReplaceFileAtomically(path, j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n");
 }
 
 Result<bool> RemoveCredentials(const std::string& path) {

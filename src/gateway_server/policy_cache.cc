@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/atomic_file.h"
+
 namespace atrium {
 
 // JSON of the records the snapshot is built from (found by ADL; this file's
@@ -39,36 +41,11 @@ namespace {
 
 constexpr int kFormat = 1;
 
-Status WriteFile(const std::string& path, const std::string& text) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return Error::Unavailable("cannot write " + path + ": " + std::strerror(errno));
-  std::string_view left = text;
-  while (!left.empty()) {
-    ssize_t n = ::write(fd, left.data(), left.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const std::string why = std::strerror(errno);
-      ::close(fd);
-      return Error::Unavailable("cannot write " + path + ": " + why);
-    }
-    left.remove_prefix(static_cast<size_t>(n));
-  }
-  const bool synced = ::fdatasync(fd) == 0;
-  ::close(fd);
-  if (!synced) return Error::Unavailable("cannot sync " + path);
-  return OkStatus();
-}
-
 }  // namespace
 
 Status SavePolicyRows(const std::string& path, const GatewayPolicyRows& rows, int64_t now_ms) {
   nlohmann::json doc = {{"format", kFormat}, {"saved_at", now_ms}, {"rows", rows}};
-  const std::string tmp = path + ".tmp";
-  ATRIUM_RETURN_IF_ERROR(WriteFile(tmp, doc.dump()));
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    return Error::Unavailable("cannot rename " + tmp + ": " + std::strerror(errno));
-  }
-  return OkStatus();
+  return ReplaceFileAtomically(path, doc.dump());
 }
 
 Result<CachedPolicy> LoadPolicyRows(const std::string& path) {

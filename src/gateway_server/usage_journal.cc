@@ -14,6 +14,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/atomic_file.h"
 #include "common/thread_name.h"
 
 namespace atrium::gateway_server {
@@ -253,22 +254,8 @@ Status UsageJournal::RecoverCheckpoints() {
       text += '\n';
       recovered_.push_back(std::move(record));
     }
-    const std::string tmp = recovered_path_ + ".tmp";
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) return Error::Unavailable("cannot write " + tmp + ": " + std::strerror(errno));
-    Status written = WriteAll(fd, text);
-    ::fdatasync(fd);
-    ::close(fd);
-    ATRIUM_RETURN_IF_ERROR(written);
-    if (::rename(tmp.c_str(), recovered_path_.c_str()) != 0) {
-      return Error::Unavailable("cannot rename " + tmp + ": " + std::strerror(errno));
-    }
-    // The rename must be on disk before usage.inflight is emptied below.
-    if (int dir = ::open(options_.directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        dir >= 0) {
-      ::fsync(dir);
-      ::close(dir);
-    }
+    // On disk, rename included, before usage.inflight is emptied below.
+    ATRIUM_RETURN_IF_ERROR(ReplaceFileAtomically(recovered_path_, text));
   }
   std::lock_guard lock(inflight_mu_);
   inflight_fd_ =
@@ -621,18 +608,7 @@ Status UsageJournal::Quarantine(const UsageRecord& record, const std::string& wh
 }
 
 Status UsageJournal::SaveOffset(int64_t offset) {
-  std::string tmp = offset_path_ + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return Error::Unavailable("cannot write " + tmp);
-  std::string text = std::to_string(offset) + "\n";
-  Status written = WriteAll(fd, text);
-  ::fdatasync(fd);
-  ::close(fd);
-  if (!written.has_value()) return written;
-  if (::rename(tmp.c_str(), offset_path_.c_str()) != 0) {
-    return Error::Unavailable("cannot rename " + tmp);
-  }
-  return OkStatus();
+  return ReplaceFileAtomically(offset_path_, std::to_string(offset) + "\n");
 }
 
 size_t UsageJournal::held_in_memory() {
