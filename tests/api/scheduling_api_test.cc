@@ -553,10 +553,14 @@ TEST_F(SchedulingApiTest, GpuHealthComesInThroughTheApiAndItsMoveRequestsSurvive
   }
   EXPECT_EQ(h_.CallJson("PUT", path, alice_.key, {{"healthy", false}}).status, 403);
   EXPECT_EQ(h_.CallJson("PUT", health_path(99), op.key, {{"healthy", false}}).status, 404);
-  EXPECT_EQ(
-      h_.CallJson("PUT", "/api/v1/nodes/h100-80gb-0/gpus/x/health", op.key, {{"healthy", false}})
-          .status,
-      404);
+  // GPU indexes the caller chose: not a number, negative, past int64.
+  for (const std::string gpu : {"x", "-1", "99999999999999999999999", "0x1", " 1"}) {
+    EXPECT_EQ(h_.CallJson("PUT", "/api/v1/nodes/h100-80gb-0/gpus/" + gpu + "/health", op.key,
+                          {{"healthy", false}})
+                  .status,
+              404)
+        << gpu;
+  }
   EXPECT_EQ(
       h_.CallJson("PUT", "/api/v1/nodes/no-such-node/gpus/0/health", op.key, {{"healthy", false}})
           .status,
