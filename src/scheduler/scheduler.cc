@@ -486,8 +486,20 @@ void Scheduler::CancelReclaim(std::string_view reclaimer, DecisionRecords& out) 
   }
 }
 
-void Scheduler::FillReclaimInput(ReclaimInput& in, const Allocation& a,
-                                 std::string_view excluding) const {
+ReclaimInput Scheduler::ReclaimInputFor(const Allocation& a, const Ahead& ahead,
+                                        std::string_view excluding) const {
+  // The tenant's older entitled requests will be placed first, so they count
+  // toward what makes its own preemptible work borrowed.
+  ReclaimInput in{state_,
+                  tenants_,
+                  ledger_,
+                  {},
+                  {},
+                  a.request,
+                  ClassOf(a.request),
+                  a.charge_milli + ahead.tenant,
+                  nullptr};
+  in.request_sub_level_charge = a.charge_milli + ahead.sub_level;
   auto counted = [&](const std::string& reclaimer) { return reclaimer != excluding; };
   const ResourceClass rc = ClassOf(a.request);
   const TenantPolicy& t = tenants_.find(a.request.tenant)->second;
@@ -539,25 +551,14 @@ void Scheduler::FillReclaimInput(ReclaimInput& in, const Allocation& a,
     in.project_limit_deficit = ledger_.Project(a.request.tenant, a.request.project, rc).used -
                                project_marked + in.request_sub_level_charge - pq->limit;
   }
+  return in;
 }
 
 bool Scheduler::StartReclaim(Allocation& a, const Ahead& ahead, DecisionRecords& out) {
   auto t = tenants_.find(a.request.tenant);
   const capacity::GpuModel* model = capacity::FindGpuModel(a.request.model);
   if (t == tenants_.end() || model == nullptr) return false;
-  // The tenant's older entitled requests will be placed first, so they count
-  // toward what makes its own preemptible work borrowed.
-  ReclaimInput in{state_,
-                  tenants_,
-                  ledger_,
-                  {},
-                  {},
-                  a.request,
-                  ClassOf(a.request),
-                  a.charge_milli + ahead.tenant,
-                  nullptr};
-  in.request_sub_level_charge = a.charge_milli + ahead.sub_level;
-  FillReclaimInput(in, a, /*excluding=*/{});
+  ReclaimInput in = ReclaimInputFor(a, ahead, /*excluding=*/{});
   in.fits = [&](const ClusterState& s) {
     PlacementContext ctx{s, tenants_, t->second, a.request, *model};
     return FindPlacement(ctx, nullptr).has_value();
@@ -1140,18 +1141,9 @@ Scheduler::IdList Scheduler::ReclaimersWithUnborrowedVictims(bool only_due) cons
     // A reclaimer gone or no longer entitled is the pass's to let go.
     if (r == allocations_.end() || r->second.Placed() || ahead == entitled.ahead.end()) continue;
     const Allocation& a = r->second;
-    ReclaimInput in{state_,
-                    tenants_,
-                    ledger_,
-                    {},
-                    {},
-                    a.request,
-                    ClassOf(a.request),
-                    a.charge_milli + ahead->second.tenant,
-                    nullptr};
-    in.request_sub_level_charge = a.charge_milli + ahead->second.sub_level;
-    FillReclaimInput(in, a, /*excluding=*/id);
-    if (!StillBorrowed(in, VictimsOf(id))) out.push_back(id);
+    if (!StillBorrowed(ReclaimInputFor(a, ahead->second, /*excluding=*/id), VictimsOf(id))) {
+      out.push_back(id);
+    }
   }
   return out;
 }

@@ -282,12 +282,14 @@ class Scheduler {
   // `ahead`: what is ahead of it (Entitlement). Returns whether it marked
   // victims (or, with grace 0, placed).
   bool StartReclaim(Allocation& a, const Ahead& ahead, DecisionRecords& out);
-  // Fills `in` (whose request is `a`'s) with the candidates, the charges
-  // already marked and in flight, and the limit deficits. `excluding`: a
+  // What ChooseVictims needs for `a`'s reclaim (its request charged with
+  // what is `ahead` of it): the candidates, the charges already marked and
+  // in flight, and the limit deficits; `fits` is left for the caller. `excluding`: a
   // reclaimer whose own reclaim is left out (its victims not counted as
   // marked, itself not as in flight), to check that reclaim against all the
   // others.
-  void FillReclaimInput(ReclaimInput& in, const Allocation& a, std::string_view excluding) const;
+  ReclaimInput ReclaimInputFor(const Allocation& a, const Ahead& ahead,
+                               std::string_view excluding) const;
   // Entitled reclaimers (oldest first) with a victim no longer borrowed: the
   // victims' tenant's guarantee was raised or its other work released since
   // they were marked, and preempting them would take work within a
