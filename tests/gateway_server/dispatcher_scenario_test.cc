@@ -110,7 +110,7 @@ std::vector<DeploymentEndpoint> ParseEndpoints(const json& j) {
 // request (where it waits or runs), which the checks compare with.
 class ScenarioRun {
  public:
-  explicit ScenarioRun(const json& doc) : dispatcher_(OptionsOf(doc)) {
+  explicit ScenarioRun(const json& doc) : dispatcher_(OptionsOf(doc, changes_)) {
     if (doc.contains("deployments")) {
       for (const auto& [id, endpoints] : doc.at("deployments").items()) {
         AddDeployment(id, endpoints);
@@ -135,7 +135,13 @@ class ScenarioRun {
     last_t_ = t;
     now_ = kOriginMs + t;
     events_.clear();
+    const int64_t changes_before = *changes_;
     Act(step);
+    // Every call that may change what waits or runs tells on_change (tests
+    // of the gateway wait on it).
+    for (const char* call : {"arrive", "first_token", "finish", "disconnect", "retry", "pump"}) {
+      if (step.contains(call)) EXPECT_GT(*changes_, changes_before) << call << ": no on_change";
+    }
     CollectGrants();
     CheckNoSilentGrant();
     CheckQueuedCounts();
@@ -149,8 +155,9 @@ class ScenarioRun {
     uint64_t order = 0;    // arrival, then start order
   };
 
-  static DispatcherOptions OptionsOf(const json& doc) {
+  static DispatcherOptions OptionsOf(const json& doc, const std::shared_ptr<int64_t>& changes) {
     DispatcherOptions options;
+    options.on_change = [changes] { ++*changes; };
     const std::string discipline = doc.value("discipline", "fair");
     EXPECT_TRUE(discipline == "fair" || discipline == "fifo") << discipline;
     options.discipline = discipline == "fifo" ? QueueDiscipline::kFifo : QueueDiscipline::kFair;
@@ -423,6 +430,7 @@ class ScenarioRun {
   std::map<std::string, std::unique_ptr<DeploymentRecord>> deployments_;
   std::map<std::string, double> weights_;
   std::map<std::string, GatewayLimits> limits_;  // by subject ("tenant:a", "key:a_key")
+  std::shared_ptr<int64_t> changes_ = std::make_shared<int64_t>(0);  // on_change calls
   Dispatcher dispatcher_;
   std::map<std::string, Live> live_;        // by the scenario's id
   std::map<uint64_t, std::string> names_;   // the dispatcher's id → the scenario's
