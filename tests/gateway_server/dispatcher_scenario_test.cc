@@ -22,8 +22,11 @@
 // A step's "expect" lists substrings of its events, one per event, in order:
 // a step with "expect" must produce exactly that many events. The runner
 // also checks on every step that no request was granted a slot without its
-// Wake, and that QueuedFor() of every deployment is the number of requests
-// the scenario sees waiting there.
+// Wake, that QueuedFor() of every deployment is the number of requests the
+// scenario sees waiting there, and that every call that may move a request
+// told DispatcherOptions::on_change. ("queue" below is the waiting requests
+// in arrival order; the order the queue serves them in shows as the order
+// of the "granted" events.)
 //
 // File format (JSON with comments; times in ms from the scenario's start):
 // {
