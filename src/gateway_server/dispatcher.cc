@@ -14,6 +14,21 @@ constexpr int64_t kQueueFullRetryMs = 1000;
 // come back after this long (the next check may pass).
 constexpr int64_t kDownRetryMs = 1000;
 
+// Runs DispatcherOptions::on_change as it goes out of scope: declared
+// before the lock, so after the lock is released and the wake-ups have run.
+class ChangeNotice {
+ public:
+  explicit ChangeNotice(const std::function<void()>& on_change) : on_change_(on_change) {}
+  ~ChangeNotice() {
+    if (on_change_) on_change_();
+  }
+  ChangeNotice(const ChangeNotice&) = delete;
+  ChangeNotice& operator=(const ChangeNotice&) = delete;
+
+ private:
+  const std::function<void()>& on_change_;
+};
+
 gateway::QueuedItem ItemOf(const SlotRequest& r, int64_t now_ms) {
   gateway::QueuedItem item;
   item.id = r.id;
@@ -152,6 +167,7 @@ Dispatcher::DeploymentQueue& Dispatcher::QueueOf(const DeploymentRecord& deploym
 }
 
 Admission Dispatcher::Admit(const SlotRequest& request, int64_t now_ms, Wake wake) {
+  const ChangeNotice notice(options_.on_change);
   Admission admission;
   std::vector<Wake> wakes;
   {
@@ -285,6 +301,7 @@ std::optional<std::string> Dispatcher::TakeGrant(uint64_t id) {
 }
 
 bool Dispatcher::Cancel(uint64_t id, int64_t now_ms) {
+  const ChangeNotice notice(options_.on_change);
   std::lock_guard lock(mu_);
   auto it = waiting_.find(id);
   if (it == waiting_.end()) return false;
@@ -308,6 +325,7 @@ std::optional<std::string> Dispatcher::Retry(const SlotRequest& request,
                                              const std::string& failed_url,
                                              const std::vector<std::string>& tried,
                                              int64_t now_ms) {
+  const ChangeNotice notice(options_.on_change);
   std::vector<Wake> wakes;
   std::optional<std::string> next;
   {
@@ -350,6 +368,7 @@ void Dispatcher::PumpPacedLocked(int64_t now_ms, std::vector<Wake>& wakes) {
 }
 
 void Dispatcher::FirstToken(const SlotRequest& request, int64_t now_ms) {
+  const ChangeNotice notice(options_.on_change);
   std::vector<Wake> wakes;
   {
     std::lock_guard lock(mu_);
@@ -361,6 +380,7 @@ void Dispatcher::FirstToken(const SlotRequest& request, int64_t now_ms) {
 
 void Dispatcher::Finish(const SlotRequest& request, const std::string& endpoint, Outcome outcome,
                         const Usage& usage, int64_t now_ms) {
+  const ChangeNotice notice(options_.on_change);
   std::vector<Wake> wakes;
   {
     std::lock_guard lock(mu_);
@@ -430,6 +450,7 @@ const DeploymentRecord* Dispatcher::Choose(const std::vector<const DeploymentRec
 }
 
 void Dispatcher::Pump(int64_t now_ms) {
+  const ChangeNotice notice(options_.on_change);
   std::vector<Wake> wakes;
   {
     std::lock_guard lock(mu_);

@@ -36,6 +36,12 @@ struct DispatcherOptions {
   QueueDiscipline discipline = QueueDiscipline::kFair;
   gateway::FairQueueOptions fair{.max_credit = kDefaultFairCredit};
   gateway::BalancerOptions balancer;
+  // Called after every call that may change what waits or runs (Admit,
+  // Cancel, Retry, FirstToken, Finish, Pump), on the caller's thread,
+  // without the lock held; it must not call back into the dispatcher.
+  // For tests that wait for a request to queue or start; empty (the
+  // default) costs one branch a call.
+  std::function<void()> on_change;
 };
 
 // What one request asks for.

@@ -38,12 +38,15 @@
 #include "identity/api_key.h"
 #include "support/result_matchers.h"
 #include "support/test_directory.h"
+#include "support/wait.h"
 
 namespace atrium::gateway_server {
 namespace {
 
 using Json = nlohmann::json;
 using namespace std::chrono_literals;
+using testing_support::ChangeSignal;
+using testing_support::WaitUntil;
 
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -500,9 +503,13 @@ std::vector<std::string> Events(const std::string& body) {
 struct MemoryStore {
   std::mutex mu;
   std::map<std::string, UsageRecord> rows;
+  ChangeSignal changed;  // after every insert
   Status Insert(const std::vector<UsageRecord>& records) {
-    std::lock_guard lock(mu);
-    for (const auto& r : records) rows.emplace(r.id, r);
+    {
+      std::lock_guard lock(mu);
+      for (const auto& r : records) rows.emplace(r.id, r);
+    }
+    changed.Notify();
     return OkStatus();
   }
   std::optional<UsageRecord> Get(const std::string& id) {
@@ -517,8 +524,13 @@ struct MemoryStore {
   }
   std::map<std::string, int64_t> refusals;  // "<tenant> <key> <reason>" -> count
   Status AddRefusals(const std::vector<RefusalCount>& counts) {
-    std::lock_guard lock(mu);
-    for (const auto& c : counts) refusals[c.tenant_id + " " + c.key_id + " " + c.reason] += c.count;
+    {
+      std::lock_guard lock(mu);
+      for (const auto& c : counts) {
+        refusals[c.tenant_id + " " + c.key_id + " " + c.reason] += c.count;
+      }
+    }
+    changed.Notify();
     return OkStatus();
   }
   int64_t Refusals(const std::string& what) {
@@ -613,11 +625,19 @@ class GatewayTest : public ::testing::Test {
     rows_.deployments.push_back(d);
   }
 
-  // Polls (up to about a second) until `n` requests wait in `dep`'s queue.
+  // Until `n` requests wait in `dep`'s queue (the dispatcher tells of each
+  // change), or a timeout only a broken run reaches.
   void AwaitQueued(const std::string& dep, size_t n) {
-    for (int i = 0; i < 200 && gateway_->dispatcher().QueuedFor(dep) != n; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    EXPECT_TRUE(dispatched_.WaitUntil([&] { return gateway_->dispatcher().QueuedFor(dep) == n; }))
+        << n << " waiting in " << dep;
+  }
+
+  // Until `n` requests run on `url` as an endpoint of `dep`.
+  void AwaitRunning(const std::string& dep, const std::string& url, int n) {
+    EXPECT_TRUE(dispatched_.WaitUntil([&] {
+      return gateway_->dispatcher().OutstandingOn(dep, url) == n;
+    })) << n
+        << " running on " << url;
   }
 
   // Tenant A's stream on `busy` takes dep_1's only slot; tenant B's request
@@ -656,6 +676,7 @@ class GatewayTest : public ::testing::Test {
     ASSERT_OK(policy_->Start());
     options.health_interval_ms = health_interval_ms;
     if (!options.egress) options.egress = LoopbackRig();
+    options.dispatcher.on_change = [this] { dispatched_.Notify(); };
     gateway_ =
         std::make_unique<GatewayServer>(options, *policy_, *journal_, SystemClock::Instance());
     auto port = gateway_->Start();
@@ -694,17 +715,14 @@ class GatewayTest : public ::testing::Test {
   int64_t RefusalsOf(const std::string& tenant, const std::string& key, const std::string& reason,
                      int64_t n) {
     const std::string what = tenant + " " + key_ids_[key] + " " + reason;
-    for (int i = 0; i < 300 && store_.Refusals(what) < n; ++i) std::this_thread::sleep_for(10ms);
+    store_.changed.WaitUntil([&] { return store_.Refusals(what) >= n; });
     return store_.Refusals(what);
   }
 
   // Waits until the journal shipped the record of request `id`.
   std::optional<UsageRecord> RecordOf(const std::string& id) {
-    for (int i = 0; i < 300; ++i) {
-      if (auto r = store_.Get(id)) return r;
-      std::this_thread::sleep_for(10ms);
-    }
-    return std::nullopt;
+    store_.changed.WaitUntil([&] { return store_.Get(id).has_value(); });
+    return store_.Get(id);
   }
 
   std::filesystem::path dir_;
@@ -716,6 +734,7 @@ class GatewayTest : public ::testing::Test {
   std::string key_a_, key_b_, viewer_;
   std::vector<std::unique_ptr<engine_sim::Server>> sims_;
   MemoryStore store_;
+  ChangeSignal dispatched_;  // the gateway's dispatcher changed (on_change)
   std::unique_ptr<UsageJournal> journal_;
   std::unique_ptr<PolicyLoader> policy_;
   std::unique_ptr<GatewayServer> gateway_;
@@ -828,9 +847,9 @@ TEST_F(GatewayTest, AStopWhoseDrainTimeRunsOutAnswersAndRecordsWhatItCuts) {
   StartGateway();
   RawResponse running, queued;
   std::thread first([&] { running = Post(key_a_, ChatBody(2, false)); });
-  std::this_thread::sleep_for(300ms);
+  EXPECT_TRUE(WaitUntil([&] { return sims_[0]->Served().in_flight == 1; }));
   std::thread second([&] { queued = Post(key_b_, ChatBody(2, false)); });
-  std::this_thread::sleep_for(300ms);
+  AwaitQueued("dep_1", 1);
   const auto stop_began = std::chrono::steady_clock::now();
   gateway_->Stop(200);
   EXPECT_LT(std::chrono::steady_clock::now() - stop_began, 3s);
@@ -906,8 +925,12 @@ TEST_F(GatewayTest, RefusesBadCredentialsInOpenAIsShape) {
   EXPECT_TRUE(Json::parse(none.body)["error"].contains("message"));
   EXPECT_EQ(Post("atr_garbage", ChatBody(1, false)).status, 401);
   EXPECT_EQ(Post(viewer_, ChatBody(1, false)).status, 403);
-  std::this_thread::sleep_for(100ms);
-  EXPECT_EQ(store_.size(), 0u);  // no tenant, or no right to call: nothing to bill
+  // No tenant, or no right to call: nothing to bill. The journal ships in
+  // order, so once a later request's record is in, an earlier one would be.
+  RawResponse billed = Post(key_a_, ChatBody(1, false));
+  ASSERT_EQ(billed.status, 200);
+  ASSERT_TRUE(RecordOf(billed.headers["x-request-id"]).has_value());
+  EXPECT_EQ(store_.size(), 1u);
 }
 
 TEST_F(GatewayTest, UnknownAndUnentitledModelsLookTheSame) {
@@ -1055,9 +1078,9 @@ TEST_F(GatewayTest, AClientThatLeavesDuringANonStreamedAnswerIsBilledItsInput) {
   auto c = std::make_unique<Connection>(port_);
   c->Send("POST", "/v1/chat/completions", ChatBody(5, false),
           {{"Authorization", "Bearer " + key_a_}});
-  std::this_thread::sleep_for(300ms);
+  ASSERT_TRUE(WaitUntil([&] { return sims_[0]->Served().in_flight == 1; }));
   c->Close();
-  for (int i = 0; i < 300 && store_.size() == 0; ++i) std::this_thread::sleep_for(10ms);
+  store_.changed.WaitUntil([&] { return store_.size() > 0; });
   ASSERT_EQ(store_.size(), 1u);
   const UsageRecord r = store_.rows.begin()->second;
   EXPECT_EQ(r.status, "cancelled");
@@ -1075,8 +1098,7 @@ TEST_F(GatewayTest, AClientThatLeavesMidStreamAbortsTheUpstreamRequest) {
   ASSERT_EQ(head.status, 200);
   const std::string id = head.headers["x-request-id"];
   c->Close();
-  for (int i = 0; i < 300 && sims_[0]->Served().cancelled == 0; ++i)
-    std::this_thread::sleep_for(10ms);
+  WaitUntil([&] { return sims_[0]->Served().cancelled > 0; });
   EXPECT_EQ(sims_[0]->Served().cancelled, 1);
   auto record = RecordOf(id);
   ASSERT_TRUE(record);
@@ -1095,7 +1117,7 @@ TEST_F(GatewayTest, RetriesAnotherEndpointWhenOneIsDown) {
   for (int i = 0; i < 10; ++i) EXPECT_EQ(Post(key_a_, ChatBody(1, false)).status, 200);
   // The simulator counts a request once its answer is written, which may be
   // just after the gateway has relayed it.
-  for (int i = 0; i < 200 && sims_[0]->Served().finished < 10; ++i) usleep(10'000);
+  WaitUntil([&] { return sims_[0]->Served().finished >= 10; });
   EXPECT_EQ(sims_[0]->Served().finished, 10);
 }
 
@@ -1374,9 +1396,7 @@ TEST_F(GatewayTest, EachTenantsQueuedBodiesHaveABudget) {
   busy.Read(2000, 1);  // it holds the only slot
   Connection waiting(port_);
   waiting.Send("POST", "/v1/chat/completions", body, {{"Authorization", "Bearer " + key_a_}});
-  for (int i = 0; i < 200 && gateway_->dispatcher().QueuedFor("dep_1") == 0; ++i) {
-    std::this_thread::sleep_for(5ms);
-  }
+  AwaitQueued("dep_1", 1);
   ASSERT_EQ(gateway_->dispatcher().QueuedFor("dep_1"), 1u);
   RawResponse over = Post(key_a_, body);
   EXPECT_EQ(over.status, 429) << over.body;
@@ -1385,9 +1405,7 @@ TEST_F(GatewayTest, EachTenantsQueuedBodiesHaveABudget) {
   // Another tenant's requests still wait their turn.
   Connection other(port_);
   other.Send("POST", "/v1/chat/completions", body, {{"Authorization", "Bearer " + key_b_}});
-  for (int i = 0; i < 200 && gateway_->dispatcher().QueuedFor("dep_1") < 2; ++i) {
-    std::this_thread::sleep_for(5ms);
-  }
+  AwaitQueued("dep_1", 2);
   EXPECT_EQ(gateway_->dispatcher().QueuedFor("dep_1"), 2u);
 }
 
@@ -1432,9 +1450,7 @@ TEST_F(GatewayTest, ARequestSentAheadWhileTheLastOneWaitedIsServedNext) {
   Connection c(port_);
   c.Send("POST", "/v1/chat/completions", ChatBody(1, false),
          {{"Authorization", "Bearer " + key_b_}});
-  for (int i = 0; i < 200 && gateway_->dispatcher().QueuedFor("dep_1") == 0; ++i) {
-    std::this_thread::sleep_for(5ms);
-  }
+  AwaitQueued("dep_1", 1);
   ASSERT_EQ(gateway_->dispatcher().QueuedFor("dep_1"), 1u);
   c.SendRaw("GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n");  // taken in by the watch
   const std::string first = c.ReadUntil("\r\n\r\n", 20'000);
@@ -1740,7 +1756,7 @@ TEST_F(GatewayTest, KeepsServingOnTheLastGoodPolicyWhileTheStoreIsUnreachable) {
   store_down_ = true;
   marker_.fetch_add(1);
   EXPECT_FALSE(policy_->Refresh().has_value());
-  std::this_thread::sleep_for(100ms);  // several failed polls
+  WaitUntil([&] { return policy_->failures() > 1; });  // several failed polls
   EXPECT_GT(policy_->failures(), 1);
   EXPECT_EQ(Post(key_a_, ChatBody(2, false)).status, 200);
   EXPECT_EQ(Post("atr_garbage", ChatBody(1, false)).status, 401);
@@ -1764,7 +1780,8 @@ TEST_F(GatewayTest, APacedStreamStartsWhenTheEndpointsPrefillsHaveTheirFirstToke
   sims_.push_back(std::make_unique<engine_sim::Server>(o));
   auto port = sims_.back()->Start();
   ASSERT_OK(port);
-  AddDeployment("dep_1", {{"http://127.0.0.1:" + std::to_string(*port), 4, 1}});
+  const std::string url = "http://127.0.0.1:" + std::to_string(*port);
+  AddDeployment("dep_1", {{url, 4, 1}});
   StartGateway();
   auto stream = [&](const std::string& key) {
     auto c = std::make_unique<Connection>(port_);
@@ -1774,16 +1791,14 @@ TEST_F(GatewayTest, APacedStreamStartsWhenTheEndpointsPrefillsHaveTheirFirstToke
   };
   // a and b each run a stream; both are in prefill until their first token.
   auto a1 = stream(key_a_);
-  std::this_thread::sleep_for(100ms);
+  AwaitRunning("dep_1", url, 1);
   auto b1 = stream(key_b_);
-  std::this_thread::sleep_for(100ms);
+  AwaitRunning("dep_1", url, 2);
   // a asks for its share of the 4 slots with its next stream (2), b for
   // less: a's stream waits for the endpoint's prefills (max_prefill 1),
   // although 2 slots are free.
   auto a2 = stream(key_a_);
-  for (int i = 0; i < 100 && gateway_->dispatcher().QueuedFor("dep_1") == 0; ++i) {
-    std::this_thread::sleep_for(5ms);
-  }
+  AwaitQueued("dep_1", 1);
   ASSERT_EQ(gateway_->dispatcher().QueuedFor("dep_1"), 1u);
   // The first tokens come back at ~2 s and end the prefills: a's stream
   // starts then, long before a1 and b1 end (~10 s) and free their slots.
@@ -1791,9 +1806,7 @@ TEST_F(GatewayTest, APacedStreamStartsWhenTheEndpointsPrefillsHaveTheirFirstToke
   RawResponse first_b = b1->Read(5000, 1);
   ASSERT_EQ(first_a.status, 200);
   ASSERT_EQ(first_b.status, 200);
-  for (int i = 0; i < 200 && gateway_->dispatcher().QueuedFor("dep_1") > 0; ++i) {
-    std::this_thread::sleep_for(5ms);
-  }
+  AwaitQueued("dep_1", 0);
   EXPECT_EQ(gateway_->dispatcher().QueuedFor("dep_1"), 0u);
   EXPECT_EQ(sims_.back()->Served().finished, 0) << "started before any slot freed";
   for (auto* c : {a1.get(), b1.get(), a2.get()}) c->Close();
@@ -1808,11 +1821,8 @@ TEST_F(GatewayTest, ServesTheTenantWithTheSmallerCounterFirst) {
     a.push_back(std::make_unique<Connection>(port_));
     a.back()->Send("POST", "/v1/chat/completions", ChatBody(4, false),
                    {{"Authorization", "Bearer " + key_a_}});
-    std::this_thread::sleep_for(5ms);
   }
-  for (int i = 0; i < 200 && gateway_->dispatcher().QueuedFor("dep_1") < 5; ++i) {
-    std::this_thread::sleep_for(5ms);
-  }
+  dispatched_.WaitUntil([&] { return gateway_->dispatcher().QueuedFor("dep_1") >= 5; });
   Connection b(port_);
   b.Send("POST", "/v1/chat/completions", ChatBody(4, false),
          {{"Authorization", "Bearer " + key_b_}});

@@ -11,9 +11,13 @@
 
 #include "support/result_matchers.h"
 #include "support/test_directory.h"
+#include "support/wait.h"
 
 namespace atrium::gateway_server {
 namespace {
+
+using testing_support::ChangeSignal;
+using testing_support::WaitUntil;
 
 // A store stand-in that keeps records by id, as InsertUsageRecords does, and
 // can be told to fail.
@@ -23,7 +27,18 @@ struct FakeStore {
   int inserts = 0;      // calls, successful or not
   int64_t offered = 0;  // records offered, duplicates included
   std::atomic<bool> down{false};
+  ChangeSignal changed;  // after every insert, kept or not
   Status Insert(const std::vector<UsageRecord>& records) {
+    Status status = Keep(records);
+    changed.Notify();
+    return status;
+  }
+  // Waits until the store holds `n` records (or a timeout only a broken run reaches).
+  void AwaitSize(size_t n) {
+    changed.WaitUntil([&] { return size() >= n; });
+  }
+  // Insert's work, under the lock.
+  Status Keep(const std::vector<UsageRecord>& records) {
     std::lock_guard lock(mu);
     ++inserts;
     if (down) return Error::Unavailable("store down");
@@ -173,7 +188,7 @@ TEST_F(UsageJournalTest, APoisonRecordLeftInTheFileByAnEarlierProcessDoesNotBloc
   ASSERT_OK(journal.Start());  // the earlier lines come from the file
   for (int i = 10; i < 15; ++i) ASSERT_OK(journal.Append(Record(i)));
   ASSERT_TRUE(journal.WaitShipped(10'000));
-  for (int i = 0; i < 300 && store_.size() < 14; ++i) usleep(10'000);
+  store_.AwaitSize(14);
   EXPECT_EQ(journal.quarantined(), 1);
   journal.Stop();
   EXPECT_EQ(store_.size(), 14u);
@@ -192,7 +207,7 @@ TEST_F(UsageJournalTest, KeepsRecordsWhileTheStoreIsDownAndShipsThemLater) {
   store_.down = false;
   UsageJournal journal(Options(), Sink());
   ASSERT_OK(journal.Start());  // the earlier process's records are shipped now
-  for (int i = 0; i < 200 && store_.size() < 20; ++i) usleep(10'000);
+  store_.AwaitSize(20);
   journal.Stop();
   EXPECT_EQ(store_.size(), 20u);
 }
@@ -220,10 +235,13 @@ TEST_F(UsageJournalTest, RecordsHeldWhileTheStoreIsDownShipAfterItReturnsInTheSa
   const int64_t offered = store_.offered;
   UsageJournal again(Options(), Sink());
   ASSERT_OK(again.Start());
-  usleep(300'000);
+  // A new record ships after whatever the file still holds: once it is in,
+  // any old record shipped again would have been offered before it.
+  ASSERT_OK(again.Append(Record(99)));
+  store_.AwaitSize(26);
   again.Stop();
-  EXPECT_EQ(store_.offered, offered);
-  EXPECT_EQ(store_.size(), 25u);
+  EXPECT_EQ(store_.offered, offered + 1);
+  EXPECT_EQ(store_.size(), 26u);
 }
 
 TEST_F(UsageJournalTest, WhileTheStoreIsDownMemoryStaysBoundedAndTheFileHoldsTheRest) {
@@ -275,9 +293,11 @@ TEST_F(UsageJournalTest, ARecordAppendedWhileMemoryIsFullIsShippedAfterTheLinesB
   const int64_t offered = store_.offered;
   UsageJournal again(o, Sink());
   ASSERT_OK(again.Start());
-  usleep(100'000);
+  // As above: a new record ships after anything the offset left behind.
+  ASSERT_OK(again.Append(Record(5000)));
+  store_.AwaitSize(2001);
   again.Stop();
-  EXPECT_EQ(store_.offered, offered);
+  EXPECT_EQ(store_.offered, offered + 1);
 }
 
 TEST_F(UsageJournalTest, ACrashBeforeTheOffsetIsSavedReshipsWithoutDuplicates) {
@@ -293,7 +313,7 @@ TEST_F(UsageJournalTest, ACrashBeforeTheOffsetIsSavedReshipsWithoutDuplicates) {
   UsageJournal journal(Options(), Sink());
   ASSERT_OK(journal.Start());
   ASSERT_OK(journal.Append(Record(30)));
-  for (int i = 0; i < 200 && store_.size() < 31; ++i) usleep(10'000);
+  store_.AwaitSize(31);
   journal.Stop();
   EXPECT_EQ(store_.size(), 31u);
   EXPECT_GT(store_.offered, 31);  // re-offered, and the store kept one of each
@@ -309,7 +329,7 @@ TEST_F(UsageJournalTest, ATornLastLineIsSkippedAndLaterRecordsStillShip) {
   UsageJournal journal(Options(), Sink());
   ASSERT_OK(journal.Start());
   ASSERT_OK(journal.Append(Record(2)));
-  for (int i = 0; i < 200 && store_.size() < 2; ++i) usleep(10'000);
+  store_.AwaitSize(2);
   journal.Stop();
   EXPECT_EQ(store_.size(), 2u);
   EXPECT_TRUE(store_.rows.contains("req_1"));
@@ -323,9 +343,7 @@ TEST_F(UsageJournalTest, EmptiesTheFileOnceEverythingIsShipped) {
   ASSERT_OK(journal.Start());
   for (int i = 0; i < 10; ++i) ASSERT_OK(journal.Append(Record(i)));
   ASSERT_TRUE(journal.WaitShipped(10'000));
-  for (int i = 0; i < 200 && std::filesystem::file_size(dir_ / "usage.journal") > 0; ++i) {
-    usleep(10'000);
-  }
+  WaitUntil([&] { return std::filesystem::file_size(dir_ / "usage.journal") == 0; });
   EXPECT_EQ(std::filesystem::file_size(dir_ / "usage.journal"), 0u);
   ASSERT_OK(journal.Append(Record(10)));
   ASSERT_TRUE(journal.WaitShipped(10'000));
@@ -364,7 +382,7 @@ TEST_F(UsageJournalTest, ARequestCutOffByACrashIsShippedAsInterruptedWithItsLast
   o.directory = killed.string();
   UsageJournal restarted(o, Sink());
   ASSERT_OK(restarted.Start());
-  for (int i = 0; i < 200 && restarted.recovered() == 0; ++i) usleep(10'000);
+  WaitUntil([&] { return restarted.recovered() > 0; });
   restarted.Stop();
   EXPECT_EQ(restarted.recovered(), 2);  // both offered; the store kept the final record of req_1
   ASSERT_EQ(store_.size(), 2u);
@@ -400,9 +418,7 @@ TEST_F(UsageJournalTest, AFinalRecordStillInTheJournalWinsOverItsCheckpoint) {
   o.directory = killed.string();
   UsageJournal restarted(o, Sink());
   ASSERT_OK(restarted.Start());
-  for (int i = 0; i < 200 && (store_.size() < 1 || restarted.recovered() == 0); ++i) {
-    usleep(10'000);
-  }
+  WaitUntil([&] { return store_.size() >= 1 && restarted.recovered() > 0; });
   restarted.Stop();
   ASSERT_EQ(store_.size(), 1u);
   EXPECT_EQ(store_.rows["req_3"].status, "completed");
@@ -425,9 +441,7 @@ TEST_F(UsageJournalTest, CheckpointsWaitWhileTheStoreIsDownAndTheFileStaysSmall)
       }
     }
     // The flusher rewrites it to the live lines once it passes the threshold.
-    for (int i = 0; i < 200 && std::filesystem::file_size(dir_ / "usage.inflight") > 4096; ++i) {
-      usleep(10'000);
-    }
+    WaitUntil([&] { return std::filesystem::file_size(dir_ / "usage.inflight") <= 4096; });
     EXPECT_LE(std::filesystem::file_size(dir_ / "usage.inflight"), 4096u);
     killed = SnapshotOf(dir_);
     journal.Stop();
@@ -447,7 +461,7 @@ TEST_F(UsageJournalTest, CheckpointsWaitWhileTheStoreIsDownAndTheFileStaysSmall)
   store_.down = false;
   UsageJournal later(o, Sink());
   ASSERT_OK(later.Start());
-  for (int i = 0; i < 200 && later.recovered() < 2; ++i) usleep(10'000);
+  WaitUntil([&] { return later.recovered() >= 2; });
   later.Stop();
   ASSERT_EQ(store_.size(), 2u);
   EXPECT_EQ(store_.rows["req_5"].output_tokens, 199);
