@@ -36,7 +36,6 @@
 #include <string_view>
 #include <unordered_map>
 #include <utility>
-#include <vector>
 
 namespace atrium::gateway {
 
@@ -77,10 +76,10 @@ class RequestQueue {
   virtual bool Remove(uint64_t id) = 0;
   // The next item to serve, removed from the queue, skipping items
   // `can_start` (may be null: any) refuses; nullopt when the queue is empty
-  // or nothing may start. Where the discipline orders by more than arrival,
-  // the items `first` (may be null) accepts go before the others it would
-  // rank alike (FairQueue: within a priority class; FifoQueue, arrival order
-  // only, does not ask it).
+  // or nothing may start. Where the discipline ranks by more than arrival,
+  // the items `first` (may be null) accepts go first within their rank
+  // (FairQueue: their priority class); FifoQueue, arrival order only, does
+  // not ask it.
   virtual std::optional<QueuedItem> Pop(const CanStartFn& can_start, const CanStartFn& first) = 0;
   // A request that started without being queued (nothing was waiting).
   virtual void StartedWithoutWaiting(const std::string& tenant, double weight, Priority priority,
