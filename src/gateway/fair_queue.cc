@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <vector>
 
 namespace atrium::gateway {
 
@@ -70,7 +71,6 @@ void FairQueue::Push(QueuedItem item) {
   if (fifo.empty()) queue.heads.insert({seq, item.id});
   fifo.emplace(seq, item.id);
   ++queue.size;
-  if (item.deadline_ms != 0) deadlines_.insert({item.deadline_ms, item.id});
   uint64_t id = item.id;
   items_.emplace(id, Entry{std::move(item), seq});
 }
@@ -96,7 +96,6 @@ QueuedItem FairQueue::Take(uint64_t id) {
     backlog_[k].erase({tenant.counter, tenant.name, &tenant});
     last_left_[k] = item.tenant;
   }
-  if (item.deadline_ms != 0) deadlines_.erase({item.deadline_ms, id});
   return item;
 }
 
@@ -124,10 +123,6 @@ std::optional<QueuedItem> FairQueue::PopFromClass(int k, const CanStartFn& can_s
   return std::nullopt;
 }
 
-std::optional<QueuedItem> FairQueue::Pop(const CanStartFn& can_start) {
-  return Pop(can_start, nullptr);
-}
-
 std::optional<QueuedItem> FairQueue::Pop(const CanStartFn& can_start, const CanStartFn& first) {
   for (int k = 0; k < 2; ++k) {
     if (first) {
@@ -148,14 +143,6 @@ void FairQueue::ChargeInput(const std::string& tenant, double weight, int64_t in
                Weighted(options_.input_weight * static_cast<double>(input_tokens), weight));
 }
 
-std::vector<QueuedItem> FairQueue::ExpireDeadlines(int64_t now_ms) {
-  std::vector<QueuedItem> expired;
-  while (!deadlines_.empty() && deadlines_.begin()->first <= now_ms) {
-    expired.push_back(Take(deadlines_.begin()->second));
-  }
-  return expired;
-}
-
 size_t FairQueue::QueuedFor(const std::string& tenant) const {
   auto it = tenants_.find(tenant);
   if (it == tenants_.end()) return 0;
@@ -167,11 +154,6 @@ double FairQueue::Counter(const std::string& tenant) const {
   return it == tenants_.end() ? 0 : it->second.counter;
 }
 
-std::optional<int64_t> FairQueue::NextDeadline() const {
-  if (deadlines_.empty()) return std::nullopt;
-  return deadlines_.begin()->first;
-}
-
 void FifoQueue::Push(QueuedItem item) {
   if (seq_of_.count(item.id) != 0) {
     assert(false && "FifoQueue::Push: duplicate id");
@@ -179,7 +161,6 @@ void FifoQueue::Push(QueuedItem item) {
   }
   uint64_t seq = next_seq_++;
   seq_of_.emplace(item.id, seq);
-  if (item.deadline_ms != 0) deadlines_.insert({item.deadline_ms, item.id});
   order_.emplace(seq, std::move(item));
 }
 
@@ -189,7 +170,6 @@ QueuedItem FifoQueue::Take(uint64_t id) {
   QueuedItem item = std::move(it->second);
   order_.erase(it);
   seq_of_.erase(seq);
-  if (item.deadline_ms != 0) deadlines_.erase({item.deadline_ms, id});
   return item;
 }
 
@@ -199,7 +179,7 @@ bool FifoQueue::Remove(uint64_t id) {
   return true;
 }
 
-std::optional<QueuedItem> FifoQueue::Pop(const CanStartFn& can_start) {
+std::optional<QueuedItem> FifoQueue::Pop(const CanStartFn& can_start, const CanStartFn& /*first*/) {
   // A plain scan: the baseline does not need FairQueue's per-key index, only
   // its contract (a refused tenant/key is not offered again in this call).
   std::vector<std::pair<std::string_view, std::string_view>> refused;
@@ -215,17 +195,10 @@ std::optional<QueuedItem> FifoQueue::Pop(const CanStartFn& can_start) {
   return std::nullopt;
 }
 
-std::vector<QueuedItem> FifoQueue::ExpireDeadlines(int64_t now_ms) {
-  std::vector<QueuedItem> expired;
-  while (!deadlines_.empty() && deadlines_.begin()->first <= now_ms) {
-    expired.push_back(Take(deadlines_.begin()->second));
-  }
-  return expired;
-}
-
-std::optional<int64_t> FifoQueue::NextDeadline() const {
-  if (deadlines_.empty()) return std::nullopt;
-  return deadlines_.begin()->first;
+size_t FifoQueue::QueuedFor(const std::string& tenant) const {
+  return static_cast<size_t>(std::count_if(order_.begin(), order_.end(), [&](const auto& entry) {
+    return entry.second.tenant == tenant;
+  }));
 }
 
 }  // namespace atrium::gateway

@@ -17,6 +17,11 @@
 // class has its own backlog; the counters are the tenant's, shared by both.
 //
 // FifoQueue is the baseline benchmarks compare against: arrival order only.
+// Both are a RequestQueue, so the dispatcher holds either without knowing
+// which (a virtual call per operation; nothing allocated for it).
+//
+// A queued item's deadline is its caller's to keep (the gateway arms a
+// timer and Removes the item when it fires); the queues keep no deadlines.
 //
 // Pure and deterministic: the caller passes every time and charge in. Not
 // thread-safe.
@@ -31,7 +36,6 @@
 #include <string_view>
 #include <unordered_map>
 #include <utility>
-#include <vector>
 
 namespace atrium::gateway {
 
@@ -52,8 +56,6 @@ struct QueuedItem {
   double weight = 1;  // the tenant's fair-share weight (> 0)
   Priority priority = Priority::kInteractive;
   int64_t input_tokens = 0;  // estimated; corrected later with ChargeInput
-  int64_t deadline_ms = 0;   // 0 = none
-  int64_t enqueued_ms = 0;
 };
 
 // Decides whether an item may start now (its tenant's and key's concurrency
@@ -62,43 +64,60 @@ struct QueuedItem {
 // It must not modify the queue.
 using CanStartFn = std::function<bool(const QueuedItem&)>;
 
-class FairQueue {
+// One deployment's waiting requests, in the order of its discipline.
+class RequestQueue {
+ public:
+  virtual ~RequestQueue() = default;
+
+  // Queues `item`. A duplicate id is a caller bug (asserts; ignored).
+  virtual void Push(QueuedItem item) = 0;
+  // Removes a queued item (cancelled, deadline passed, client gone); false
+  // if not queued.
+  virtual bool Remove(uint64_t id) = 0;
+  // The next item to serve, removed from the queue, skipping items
+  // `can_start` (may be null: any) refuses; nullopt when the queue is empty
+  // or nothing may start. Where the discipline ranks by more than arrival,
+  // the items `first` (may be null) accepts go first within their rank
+  // (FairQueue: their priority class); FifoQueue, arrival order only, does
+  // not ask it.
+  virtual std::optional<QueuedItem> Pop(const CanStartFn& can_start, const CanStartFn& first) = 0;
+  // A request that started without being queued (nothing was waiting).
+  virtual void StartedWithoutWaiting(const std::string& tenant, double weight, Priority priority,
+                                     int64_t input_tokens) = 0;
+  // Service to charge after Pop: output tokens as they stream and/or at
+  // completion, and corrections of the input estimate (negative allowed).
+  virtual void ChargeOutput(const std::string& tenant, double weight, int64_t output_tokens) = 0;
+  virtual void ChargeInput(const std::string& tenant, double weight, int64_t input_tokens) = 0;
+
+  virtual size_t size() const = 0;
+  // How many items of `tenant` are queued.
+  virtual size_t QueuedFor(const std::string& tenant) const = 0;
+};
+
+class FairQueue final : public RequestQueue {
  public:
   explicit FairQueue(FairQueueOptions options = {});
 
-  // Queues `item`; lifts its tenant's counter if the tenant was not backlogged
-  // in the item's class. A duplicate id is a caller bug (asserts; ignored).
-  void Push(QueuedItem item);
-  // Removes a queued item (cancelled, client gone); false if not queued.
-  bool Remove(uint64_t id);
-  // The next item to serve, removed from the queue: interactive before batch;
-  // within a class the backlogged tenant with the smallest counter (ties by
-  // tenant name), FIFO within a tenant, skipping items `can_start` refuses.
-  // Charges input_weight·input_tokens/weight to the tenant. nullopt when the
-  // queue is empty or nothing may start.
-  std::optional<QueuedItem> Pop(const CanStartFn& can_start);
-  // Pop, but within each class the items `first` also accepts go before the
-  // others (the class order still comes first: an interactive item before
-  // any batch one).
-  std::optional<QueuedItem> Pop(const CanStartFn& can_start, const CanStartFn& first);
-  // A request that started without being queued (nothing was waiting):
-  // lifted and charged as if it had been pushed and popped at once, so that
-  // its tenant counts as the last to leave the backlog and a tenant arriving
-  // after it is lifted to its level.
+  // Lifts the item's tenant's counter if the tenant was not backlogged in the
+  // item's class.
+  void Push(QueuedItem item) override;
+  bool Remove(uint64_t id) override;
+  // Interactive before batch; within a class the items `first` accepts
+  // before the others, and within those the backlogged tenant with the
+  // smallest counter (ties by tenant name), FIFO within a tenant. Charges
+  // input_weight·input_tokens/weight to the tenant.
+  std::optional<QueuedItem> Pop(const CanStartFn& can_start, const CanStartFn& first) override;
+  // Lifted and charged as if pushed and popped at once, so that its tenant
+  // counts as the last to leave the backlog and a tenant arriving after it
+  // is lifted to its level.
   void StartedWithoutWaiting(const std::string& tenant, double weight, Priority priority,
-                             int64_t input_tokens);
-  // Service to charge after Pop: output tokens as they stream and/or at
-  // completion, and corrections of the input estimate (negative allowed).
-  void ChargeOutput(const std::string& tenant, double weight, int64_t output_tokens);
-  void ChargeInput(const std::string& tenant, double weight, int64_t input_tokens);
-  // Removes and returns the items whose deadline is at or before `now_ms`,
-  // earliest deadline first.
-  std::vector<QueuedItem> ExpireDeadlines(int64_t now_ms);
+                             int64_t input_tokens) override;
+  void ChargeOutput(const std::string& tenant, double weight, int64_t output_tokens) override;
+  void ChargeInput(const std::string& tenant, double weight, int64_t input_tokens) override;
 
-  size_t size() const { return items_.size(); }
-  size_t QueuedFor(const std::string& tenant) const;
+  size_t size() const override { return items_.size(); }
+  size_t QueuedFor(const std::string& tenant) const override;
   double Counter(const std::string& tenant) const;  // 0 for an unknown tenant
-  std::optional<int64_t> NextDeadline() const;
 
  private:
   // One tenant's items of one class: FIFO per key, and each key's oldest item
@@ -145,22 +164,24 @@ class FairQueue {
   std::set<BacklogEntry> backlog_[2];        // tenants with queued items, per class
   std::optional<std::string> last_left_[2];  // the tenant that last left each backlog
   std::unordered_map<uint64_t, Entry> items_;
-  std::set<std::pair<int64_t, uint64_t>> deadlines_;  // (deadline_ms, id)
 };
 
 // Plain arrival order (still honouring can_start), for comparison with
-// FairQueue in benchmarks; the charge calls do nothing so the two are
-// interchangeable.
-class FifoQueue {
+// FairQueue in benchmarks; it charges nobody.
+class FifoQueue final : public RequestQueue {
  public:
-  void Push(QueuedItem item);
-  bool Remove(uint64_t id);
-  std::optional<QueuedItem> Pop(const CanStartFn& can_start);
-  void ChargeOutput(const std::string& tenant, double weight, int64_t output_tokens) {}
-  void ChargeInput(const std::string& tenant, double weight, int64_t input_tokens) {}
-  std::vector<QueuedItem> ExpireDeadlines(int64_t now_ms);
-  size_t size() const { return order_.size(); }
-  std::optional<int64_t> NextDeadline() const;
+  void Push(QueuedItem item) override;
+  bool Remove(uint64_t id) override;
+  // Arrival order; `first` is not asked.
+  std::optional<QueuedItem> Pop(const CanStartFn& can_start, const CanStartFn& first) override;
+  void StartedWithoutWaiting(const std::string& tenant, double weight, Priority priority,
+                             int64_t input_tokens) override {}
+  void ChargeOutput(const std::string& tenant, double weight, int64_t output_tokens) override {}
+  void ChargeInput(const std::string& tenant, double weight, int64_t input_tokens) override {}
+  size_t size() const override { return order_.size(); }
+  // A scan of the queue: the fair discipline's slot rules ask it, FIFO's
+  // do not.
+  size_t QueuedFor(const std::string& tenant) const override;
 
  private:
   QueuedItem Take(uint64_t id);
@@ -168,7 +189,6 @@ class FifoQueue {
   uint64_t next_seq_ = 0;
   std::map<uint64_t, QueuedItem> order_;           // seq → item
   std::unordered_map<uint64_t, uint64_t> seq_of_;  // id → seq
-  std::set<std::pair<int64_t, uint64_t>> deadlines_;
 };
 
 }  // namespace atrium::gateway

@@ -29,7 +29,7 @@ class ChangeNotice {
   const std::function<void()>& on_change_;
 };
 
-gateway::QueuedItem ItemOf(const SlotRequest& r, int64_t now_ms) {
+gateway::QueuedItem ItemOf(const SlotRequest& r) {
   gateway::QueuedItem item;
   item.id = r.id;
   item.tenant = r.tenant_id;
@@ -37,84 +37,13 @@ gateway::QueuedItem ItemOf(const SlotRequest& r, int64_t now_ms) {
   item.weight = r.weight;
   item.priority = r.priority;
   item.input_tokens = r.input_tokens;
-  item.deadline_ms = r.deadline_ms;
-  item.enqueued_ms = now_ms;
   return item;
 }
 
 }  // namespace
 
-size_t Dispatcher::DeploymentQueue::size() const { return fair ? fair->size() : fifo->size(); }
-
-int64_t Dispatcher::DeploymentQueue::capacity() const {
-  int64_t total = 0;
-  for (const auto& e : endpoints) total += std::max<int64_t>(1, e.capacity);
-  return total;
-}
-
-bool Dispatcher::MayStartLocked(DeploymentQueue& queue, const SlotRequest& request,
-                                int64_t now_ms) {
-  if (!limiter_.CanStart(request.subjects)) return false;
-  // Only the fair discipline reserves slots for light tenants; FIFO is the
-  // plain baseline.
-  if (queue.fair) {
-    const gateway::FairQueue& fair = *queue.fair;
-    auto queued = [&fair](const std::string& tenant) {
-      return static_cast<int64_t>(fair.QueuedFor(tenant));
-    };
-    // Burst slots are for when the capacity is used up: below it, the
-    // slots kept for other tenants' shares stay theirs, light or not.
-    const int64_t free = queue.capacity() - queue.in_flight;
-    const bool allowed =
-        free > 0 ? queue.shares.MayStart(request.tenant_id, queue.capacity(), free, now_ms, queued)
-                 : BurstLocked(queue, request, now_ms);
-    if (!allowed) return false;
-  }
-  return true;
-}
-
-bool Dispatcher::PacedLocked(const DeploymentQueue& queue, const SlotRequest& request, bool waiting,
-                             int64_t now_ms) const {
-  if (!request.stream || !queue.paces) return false;
-  if (!queue.shares.Contended(request.tenant_id, now_ms)) return false;
-  if (!queue.fair) return true;
-  const gateway::FairQueue& fair = *queue.fair;
-  auto queued = [&fair](const std::string& tenant) {
-    return static_cast<int64_t>(fair.QueuedFor(tenant));
-  };
-  // The tenant's waiting requests, this one included.
-  const int64_t waits = queued(request.tenant_id) + (waiting ? 0 : 1);
-  if (queue.shares.BelowShare(request.tenant_id, queue.capacity(), now_ms, waits)) return false;
-  // A tenant that asks for least and has been served less than its share is
-  // not paced: a light tenant's burst above its share. Asking for least
-  // alone would not do: of two backlogged tenants, the one served faster has
-  // the shorter queue, and would be served faster still.
-  return !(queue.shares.LeastDemand(request.tenant_id, waits, now_ms, queued) &&
-           queue.shares.Light(request.tenant_id, now_ms));
-}
-
-bool Dispatcher::BurstLocked(const DeploymentQueue& queue, const SlotRequest& request,
-                             int64_t now_ms) const {
-  if (!queue.bursts || !queue.fair) return false;
-  if (!queue.shares.Contended(request.tenant_id, now_ms)) return false;
-  if (!queue.shares.BelowShare(request.tenant_id, queue.capacity(), now_ms) &&
-      !queue.shares.Light(request.tenant_id, now_ms)) {
-    return false;
-  }
-  // And it asks for least: of two backlogged tenants, the one behind would
-  // otherwise keep the burst slots in use as well, and they would be
-  // capacity like any other.
-  const gateway::FairQueue& fair = *queue.fair;
-  auto queued = [&fair](const std::string& tenant) {
-    return static_cast<int64_t>(fair.QueuedFor(tenant));
-  };
-  return queue.shares.LeastDemand(request.tenant_id, queued(request.tenant_id), now_ms, queued);
-}
-
-gateway::PickRule Dispatcher::RuleLocked(const DeploymentQueue& queue, const SlotRequest& request,
-                                         bool waiting, int64_t now_ms) const {
-  return {.paced = PacedLocked(queue, request, waiting, now_ms),
-          .burst = BurstLocked(queue, request, now_ms)};
+gateway::SlotRules Dispatcher::RulesOf(const DeploymentQueue& queue, int64_t now_ms) {
+  return gateway::SlotRules(queue.shares, queue.load, queue.queued, now_ms);
 }
 
 void Dispatcher::StartLocked(DeploymentQueue& queue, const SlotRequest& request,
@@ -125,10 +54,10 @@ void Dispatcher::StartLocked(DeploymentQueue& queue, const SlotRequest& request,
   queue.shares.Started(request.tenant_id);
   // A request's input counts as served when it starts (its output when it
   // ends), so a tenant that starts flooding is seen as heavy at once.
-  if (queue.bursts || queue.paces) {
+  if (queue.load.TracksService()) {
     queue.shares.Served(request.tenant_id, static_cast<double>(request.input_tokens), now_ms);
   }
-  ++queue.in_flight;
+  ++queue.load.in_flight;
 }
 
 void Dispatcher::StartPrefillLocked(DeploymentQueue& queue, const SlotRequest& request,
@@ -143,11 +72,15 @@ Dispatcher::DeploymentQueue& Dispatcher::StateOfLocked(const std::string& deploy
   auto [it, inserted] = queues_.try_emplace(deployment_id, options_.balancer);
   DeploymentQueue& queue = it->second;
   if (inserted) {
-    if (options_.discipline == QueueDiscipline::kFair) {
-      queue.fair = std::make_unique<gateway::FairQueue>(options_.fair);
+    queue.load.fair = options_.discipline == QueueDiscipline::kFair;
+    if (queue.load.fair) {
+      queue.backlog = std::make_unique<gateway::FairQueue>(options_.fair);
     } else {
-      queue.fifo = std::make_unique<gateway::FifoQueue>();
+      queue.backlog = std::make_unique<gateway::FifoQueue>();
     }
+    queue.queued = [&backlog = *queue.backlog](const std::string& tenant) {
+      return static_cast<int64_t>(backlog.QueuedFor(tenant));
+    };
   }
   return queue;
 }
@@ -158,10 +91,12 @@ Dispatcher::DeploymentQueue& Dispatcher::QueueOf(const DeploymentRecord& deploym
   // queue. Compared first: copying the list on every request is hot-path work.
   if (queue.endpoints != deployment.endpoints) {
     queue.endpoints = deployment.endpoints;
-    queue.paces = std::any_of(queue.endpoints.begin(), queue.endpoints.end(),
-                              [](const DeploymentEndpoint& e) { return e.max_prefill > 0; });
-    queue.bursts = std::any_of(queue.endpoints.begin(), queue.endpoints.end(),
-                               [](const DeploymentEndpoint& e) { return e.burst > 0; });
+    queue.load.capacity = 0;
+    for (const auto& e : queue.endpoints) queue.load.capacity += std::max<int64_t>(1, e.capacity);
+    queue.load.paces = std::any_of(queue.endpoints.begin(), queue.endpoints.end(),
+                                   [](const DeploymentEndpoint& e) { return e.max_prefill > 0; });
+    queue.load.bursts = std::any_of(queue.endpoints.begin(), queue.endpoints.end(),
+                                    [](const DeploymentEndpoint& e) { return e.burst > 0; });
   }
   return queue;
 }
@@ -200,15 +135,16 @@ Admission Dispatcher::Admit(const SlotRequest& request, int64_t now_ms, Wake wak
       return admission;
     }
     queue.shares.Seen(request.tenant_id, request.weight, now_ms);
-    if (queue.size() == 0 && MayStartLocked(queue, request, now_ms)) {
-      if (auto pick = queue.balancer.Pick(queue.endpoints, {}, now_ms,
-                                          RuleLocked(queue, request, false, now_ms))) {
+    const gateway::SlotRules rules = RulesOf(queue, now_ms);
+    if (queue.backlog->size() == 0 && limiter_.CanStart(request.subjects) &&
+        rules.MayTakeSlot(request.tenant_id)) {
+      if (auto pick =
+              queue.balancer.Pick(queue.endpoints, {}, now_ms,
+                                  rules.RuleFor(request.tenant_id, request.stream, false))) {
         const std::string& url = queue.endpoints[*pick].url;
         StartLocked(queue, request, url, now_ms);
-        if (queue.fair) {
-          queue.fair->StartedWithoutWaiting(request.tenant_id, request.weight, request.priority,
-                                            request.input_tokens);
-        }
+        queue.backlog->StartedWithoutWaiting(request.tenant_id, request.weight, request.priority,
+                                             request.input_tokens);
         admission.kind = Admission::Kind::kStarted;
         admission.endpoint = url;
         return admission;
@@ -222,11 +158,7 @@ Admission Dispatcher::Admit(const SlotRequest& request, int64_t now_ms, Wake wak
       admission.reason = depth.reason;
       return admission;
     }
-    if (queue.fair) {
-      queue.fair->Push(ItemOf(request, now_ms));
-    } else {
-      queue.fifo->Push(ItemOf(request, now_ms));
-    }
+    queue.backlog->Push(ItemOf(request));
     queue.shares.Queued(request.tenant_id);
     waiting_.emplace(request.id, Waiter{request, std::move(wake)});
     admission.kind = Admission::Kind::kQueued;
@@ -237,51 +169,39 @@ Admission Dispatcher::Admit(const SlotRequest& request, int64_t now_ms, Wake wak
 }
 
 void Dispatcher::PumpLocked(DeploymentQueue& queue, int64_t now_ms, std::vector<Wake>& wakes) {
+  const gateway::SlotRules rules = RulesOf(queue, now_ms);
   auto can_start = [&](const gateway::QueuedItem& item) {
     auto it = waiting_.find(item.id);
     if (it == waiting_.end()) return false;
     const SlotRequest& r = it->second.request;
-    return MayStartLocked(queue, r, now_ms) &&
-           queue.balancer.HasFreeSlot(queue.endpoints, now_ms, RuleLocked(queue, r, true, now_ms));
+    return limiter_.CanStart(r.subjects) && rules.MayTakeSlot(r.tenant_id) &&
+           queue.balancer.HasFreeSlot(queue.endpoints, now_ms,
+                                      rules.RuleFor(r.tenant_id, r.stream, true));
+  };
+  auto goes_first = [&rules](const gateway::QueuedItem& candidate) {
+    return rules.GoesFirst(candidate.tenant);
   };
   // No request can start without a slot free: one within the capacity, or
   // a burst slot while tenants share the deployment (only then may one
   // take it).
-  const bool burst = queue.bursts && queue.fair && queue.shares.Shared(now_ms);
-  while (queue.size() > 0 &&
+  const bool burst = rules.BurstSlotsOpen();
+  while (queue.backlog->size() > 0 &&
          queue.balancer.HasFreeSlot(queue.endpoints, now_ms, {.burst = burst})) {
-    std::optional<gateway::QueuedItem> item;
-    if (queue.fair) {
-      // Within a priority class, a tenant below its share of the slots goes
-      // first, whatever the counters say: a tenant that starts flooding has
-      // the lower counter (the credit of its return) and would otherwise
-      // take the slots a light tenant's burst is waiting for, its share
-      // included.
-      const int64_t capacity = queue.capacity();
-      item = queue.fair->Pop(can_start, [&](const gateway::QueuedItem& candidate) {
-        return queue.shares.BelowShare(candidate.tenant, capacity, now_ms);
-      });
-    } else {
-      item = queue.fifo->Pop(can_start);
-    }
+    std::optional<gateway::QueuedItem> item = queue.backlog->Pop(can_start, goes_first);
     if (!item) break;  // everything waiting is held back by its own concurrency limit
     auto it = waiting_.find(item->id);
     if (it == waiting_.end()) {
       queue.shares.Dequeued(item->tenant);
       continue;
     }
+    const SlotRequest& r = it->second.request;
     auto pick = queue.balancer.Pick(queue.endpoints, {}, now_ms,
-                                    RuleLocked(queue, it->second.request, false, now_ms));
+                                    rules.RuleFor(r.tenant_id, r.stream, false));
     if (!pick) {  // can_start said yes; keep the item rather than lose it
-      if (queue.fair) {
-        queue.fair->Push(*item);
-      } else {
-        queue.fifo->Push(*item);
-      }
+      queue.backlog->Push(*item);
       break;
     }
     const std::string& url = queue.endpoints[*pick].url;
-    const SlotRequest& r = it->second.request;
     limiter_.Unqueued(r.subjects);
     queue.shares.Dequeued(r.tenant_id);
     StartLocked(queue, r, url, now_ms);
@@ -308,11 +228,7 @@ bool Dispatcher::Cancel(uint64_t id, int64_t now_ms) {
   const SlotRequest& r = it->second.request;
   auto q = queues_.find(r.deployment->id);
   if (q != queues_.end()) {
-    if (q->second.fair) {
-      q->second.fair->Remove(id);
-    } else {
-      q->second.fifo->Remove(id);
-    }
+    q->second.backlog->Remove(id);
     q->second.shares.Dequeued(r.tenant_id);
   }
   limiter_.Unqueued(r.subjects);
@@ -357,13 +273,13 @@ bool Dispatcher::EndPrefillLocked(const SlotRequest& request) {
 
 void Dispatcher::PumpAllLocked(int64_t now_ms, std::vector<Wake>& wakes) {
   for (auto& [id, queue] : queues_) {
-    if (queue.size() > 0) PumpLocked(queue, now_ms, wakes);
+    if (queue.backlog->size() > 0) PumpLocked(queue, now_ms, wakes);
   }
 }
 
 void Dispatcher::PumpPacedLocked(int64_t now_ms, std::vector<Wake>& wakes) {
   for (auto& [id, queue] : queues_) {
-    if (queue.paces && queue.size() > 0) PumpLocked(queue, now_ms, wakes);
+    if (queue.load.paces && queue.backlog->size() > 0) PumpLocked(queue, now_ms, wakes);
   }
 }
 
@@ -402,21 +318,19 @@ void Dispatcher::Finish(const SlotRequest& request, const std::string& endpoint,
     }
     auto q = queues_.find(request.deployment->id);
     if (q != queues_.end()) {
-      q->second.shares.Finished(request.tenant_id);
-      if (q->second.bursts || q->second.paces) {
-        q->second.shares.Served(
+      DeploymentQueue& queue = q->second;
+      queue.shares.Finished(request.tenant_id);
+      if (queue.load.TracksService()) {
+        queue.shares.Served(
             request.tenant_id,
             static_cast<double>(usage.input_tokens - request.input_tokens + usage.output_tokens),
             now_ms);
       }
-      if (q->second.in_flight > 0) --q->second.in_flight;
-    }
-    if (q != queues_.end() && q->second.fair) {
-      gateway::FairQueue& fair = *q->second.fair;
-      fair.ChargeInput(request.tenant_id, request.weight,
-                       usage.input_tokens - request.input_tokens);
-      fair.ChargeOutput(request.tenant_id, request.weight,
-                        usage.output_tokens - usage.output_charged);
+      if (queue.load.in_flight > 0) --queue.load.in_flight;
+      queue.backlog->ChargeInput(request.tenant_id, request.weight,
+                                 usage.input_tokens - request.input_tokens);
+      queue.backlog->ChargeOutput(request.tenant_id, request.weight,
+                                  usage.output_tokens - usage.output_charged);
     }
     // The freed slot (or the tenant's freed concurrency) may let any queue move.
     PumpAllLocked(now_ms, wakes);
@@ -427,8 +341,8 @@ void Dispatcher::Finish(const SlotRequest& request, const std::string& endpoint,
 void Dispatcher::ChargeOutput(const SlotRequest& request, int64_t output_tokens) {
   std::lock_guard lock(mu_);
   auto q = queues_.find(request.deployment->id);
-  if (q != queues_.end() && q->second.fair) {
-    q->second.fair->ChargeOutput(request.tenant_id, request.weight, output_tokens);
+  if (q != queues_.end()) {
+    q->second.backlog->ChargeOutput(request.tenant_id, request.weight, output_tokens);
   }
 }
 
@@ -462,7 +376,7 @@ void Dispatcher::Pump(int64_t now_ms) {
 size_t Dispatcher::QueuedFor(const std::string& deployment_id) const {
   std::lock_guard lock(mu_);
   auto q = queues_.find(deployment_id);
-  return q == queues_.end() ? 0 : q->second.size();
+  return q == queues_.end() ? 0 : q->second.backlog->size();
 }
 
 int Dispatcher::OutstandingOn(const std::string& deployment_id, const std::string& url) const {

@@ -5,7 +5,8 @@
 // and its tenant and key are under their concurrency limits), waits in its
 // deployment's queue until Pump() grants it a slot and calls its Wake, or is
 // refused (429 with when to retry). The cores it combines are pure
-// (src/gateway); this class only adds the lock and the wake-ups.
+// (src/gateway; the slot, pacing and burst rules are gateway::SlotRules);
+// this class only adds the lock and the wake-ups.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,7 @@
 #include "gateway/balancer.h"
 #include "gateway/fair_queue.h"
 #include "gateway/limiter.h"
+#include "gateway/slot_rules.h"
 #include "gateway/slot_shares.h"
 #include "store/gateway_records.h"
 
@@ -56,7 +58,7 @@ struct SlotRequest {
   int64_t input_tokens = 0;                      // estimate, charged to the fair queue
   int64_t reserved_tokens = 0;  // input estimate + max_tokens, taken from token buckets
   int64_t deadline_ms = 0;
-  bool stream = false;  // streamed: in prefill until FirstToken() (see PacedLocked)
+  bool stream = false;  // streamed: in prefill until FirstToken() (see SlotRules::Paced)
 };
 
 struct Admission {
@@ -134,46 +136,20 @@ class Dispatcher {
   struct DeploymentQueue {
     explicit DeploymentQueue(const gateway::BalancerOptions& options) : balancer(options) {}
     gateway::Balancer balancer;
-    std::unique_ptr<gateway::FairQueue> fair;
-    std::unique_ptr<gateway::FifoQueue> fifo;
+    // The requests waiting for a slot, in the order of the discipline.
+    std::unique_ptr<gateway::RequestQueue> backlog;
+    // Counts a tenant's requests in `backlog`, for the slot rules (made once:
+    // nothing is allocated per decision).
+    gateway::SlotShares::QueuedFn queued;
     std::vector<DeploymentEndpoint> endpoints;  // as of the newest request
     gateway::SlotShares shares;                 // who may take the last free slots
-    int64_t in_flight = 0;
-    bool paces = false;   // some endpoint sets max_prefill
-    bool bursts = false;  // some endpoint has burst slots
-    size_t size() const;
-    int64_t capacity() const;
+    gateway::DeploymentLoad load;               // capacity, in flight, pacing, bursts
   };
   DeploymentQueue& QueueOf(const DeploymentRecord& deployment);
   // The deployment's state, made on first use (a health check may come first).
   DeploymentQueue& StateOfLocked(const std::string& deployment_id);
-  // A slot of `queue` for a request of `tenant`: concurrency, shares, endpoint.
-  bool MayStartLocked(DeploymentQueue& queue, const SlotRequest& request, int64_t now_ms);
-  // Whether `request` waits for its endpoint's prefills (max_prefill, see
-  // Balancer::Pick), while another tenant is active (under FIFO: any
-  // streamed request then): a streamed request of a tenant that runs
-  // something and asks for at least its weighted share of the deployment's
-  // capacity (running and waiting requests, this one included), unless it
-  // asks for no more than any other tenant and is light (SlotShares::Light).
-  // A lone tenant is not paced (nobody waits behind its prefills), nor is a
-  // tenant asking for less than its share, nor a light tenant's burst: their
-  // first token comes after at most the prefills already started, however
-  // hard another floods. A tenant that starts flooding is paced once what
-  // it asks for reaches its share, which shows as its requests arrive,
-  // before it has been served anything.
-  bool PacedLocked(const DeploymentQueue& queue, const SlotRequest& request, bool waiting,
-                   int64_t now_ms) const;
-  // Whether `request` may use burst slots above capacity (fair discipline
-  // only), while another tenant is active: its tenant asks for no more than
-  // any other (running and waiting requests), and runs less than its
-  // weighted share of the capacity (another took more of the slots than its
-  // share) or is light (SlotShares::Light: served less than its share
-  // lately, which lets a light tenant's burst above its share of the slots
-  // start at once too).
-  bool BurstLocked(const DeploymentQueue& queue, const SlotRequest& request, int64_t now_ms) const;
-  // `waiting`: the request is in the queue now (its demand counts it there).
-  gateway::PickRule RuleLocked(const DeploymentQueue& queue, const SlotRequest& request,
-                               bool waiting, int64_t now_ms) const;
+  // The slot rules over `queue` as it is now; the view refers to `queue`.
+  static gateway::SlotRules RulesOf(const DeploymentQueue& queue, int64_t now_ms);
   void StartLocked(DeploymentQueue& queue, const SlotRequest& request, const std::string& url,
                    int64_t now_ms);
   void StartPrefillLocked(DeploymentQueue& queue, const SlotRequest& request,

@@ -27,7 +27,7 @@ QueuedItem Item(uint64_t id, std::string tenant, int64_t input_tokens = 10, doub
 }
 
 uint64_t PopId(FairQueue& q, const CanStartFn& can_start = kAny) {
-  auto item = q.Pop(can_start);
+  auto item = q.Pop(can_start, nullptr);
   EXPECT_TRUE(item.has_value());
   return item ? item->id : 0;
 }
@@ -38,7 +38,7 @@ TEST(FairQueueTest, ServesATenantInArrivalOrder) {
   EXPECT_EQ(q.size(), 5u);
   EXPECT_EQ(q.QueuedFor("a"), 5u);
   for (uint64_t id = 1; id <= 5; ++id) EXPECT_EQ(PopId(q), id);
-  EXPECT_FALSE(q.Pop(kAny).has_value());
+  EXPECT_FALSE(q.Pop(kAny, nullptr).has_value());
   EXPECT_EQ(q.size(), 0u);
 }
 
@@ -97,7 +97,7 @@ TEST(FairQueueTest, TwoBackloggedTenantsStayWithinTheVtcBound) {
     q.Push(Item(next_id++, "b", input(rng)));
   }
   for (int step = 0; step < 5000; ++step) {
-    auto item = q.Pop(kAny);
+    auto item = q.Pop(kAny, nullptr);
     ASSERT_TRUE(item.has_value());
     int64_t out = output(rng);
     q.ChargeOutput(item->tenant, item->weight, out);
@@ -129,7 +129,7 @@ TEST(FairQueueTest, ContinuousBatchingStaysWithinTheVtcBound) {
   std::vector<Running> batch;
   for (int step = 0; step < 20000; ++step) {
     while (batch.size() < 8) {
-      auto item = q.Pop(kAny);
+      auto item = q.Pop(kAny, nullptr);
       ASSERT_TRUE(item.has_value());
       service.Add(item->tenant, item->input_tokens, 0);
       batch.push_back({item->tenant, output(rng)});
@@ -156,7 +156,7 @@ TEST(FairQueueTest, WeightsSplitServiceInProportion) {
     q.Push(Item(next_id++, "light", input(rng), 1));
   }
   for (int step = 0; step < 20000; ++step) {
-    auto item = q.Pop(kAny);
+    auto item = q.Pop(kAny, nullptr);
     ASSERT_TRUE(item.has_value());
     int64_t out = output(rng);
     q.ChargeOutput(item->tenant, item->weight, out);
@@ -174,7 +174,7 @@ TEST(FairQueueTest, AnIdleTenantBanksNoCredit) {
   for (int i = 0; i < 100; ++i) {
     q.Push(Item(next_id++, "a", 100));
     q.Push(Item(next_id++, "a", 100));
-    ASSERT_TRUE(q.Pop(kAny).has_value());
+    ASSERT_TRUE(q.Pop(kAny, nullptr).has_value());
   }
   double a_counter = q.Counter("a");
   ASSERT_GT(a_counter, 9000);
@@ -184,7 +184,7 @@ TEST(FairQueueTest, AnIdleTenantBanksNoCredit) {
   for (int i = 0; i < 20; ++i) q.Push(Item(next_id++, "b", 100));
   std::map<std::string, int> served;
   for (int i = 0; i < 40; ++i) {
-    auto item = q.Pop(kAny);
+    auto item = q.Pop(kAny, nullptr);
     ASSERT_TRUE(item.has_value());
     ++served[item->tenant];
   }
@@ -195,7 +195,7 @@ TEST(FairQueueTest, AnIdleTenantBanksNoCredit) {
 TEST(FairQueueTest, LiftsToTheLastTenantToLeaveWhenNobodyWaits) {
   FairQueue q;
   q.Push(Item(1, "a", 500));
-  ASSERT_TRUE(q.Pop(kAny).has_value());
+  ASSERT_TRUE(q.Pop(kAny, nullptr).has_value());
   q.ChargeOutput("a", 1, 100);
   EXPECT_DOUBLE_EQ(q.Counter("a"), 700);
   // The queue is empty; b arrives and starts level with a, not at 0.
@@ -215,7 +215,7 @@ TEST(FairQueueTest, ACreditLetsALightTenantsBurstGoFirstButNoFurther) {
   for (int i = 0; i < 100; ++i) {  // a is backlogged and served for a long time
     q.Push(Item(next_id++, "a", 100));
     q.Push(Item(next_id++, "a", 100));
-    ASSERT_TRUE(q.Pop(kAny).has_value());
+    ASSERT_TRUE(q.Pop(kAny, nullptr).has_value());
   }
   const double a_counter = q.Counter("a");
   // b arrives far behind: lifted to a's counter less the credit, not to a's.
@@ -225,7 +225,7 @@ TEST(FairQueueTest, ACreditLetsALightTenantsBurstGoFirstButNoFurther) {
   // b's burst goes first until the credit is spent (3 requests of 100), then
   // the two alternate as before.
   std::string order;
-  for (int i = 0; i < 7; ++i) order += q.Pop(kAny)->tenant;
+  for (int i = 0; i < 7; ++i) order += q.Pop(kAny, nullptr)->tenant;
   EXPECT_EQ(order.substr(0, 3), "bbb");
   EXPECT_NE(order.substr(3).find('a'), std::string::npos);
   // A lift never lowers a counter that is already within the credit.
@@ -248,44 +248,33 @@ TEST(FairQueueTest, InteractiveBeforeBatch) {
   EXPECT_EQ(PopId(q), 3u);
 }
 
-TEST(FairQueueTest, ExpiresDeadlinesEarliestFirst) {
+TEST(FairQueueTest, ItemsFirstAcceptsGoFirstWithinTheirClass) {
   FairQueue q;
-  QueuedItem late = Item(1, "a");
-  late.deadline_ms = 5000;
-  QueuedItem early = Item(2, "b");
-  early.deadline_ms = 1000;
-  QueuedItem none = Item(3, "a");
-  q.Push(late);
-  q.Push(early);
-  q.Push(none);
-  EXPECT_EQ(q.NextDeadline(), 1000);
-  EXPECT_TRUE(q.ExpireDeadlines(999).empty());
-  auto expired = q.ExpireDeadlines(5000);
-  ASSERT_EQ(expired.size(), 2u);
-  EXPECT_EQ(expired[0].id, 2u);
-  EXPECT_EQ(expired[1].id, 1u);
-  EXPECT_EQ(q.size(), 1u);
-  EXPECT_EQ(q.QueuedFor("b"), 0u);
-  EXPECT_FALSE(q.NextDeadline().has_value());
-  EXPECT_EQ(PopId(q), 3u);
+  q.ChargeOutput("b", 1, 100);  // b comes after a by counter
+  q.Push(Item(1, "a"));
+  q.Push(Item(2, "b"));
+  q.Push(Item(3, "c", 10, 1, Priority::kBatch));
+  q.Push(Item(4, "a"));
+  auto b_or_c = [](const QueuedItem& item) { return item.tenant != "a"; };
+  EXPECT_EQ(q.Pop(kAny, b_or_c)->id, 2u);  // ahead of a's smaller counter
+  EXPECT_EQ(q.Pop(kAny, b_or_c)->id, 1u);  // the class order still comes first
+  EXPECT_EQ(q.Pop(kAny, b_or_c)->id, 4u);
+  EXPECT_EQ(q.Pop(kAny, b_or_c)->id, 3u);
 }
 
 TEST(FairQueueTest, RemoveTakesAnItemOutOfEveryIndex) {
   FairQueue q;
-  QueuedItem a1 = Item(1, "a");
-  a1.deadline_ms = 100;
-  q.Push(a1);
+  q.Push(Item(1, "a"));
   q.Push(Item(2, "a"));
   q.Push(Item(3, "b"));
   EXPECT_TRUE(q.Remove(1));
   EXPECT_FALSE(q.Remove(1));
   EXPECT_FALSE(q.Remove(42));
-  EXPECT_FALSE(q.NextDeadline().has_value());
   EXPECT_TRUE(q.Remove(3));
   EXPECT_EQ(q.QueuedFor("b"), 0u);
   EXPECT_EQ(q.size(), 1u);
   EXPECT_EQ(PopId(q), 2u);
-  EXPECT_FALSE(q.Pop(kAny).has_value());
+  EXPECT_FALSE(q.Pop(kAny, nullptr).has_value());
 }
 
 TEST(FairQueueTest, SkipsTenantsAndKeysThatCannotStart) {
@@ -309,7 +298,7 @@ TEST(FairQueueTest, SkipsTenantsAndKeysThatCannotStart) {
   auto not_a = [](const QueuedItem& item) { return item.tenant != "a"; };
   EXPECT_EQ(PopId(q, not_a), 4u);
   // Nothing may start: nothing is taken.
-  EXPECT_FALSE(q.Pop([](const QueuedItem&) { return false; }).has_value());
+  EXPECT_FALSE(q.Pop([](const QueuedItem&) { return false; }, nullptr).has_value());
   EXPECT_EQ(q.size(), 2u);
   EXPECT_EQ(PopId(q), 1u);
   EXPECT_EQ(PopId(q), 2u);
@@ -325,7 +314,7 @@ TEST(FairQueueTest, ManyTenantsEachServedOncePerRound) {
   for (int round = 0; round < 3; ++round) {
     std::map<std::string, int> served;
     for (int i = 0; i < kTenants; ++i) {
-      auto item = q.Pop(kAny);
+      auto item = q.Pop(kAny, nullptr);
       ASSERT_TRUE(item.has_value());
       ++served[item->tenant];
     }
@@ -346,31 +335,48 @@ TEST(FifoQueueTest, ServesInArrivalOrderSkippingWhatCannotStart) {
     if (item.key_id == "k1") ++offered_k1;
     return item.key_id != "k1";
   };
-  EXPECT_EQ(q.Pop(not_k1)->id, 2u);
-  EXPECT_EQ(q.Pop(not_k1)->id, 4u);
+  EXPECT_EQ(q.Pop(not_k1, nullptr)->id, 2u);
+  EXPECT_EQ(q.Pop(not_k1, nullptr)->id, 4u);
   EXPECT_EQ(offered_k1, 2);  // once per Pop
-  EXPECT_FALSE(q.Pop(not_k1).has_value());
+  EXPECT_FALSE(q.Pop(not_k1, nullptr).has_value());
   EXPECT_TRUE(q.Remove(3));
   EXPECT_FALSE(q.Remove(3));
-  EXPECT_EQ(q.Pop(kAny)->id, 1u);
+  EXPECT_EQ(q.Pop(kAny, nullptr)->id, 1u);
   EXPECT_EQ(q.size(), 0u);
 }
 
-TEST(FifoQueueTest, ExpiresDeadlines) {
+TEST(FifoQueueTest, ServesInArrivalOrderWithoutAskingFirst) {
   FifoQueue q;
-  QueuedItem a = Item(1, "a");
-  a.deadline_ms = 300;
-  QueuedItem b = Item(2, "b");
-  b.deadline_ms = 200;
-  q.Push(a);
-  q.Push(b);
-  q.Push(Item(3, "c"));
-  EXPECT_EQ(q.NextDeadline(), 200);
-  auto expired = q.ExpireDeadlines(250);
-  ASSERT_EQ(expired.size(), 1u);
-  EXPECT_EQ(expired[0].id, 2u);
-  EXPECT_EQ(q.size(), 2u);
-  EXPECT_EQ(q.Pop(kAny)->id, 1u);
+  q.Push(Item(1, "a"));
+  q.Push(Item(2, "b"));
+  int asked = 0;
+  auto b_first = [&asked](const QueuedItem& item) {
+    ++asked;
+    return item.tenant == "b";
+  };
+  EXPECT_EQ(q.Pop(kAny, b_first)->id, 1u);
+  EXPECT_EQ(q.Pop(kAny, b_first)->id, 2u);
+  EXPECT_EQ(asked, 0);
+}
+
+// Both disciplines behind the one interface the dispatcher holds.
+TEST(RequestQueueTest, EitherDisciplineCountsEachTenantsItems) {
+  FairQueue fair;
+  FifoQueue fifo;
+  for (RequestQueue* q : {static_cast<RequestQueue*>(&fair), static_cast<RequestQueue*>(&fifo)}) {
+    q->Push(Item(1, "a"));
+    q->Push(Item(2, "b"));
+    q->Push(Item(3, "a"));
+    EXPECT_EQ(q->size(), 3u);
+    EXPECT_EQ(q->QueuedFor("a"), 2u);
+    EXPECT_EQ(q->QueuedFor("b"), 1u);
+    EXPECT_EQ(q->QueuedFor("c"), 0u);
+    EXPECT_TRUE(q->Remove(3));
+    EXPECT_EQ(q->QueuedFor("a"), 1u);
+    ASSERT_TRUE(q->Pop(kAny, nullptr).has_value());
+    EXPECT_EQ(q->size(), 1u);
+    EXPECT_EQ(q->QueuedFor("a") + q->QueuedFor("b"), 1u);
+  }
 }
 
 }  // namespace
