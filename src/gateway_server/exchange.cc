@@ -57,12 +57,6 @@ bool ParseBuffered(UpstreamConnection& connection,
   return response.is_done() || response.get().body().size != room;
 }
 
-// The answer to a request Stop() cut off after the drain time.
-Refusal ShuttingDown() {
-  return Refusal{503, "server_error", "service_unavailable",
-                 "the gateway is stopping; retry the request", 1000};
-}
-
 // A server's Retry-After in milliseconds when given in seconds (as model
 // servers give it); 0 when absent or a date.
 int64_t RetryAfterMs(const bhttp::fields& head) {
@@ -102,24 +96,6 @@ std::string RetryAdvice(const bhttp::fields& head) {
     lines.append(name).append(": ").append(value.data(), value.size()).append("\r\n");
   }
   return lines;
-}
-
-// What a tenant is told when its request found no model server to answer
-// it: the status and what it means, never the endpoint (the operator's
-// upstream URLs and addresses are not the tenant's to see; the operator's
-// log has them, with the request id).
-std::string TenantFacingFailure(int status, const GatewayOptions& options) {
-  switch (status) {
-    case 504:
-      return "the model's server did not answer within " +
-             std::to_string(options.first_byte_timeout_ms) + " ms";
-    case 503:
-      return "the model's server is overloaded (it answered 503); retry later";
-    case 502:
-      return "the model's server could not be reached or failed (502)";
-    default:
-      return "the model's server answered " + std::to_string(status);
-  }
 }
 
 }  // namespace
@@ -256,11 +232,11 @@ awaitable<std::optional<Session::Early>> Session::Queue(Exchange& x) {
         });
       });
   if (admission.kind == Admission::Kind::kRefused) {
-    const bool limited = admission.http_status == 429;
-    co_return Early::Rejected(Refusal{admission.http_status,
-                                      limited ? "rate_limit_error" : "server_error",
-                                      limited ? "rate_limit_exceeded" : "service_unavailable",
-                                      admission.reason, admission.retry_after_ms});
+    // The dispatcher refuses with a 429 (a limit) or a 503 (no endpoint).
+    co_return Early::Rejected(
+        admission.http_status == 429
+            ? Refusal::RateLimited(admission.reason, admission.retry_after_ms)
+            : Refusal::Unavailable(admission.reason, admission.retry_after_ms));
   }
   if (admission.kind == Admission::Kind::kStarted) {
     x.endpoint = admission.endpoint;
@@ -275,11 +251,7 @@ awaitable<std::optional<Session::Early>> Session::Queue(Exchange& x) {
     if (server_.dispatcher.Cancel(x.slot.id, Now())) {
       x.meter.Dequeued(Now());
       co_return Early::Rejected(
-          Refusal{429, "rate_limit_error", "rate_limit_exceeded",
-                  "too many request bytes of this tenant wait in the queue (at most " +
-                      std::to_string(server_.body_budget.options().queued_bytes_per_tenant) +
-                      "); retry when fewer requests are waiting",
-                  1000});
+          Refusal::QueuedBodiesFull(server_.body_budget.options().queued_bytes_per_tenant));
     }
     // Granted meanwhile: it waits no longer.
     x.endpoint = server_.dispatcher.TakeGrant(x.slot.id).value_or("");
@@ -307,11 +279,8 @@ awaitable<std::optional<Session::Early>> Session::Queue(Exchange& x) {
     x.endpoint = *grant;
   } else if (server_.dispatcher.Cancel(x.slot.id, Now())) {
     if (x.interrupts->client_gone) co_return Early::Cancelled();
-    if (x.interrupts->shutting_down) co_return Early::Rejected(ShuttingDown());
-    co_return Early::Rejected(Refusal{504, "timeout", "queue_timeout",
-                                      "the request waited " +
-                                          std::to_string(x.slot.deadline_ms - x.arrived) +
-                                          " ms in the queue without being served"});
+    if (x.interrupts->shutting_down) co_return Early::Rejected(Refusal::ShuttingDown());
+    co_return Early::Rejected(Refusal::QueueTimeout(x.slot.deadline_ms - x.arrived));
   } else {  // granted between the wake-up and Cancel()
     x.endpoint = server_.dispatcher.TakeGrant(x.slot.id).value_or("");
   }
@@ -407,7 +376,7 @@ awaitable<std::optional<Session::Early>> Session::Route(Exchange& x) {
       server_.dispatcher.Finish(x.slot, x.endpoint, Dispatcher::Outcome::kAbandoned,
                                 {x.meter.record().input_tokens, 0, 0}, Now());
       if (x.interrupts->client_gone) co_return Early::Cancelled();
-      co_return Early{UsageStatus::kInterrupted, ShuttingDown()};
+      co_return Early{UsageStatus::kInterrupted, Refusal::ShuttingDown()};
     }
     const int upstream_status = x.connection ? static_cast<int>(x.response->get().result_int()) : 0;
     const bool retryable =
@@ -436,13 +405,8 @@ awaitable<std::optional<Session::Early>> Session::Route(Exchange& x) {
     if (!next) {
       server_.dispatcher.Finish(x.slot, settled ? "" : x.endpoint, Dispatcher::Outcome::kFailed,
                                 {x.meter.record().input_tokens, 0, 0}, Now());
-      const char* code = failure_status == 504   ? "upstream_timeout"
-                         : failure_status == 503 ? "service_unavailable"
-                                                 : "upstream_error";
-      co_return Early::Failed(Refusal{
-          failure_status, "server_error", code, TenantFacingFailure(failure_status, options()),
-          failure_status == 503 ? std::max<int64_t>(failure_retry_after_ms, 1000)
-                                : failure_retry_after_ms});
+      co_return Early::Failed(Refusal::UpstreamFailed(
+          failure_status, options().first_byte_timeout_ms, failure_retry_after_ms));
     }
     x.endpoint = *next;
   }
@@ -654,21 +618,18 @@ awaitable<bool> Session::Relay(Exchange& x) {
     } else if (x.interrupts->shutting_down) {
       outcome = Dispatcher::Outcome::kAbandoned;  // no verdict on the endpoint
       Meter(x, UsageStatus::kInterrupted, 503);
-      const Refusal error = ShuttingDown();
+      const Refusal error = Refusal::ShuttingDown();
       const bool keep_alive = false;
       keep_open = co_await SendError(error, keep_alive, x.request_id);
     } else if (body_timed_out) {
       outcome = Dispatcher::Outcome::kFailed;
       Meter(x, UsageStatus::kFailed, 504);
-      const Refusal error{504, "server_error", "upstream_timeout",
-                          "the model server's response did not arrive whole within " +
-                              std::to_string(options().upstream_body_timeout_ms) + " ms"};
+      const Refusal error = Refusal::UpstreamBodyTimeout(options().upstream_body_timeout_ms);
       keep_open = co_await SendError(error, x.keep_alive, x.request_id);
     } else {
       outcome = Dispatcher::Outcome::kFailed;
       Meter(x, UsageStatus::kFailed, 502);
-      const Refusal error{502, "server_error", "upstream_error",
-                          "the model server's response broke off"};
+      const Refusal error = Refusal::UpstreamBrokeOff();
       keep_open = co_await SendError(error, x.keep_alive, x.request_id);
     }
   } else {
