@@ -7,9 +7,10 @@
 //
 // The pure parts of each stage live in src/gateway (PolicySnapshot,
 // ParseRequest, ReadRequestOptions, the Dispatcher's cores, SseRelay,
-// UsageMeter, RelayOutcomeOf); here is their I/O. A stage either passes the exchange on or
-// ends it early (an `Early`: refused, failed or cancelled), and every
-// exchange with a tenant ends with exactly one usage record.
+// UsageMeter, RelayOutcomeOf); here is their I/O. A stage either passes
+// the exchange on or ends it early (an `Early`: refused, failed or
+// cancelled), and every exchange with a tenant ends with exactly one usage
+// record.
 #pragma once
 
 // clang-format off
