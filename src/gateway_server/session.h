@@ -58,7 +58,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void WatchClient(const std::shared_ptr<Interrupts>& interrupts);
 
  private:
-  // One request on its way through the chain (exchange.cc).
+  // One request on its way through the chain (exchange.h).
   struct Exchange;
   // How a stage ends an exchange before its answer is relayed: the record's
   // status and what the client is told (nothing when it has gone).
