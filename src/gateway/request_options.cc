@@ -16,15 +16,13 @@ std::variant<RequestOptions, Refusal> ReadRequestOptions(std::string_view priori
     if (key_priority == Priority::kBatch) {
       // The key's class is a ceiling its admin set: a batch key's requests
       // do not jump the interactive ones.
-      return Refusal{403, "invalid_request_error", "priority_not_allowed",
-                     "X-Atrium-Priority interactive is above this API key's class (batch)"};
+      return Refusal::PriorityNotAllowed();
     }
     options.priority = Priority::kInteractive;
   } else if (priority_header == "batch") {
     options.priority = Priority::kBatch;
   } else if (!priority_header.empty()) {
-    return Refusal{400, "invalid_request_error", "invalid_priority",
-                   "X-Atrium-Priority must be interactive or batch"};
+    return Refusal::InvalidPriority();
   }
   options.deadline_ms = bounds.default_ms;
   if (!deadline_header.empty()) {
@@ -36,8 +34,7 @@ std::variant<RequestOptions, Refusal> ReadRequestOptions(std::string_view priori
       if (digits) value = value * 10 + (c - '0');
     }
     if (!digits || value <= 0 || value > bounds.max_ms) {
-      return Refusal{400, "invalid_request_error", "invalid_deadline",
-                     "X-Atrium-Deadline-Ms must be 1.." + std::to_string(bounds.max_ms)};
+      return Refusal::InvalidDeadline(bounds.max_ms);
     }
     options.deadline_ms = value;
   }

@@ -1,7 +1,7 @@
 // GatewayServer: the OpenAI-compatible front door (POST /v1/chat/completions,
 // /v1/completions, /v1/embeddings; GET /v1/models) on a listener of its own.
 // Each request runs the chain authenticate -> parse -> entitle -> limit ->
-// fair queue -> route -> relay -> meter (session.h, exchange.cc); the pieces
+// fair queue -> route -> relay -> meter (session.h, exchange.h); the pieces
 // are the pure cores in src/gateway and the Dispatcher; the shell is the
 // asynchronous I/O around them (Boost.Beast/Asio coroutines on one
 // single-threaded event loop per thread, connections spread over the loops,

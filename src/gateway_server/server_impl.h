@@ -2,8 +2,8 @@
 // event loops, their keep-alive pools and journal batches, the dispatcher,
 // the sessions) and what a client-disconnect watch may interrupt. Shared by
 // gateway_server.cc (listener, health checks, start and stop), session.cc (a
-// client connection) and exchange.cc (one request through the chain); not
-// for use outside src/gateway_server.
+// client connection) and the stage files (one request through the chain,
+// exchange.h); not for use outside src/gateway_server.
 #pragma once
 
 // clang-format off

@@ -119,9 +119,7 @@ awaitable<bool> Session::WriteAll(std::string_view a, std::string_view b) {
     // cut off, and its checkpoint bills what it had relayed.
     journal_wait_ = 0;
     if (a.starts_with("HTTP/1.1 ")) {
-      const gateway::Refusal refusal{503, "server_error", "usage_unavailable",
-                                     "the request's usage could not be recorded; retry later",
-                                     1000};
+      const gateway::Refusal refusal = gateway::Refusal::UsageUnavailable();
       const bool keep_alive = false;
       co_await SendError(refusal, keep_alive, journal_request_);
     }
@@ -229,22 +227,16 @@ awaitable<void> Session::Run() {
       const std::string request_id = NewRequestId();
       std::optional<gateway::Refusal> error;
       if (ec == bhttp::error::body_limit) {
-        error = gateway::Refusal{
-            413, "invalid_request_error", "request_too_large",
-            "request body is larger than " + std::to_string(options().max_body_bytes) + " bytes"};
+        error = gateway::Refusal::BodyTooLarge(options().max_body_bytes);
       } else if (read_timed_out_ && parser.got_some()) {
         // Part of a request came, the rest not in time (an idle keep-alive
         // connection that times out is just closed).
-        error = gateway::Refusal{
-            408, "invalid_request_error", "request_timeout",
-            "the request did not arrive within " + std::to_string(timeout_ms) + " ms"};
+        error = gateway::Refusal::RequestTimeout(timeout_ms);
       } else if (ec == bhttp::error::header_limit) {
-        error = gateway::Refusal{431, "invalid_request_error", "headers_too_large",
-                                 "request headers are too large"};
+        error = gateway::Refusal::HeadersTooLarge();
       } else if (ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message &&
                  ec.category() == bhttp::make_error_code(bhttp::error::bad_target).category()) {
-        error = gateway::Refusal{400, "invalid_request_error", "invalid_request",
-                                 "malformed HTTP request: " + ec.message()};
+        error = gateway::Refusal::MalformedRequest(ec.message());
       }
       if (error) co_await SendError(*error, false, request_id);
       break;
@@ -264,9 +256,7 @@ std::optional<gateway::Refusal> Session::AdmitHeaders(
     const bhttp::request_parser<bhttp::string_body>& parser, int64_t& held) {
   const HttpRequest& head = parser.get();
   if (head.count(bhttp::field::authorization) > 1) {
-    // Which one is meant? Proxies and servers disagree; none is guessed.
-    return gateway::Refusal{400, "invalid_request_error", "invalid_request",
-                            "more than one Authorization header"};
+    return gateway::Refusal::DuplicateAuthorization();
   }
   std::string_view target(head.target().data(), head.target().size());
   std::string_view path = target.substr(0, target.find('?'));
@@ -283,12 +273,7 @@ std::optional<gateway::Refusal> Session::AdmitHeaders(
   const auto length = parser.content_length();
   const auto bytes = static_cast<int64_t>(length ? *length : options().max_body_bytes);
   if (!server_.body_budget.Reserve(bytes)) {
-    return gateway::Refusal{503, "server_error", "service_unavailable",
-                            "the gateway holds as many request bodies in memory as it may "
-                            "(" +
-                                std::to_string(server_.body_budget.options().total_bytes) +
-                                " bytes); retry shortly",
-                            1000};
+    return gateway::Refusal::BodyMemoryFull(server_.body_budget.options().total_bytes);
   }
   held = bytes;
   return std::nullopt;
@@ -341,16 +326,14 @@ awaitable<bool> Session::Handle(HttpRequest& request, bool keep_alive) {
   if (path == "/v1/embeddings") api = gateway::Api::kEmbeddings;
   if (api) {
     if (!post) {
-      const gateway::Refusal error{405, "invalid_request_error", "method_not_allowed",
-                                   "use POST for " + std::string(path)};
+      const gateway::Refusal error = gateway::Refusal::MethodNotAllowed("POST", path);
       co_return co_await SendError(error, keep_alive, request_id);
     }
     co_return co_await Proxy(request, *api, keep_alive, request_id, arrived);
   }
   if (path == "/v1/models") {
     if (!get) {
-      const gateway::Refusal error{405, "invalid_request_error", "method_not_allowed",
-                                   "use GET for /v1/models"};
+      const gateway::Refusal error = gateway::Refusal::MethodNotAllowed("GET", path);
       co_return co_await SendError(error, keep_alive, request_id);
     }
     co_return co_await Models(request, keep_alive, request_id);
@@ -362,9 +345,9 @@ awaitable<bool> Session::Handle(HttpRequest& request, bool keep_alive) {
     co_return co_await WriteAll(head, body);
   }
   // Everything else, the control-plane API included, is not served here.
-  const gateway::Refusal error{
-      404, "invalid_request_error", "unknown_url",
-      "Unknown request URL: " + std::string(request.method_string()) + " " + std::string(path)};
+  const auto method = request.method_string();
+  const gateway::Refusal error =
+      gateway::Refusal::UnknownUrl(std::string_view(method.data(), method.size()), path);
   co_return co_await SendError(error, keep_alive, request_id);
 }
 

@@ -1,14 +1,16 @@
 // One client connection to the gateway (session.cc): reads requests one
 // after another (keep-alive), answers /v1/models and /healthz itself and
-// sends each inference request through the chain of stages (exchange.cc):
+// sends each inference request through the chain of stages (exchange.h,
+// one file per stage):
 //
 //   authenticate -> parse -> entitle -> limit -> queue -> route -> relay -> meter
 //
 // The pure parts of each stage live in src/gateway (PolicySnapshot,
 // ParseRequest, ReadRequestOptions, the Dispatcher's cores, SseRelay,
-// UsageMeter); here is their I/O. A stage either passes the exchange on or
-// ends it early (an `Early`: refused, failed or cancelled), and every
-// exchange with a tenant ends with exactly one usage record.
+// UsageMeter, RelayOutcomeOf); here is their I/O. A stage either passes
+// the exchange on or ends it early (an `Early`: refused, failed or
+// cancelled), and every exchange with a tenant ends with exactly one usage
+// record.
 #pragma once
 
 // clang-format off
@@ -28,6 +30,7 @@
 
 #include "gateway/openai.h"
 #include "gateway/refusal.h"
+#include "gateway/relay_outcome.h"
 #include "gateway/usage_meter.h"
 #include "gateway_server/server_impl.h"
 
@@ -55,7 +58,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void WatchClient(const std::shared_ptr<Interrupts>& interrupts);
 
  private:
-  // One request on its way through the chain (exchange.cc).
+  // One request on its way through the chain (exchange.h).
   struct Exchange;
   // How a stage ends an exchange before its answer is relayed: the record's
   // status and what the client is told (nothing when it has gone).
@@ -90,17 +93,28 @@ class Session : public std::enable_shared_from_this<Session> {
   awaitable<bool> SendError(const gateway::Refusal& refusal, bool keep_alive,
                             const std::string& request_id);
 
-  // exchange.cc: the chain. Each stage returns the Early that ends the
-  // exchange, or nothing to pass it on.
+  // The chain (exchange.h lists its files). Each stage up to Route returns
+  // the Early that ends the exchange, or nothing to pass it on; a relay
+  // stage ends it as the outcome table (gateway/relay_outcome.h) says.
   awaitable<bool> Proxy(HttpRequest& request, gateway::Api api, bool keep_alive,
                         const std::string& request_id, int64_t arrived);
   std::optional<Early> Prepare(Exchange& x, const HttpRequest& request);  // parse, entitle, limit
   awaitable<std::optional<Early>> Queue(Exchange& x);
   awaitable<std::optional<Early>> Route(Exchange& x);
-  awaitable<bool> Relay(Exchange& x);
+  // After Route: the answer's head, read into x.answer (stream or whole?).
+  void ReadAnswerHead(Exchange& x);
+  awaitable<bool> RelayStream(Exchange& x);
+  awaitable<bool> RelayWhole(Exchange& x);
+  // stage_settle.cc: an exchange ended early, by an Early.
   awaitable<bool> End(Exchange& x, const Early& early);
   // Finishes the exchange's record and stages it for this turn's journal write.
   void Meter(Exchange& x, gateway::UsageStatus status, int http_status);
+  // Meters a relayed exchange as `outcome` says (unless recorded already).
+  void Record(Exchange& x, const gateway::RelayOutcome& outcome);
+  // Tells the dispatcher how the endpoint did (with the output tokens
+  // `charged` as the stream went) and gives a connection whose answer was
+  // read to its end back to the keep-alive pool.
+  void Settle(Exchange& x, gateway::EndpointVerdict verdict, int64_t charged, bool upstream_ok);
 
   GatewayServer::Impl& server_;
   const size_t loop_;
