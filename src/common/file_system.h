@@ -5,7 +5,8 @@
 // show what a full disk or a crash mid-write leaves behind
 // (tests/support/fault_injecting_file_system.h).
 //
-// Every error is kUnavailable, naming the step, the path and the OS error
+// Every error is kUnavailable (but Remove of nothing: kNotFound), naming the
+// step, the path and the OS error
 // ("cannot write /data/usage.journal: No space left on device").
 #pragma once
 

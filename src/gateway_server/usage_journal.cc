@@ -3,10 +3,9 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <chrono>
-#include <cstring>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -22,7 +21,7 @@ using Json = nlohmann::json;
 // Lines are read back in pieces of this size.
 constexpr size_t kReadChunk = 1 << 20;
 
-// usage.journal and usage.quarantine: read back, appended to.
+// usage.journal: read back, appended to.
 constexpr OpenOptions kAppendable{.read = true};
 // usage.inflight and its compacted copy: started empty.
 constexpr OpenOptions kFresh{.truncate = true};
@@ -385,9 +384,9 @@ void UsageJournal::FlushLoop() {
       }
     }
     if (dirty_.exchange(false)) {
-      // A failed sync is not retried nor reported: a record is durable
-      // against a process kill once written, and the next dirty round
-      // syncs again.
+      // A failed sync is neither reported nor retried here: a record is
+      // durable against a process kill once written; the sync adds only
+      // machine crashes, and the next round with new writes syncs again.
       (void)journal_->Sync();
       // Synced through a reference of its own, outside the lock:
       // checkpoints (on the I/O loops) do not wait for the disk.
