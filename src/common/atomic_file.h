@@ -9,15 +9,21 @@
 #include <string>
 #include <string_view>
 
+#include "common/file_system.h"
 #include "common/result.h"
 
 namespace atrium {
 
 // Unavailable naming the step and the OS error when any step fails; the
-// temporary file is removed then and `path` is unchanged. An existing
+// temporary file is removed then and `path` is unchanged, except when only
+// the folder's sync fails: the rename has happened, `path` holds the new
+// contents, and only their surviving a machine crash is in doubt. An existing
 // `path` gets `mode` too (the temporary file's, set explicitly so an old
 // file with wider bits does not keep them).
 Status ReplaceFileAtomically(const std::string& path, std::string_view contents,
+                             unsigned mode = 0600);
+// The same through `files` (a test's, to fail a step).
+Status ReplaceFileAtomically(FileSystem& files, const std::string& path, std::string_view contents,
                              unsigned mode = 0600);
 
 }  // namespace atrium

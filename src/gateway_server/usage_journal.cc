@@ -1,15 +1,11 @@
 #include "gateway_server/usage_journal.h"
 
-#include <fcntl.h>
 #include <spdlog/spdlog.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <chrono>
-#include <cstring>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -25,17 +21,10 @@ using Json = nlohmann::json;
 // Lines are read back in pieces of this size.
 constexpr size_t kReadChunk = 1 << 20;
 
-Status WriteAll(int fd, std::string_view data) {
-  while (!data.empty()) {
-    ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Error::Unavailable(std::string("usage journal write failed: ") + std::strerror(errno));
-    }
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return OkStatus();
-}
+// usage.journal: read back, appended to.
+constexpr OpenOptions kAppendable{.read = true};
+// usage.inflight and its compacted copy: started empty.
+constexpr OpenOptions kFresh{.truncate = true};
 
 }  // namespace
 
@@ -170,7 +159,9 @@ void ReadCheckpoints(const std::string& path, std::unordered_map<std::string, Us
 }  // namespace
 
 UsageJournal::UsageJournal(UsageJournalOptions options, UsageSink sink)
-    : options_(std::move(options)), sink_(std::move(sink)) {}
+    : options_(std::move(options)),
+      sink_(std::move(sink)),
+      files_(options_.files != nullptr ? *options_.files : FileSystem::Default()) {}
 
 UsageJournal::~UsageJournal() { Stop(); }
 
@@ -183,17 +174,13 @@ Status UsageJournal::Start() {
   quarantine_path_ = (std::filesystem::path(options_.directory) / "usage.quarantine").string();
   inflight_path_ = (std::filesystem::path(options_.directory) / "usage.inflight").string();
   recovered_path_ = inflight_path_ + ".recovered";
-  fd_ = ::open(journal_path_.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  if (fd_ < 0)
-    return Error::Unavailable("cannot open " + journal_path_ + ": " + std::strerror(errno));
+  ATRIUM_ASSIGN_OR_RETURN(journal_, files_.Open(journal_path_, kAppendable));
   if (Status recovered = RecoverCheckpoints(); !recovered.has_value()) {
-    ::close(fd_);
-    fd_ = -1;
+    journal_.reset();
     return recovered;
   }
-  struct stat st {};
-  ::fstat(fd_, &st);
-  int64_t size = st.st_size;
+  const Result<int64_t> stat = journal_->Size();
+  int64_t size = stat.has_value() ? *stat : 0;
   int64_t offset = 0;
   if (FILE* f = std::fopen(offset_path_.c_str(), "r")) {
     long long v = 0;
@@ -209,13 +196,12 @@ Status UsageJournal::Start() {
   // next record: end it so that it is skipped as unreadable.
   if (size > 0) {
     char last = 0;
-    if (::pread(fd_, &last, 1, size - 1) == 1 && last != '\n') {
-      if (Status ended = WriteAll(fd_, "\n"); !ended.has_value()) {
-        ::close(fd_);
-        fd_ = -1;
+    const Result<size_t> read = journal_->ReadAt(size - 1, &last, 1);
+    if (read.has_value() && *read == 1 && last != '\n') {
+      if (Status ended = journal_->Append("\n"); !ended.has_value()) {
+        journal_.reset();
         std::lock_guard lock(inflight_mu_);
-        ::close(inflight_fd_);
-        inflight_fd_ = -1;
+        inflight_.reset();
         return ended;
       }
       size += 1;
@@ -255,14 +241,10 @@ Status UsageJournal::RecoverCheckpoints() {
       recovered_.push_back(std::move(record));
     }
     // On disk, rename included, before usage.inflight is emptied below.
-    ATRIUM_RETURN_IF_ERROR(ReplaceFileAtomically(recovered_path_, text));
+    ATRIUM_RETURN_IF_ERROR(ReplaceFileAtomically(files_, recovered_path_, text));
   }
   std::lock_guard lock(inflight_mu_);
-  inflight_fd_ =
-      ::open(inflight_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
-  if (inflight_fd_ < 0) {
-    return Error::Unavailable("cannot open " + inflight_path_ + ": " + std::strerror(errno));
-  }
+  ATRIUM_ASSIGN_OR_RETURN(inflight_, files_.Open(inflight_path_, kFresh));
   inflight_size_ = 0;
   live_.clear();
   live_bytes_ = 0;
@@ -286,7 +268,7 @@ bool UsageJournal::ShipRecovered() {
                recovered_.size());
   recovered_shipped_.fetch_add(static_cast<int64_t>(recovered_.size()));
   recovered_.clear();
-  ::unlink(recovered_path_.c_str());
+  (void)files_.Remove(recovered_path_);
   return true;
 }
 
@@ -295,8 +277,8 @@ Status UsageJournal::Checkpoint(UsageRecord record) {
   std::string line = EncodeUsageLine(record);
   line += '\n';
   std::lock_guard lock(inflight_mu_);
-  if (inflight_fd_ < 0) return Error::Unavailable("usage journal is not open");
-  ATRIUM_RETURN_IF_ERROR(WriteAll(inflight_fd_, line));
+  if (!inflight_) return Error::Unavailable("usage journal is not open");
+  ATRIUM_RETURN_IF_ERROR(inflight_->Append(line));
   inflight_size_ += static_cast<int64_t>(line.size());
   std::string& live = live_[record.id];
   live_bytes_ += static_cast<int64_t>(line.size()) - static_cast<int64_t>(live.size());
@@ -317,19 +299,16 @@ Status UsageJournal::CompactInflight() {
   text.reserve(static_cast<size_t>(live_bytes_));
   for (const auto& [id, line] : live_) text += line;
   const std::string tmp = inflight_path_ + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
-  if (fd < 0) return Error::Unavailable("cannot write " + tmp + ": " + std::strerror(errno));
-  Status done = WriteAll(fd, text);
-  if (done.has_value() && ::rename(tmp.c_str(), inflight_path_.c_str()) != 0) {
-    done = Error::Unavailable("cannot rename " + tmp + ": " + std::strerror(errno));
-  }
+  ATRIUM_ASSIGN_OR_RETURN(std::shared_ptr<File> file, files_.Open(tmp, kFresh));
+  Status done = file->Append(text);
+  if (done.has_value()) done = files_.Rename(tmp, inflight_path_);
   if (!done.has_value()) {  // the old file stays in use
-    ::close(fd);
-    ::unlink(tmp.c_str());
+    file.reset();
+    (void)files_.Remove(tmp);
     return done;
   }
-  ::close(inflight_fd_);
-  inflight_fd_ = fd;
+  // The old file closes once the flusher, should it be syncing it, is done.
+  inflight_ = std::move(file);
   inflight_size_ = static_cast<int64_t>(text.size());
   dirty_ = true;  // the flusher syncs the new file
   return OkStatus();
@@ -354,14 +333,13 @@ Status UsageJournal::AppendBatch(std::vector<UsageRecord>& records) {
   }
   {
     std::lock_guard lock(append_mu_);
-    if (fd_ < 0) return Error::Unavailable("usage journal is not open");
-    if (Status written = WriteAll(fd_, text); !written.has_value()) {
+    if (!journal_) return Error::Unavailable("usage journal is not open");
+    if (Status written = journal_->Append(text); !written.has_value()) {
       // Part of the batch may have landed (a disk filling up): cut it off,
       // so that no line of a record reported lost ships, and the next line
       // starts where size_ says.
-      if (::ftruncate(fd_, size_) != 0) {
-        spdlog::error("usage journal: cannot cut a torn write off {}: {}", journal_path_,
-                      std::strerror(errno));
+      if (Status cut = journal_->Truncate(size_); !cut.has_value()) {
+        spdlog::error("usage journal: cannot cut a torn write off: {}", cut.error().message);
       }
       return written;
     }
@@ -406,18 +384,18 @@ void UsageJournal::FlushLoop() {
       }
     }
     if (dirty_.exchange(false)) {
-      ::fdatasync(fd_);
-      // Synced through a duplicate, outside the lock: checkpoints (on the
-      // I/O loops) do not wait for the disk.
-      int inflight_fd = -1;
+      // A failed sync is neither reported nor retried here: a record is
+      // durable against a process kill once written; the sync adds only
+      // machine crashes, and the next round with new writes syncs again.
+      (void)journal_->Sync();
+      // Synced through a reference of its own, outside the lock:
+      // checkpoints (on the I/O loops) do not wait for the disk.
+      std::shared_ptr<File> inflight_file;
       {
         std::lock_guard inflight(inflight_mu_);
-        if (inflight_fd_ >= 0) inflight_fd = ::dup(inflight_fd_);
+        inflight_file = inflight_;
       }
-      if (inflight_fd >= 0) {
-        ::fdatasync(inflight_fd);
-        ::close(inflight_fd);
-      }
+      if (inflight_file) (void)inflight_file->Sync();
     }
     lock.lock();
   }
@@ -491,7 +469,7 @@ bool UsageJournal::ShipOnce() {
   }
   if (!SaveOffset(0).has_value()) return true;
   std::lock_guard lock(append_mu_);
-  if (shipped_offset_ == size_ && ::ftruncate(fd_, 0) == 0) {
+  if (shipped_offset_ == size_ && journal_->Truncate(0).has_value()) {
     size_ = 0;
     memory_from_ = 0;
     shipped_offset_ = 0;
@@ -503,9 +481,9 @@ bool UsageJournal::ShipFromFile(int64_t end) {
   while (shipped_offset_ < end) {
     size_t want = static_cast<size_t>(std::min<int64_t>(kReadChunk, end - shipped_offset_));
     std::string chunk(want, '\0');
-    ssize_t n = ::pread(fd_, chunk.data(), want, shipped_offset_);
-    if (n <= 0) return false;
-    chunk.resize(static_cast<size_t>(n));
+    const Result<size_t> n = journal_->ReadAt(shipped_offset_, chunk.data(), want);
+    if (!n.has_value() || *n == 0) return false;
+    chunk.resize(*n);
     std::vector<UsageRecord> batch;
     size_t consumed = 0;
     for (size_t nl;
@@ -589,15 +567,11 @@ Status UsageJournal::Ship(const std::vector<UsageRecord>& batch) {
 Status UsageJournal::Quarantine(const UsageRecord& record, const std::string& why) {
   std::string line = EncodeUsageLine(record);
   line += '\n';
-  int fd = ::open(quarantine_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    return Error::Unavailable("cannot open " + quarantine_path_ + ": " + std::strerror(errno));
-  }
-  Status written = WriteAll(fd, line);
-  if (written.has_value() && ::fdatasync(fd) != 0) {
-    written = Error::Unavailable("cannot sync " + quarantine_path_ + ": " + std::strerror(errno));
-  }
-  ::close(fd);
+  const OpenOptions appending;
+  ATRIUM_ASSIGN_OR_RETURN(auto file, files_.Open(quarantine_path_, appending));
+  Status written = file->Append(line);
+  if (written.has_value()) written = file->Sync();
+  file.reset();
   ATRIUM_RETURN_IF_ERROR(written);  // not set aside: it is offered again, nothing is lost
   const int64_t total = quarantined_.fetch_add(1) + 1;
   spdlog::error(
@@ -608,7 +582,7 @@ Status UsageJournal::Quarantine(const UsageRecord& record, const std::string& wh
 }
 
 Status UsageJournal::SaveOffset(int64_t offset) {
-  return ReplaceFileAtomically(offset_path_, std::to_string(offset) + "\n");
+  return ReplaceFileAtomically(files_, offset_path_, std::to_string(offset) + "\n");
 }
 
 size_t UsageJournal::held_in_memory() {
@@ -637,24 +611,22 @@ void UsageJournal::Stop() {
   shipper_.join();
   ShipOnce();  // one last attempt; what fails stays in the file for the next start
   ShipRefusals();
-  ::fdatasync(fd_);
+  (void)journal_->Sync();
   {
     std::lock_guard lock(append_mu_);
-    ::close(fd_);
-    fd_ = -1;
+    journal_.reset();
   }
   {
     // Requests cut off without a final record keep their checkpoints for the
     // next start; otherwise there is nothing to keep.
     std::lock_guard lock(inflight_mu_);
-    if (inflight_fd_ >= 0) {
+    if (inflight_) {
       if (live_.empty()) {
-        ::unlink(inflight_path_.c_str());
+        (void)files_.Remove(inflight_path_);
       } else {
-        ::fdatasync(inflight_fd_);
+        (void)inflight_->Sync();
       }
-      ::close(inflight_fd_);
-      inflight_fd_ = -1;
+      inflight_.reset();
     }
   }
   started_ = false;

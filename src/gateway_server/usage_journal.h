@@ -54,6 +54,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/file_system.h"
 #include "common/result.h"
 #include "gateway/refusal_tally.h"
 #include "store/gateway_records.h"
@@ -68,6 +69,9 @@ struct UsageJournalOptions {
   size_t memory_records = 65536;             // unshipped records kept in memory
   int64_t truncate_bytes = 16 << 20;         // empty the file once shipped and this large
   int64_t inflight_compact_bytes = 4 << 20;  // usage.inflight is rewritten past this
+  // Where the files are written; nullptr for the disk (FileSystem::Default()).
+  // Not owned; outlives the journal. Tests pass one that injects faults.
+  FileSystem* files = nullptr;
 };
 
 // A checkpoint's status: the request was cut off by the gateway's end.
@@ -155,10 +159,13 @@ class UsageJournal {
 
   const UsageJournalOptions options_;
   const UsageSink sink_;
+  FileSystem& files_;
   std::string journal_path_;
   std::string offset_path_;
   std::string quarantine_path_;
-  int fd_ = -1;
+  // usage.journal, open from Start() to Stop(): appended under append_mu_,
+  // read by the shipper and synced by the flusher outside it.
+  std::unique_ptr<File> journal_;
 
   std::mutex append_mu_;  // serialises write(2) with truncation
   int64_t size_ = 0;      // GUARDED_BY(append_mu_)
@@ -184,7 +191,7 @@ class UsageJournal {
   std::string inflight_path_;
   std::string recovered_path_;
   std::mutex inflight_mu_;
-  int inflight_fd_ = -1;                               // GUARDED_BY(inflight_mu_)
+  std::shared_ptr<File> inflight_;                     // GUARDED_BY(inflight_mu_)
   int64_t inflight_size_ = 0;                          // GUARDED_BY(inflight_mu_)
   std::unordered_map<std::string, std::string> live_;  // GUARDED_BY(inflight_mu_): id -> line
   int64_t live_bytes_ = 0;                             // GUARDED_BY(inflight_mu_)

@@ -23,6 +23,11 @@ double Row::Real(size_t i) const {
 }
 
 Result<std::unique_ptr<Database>> Database::Open(const std::string& url, int pool_size) {
+  return Open(url, pool_size, nullptr);
+}
+
+Result<std::unique_ptr<Database>> Database::Open(const std::string& url, int pool_size,
+                                                 const ConnectionWrapper& wrap) {
   if (pool_size < 1) pool_size = 1;
   std::vector<std::unique_ptr<Connection>> conns;
   Dialect dialect;
@@ -45,6 +50,9 @@ Result<std::unique_ptr<Database>> Database::Open(const std::string& url, int poo
   } else {
     return Error::InvalidArgument(
         "unsupported store URL (want sqlite:///path or postgresql://...)");
+  }
+  if (wrap) {
+    for (auto& c : conns) c = wrap(std::move(c));
   }
   return std::unique_ptr<Database>(new Database(dialect, std::move(conns)));
 }

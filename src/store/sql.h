@@ -72,6 +72,12 @@ class Database {
   // (each pooled connection would see its own database), or
   // "postgresql://user@host:port/db?...".
   static Result<std::unique_ptr<Database>> Open(const std::string& url, int pool_size = 4);
+  // The same with every connection passed through `wrap` as it is opened:
+  // the seam for a test's connection that makes a chosen statement fail
+  // (tests/store/fault_injecting_connection.h). Not for production use.
+  using ConnectionWrapper = std::function<std::unique_ptr<Connection>(std::unique_ptr<Connection>)>;
+  static Result<std::unique_ptr<Database>> Open(const std::string& url, int pool_size,
+                                                const ConnectionWrapper& wrap);
 
   Dialect dialect() const { return dialect_; }
 

@@ -36,6 +36,7 @@
 #include "gateway_server/gateway_server.h"
 #include "gateway_server/upstream.h"
 #include "identity/api_key.h"
+#include "support/fault_injecting_file_system.h"
 #include "support/result_matchers.h"
 #include "support/test_directory.h"
 #include "support/wait.h"
@@ -654,9 +655,10 @@ class GatewayTest : public ::testing::Test {
   }
 
   void StartGateway(GatewayOptions options = {}, int health_interval_ms = 200) {
+    UsageJournalOptions journal_options{dir_.string(), 10, 10, 100, 16 << 20};
+    journal_options.files = journal_files_;
     journal_ = std::make_unique<UsageJournal>(
-        UsageJournalOptions{dir_.string(), 10, 10, 100, 16 << 20},
-        [this](const std::vector<UsageRecord>& r) { return store_.Insert(r); });
+        journal_options, [this](const std::vector<UsageRecord>& r) { return store_.Insert(r); });
     journal_->SetRefusalSink(
         [this](const std::vector<RefusalCount>& c) { return store_.AddRefusals(c); });
     ASSERT_OK(journal_->Start());
@@ -735,6 +737,9 @@ class GatewayTest : public ::testing::Test {
   std::vector<std::unique_ptr<engine_sim::Server>> sims_;
   MemoryStore store_;
   ChangeSignal dispatched_;  // the gateway's dispatcher changed (on_change)
+  // The journal's files: the disk, unless a test fails their writes.
+  FaultInjectingFileSystem journal_disk_;
+  FileSystem* journal_files_ = nullptr;  // &journal_disk_ when a test injects faults
   std::unique_ptr<UsageJournal> journal_;
   std::unique_ptr<PolicyLoader> policy_;
   std::unique_ptr<GatewayServer> gateway_;
@@ -763,10 +768,10 @@ TEST_F(GatewayTest, RelaysACompletionAndMetersItOnce) {
 }
 
 TEST_F(GatewayTest, WhenItsUsageCannotBeJournaledARequestDoesNotSucceed) {
-  // The journal on a full disk: /dev/full takes the open and fails every
-  // write with ENOSPC.
-  std::filesystem::create_directories(dir_);
-  std::filesystem::create_symlink("/dev/full", dir_ / "usage.journal");
+  // The journal on a full disk: every write to it fails with ENOSPC.
+  journal_disk_.Inject(
+      {.op = FileOp::kWrite, .path_suffix = "/usage.journal", .and_after = true, .error = ENOSPC});
+  journal_files_ = &journal_disk_;
   AddDeployment("dep_1", {{StartSim("instant"), 8}});
   StartGateway();
   RawResponse r = Post(key_a_, ChatBody(3, false));

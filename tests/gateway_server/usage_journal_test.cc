@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 
+#include "support/fault_injecting_file_system.h"
 #include "support/result_matchers.h"
 #include "support/test_directory.h"
 #include "support/wait.h"
@@ -476,6 +477,149 @@ TEST_F(UsageJournalTest, AGracefulStopWithNothingRunningLeavesNoCheckpoints) {
   ASSERT_OK(journal.Append(Record(7)));
   journal.Stop();
   EXPECT_FALSE(std::filesystem::exists(dir_ / "usage.inflight"));
+}
+
+// Faults in the journal's own writes, through a FileSystem that fails them.
+
+std::vector<std::string> LinesOf(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+TEST_F(UsageJournalTest, ARecordHalfWrittenWhenTheProcessDiesIsDroppedAndEveryOtherShipsOnce) {
+  FaultInjectingFileSystem files;
+  UsageJournalOptions o = Options();
+  o.files = &files;
+  const std::string torn_line = EncodeUsageLine(Record(10)) + "\n";
+  store_.down = true;  // nothing ships in the first life: it all comes from the file
+  {
+    UsageJournal journal(o, Sink());
+    ASSERT_OK(journal.Start());
+    for (int i = 0; i < 10; ++i) ASSERT_OK(journal.Append(Record(i)));
+    // Half of req_10's line reaches the disk, then the process is killed:
+    // nothing after that (no cutting off, no sync, no offset) happens.
+    files.Inject({.op = FileOp::kWrite,
+                  .path_suffix = "/usage.journal",
+                  .partial_bytes = torn_line.size() / 2,
+                  .crash = true});
+    EXPECT_FALSE(journal.Append(Record(10)).has_value());  // never acknowledged
+    ASSERT_TRUE(files.crashed());
+    journal.Stop();
+  }
+  const std::vector<std::string> left = LinesOf(dir_ / "usage.journal");
+  ASSERT_EQ(left.size(), 11u);
+  EXPECT_EQ(left.back(), torn_line.substr(0, torn_line.size() / 2)) << "the torn tail is there";
+
+  store_.down = false;
+  UsageJournal restarted(Options(), Sink());
+  ASSERT_OK(restarted.Start());
+  ASSERT_OK(restarted.Append(Record(11)));  // must not glue onto the torn tail
+  ASSERT_TRUE(restarted.WaitShipped(10'000));
+  restarted.Stop();
+  std::lock_guard lock(store_.mu);
+  std::vector<std::string> ids;
+  for (const auto& [id, record] : store_.rows) ids.push_back(id);
+  EXPECT_EQ(ids, (std::vector<std::string>{"req_0", "req_1", "req_11", "req_2", "req_3", "req_4",
+                                           "req_5", "req_6", "req_7", "req_8", "req_9"}));
+  EXPECT_EQ(store_.offered, 11) << "each offered once";
+  EXPECT_EQ(store_.rows["req_11"].output_tokens, Record(11).output_tokens);
+}
+
+TEST_F(UsageJournalTest, AShortWriteIsCutOffSoTheNextRecordStartsOnALineOfItsOwn) {
+  FaultInjectingFileSystem files;
+  UsageJournalOptions o = Options();
+  o.files = &files;
+  store_.down = true;  // the next life ships from the file
+  {
+    UsageJournal journal(o, Sink());
+    ASSERT_OK(journal.Start());
+    for (int i = 0; i < 5; ++i) ASSERT_OK(journal.Append(Record(i)));
+    // The disk fills up 40 bytes into req_5's line: the write reports it.
+    files.Inject({.op = FileOp::kWrite,
+                  .path_suffix = "/usage.journal",
+                  .partial_bytes = 40,
+                  .error = ENOSPC});
+    const Status failed = journal.Append(Record(5));
+    ASSERT_FALSE(failed.has_value());
+    EXPECT_EQ(failed.error().code, ErrorCode::kUnavailable);
+    ASSERT_OK(journal.Append(Record(6)));  // space again
+    journal.Stop();
+  }
+  std::vector<std::string> ids;
+  for (const std::string& line : LinesOf(dir_ / "usage.journal")) {
+    auto record = DecodeUsageLine(line);
+    ASSERT_TRUE(record.has_value()) << "a torn line is left: " << line;
+    ids.push_back(record->id);
+  }
+  EXPECT_EQ(ids, (std::vector<std::string>{"req_0", "req_1", "req_2", "req_3", "req_4", "req_6"}));
+
+  store_.down = false;
+  UsageJournal restarted(Options(), Sink());
+  ASSERT_OK(restarted.Start());
+  ASSERT_OK(restarted.Append(Record(7)));
+  ASSERT_TRUE(restarted.WaitShipped(10'000));
+  restarted.Stop();
+  EXPECT_EQ(store_.size(), 7u);
+  EXPECT_FALSE(store_.rows.contains("req_5")) << "reported lost, so never billed";
+  EXPECT_TRUE(store_.rows.contains("req_6"));
+  EXPECT_EQ(store_.offered, 7);
+}
+
+TEST_F(UsageJournalTest, AFailingSyncIsIgnoredAndNoRecordIsLost) {
+  // A record is durable against a process kill once written; the sync is
+  // for machine crashes, and its failure neither fails appends nor stops
+  // the shipper (it is tried again when more is written).
+  FaultInjectingFileSystem files;
+  files.Inject({.op = FileOp::kSync, .path_suffix = "/usage.journal", .and_after = true});
+  UsageJournalOptions o = Options();
+  o.files = &files;
+  UsageJournal journal(o, Sink());
+  ASSERT_OK(journal.Start());
+  for (int i = 0; i < 10; ++i) ASSERT_OK(journal.Append(Record(i)));
+  ASSERT_TRUE(files.WaitForCount(FileOp::kSync, "/usage.journal", 1, 10'000));
+  for (int i = 10; i < 20; ++i) ASSERT_OK(journal.Append(Record(i)));
+  ASSERT_TRUE(files.WaitForCount(FileOp::kSync, "/usage.journal", 2, 10'000)) << "synced again";
+  ASSERT_TRUE(journal.WaitShipped(10'000));
+  journal.Stop();
+  EXPECT_EQ(store_.size(), 20u);
+}
+
+TEST_F(UsageJournalTest, ACompactionThatCannotWriteKeepsTheOldCheckpointFile) {
+  FaultInjectingFileSystem files;
+  files.Inject({.op = FileOp::kWrite,
+                .path_suffix = "/usage.inflight.tmp",
+                .and_after = true,  // no room for a copy, ever
+                .partial_bytes = 10,
+                .error = ENOSPC});
+  UsageJournalOptions o = Options();
+  o.files = &files;
+  o.inflight_compact_bytes = 4096;
+  {
+    UsageJournal journal(o, Sink());
+    ASSERT_OK(journal.Start());
+    for (int step = 0; step < 50; ++step) {  // past the threshold: compaction is due
+      UsageRecord r = Record(5);
+      r.output_tokens = step;
+      ASSERT_OK(journal.Checkpoint(r));
+    }
+    ASSERT_TRUE(files.WaitForCount(FileOp::kWrite, "/usage.inflight.tmp", 1, 10'000));
+    UsageRecord last = Record(5);
+    last.output_tokens = 50;
+    ASSERT_OK(journal.Checkpoint(last));  // still written, to the old file
+    EXPECT_EQ(files.Count(FileOp::kRename, "/usage.inflight"), 0);
+    journal.Stop();  // req_5 still runs: its checkpoints stay
+  }
+  // The half-written copy is gone; the checkpoint file holds every line.
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "usage.inflight.tmp"));
+  UsageJournal restarted(Options(), Sink());
+  ASSERT_OK(restarted.Start());
+  WaitUntil([&] { return restarted.recovered() >= 1; });
+  restarted.Stop();
+  ASSERT_EQ(store_.size(), 1u);
+  EXPECT_EQ(store_.rows["req_5"].output_tokens, 50);
+  EXPECT_EQ(store_.rows["req_5"].status, kInterruptedStatus);
 }
 
 }  // namespace

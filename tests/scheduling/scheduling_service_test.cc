@@ -7,10 +7,12 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "common/clock.h"
+#include "store/fault_injecting_connection.h"
 #include "store/test_databases.h"
 
 namespace atrium::scheduling {
@@ -577,6 +579,94 @@ TEST_P(SchedulingServiceTest, RegressionMigChargesStoredBeforeSeventhsStillStart
   }
   // The quota is spent (7 × 142): one more waits.
   EXPECT_EQ(Submit("tn_a", mig).state, "pending");
+}
+
+// The placements the scheduler holds, by allocation id.
+std::set<std::string> PlacedIn(const std::map<std::string, std::string>& holdings) {
+  std::set<std::string> ids;
+  for (const auto& [gpu, uses] : holdings) {
+    for (size_t at = 0; at < uses.size();) {
+      const size_t slash = uses.find('/', at);
+      if (slash == std::string::npos) break;
+      ids.insert(uses.substr(at, slash - at));
+      at = uses.find(' ', slash) + 1;
+    }
+  }
+  return ids;
+}
+
+// A scheduling call whose commit fails returns the store's error and leaves
+// the scheduler rebuilt from the store: what it had decided in memory (a
+// release, and the queued request started in its place) is gone, with no
+// row, no audit record and no placement of it anywhere; the next call works.
+TEST_P(SchedulingServiceTest, ACommitThatFailsRebuildsTheSchedulerFromTheStore) {
+  testdb::SqlFaults faults;  // the same database, through connections that can fail
+  service_.reset();
+  store_.reset();
+  ASSERT_NO_FATAL_FAILURE(testdb::OpenStore(database_, &store_, faults.Wrapper()));
+  ASSERT_NO_FATAL_FAILURE(StartService(""));
+  SetQuota("tn_a", "H100-80GB", "gpu", 24'000, 24'000);
+  const AllocationRecord one = Submit("tn_a", Gpus(8));
+  const AllocationRecord two = Submit("tn_a", Gpus(8));
+  const AllocationRecord waiting = Submit("tn_a", Gpus(8));  // both H100 nodes are full
+  ASSERT_EQ(one.state, "running");
+  ASSERT_EQ(two.state, "running");
+  ASSERT_EQ(waiting.state, "pending");
+  auto stored = [&] {
+    std::map<std::string, std::string> states;
+    auto page = store_->ListAllocations(TenantScope::Of("tn_a"), {}, {.after = "", .limit = 100});
+    EXPECT_TRUE(page.has_value());
+    if (page.has_value()) {
+      for (const auto& r : page->items) states[r.id] = r.state;
+    }
+    return states;
+  };
+  auto running_in = [](const std::map<std::string, std::string>& states) {
+    std::set<std::string> ids;
+    for (const auto& [id, state] : states) {
+      if (state == "running") ids.insert(id);
+    }
+    return ids;
+  };
+  const auto holdings = Holdings();
+  const auto rows = stored();
+  const size_t audited = SchedulerAudit().size();
+  const auto why = service_->Explain("tn_a", waiting.id);
+  ASSERT_TRUE(why.has_value());
+
+  // Releasing `one` starts `waiting` in its place, in memory; the commit of
+  // both fails.
+  faults.FailNth("COMMIT");
+  auto released = service_->Release(by_, "tn_a", one.id);
+  ASSERT_FALSE(released.has_value());
+  EXPECT_EQ(released.error().code, ErrorCode::kUnavailable);
+  // A submission whose commit fails is not kept either.
+  faults.FailNth("COMMIT");
+  auto submitted = service_->Submit(by_, "tn_a", "usr_1", Gpus(8));
+  ASSERT_FALSE(submitted.has_value());
+  ASSERT_EQ(faults.failed(), 2);
+
+  EXPECT_EQ(stored(), rows);
+  EXPECT_EQ(Holdings(), holdings);
+  EXPECT_EQ(PlacedIn(Holdings()), running_in(stored()));
+  EXPECT_EQ(SchedulerAudit().size(), audited);
+  auto why_now = service_->Explain("tn_a", waiting.id);
+  ASSERT_TRUE(why_now.has_value());
+  EXPECT_EQ(*why_now, *why);
+
+  // The next call works, and starts the request that was waiting, once.
+  auto again = service_->Release(by_, "tn_a", one.id);
+  ASSERT_TRUE(again.has_value()) << again.error().message;
+  EXPECT_EQ(again->state, "released");
+  const auto after = stored();
+  EXPECT_EQ(after.size(), 3u);
+  EXPECT_EQ(after.at(waiting.id), "running");
+  EXPECT_EQ(running_in(after), (std::set<std::string>{two.id, waiting.id}));
+  EXPECT_EQ(PlacedIn(Holdings()), running_in(after));
+  // And a restart builds the same scheduler from the same rows.
+  const auto placed = Holdings();
+  ASSERT_NO_FATAL_FAILURE(StartService(""));
+  EXPECT_EQ(Holdings(), placed);
 }
 
 INSTANTIATE_TEST_SUITE_P(Drivers, SchedulingServiceTest,

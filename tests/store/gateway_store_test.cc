@@ -9,6 +9,7 @@
 
 #include "common/clock.h"
 #include "crypto/ids.h"
+#include "store/fault_injecting_connection.h"
 #include "store/store.h"
 #include "store/test_databases.h"
 #include "support/result_matchers.h"
@@ -848,6 +849,52 @@ TEST_P(GatewayStoreTest, EvictionRemovesTheTenantsGatewayRowsButKeepsUsageEvenLa
   EXPECT_ERROR(store_->GetTenant(a.id), ErrorCode::kNotFound);
   EXPECT_ERROR(store_->GetEvictedTenantForPlatform(b.id), ErrorCode::kNotFound);
   EXPECT_ERROR(store_->DeleteTenantAndData(a.id), ErrorCode::kNotFound);
+}
+
+// A usage batch whose transaction fails part-way (one of its INSERTs, or the
+// COMMIT itself) stores none of it; the shipper offers it again, and then
+// each record is stored exactly once.
+TEST_P(GatewayStoreTest, AUsageBatchThatFailsToCommitStoresNothingAndItsRetryStoresEachOnce) {
+  Tenant a = MakeTenant("a");
+  ASSERT_OK(store_->InsertUsageRecords({Usage("req_before", a.id, 999)}));
+  testdb::SqlFaults faults;
+  store_.reset();
+  ASSERT_NO_FATAL_FAILURE(testdb::OpenStore(database_, &store_, faults.Wrapper()));
+  std::vector<UsageRecord> batch;
+  for (int i = 0; i < 120; ++i) {  // several INSERT statements
+    batch.push_back(Usage("req_" + std::to_string(i), a.id, 1000 + i));
+  }
+  auto stored = [&] {
+    std::vector<std::string> ids;
+    ListOptions page{"", 1000};
+    auto usage = store_->ListUsage(TenantScope::Of(a.id), {}, page);
+    EXPECT_TRUE(usage.has_value());
+    if (usage.has_value()) {
+      for (const auto& u : usage->items) ids.push_back(u.id);
+    }
+    std::sort(ids.begin(), ids.end());
+    return ids;
+  };
+  const std::vector<std::string> before = stored();
+  ASSERT_EQ(before, std::vector<std::string>{"req_before"});
+
+  // The second INSERT of the batch fails: the first one's rows go too.
+  faults.FailNth("INSERT INTO usage_records", 2);
+  EXPECT_ERROR(store_->InsertUsageRecords(batch), ErrorCode::kUnavailable);
+  EXPECT_EQ(stored(), before);
+  // Every statement succeeds, the COMMIT fails: nothing either.
+  faults.FailNth("COMMIT");
+  EXPECT_ERROR(store_->InsertUsageRecords(batch), ErrorCode::kUnavailable);
+  EXPECT_EQ(stored(), before);
+  EXPECT_EQ(faults.failed(), 2);
+
+  ASSERT_OK(store_->InsertUsageRecords(batch));
+  ASSERT_OK(store_->InsertUsageRecords(batch));  // offered again after a lost reply: ignored
+  std::vector<std::string> want = before;
+  for (const auto& u : batch) want.push_back(u.id);
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(stored(), want);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM usage_records"), 121);
 }
 
 INSTANTIATE_TEST_SUITE_P(Drivers, GatewayStoreTest,

@@ -21,6 +21,7 @@
 #include "common/clock.h"
 #include "crypto/ids.h"
 #include "store/audit_state.h"
+#include "store/fault_injecting_connection.h"
 #include "store/migrations.h"
 #include "store/test_databases.h"
 #include "support/result_matchers.h"
@@ -855,6 +856,46 @@ TEST_P(StoreTest, ConcurrentAppendAuditKeepsOneValidChainPerTenant) {
   audit::TrailClaims claims{state->heads, state->last_seq, nullptr};
   report = audit::VerifyTrail(all, claims);
   EXPECT_TRUE(report.ok) << report.reason;
+}
+
+// An audit append whose transaction fails (at its COMMIT, or at one of its
+// statements) leaves no record, no counter step and no moved head: the
+// chain still verifies, and the next append links onto the last stored one
+// with the next numbers.
+TEST_P(StoreTest, AnAuditAppendThatFailsToCommitLeavesTheChainValidAndTheNextLinksOn) {
+  Tenant a = MakeTenant("a");
+  testdb::SqlFaults faults;
+  store_.reset();
+  ASSERT_NO_FATAL_FAILURE(testdb::OpenStore(database_, &store_, faults.Wrapper()));
+  auto first = store_->AppendAudit(MakeAudit(a.id, "tenant.update"));
+  ASSERT_TRUE(first.has_value()) << first.error().message;
+  const std::vector<AuditRecord> before = AllAudit();
+
+  faults.FailNth("COMMIT");
+  EXPECT_ERROR(store_->AppendAudit(MakeAudit(a.id, "lost.at.commit")), ErrorCode::kUnavailable);
+  faults.FailNth("UPDATE audit_heads");
+  EXPECT_ERROR(store_->AppendAudit(MakeAudit(a.id, "lost.at.head")), ErrorCode::kUnavailable);
+  ASSERT_EQ(faults.failed(), 2);
+  std::vector<AuditRecord> after = AllAudit();
+  ASSERT_EQ(after.size(), before.size());
+  for (size_t i = 0; i < after.size(); ++i) {
+    EXPECT_EQ(audit::ToJson(after[i]), audit::ToJson(before[i]));
+  }
+  audit::VerifyReport report = audit::Verify(after);
+  EXPECT_TRUE(report.ok) << report.reason;
+
+  auto next = store_->AppendAudit(MakeAudit(a.id, "tenant.update"));
+  ASSERT_TRUE(next.has_value()) << next.error().message;
+  EXPECT_EQ(next->seq, first->seq + 1);
+  EXPECT_EQ(next->chain_seq, first->chain_seq + 1);
+  EXPECT_EQ(next->prev_hash, first->hash);
+  report = audit::Verify(AllAudit());
+  EXPECT_TRUE(report.ok) << report.reason;
+  EXPECT_EQ(report.records, static_cast<int64_t>(before.size()) + 1);
+  auto heads = store_->AuditHeads();
+  ASSERT_TRUE(heads.has_value());
+  std::map<std::string, std::pair<int64_t, std::string>> head_map(heads->begin(), heads->end());
+  EXPECT_EQ(head_map[a.id], std::make_pair(next->chain_seq, next->hash));
 }
 
 INSTANTIATE_TEST_SUITE_P(Drivers, StoreTest,

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <random>
 
+#include "store/migrations.h"
+
 namespace atrium::testdb {
 namespace {
 
@@ -78,6 +80,15 @@ void OpenStore(const TestDatabase& db, std::unique_ptr<Store>* out) {
   auto store = Store::Open(db.url());
   ASSERT_TRUE(store.has_value()) << store.error().message;
   *out = std::move(store).value();
+}
+
+void OpenStore(const TestDatabase& db, std::unique_ptr<Store>* out,
+               const sql::Database::ConnectionWrapper& wrap) {
+  auto database = sql::Database::Open(db.url(), 4, wrap);
+  ASSERT_TRUE(database.has_value()) << database.error().message;
+  auto migrated = ApplyMigrations(**database);
+  ASSERT_TRUE(migrated.has_value()) << migrated.error().message;
+  *out = std::make_unique<Store>(std::move(database).value());
 }
 
 }  // namespace atrium::testdb

@@ -63,5 +63,9 @@ class TestDatabase {
 // Opens a Store on db (applying migrations) into *out, failing the running
 // test if it cannot: wrap the call in ASSERT_NO_FATAL_FAILURE.
 void OpenStore(const TestDatabase& db, std::unique_ptr<Store>* out);
+// The same with every connection passed through `wrap` (SqlFaults::Wrapper(),
+// tests/store/fault_injecting_connection.h); the migrations run through it.
+void OpenStore(const TestDatabase& db, std::unique_ptr<Store>* out,
+               const sql::Database::ConnectionWrapper& wrap);
 
 }  // namespace atrium::testdb
