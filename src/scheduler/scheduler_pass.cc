@@ -236,12 +236,25 @@ bool Scheduler::StartReclaim(Allocation& a, const Ahead& ahead, DecisionRecords&
   return true;
 }
 
-void Scheduler::Walk(const Entitlement& entitled, const std::set<std::string, std::less<>>& freed,
-                     IdList& reserving, std::map<std::string, uint64_t, std::less<>>& tried,
-                     DecisionRecords& out) {
+void Scheduler::ReclaimAndReserve(Allocation& a, const Ahead& ahead, IdList& reserving,
+                                  std::map<std::string, uint64_t, std::less<>>& tried,
+                                  DecisionRecords& out) {
+  const std::string& id = a.id();
+  if (!StartReclaim(a, ahead, out)) {
+    tried[id] = revision_;
+    return;
+  }
+  // (With grace 0 the reclaim may have placed it already.)
+  if (a.state != AllocationState::kPending || !reclaims_.contains(id)) return;
   auto by_seq = [&](const std::string& x, const std::string& y) {
     return allocations_.find(x)->second.seq < allocations_.find(y)->second.seq;
   };
+  reserving.insert(std::upper_bound(reserving.begin(), reserving.end(), id, by_seq), id);
+}
+
+void Scheduler::Walk(const Entitlement& entitled, const std::set<std::string, std::less<>>& freed,
+                     IdList& reserving, std::map<std::string, uint64_t, std::less<>>& tried,
+                     DecisionRecords& out) {
   // Returns whether the step did nothing, as every later request of the
   // shape would do nothing until the generation moves.
   auto visit = [&](Allocation& a, ShapeQueue* shape) {
@@ -260,13 +273,7 @@ void Scheduler::Walk(const Entitlement& entitled, const std::set<std::string, st
       return false;
     }
     if (reclaims_.contains(id) || !entitled.contains(id)) return settled;
-    if (StartReclaim(a, entitled.ahead.find(id)->second, out)) {
-      if (a.state == AllocationState::kPending && reclaims_.contains(id)) {
-        reserving.insert(std::upper_bound(reserving.begin(), reserving.end(), id, by_seq), id);
-      }
-    } else {
-      tried[id] = revision_;
-    }
+    ReclaimAndReserve(a, entitled.ahead.find(id)->second, reserving, tried, out);
     return false;
   };
 
@@ -373,20 +380,10 @@ bool Scheduler::ReconcileReclaims(IdList& reserving,
   }
   std::sort(waiting.begin(), waiting.end(),
             [](const Allocation* x, const Allocation* y) { return x->seq < y->seq; });
-  auto by_seq = [&](const std::string& x, const std::string& y) {
-    return allocations_.find(x)->second.seq < allocations_.find(y)->second.seq;
-  };
   for (Allocation* a : waiting) {
     if (a->state != AllocationState::kPending) continue;
     if (TryPlace(*a, &reserving, out)) continue;
-    if (StartReclaim(*a, entitled.ahead.find(a->id())->second, out)) {
-      if (a->state == AllocationState::kPending && reclaims_.contains(a->id())) {
-        reserving.insert(std::upper_bound(reserving.begin(), reserving.end(), a->id(), by_seq),
-                         a->id());
-      }
-    } else {
-      tried[a->id()] = revision_;
-    }
+    ReclaimAndReserve(*a, entitled.ahead.find(a->id())->second, reserving, tried, out);
   }
   return released_reservation;
 }
