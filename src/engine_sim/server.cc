@@ -49,6 +49,7 @@
 #include "crypto/crypto.h"
 #include "engine_sim/json_text.h"
 #include "engine_sim/openai.h"
+#include "http/network_shell.h"
 
 namespace atrium::engine_sim {
 namespace {
@@ -71,15 +72,6 @@ constexpr size_t kMaxPipelinedBytes = size_t{1024} * 1024;
 constexpr int kLingerMs = 2000;
 // Buffers larger than this are released after their response.
 constexpr size_t kKeepBufferBytes = size_t{64} * 1024;
-
-// The standard phrase of a status code (Beast's table).
-std::string_view ReasonPhrase(int status) {
-  if (bhttp::int_to_status(static_cast<unsigned>(status)) == bhttp::status::unknown) {
-    return "Unknown";  // e.g. a model server's own code, relayed
-  }
-  auto phrase = bhttp::obsolete_reason(static_cast<bhttp::status>(status));
-  return {phrase.data(), phrase.size()};
-}
 
 bool IsParseError(const beast::error_code& ec) {
   if (ec.category() != bhttp::make_error_code(bhttp::error::bad_method).category()) return false;
@@ -125,27 +117,6 @@ std::vector<std::string> SplitModels(const std::string& list) {
     start = comma + 1;
   }
   return models;
-}
-
-Result<tcp::endpoint> ListenEndpoint(const std::string& host_in, int port) {
-  std::string host = host_in;
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  if (port < 0 || port > 65535) {
-    return Error::InvalidArgument("port out of range: " + std::to_string(port));
-  }
-  beast::error_code ec;
-  auto address = net::ip::make_address(host, ec);
-  if (!ec) return tcp::endpoint(address, static_cast<unsigned short>(port));
-  net::io_context resolver_context;
-  tcp::resolver resolver(resolver_context);
-  auto results = resolver.resolve(host, std::to_string(port), ec);
-  if (ec || results.empty()) {
-    return Error::Unavailable("cannot resolve listen host " + host_in + ": " +
-                              (ec ? ec.message() : "no addresses"));
-  }
-  return results.begin()->endpoint();
 }
 
 class Session;
@@ -438,7 +409,7 @@ class Session : public std::enable_shared_from_this<Session> {
     pending_ += "HTTP/1.1 ";
     pending_ += std::to_string(status);
     pending_ += ' ';
-    pending_ += ReasonPhrase(status);
+    pending_ += http::ReasonPhrase(status);
     pending_ += "\r\nServer: atrium-engine-sim\r\nContent-Type: ";
     pending_ += content_type;
     pending_ += "\r\n";
@@ -936,7 +907,8 @@ Result<int> Server::Start() {
   }
   std::vector<std::string> models = SplitModels(options_.model);
   if (models.empty()) return Error::InvalidArgument("a model name is required");
-  ATRIUM_ASSIGN_OR_RETURN(tcp::endpoint endpoint, ListenEndpoint(options_.host, options_.port));
+  ATRIUM_ASSIGN_OR_RETURN(tcp::endpoint endpoint,
+                          http::ListenEndpoint(options_.host, options_.port));
 
   auto core = std::make_unique<Core>(options_, std::move(profile), std::move(models));
   beast::error_code ec;
