@@ -1,6 +1,8 @@
 // /api/v1/allocations: tenants request GPUs (whole, gang, MIG slice, share,
 // node), list, release and ask why one waits. The tenant is always the
 // caller's; platform staff read and release any tenant's.
+#include <algorithm>
+
 #include "api/handler_util.h"
 #include "api/handlers.h"
 #include "api/views.h"
@@ -14,9 +16,6 @@ namespace {
 
 constexpr int64_t kMaxCpuMilli = 1'000'000'000;
 constexpr int64_t kMaxMemoryMib = int64_t{1} << 40;
-
-const char* const kStates[] = {"pending",  "running",   "preempting",
-                               "released", "preempted", "rejected"};
 
 // A field the kind does not take: refused rather than ignored.
 Status NotFor(const std::string& field, const std::string& kind, bool present) {
@@ -155,11 +154,11 @@ Result<http::Response> ListAllocations(Context& ctx) {
   ATRIUM_ASSIGN_OR_RETURN(ListOptions opts, ListOptionsOf(ctx.request));
   AllocationFilter filter;
   if (auto it = ctx.request.query.find("state"); it != ctx.request.query.end()) {
-    bool known = false;
-    for (const char* s : kStates) known = known || it->second == s;
-    if (!known) {
-      return Error::InvalidArgument(
-          "state must be one of pending, running, preempting, released, preempted, rejected");
+    const std::vector<std::string>& states = sched::AllAllocationStateNames();
+    if (std::find(states.begin(), states.end(), it->second) == states.end()) {
+      std::string known;
+      for (const std::string& state : states) known += (known.empty() ? "" : ", ") + state;
+      return Error::InvalidArgument("state must be one of " + known);
     }
     filter.state = it->second;
   }

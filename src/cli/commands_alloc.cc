@@ -4,6 +4,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "scheduler/allocation.h"
 
 namespace atrium::cli {
 namespace {
@@ -211,8 +212,7 @@ void AddAllocCommands(CLI::App& app, VerbTable& verbs) {
   CLI::App* list = alloc->add_subcommand("list", "List allocations");
   list->add_option("--tenant", list_args->tenant, "Only this tenant's (platform staff)");
   list->add_option("--state", list_args->state, "Only allocations in this state")
-      ->check(
-          CLI::IsMember({"pending", "running", "preempting", "released", "preempted", "rejected"}));
+      ->check(CLI::IsMember(sched::AllAllocationStateNames()));
   AddListOptions(list, list_args->list);
   verbs.Add(list, [list_args](Context& ctx) { return List(ctx, *list_args); });
 

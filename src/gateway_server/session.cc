@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "crypto/crypto.h"
+#include "http/network_shell.h"
 
 namespace atrium::gateway_server {
 namespace {
@@ -33,15 +34,6 @@ std::string NewRequestId() {
   std::copy(prefix.begin(), prefix.end(), id.begin());
   for (size_t i = 0; i < 16; ++i) id[id.size() - 1 - i] = kHex[(n >> (4 * i)) & 0xf];
   return id;
-}
-
-// The standard phrase of a status code (Beast's table).
-std::string_view ReasonPhrase(int status) {
-  if (bhttp::int_to_status(static_cast<unsigned>(status)) == bhttp::status::unknown) {
-    return "Unknown";  // e.g. a model server's own code, relayed
-  }
-  auto phrase = bhttp::obsolete_reason(static_cast<bhttp::status>(status));
-  return {phrase.data(), phrase.size()};
 }
 
 // How long a connection whose request body went unread is drained before
@@ -61,7 +53,7 @@ std::string ResponseHead(int status, std::string_view content_type, int64_t cont
   head += "HTTP/1.1 ";
   head += std::to_string(status);
   head += ' ';
-  head += ReasonPhrase(status);
+  head += http::ReasonPhrase(status);
   head += "\r\nServer: atrium-gateway\r\nContent-Type: ";
   head += content_type;
   if (content_length >= 0) {

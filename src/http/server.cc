@@ -32,6 +32,7 @@
 #include "common/thread_name.h"
 #include "crypto/crypto.h"
 #include "http/beast_request.h"
+#include "http/network_shell.h"
 
 namespace atrium::http {
 namespace {
@@ -428,28 +429,6 @@ class Session : public std::enable_shared_from_this<Session> {
   uint64_t read_generation_ = 0;
 };
 
-Result<tcp::endpoint> ListenEndpoint(const ServerOptions& options) {
-  std::string host = options.host;
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  if (options.port < 0 || options.port > 65535) {
-    return Error::InvalidArgument("port out of range: " + std::to_string(options.port));
-  }
-  const auto port = static_cast<unsigned short>(options.port);
-  beast::error_code ec;
-  auto address = net::ip::make_address(host, ec);
-  if (!ec) return tcp::endpoint(address, port);
-  net::io_context resolver_context;
-  tcp::resolver resolver(resolver_context);
-  auto results = resolver.resolve(host, std::to_string(port), ec);
-  if (ec || results.empty()) {
-    return Error::Unavailable("cannot resolve listen host " + options.host + ": " +
-                              (ec ? ec.message() : "no addresses"));
-  }
-  return results.begin()->endpoint();
-}
-
 }  // namespace
 
 struct Server::Impl {
@@ -512,7 +491,7 @@ Result<int> Server::Start() {
     return Error::FailedPrecondition("server was already started");
   }
   const ServerOptions& options = impl_->state->options;
-  ATRIUM_ASSIGN_OR_RETURN(tcp::endpoint endpoint, ListenEndpoint(options));
+  ATRIUM_ASSIGN_OR_RETURN(tcp::endpoint endpoint, ListenEndpoint(options.host, options.port));
   auto& acceptor = impl_->acceptor;
   beast::error_code ec;
   acceptor.open(endpoint.protocol(), ec);

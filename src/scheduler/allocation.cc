@@ -39,6 +39,11 @@ constexpr std::array<std::pair<std::string_view, AllocationState>, 3> kStates{{
     {"running", AllocationState::kRunning},
     {"preempting", AllocationState::kPreempting},
 }};
+constexpr std::array<std::pair<std::string_view, DecisionKind>, 3> kEndedStates{{
+    {"released", DecisionKind::kReleased},
+    {"preempted", DecisionKind::kPreempted},
+    {"rejected", DecisionKind::kRejected},
+}};
 
 template <typename E, size_t N>
 std::string_view NameOf(E e, const std::array<std::pair<std::string_view, E>, N>& table) {
@@ -103,6 +108,23 @@ std::string_view DecisionKindName(DecisionKind kind) {
       return "move-requested";
   }
   return "?";
+}
+
+std::string_view EndedStateName(DecisionKind kind) {
+  for (const auto& [name, ends] : kEndedStates) {
+    if (ends == kind) return name;
+  }
+  return {};
+}
+
+const std::vector<std::string>& AllAllocationStateNames() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const auto& [name, state] : kStates) out.emplace_back(name);
+    for (const auto& [name, kind] : kEndedStates) out.emplace_back(name);
+    return out;
+  }();
+  return names;
 }
 
 std::string DescribePlacement(const std::vector<NodePlacement>& placement) {

@@ -129,6 +129,16 @@ enum class DecisionKind {
 };
 std::string_view DecisionKindName(DecisionKind kind);  // "queued", "placed", ...
 
+// The state an allocation is kept in, as history, after the decision that
+// ended it: "released", "preempted" or "rejected" for kReleased, kPreempted
+// and kRejected; "" for a decision that does not end it.
+std::string_view EndedStateName(DecisionKind kind);
+// Every state a stored allocation can be in: a held one's (StateName:
+// pending, running, preempting), then an ended one's (EndedStateName:
+// released, preempted, rejected). The one list that the API and the CLI
+// check a state filter against.
+const std::vector<std::string>& AllAllocationStateNames();
+
 struct DecisionRecord {
   DecisionKind kind = DecisionKind::kQueued;
   std::string allocation_id;

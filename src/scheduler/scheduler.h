@@ -282,6 +282,13 @@ class Scheduler {
   // `ahead`: what is ahead of it (Entitlement). Returns whether it marked
   // victims (or, with grace 0, placed).
   bool StartReclaim(Allocation& a, const Ahead& ahead, DecisionRecords& out);
+  // Starts a reclaim for the entitled queued request `a` (`ahead`: what is
+  // ahead of it); while its victims' grace runs it joins `reserving`, in
+  // submission order. A reclaim that marked nothing is remembered in `tried`
+  // at this revision_, so step 5 does not try it again until a placement or
+  // a mark changes. Shared by the walk (step 4) and step 5 of the pass.
+  void ReclaimAndReserve(Allocation& a, const Ahead& ahead, IdList& reserving,
+                         std::map<std::string, uint64_t, std::less<>>& tried, DecisionRecords& out);
   // What ChooseVictims needs for `a`'s reclaim (its request charged with
   // what is `ahead` of it): the candidates, the charges already marked and
   // in flight, and the limit deficits; `fits` is left for the caller. `excluding`: a

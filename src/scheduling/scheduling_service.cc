@@ -18,22 +18,6 @@ namespace {
 constexpr int64_t kWorkloadSample = 2000;
 constexpr int kWorkloadRefresh = 64;
 
-bool Ends(sched::DecisionKind kind) {
-  return kind == sched::DecisionKind::kReleased || kind == sched::DecisionKind::kPreempted ||
-         kind == sched::DecisionKind::kRejected;
-}
-
-std::string EndedState(sched::DecisionKind kind) {
-  switch (kind) {
-    case sched::DecisionKind::kReleased:
-      return "released";
-    case sched::DecisionKind::kPreempted:
-      return "preempted";
-    default:
-      return "rejected";
-  }
-}
-
 std::string AllocationTarget(const std::string& tenant, const std::string& id) {
   return "tenant/" + tenant + "/allocation/" + id;
 }
@@ -252,7 +236,8 @@ Status SchedulingService::CommitLocked(const RequestOrigin& by,
       return existing.error();
     }
     AllocationRecord r = std::move(existing).value();
-    r.state = Ends(d.kind) ? EndedState(d.kind) : "released";
+    const std::string_view ended_as = sched::EndedStateName(d.kind);
+    r.state = ended_as.empty() ? "released" : std::string(ended_as);
     r.ended_ms = d.at_ms;
     r.reason = d.ToString();
     r.preempt_at_ms = -1;

@@ -1,9 +1,10 @@
-// Helpers shared by the files that implement Store (store.cc and
-// gateway_store.cc): row codecs, paging and the gateway policy marker. Not
+// Helpers shared by the files that implement Store (store.cc, store_*.cc
+// and gateway_store.cc): row codecs, paging and the gateway policy marker. Not
 // part of the store's interface; nothing outside src/store includes this.
 #pragma once
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,9 +32,11 @@ Page<T> MakePage(std::vector<T> items, int limit, KeyFn key) {
   return page;
 }
 
-// String lists as JSON text; an unreadable text decodes as empty.
+// String lists and maps as JSON text; an unreadable text decodes as empty.
 std::string EncodeList(const std::vector<std::string>& v);
 std::vector<std::string> DecodeList(const std::string& text);
+std::string EncodeMap(const std::map<std::string, std::string>& m);
+std::map<std::string, std::string> DecodeMap(const std::string& text);
 
 inline constexpr char kTenantColumns[] =
     "id, name, display_name, tier, regions, weight, labels, state, created_at, updated_at, version";
@@ -61,5 +64,9 @@ Status ExpectOneRowOn(sql::Connection& c, std::string_view statement,
 
 // A transaction's outcome as a Status.
 Status StatusOf(Result<bool> r);
+
+// Appends one audit record on an open write transaction: assigns the global
+// seq and links the record into its chain (store_audit.cc).
+Result<AuditRecord> AppendAuditOn(sql::Connection& c, AuditRecord record);
 
 }  // namespace atrium::store_internal

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "api/api_fixture.h"
+#include "scheduler/allocation.h"
 
 namespace atrium::api {
 namespace {
@@ -373,6 +374,31 @@ TEST_F(SchedulingApiTest, OperatorLowersTheTenantQuotaBelowTheProjectSplit) {
   Json quotas = BodyOf(h_.Call("GET", q, alice_.key));
   for (const Json& row : quotas["items"])
     EXPECT_TRUE(row["clamped_projects"].empty()) << row.dump();
+}
+
+// The state filter takes each state a stored allocation can be in (the
+// scheduler's one list) and names them all when it refuses another.
+TEST_F(SchedulingApiTest, TheStateFilterTakesEveryAllocationStateAndRefusesOthers) {
+  Json running = BodyOf(Allocate(alice_, {{"kind", "gpu"}, {"model", "H100-80GB"}}));
+  ASSERT_EQ(running["state"], "running") << running.dump();
+  Json released = BodyOf(Allocate(alice_, {{"kind", "gpu"}, {"model", "H100-80GB"}}));
+  ASSERT_EQ(
+      h_.Call("DELETE", "/api/v1/allocations/" + released["id"].get<std::string>(), alice_.key)
+          .status,
+      200);
+  for (const std::string& state : sched::AllAllocationStateNames()) {
+    http::Response listed = h_.Call("GET", "/api/v1/allocations?state=" + state, alice_.key);
+    ASSERT_EQ(listed.status, 200) << state << " -> " << listed.body;
+    for (const auto& item : BodyOf(listed)["items"]) EXPECT_EQ(item["state"], state);
+    const size_t expected = state == "running" || state == "released" ? 1 : 0;
+    EXPECT_EQ(BodyOf(listed)["items"].size(), expected) << state << " -> " << listed.body;
+  }
+  http::Response bogus = h_.Call("GET", "/api/v1/allocations?state=paused", alice_.key);
+  EXPECT_EQ(bogus.status, 400) << bogus.body;
+  EXPECT_NE(bogus.body.find(
+                "state must be one of pending, running, preempting, released, preempted, rejected"),
+            std::string::npos)
+      << bogus.body;
 }
 
 TEST_F(SchedulingApiTest, EvictionReleasesEverythingTheTenantHoldsAndKeepsItsHistory) {

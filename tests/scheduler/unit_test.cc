@@ -42,6 +42,26 @@ Allocation Placed(AllocationRequest r, std::string node, std::vector<int> gpus, 
 
 // ------------------------------------------------------------------ quota
 
+TEST(AllocationStates, HeldStatesThenTheStatesAnEndedAllocationIsKeptIn) {
+  EXPECT_EQ(AllAllocationStateNames(),
+            (std::vector<std::string>{"pending", "running", "preempting", "released", "preempted",
+                                      "rejected"}));
+  for (AllocationState s :
+       {AllocationState::kPending, AllocationState::kRunning, AllocationState::kPreempting}) {
+    auto parsed = ParseState(StateName(s));
+    ASSERT_TRUE(parsed.has_value()) << StateName(s);
+    EXPECT_EQ(*parsed, s);
+  }
+  EXPECT_EQ(EndedStateName(DecisionKind::kReleased), "released");
+  EXPECT_EQ(EndedStateName(DecisionKind::kPreempted), "preempted");
+  EXPECT_EQ(EndedStateName(DecisionKind::kRejected), "rejected");
+  for (DecisionKind k :
+       {DecisionKind::kQueued, DecisionKind::kPlaced, DecisionKind::kPreemptionScheduled,
+        DecisionKind::kPreemptionCancelled, DecisionKind::kMoveRequested}) {
+    EXPECT_EQ(EndedStateName(k), "") << DecisionKindName(k);
+  }
+}
+
 TEST(Quota, ChargesMilliGpuByKind) {
   const capacity::GpuModel& h100 = *capacity::FindGpuModel("H100-80GB");
   AllocationRequest r = Gpus("x", "t", 2, Priority::kBatch);
