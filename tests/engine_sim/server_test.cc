@@ -12,6 +12,7 @@
 #include "engine_sim/raw_http.h"
 #include "http/client.h"
 #include "support/result_matchers.h"
+#include "support/wait.h"
 
 namespace atrium::engine_sim {
 namespace {
@@ -263,7 +264,14 @@ TEST(EngineSimServerTest, ServedRecordsUseTheClientsRequestId) {
   EXPECT_EQ(streamed->Header("x-request-id"), "gw-2");
   ASSERT_EQ(sim.Post("/v1/embeddings", {{"model", kModel}, {"input", "abcdefgh"}})->status, 200);
 
-  json served = sim.Served();
+  // The stream's record ends when the simulator's last write completes, which
+  // the client may see before the simulator does: wait for it, not for time.
+  json served;
+  EXPECT_TRUE(testing_support::WaitUntil([&] {
+    served = sim.Served();
+    const json* record = FindRecord(served, "gw-2");
+    return record != nullptr && (*record)["finished"] == true;
+  }));
   ASSERT_EQ(served["requests"].size(), 3u);
   const json* one = FindRecord(served, "gw-1");
   ASSERT_NE(one, nullptr);
