@@ -45,10 +45,10 @@
 #include <utility>
 #include <vector>
 
-#include "common/thread_name.h"
 #include "crypto/crypto.h"
 #include "engine_sim/json_text.h"
 #include "engine_sim/openai.h"
+#include "threads/thread_name.h"
 
 namespace atrium::engine_sim {
 namespace {

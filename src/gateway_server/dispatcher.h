@@ -21,7 +21,7 @@
 #include "gateway/fair_queue.h"
 #include "gateway/limiter.h"
 #include "gateway/slot_shares.h"
-#include "store/gateway_records.h"
+#include "model/gateway_records.h"
 
 namespace atrium::gateway_server {
 

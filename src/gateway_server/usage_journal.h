@@ -56,7 +56,7 @@
 
 #include "common/result.h"
 #include "gateway/refusal_tally.h"
-#include "store/gateway_records.h"
+#include "model/gateway_records.h"
 
 namespace atrium::gateway_server {
 

@@ -29,9 +29,9 @@
 #include <utility>
 #include <vector>
 
-#include "common/thread_name.h"
 #include "crypto/crypto.h"
 #include "http/beast_request.h"
+#include "threads/thread_name.h"
 
 namespace atrium::http {
 namespace {

@@ -11,9 +11,9 @@
 
 #include "capacity/inventory.h"
 #include "common/result.h"
+#include "model/records.h"
 #include "scheduler/allocation.h"
 #include "scheduler/tenant_policy.h"
-#include "store/records.h"
 
 namespace atrium::scheduling {
 
