@@ -8,7 +8,9 @@
 #      The official `openai` npm client (tests/node, `npm ci`) drives the gateway.
 #   5. builds the libFuzzer targets with clang and runs each for a bounded time,
 #   6. checks that every C++ file is formatted as .clang-format says
-#      (scripts/check-format.sh; a failure fails the run after the tests ran),
+#      (scripts/check-format.sh) and that src/ keeps the allowed-dependencies
+#      table in docs/architecture.md (scripts/check-deps.py); a failure fails
+#      the run after the tests ran,
 #   7. stops what it started.
 # Environment: ATRIUM_FUZZ_SECONDS (default 30 per target), JOBS (default nproc).
 set -euo pipefail
@@ -72,4 +74,7 @@ echo "fuzz: ${fuzz_pass} passed, ${fuzz_fail} failed"
 
 echo "== format (clang-format, check only)"
 bash scripts/check-format.sh || status=1
+
+echo "== dependencies (the table in docs/architecture.md)"
+python3 scripts/check-deps.py || status=1
 exit "$status"
