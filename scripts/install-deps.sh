@@ -12,8 +12,9 @@ PACKAGES=(
   # clang + its runtime libraries: the libFuzzer/ASan/UBSan build (ATRIUM_FUZZ).
   clang libclang-rt-14-dev
   # clang-format: the test command checks that every C++ file is formatted
-  # as .clang-format says (scripts/check-format.sh).
-  clang-format
+  # as .clang-format says (scripts/check-format.sh); clang-tidy runs the
+  # .clang-tidy checks on the files a change touches (scripts/check-tidy.sh).
+  clang-format clang-tidy
   # Header-only Boost: Beast/Asio for the HTTP server.
   libboost-dev
   # Cryptography: libsodium (password hashing, tokens), OpenSSL (TLS, hashes).

@@ -8,7 +8,10 @@
 #      The official `openai` npm client (tests/node, `npm ci`) drives the gateway.
 #   5. builds the libFuzzer targets with clang and runs each for a bounded time,
 #   6. checks that every C++ file is formatted as .clang-format says
-#      (scripts/check-format.sh; a failure fails the run after the tests ran),
+#      (scripts/check-format.sh), that src/ keeps the allowed-dependencies
+#      table in docs/architecture.md (scripts/check-deps.py) and that the C++
+#      files changed since the merge base with origin/main pass .clang-tidy
+#      (scripts/check-tidy.sh); a failure fails the run after the tests ran,
 #   7. stops what it started.
 # Environment: ATRIUM_FUZZ_SECONDS (default 30 per target), JOBS (default nproc).
 set -euo pipefail
@@ -72,4 +75,10 @@ echo "fuzz: ${fuzz_pass} passed, ${fuzz_fail} failed"
 
 echo "== format (clang-format, check only)"
 bash scripts/check-format.sh || status=1
+
+echo "== dependencies (the table in docs/architecture.md)"
+python3 scripts/check-deps.py || status=1
+
+echo "== tidy (clang-tidy on the changed files)"
+JOBS="$JOBS" bash scripts/check-tidy.sh || status=1
 exit "$status"

@@ -9,7 +9,7 @@
 
 #include "common/json_reader.h"
 #include "common/result.h"
-#include "store/gateway_records.h"
+#include "model/gateway_records.h"
 
 namespace atrium::api {
 

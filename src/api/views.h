@@ -2,10 +2,11 @@
 #pragma once
 
 #include "common/json_reader.h"
+#include "model/gateway_records.h"
+#include "model/records.h"
 #include "scheduling/codec.h"
 #include "scheduling/inventory_report.h"
-#include "store/gateway_records.h"
-#include "store/records.h"
+#include "store/queries.h"
 
 namespace atrium::api {
 

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "store/records.h"
+#include "model/records.h"
 
 namespace atrium::audit {
 

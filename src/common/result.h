@@ -149,9 +149,13 @@ inline Status OkStatus() { return {}; }
     auto _atrium_status = (expr);                                              \
     if (!_atrium_status.has_value()) return std::move(_atrium_status).error(); \
   } while (0)
+// `tmp` is a name and `lhs` a declaration or an lvalue (`auto x`, `y.z`):
+// neither can be parenthesized.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define ATRIUM_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr)   \
   auto tmp = (expr);                                   \
   if (!tmp.has_value()) return std::move(tmp).error(); \
   lhs = std::move(tmp).value()
 #define ATRIUM_ASSIGN_OR_RETURN(lhs, expr) \
   ATRIUM_ASSIGN_OR_RETURN_IMPL(ATRIUM_CONCAT(_atrium_result_, __LINE__), lhs, expr)
+// NOLINTEND(bugprone-macro-parentheses)

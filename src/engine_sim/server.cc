@@ -45,12 +45,12 @@
 #include <utility>
 #include <vector>
 
-#include "common/thread_name.h"
 #include "crypto/crypto.h"
 #include "engine_sim/json_text.h"
 #include "engine_sim/openai.h"
 #include "engine_sim/session.h"
 #include "http/network_shell.h"
+#include "threads/thread_name.h"
 
 namespace atrium::engine_sim {
 namespace {

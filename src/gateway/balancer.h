@@ -14,7 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "store/gateway_records.h"
+#include "model/gateway_records.h"
 
 namespace atrium::gateway {
 

@@ -40,7 +40,7 @@
 #include <vector>
 
 #include "common/result.h"
-#include "store/gateway_records.h"
+#include "model/gateway_records.h"
 
 namespace atrium::gateway {
 

@@ -16,7 +16,7 @@
 #include "common/result.h"
 #include "gateway/fair_queue.h"
 #include "gateway/limiter.h"
-#include "store/gateway_records.h"
+#include "model/gateway_records.h"
 
 namespace atrium::gateway {
 

@@ -15,7 +15,7 @@
 #include <tuple>
 #include <vector>
 
-#include "store/gateway_records.h"
+#include "model/gateway_records.h"
 
 namespace atrium::gateway {
 

@@ -38,7 +38,7 @@
 
 #include "gateway/openai.h"
 #include "gateway/policy.h"
-#include "store/gateway_records.h"
+#include "model/gateway_records.h"
 
 namespace atrium::gateway {
 

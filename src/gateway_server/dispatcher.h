@@ -23,7 +23,7 @@
 #include "gateway/limiter.h"
 #include "gateway/slot_rules.h"
 #include "gateway/slot_shares.h"
-#include "store/gateway_records.h"
+#include "model/gateway_records.h"
 
 namespace atrium::gateway_server {
 

@@ -13,10 +13,10 @@
 #include <boost/beast/http/string_body.hpp>
 #include <map>
 
-#include "common/thread_name.h"
 #include "crypto/crypto.h"
 #include "gateway_server/server_impl.h"
 #include "gateway_server/session.h"
+#include "threads/thread_name.h"
 
 namespace atrium::gateway_server {
 namespace {

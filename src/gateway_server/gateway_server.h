@@ -29,15 +29,15 @@ struct GatewayOptions {
   std::string host = "127.0.0.1";
   int port = 0;  // 0: any free port
   int threads = 2;
-  size_t max_header_bytes = 16 * 1024;
-  size_t max_body_bytes = 4 * 1024 * 1024;  // larger: 413
+  size_t max_header_bytes = size_t{16} * 1024;
+  size_t max_body_bytes = size_t{4} * 1024 * 1024;  // larger: 413
   // Request bodies held in memory at once, all connections together (a
   // chunked body counts as max_body_bytes until it is read); a request
   // beyond it is refused with a 503 before its body is read.
-  size_t body_memory_bytes = 256 * 1024 * 1024;
+  size_t body_memory_bytes = size_t{256} * 1024 * 1024;
   // The bodies of one tenant's requests waiting in the fair queue; a request
   // that would wait beyond it is refused with a 429.
-  size_t queued_body_bytes_per_tenant = 64 * 1024 * 1024;
+  size_t queued_body_bytes_per_tenant = size_t{64} * 1024 * 1024;
   int read_timeout_ms = 30'000;          // a whole request must arrive within this
   int idle_timeout_ms = 120'000;         // keep-alive connection without a request
   int max_connections = 20'000;          // beyond: accepted and closed at once
@@ -51,7 +51,7 @@ struct GatewayOptions {
   int upstream_body_timeout_ms = 300'000;
   int max_retries = 1;             // other endpoints tried before the first byte
   int health_interval_ms = 2'000;  // active checks: GET <endpoint>/v1/models
-  size_t max_upstream_body_bytes = 64 * 1024 * 1024;
+  size_t max_upstream_body_bytes = size_t{64} * 1024 * 1024;
   // https endpoints: certificates are checked against the system's CAs and,
   // when set, the CAs in this PEM file (e.g. the private CA of in-cluster
   // model servers).

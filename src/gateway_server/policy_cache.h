@@ -10,7 +10,7 @@
 #include <string>
 
 #include "common/result.h"
-#include "store/gateway_records.h"
+#include "model/gateway_records.h"
 
 namespace atrium::gateway_server {
 

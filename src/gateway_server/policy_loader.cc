@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <chrono>
 
-#include "common/thread_name.h"
 #include "gateway_server/policy_cache.h"
+#include "threads/thread_name.h"
 
 namespace atrium::gateway_server {
 namespace {

@@ -19,7 +19,7 @@
 
 #include "common/result.h"
 #include "gateway/policy.h"
-#include "store/gateway_records.h"
+#include "model/gateway_records.h"
 
 namespace atrium::gateway_server {
 

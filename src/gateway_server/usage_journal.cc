@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/atomic_file.h"
-#include "common/thread_name.h"
+#include "threads/thread_name.h"
 
 namespace atrium::gateway_server {
 namespace {

@@ -57,7 +57,7 @@
 #include "common/file_system.h"
 #include "common/result.h"
 #include "gateway/refusal_tally.h"
-#include "store/gateway_records.h"
+#include "model/gateway_records.h"
 
 namespace atrium::gateway_server {
 

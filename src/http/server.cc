@@ -29,10 +29,10 @@
 #include <utility>
 #include <vector>
 
-#include "common/thread_name.h"
 #include "crypto/crypto.h"
 #include "http/beast_request.h"
 #include "http/network_shell.h"
+#include "threads/thread_name.h"
 
 namespace atrium::http {
 namespace {

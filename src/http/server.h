@@ -18,11 +18,11 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 0;  // 0: any free port
   int threads = 4;
-  size_t max_header_bytes = 16 * 1024;  // larger: 431
-  size_t max_body_bytes = 1024 * 1024;  // larger: 413
-  int read_timeout_ms = 30'000;         // whole request must arrive within this
-  int idle_timeout_ms = 60'000;         // keep-alive connection with no request
-  int max_connections = 10'000;         // beyond: accept and close at once
+  size_t max_header_bytes = size_t{16} * 1024;  // larger: 431
+  size_t max_body_bytes = size_t{1024} * 1024;  // larger: 413
+  int read_timeout_ms = 30'000;                 // whole request must arrive within this
+  int idle_timeout_ms = 60'000;                 // keep-alive connection with no request
+  int max_connections = 10'000;                 // beyond: accept and close at once
 };
 
 using Handler = std::function<Response(Request&)>;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common/result.h"
-#include "store/records.h"
+#include "model/records.h"
 
 namespace atrium {
 

@@ -17,7 +17,7 @@ namespace atrium {
 struct LoginThrottleOptions {
   int max_failures_per_account = 5;
   int max_failures_per_source = 20;
-  int64_t window_ms = 15 * 60 * 1000;
+  int64_t window_ms = int64_t{15} * 60 * 1000;
   size_t max_tracked = 100'000;  // bound on memory under a spraying attack
 };
 

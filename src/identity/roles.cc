@@ -206,9 +206,8 @@ Decision Authorize(const Principal& p, Permission perm, const Target& target) {
   }
   switch (reach) {
     case Reach::kPlatform:
+    case Reach::kTenant:  // same tenant, checked above
       return Decision::kAllow;
-    case Reach::kTenant:
-      return Decision::kAllow;  // same tenant, checked above
     case Reach::kSelf:
       if (target.owner_user_id == p.user_id) return Decision::kAllow;
       return Decision::kDenyForbidden;

@@ -10,9 +10,9 @@
 #include <map>
 #include <sstream>
 
-#include "common/thread_name.h"
 #include "crypto/crypto.h"
 #include "identity/signing_key_box.h"
+#include "threads/thread_name.h"
 
 namespace atrium {
 namespace {

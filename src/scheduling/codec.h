@@ -1,4 +1,4 @@
-// Conversions between the store's plain rows (store/records.h) and the pure
+// Conversions between the store's plain rows (model/records.h) and the pure
 // scheduler's values (capacity::Fleet, sched::Allocation, sched::TenantPolicy).
 // Pure functions; every one round-trips: To(From(x)) == x for what the store
 // keeps.
@@ -11,9 +11,9 @@
 
 #include "capacity/inventory.h"
 #include "common/result.h"
+#include "model/records.h"
 #include "scheduler/allocation.h"
 #include "scheduler/tenant_policy.h"
-#include "store/records.h"
 
 namespace atrium::scheduling {
 

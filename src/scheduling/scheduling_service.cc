@@ -5,9 +5,9 @@
 #include <algorithm>
 
 #include "capacity/fleet_spec.h"
-#include "common/thread_name.h"
 #include "crypto/ids.h"
 #include "scheduling/codec.h"
+#include "threads/thread_name.h"
 
 namespace atrium::scheduling {
 

@@ -19,8 +19,9 @@
 #include <vector>
 
 #include "common/result.h"
-#include "store/gateway_records.h"
-#include "store/records.h"
+#include "model/gateway_records.h"
+#include "model/records.h"
+#include "store/queries.h"
 #include "store/sql.h"
 
 namespace atrium {

@@ -10,7 +10,8 @@
 #include <vector>
 
 #include "common/result.h"
-#include "store/records.h"
+#include "model/records.h"
+#include "store/queries.h"
 #include "store/sql.h"
 
 namespace atrium::store_internal {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "store/records.h"
+#include "model/records.h"
 
 namespace atrium {
 
@@ -117,13 +117,6 @@ struct RefusalTotals {
   int64_t count = 0;
   int64_t first_minute_at = 0;  // ms since epoch, the first minute with one
   int64_t last_minute_at = 0;   // and the last
-};
-
-struct UsageFilter {
-  int64_t from = 0;  // created_at >= from (ms); 0 = no bound
-  int64_t to = 0;    // created_at <  to (ms);   0 = no bound
-  std::string model;
-  std::string key_id;
 };
 
 struct UsageTotals {

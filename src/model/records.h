@@ -1,25 +1,15 @@
-// Plain records as the store keeps them. Logic about them lives in the
-// subsystems (tenancy/, identity/, audit/); these are only data.
+// Plain records as the store keeps them and the services pass around. Logic
+// about them lives in the subsystems (tenancy/, identity/, audit/); these are
+// only data, and this folder depends on nothing (what a store call is asked,
+// its scope, paging and filters, is in store/queries.h).
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace atrium {
-
-// The tenant whose rows a store call may read or write. Every tenant-owned
-// row carries tenant_id, and every store method for such rows takes a scope
-// and puts it in the WHERE clause. The empty id is the platform itself (its
-// own staff users and their keys) — never "all tenants".
-struct TenantScope {
-  std::string tenant_id;
-  static TenantScope Platform() { return {""}; }
-  static TenantScope Of(std::string id) { return {std::move(id)}; }
-  bool is_platform() const { return tenant_id.empty(); }
-};
 
 struct Tenant {
   std::string id;
@@ -247,43 +237,6 @@ struct AllocationRecord {
   bool Held() const { return state == "pending" || state == "running" || state == "preempting"; }
 
   bool operator==(const AllocationRecord&) const = default;
-};
-
-struct AllocationFilter {
-  std::string tenant_id;  // platform listings only: "" = every tenant
-  std::string state;      // "" = any
-};
-
-// Everything one scheduling call changes, written in one transaction.
-struct SchedulingCommit {
-  // Upserted by id: an existing row (same tenant) is updated in its
-  // scheduler fields; a new one is inserted whole.
-  std::vector<AllocationRecord> allocations;
-  // Upserted by (tenant, project, model, kind). A tenant row (project "")
-  // of guarantee = limit = 0 is deleted (for a tenant an absent class is
-  // 0/0); a project row of 0/0 is stored: it denies the class to the
-  // project, where an absent row limits it by the tenant's quota only.
-  std::vector<QuotaRecord> quotas;
-  // Deleted by (tenant, project, model, kind), before `quotas` are written.
-  std::vector<QuotaRecord> removed_quotas;
-  std::vector<ProjectRecord> new_projects;
-  // (tenant id, project name): removed with their quota rows.
-  std::vector<std::pair<std::string, std::string>> deleted_projects;
-  // Node and GPU flags (cordoned, draining, GPU health/cordon/MIG) by name.
-  std::vector<FleetNodeRecord> node_flags;
-  // Appended after everything above, in order, in the same transaction.
-  std::vector<AuditRecord> audit;
-};
-
-template <typename T>
-struct Page {
-  std::vector<T> items;
-  std::string next_cursor;  // "" when there are no more
-};
-
-struct ListOptions {
-  std::string after;  // cursor from a previous page ("" = from the start)
-  int limit = 100;
 };
 
 }  // namespace atrium
