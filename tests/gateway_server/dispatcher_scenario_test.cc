@@ -77,6 +77,7 @@
 #include <vector>
 
 #include "gateway_server/dispatcher.h"
+#include "support/scenario_files.h"
 
 namespace atrium::gateway_server {
 namespace {
@@ -459,27 +460,13 @@ void RunScenario(const fs::path& path) {
   }
 }
 
-std::vector<fs::path> ScenarioFiles() {
-  std::vector<fs::path> out;
-  for (const auto& e : fs::directory_iterator(ATRIUM_GATEWAY_SCENARIOS)) {
-    if (e.path().extension() == ".json") out.push_back(e.path());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 class DispatcherScenarioTest : public testing::TestWithParam<fs::path> {};
 
 TEST_P(DispatcherScenarioTest, Runs) { RunScenario(GetParam()); }
 
-INSTANTIATE_TEST_SUITE_P(Scenarios, DispatcherScenarioTest, testing::ValuesIn(ScenarioFiles()),
-                         [](const testing::TestParamInfo<fs::path>& info) {
-                           std::string name = info.param.stem().string();
-                           for (char& c : name) {
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           }
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(Scenarios, DispatcherScenarioTest,
+                         testing::ValuesIn(testing_support::JsonFilesIn(ATRIUM_GATEWAY_SCENARIOS)),
+                         testing_support::NameOfFile);
 
 }  // namespace
 }  // namespace atrium::gateway_server

@@ -55,6 +55,7 @@
 #include "capacity/fleet_spec.h"
 #include "scheduler/scheduler.h"
 #include "support/result_matchers.h"
+#include "support/scenario_files.h"
 
 namespace atrium::sched {
 namespace {
@@ -374,27 +375,14 @@ void RunScenario(const fs::path& path) {
   }
 }
 
-std::vector<fs::path> ScenarioFiles() {
-  std::vector<fs::path> out;
-  for (const auto& e : fs::directory_iterator(ATRIUM_SCHEDULER_SCENARIOS)) {
-    if (e.path().extension() == ".json") out.push_back(e.path());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 class ScenarioTest : public testing::TestWithParam<fs::path> {};
 
 TEST_P(ScenarioTest, Runs) { RunScenario(GetParam()); }
 
-INSTANTIATE_TEST_SUITE_P(Scenarios, ScenarioTest, testing::ValuesIn(ScenarioFiles()),
-                         [](const testing::TestParamInfo<fs::path>& info) {
-                           std::string name = info.param.stem().string();
-                           for (char& c : name) {
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           }
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Scenarios, ScenarioTest,
+    testing::ValuesIn(testing_support::JsonFilesIn(ATRIUM_SCHEDULER_SCENARIOS)),
+    testing_support::NameOfFile);
 
 }  // namespace
 }  // namespace atrium::sched
