@@ -168,7 +168,13 @@ Admission Dispatcher::Admit(const SlotRequest& request, int64_t now_ms, Wake wak
   return admission;
 }
 
+void Dispatcher::StopGranting() {
+  std::lock_guard lock(mu_);
+  granting_stopped_ = true;
+}
+
 void Dispatcher::PumpLocked(DeploymentQueue& queue, int64_t now_ms, std::vector<Wake>& wakes) {
+  if (granting_stopped_) return;
   const gateway::SlotRules rules = RulesOf(queue, now_ms);
   auto can_start = [&](const gateway::QueuedItem& item) {
     auto it = waiting_.find(item.id);

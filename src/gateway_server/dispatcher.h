@@ -120,6 +120,12 @@ class Dispatcher {
   // timer (ejections and open circuits end with time).
   void Pump(int64_t now_ms);
 
+  // The gateway is cutting what is left of its requests (Stop() after its
+  // drain time): from now on no queued request is granted a slot, not even
+  // one a cut request frees, so each leaves its queue by its own cut
+  // (Cancel) instead of racing it to a model server. Cannot be undone.
+  void StopGranting();
+
   size_t QueuedFor(const std::string& deployment_id) const;
   // Requests running on `url` as an endpoint of deployment `deployment_id`.
   int OutstandingOn(const std::string& deployment_id, const std::string& url) const;
@@ -172,6 +178,7 @@ class Dispatcher {
   // Streamed requests awaiting their first token, and where.
   std::unordered_map<uint64_t, std::string> prefilling_;  // GUARDED_BY(mu_)
   int64_t last_sweep_ms_ = 0;                             // GUARDED_BY(mu_)
+  bool granting_stopped_ = false;                         // GUARDED_BY(mu_)
 };
 
 }  // namespace atrium::gateway_server

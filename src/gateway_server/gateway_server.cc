@@ -215,6 +215,7 @@ GatewayServer::GatewayServer(GatewayOptions options, PolicyLoader& policy, Usage
 GatewayServer::~GatewayServer() { Stop(); }
 
 Dispatcher& GatewayServer::dispatcher() { return impl_->dispatcher; }
+const gateway::BodyBudget& GatewayServer::body_budget() const { return impl_->body_budget; }
 
 Result<int> GatewayServer::Start() {
   Impl& impl = *impl_;
@@ -291,6 +292,7 @@ void GatewayServer::Stop(int drain_ms) {
   // its queue, a running one its model server; each answers 503 (a stream
   // breaks off) and is recorded, before the loops stop.
   if (!drained(drain_ms)) {
+    impl.dispatcher.StopGranting();
     close_all(true);
     drained(impl.options.connect_timeout_ms + kCutGraceMs);
   }

@@ -18,6 +18,7 @@
 
 #include "common/clock.h"
 #include "common/result.h"
+#include "gateway/body_budget.h"
 #include "gateway/egress_policy.h"
 #include "gateway_server/dispatcher.h"
 #include "gateway_server/policy_loader.h"
@@ -81,6 +82,8 @@ class GatewayServer {
   void Stop(int drain_ms = 10'000);
 
   Dispatcher& dispatcher();
+  // The request bodies held in memory (in all, and queued per tenant).
+  const gateway::BodyBudget& body_budget() const;
 
   struct Impl;
 

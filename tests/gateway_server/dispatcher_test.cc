@@ -90,6 +90,27 @@ TEST_F(DispatcherTest, AQueuedRequestThatLeavesGivesBackTheTokensItReserved) {
   EXPECT_EQ(Admit(fourth).kind, Admission::Kind::kQueued);
 }
 
+// A gateway stopping under load cut its running request, whose freed slot
+// went to the queued request before that one's own cut arrived: it reached a
+// model server and was recorded as interrupted instead of leaving its queue.
+TEST_F(DispatcherTest, OnceGrantingStopsAFreedSlotGoesToNoQueuedRequest) {
+  deployment_.endpoints = {{"http://127.0.0.1:1", 1}};
+  SlotRequest running = Request("a");
+  SlotRequest waiting = Request("b");
+  int woken = 0;
+  ASSERT_EQ(Admit(running).kind, Admission::Kind::kStarted);
+  ASSERT_EQ(dispatcher_.Admit(waiting, now_, [&] { ++woken; }).kind, Admission::Kind::kQueued);
+  dispatcher_.StopGranting();
+  Finish(running);
+  dispatcher_.Pump(now_ + 1000);
+  EXPECT_EQ(woken, 0);
+  EXPECT_FALSE(dispatcher_.TakeGrant(waiting.id).has_value());
+  EXPECT_EQ(dispatcher_.QueuedFor("dep_1"), 1u);
+  // Its cut takes it out of the queue, with nothing granted to finish.
+  EXPECT_TRUE(dispatcher_.Cancel(waiting.id, now_));
+  EXPECT_EQ(dispatcher_.QueuedFor("dep_1"), 0u);
+}
+
 TEST_F(DispatcherTest, ADeploymentWhoseEndpointsAreAllDownIsRefusedAtOnceNotQueued) {
   for (int i = 0; i < 2; ++i) dispatcher_.HealthCheck("dep_1", "http://127.0.0.1:1", false, now_);
   Admission down = Admit(Request("a"));

@@ -646,7 +646,7 @@ class GatewayTest : public ::testing::Test {
   std::unique_ptr<Connection> QueueBehindTheOnlySlot(Connection& busy) {
     busy.Send("POST", "/v1/chat/completions", ChatBody(50, true),
               {{"Authorization", "Bearer " + key_a_}});
-    busy.Read(2000, 1);
+    busy.Read(10'000, 1);
     auto waiting = std::make_unique<Connection>(port_);
     waiting->Send("POST", "/v1/chat/completions", ChatBody(1, false),
                   {{"Authorization", "Bearer " + key_b_}});
@@ -1057,7 +1057,7 @@ TEST_F(GatewayTest, AWaitingRequestPastItsDeadlineGets504) {
   Connection busy(port_);
   busy.Send("POST", "/v1/chat/completions", ChatBody(50, true),
             {{"Authorization", "Bearer " + key_a_}});
-  busy.Read(2000, 1);  // it holds the only slot
+  busy.Read(10'000, 1);  // it holds the only slot
   auto start = NowMs();
   RawResponse late = Post(key_b_, ChatBody(1, false), {{"X-Atrium-Deadline-Ms", "300"}});
   EXPECT_EQ(late.status, 504);
@@ -1390,7 +1390,8 @@ TEST_F(GatewayTest, BodiesInMemoryHaveABudgetAndContinueIsAnsweredAfterTheHeader
 }
 
 TEST_F(GatewayTest, EachTenantsQueuedBodiesHaveABudget) {
-  AddDeployment("dep_1", {{StartSim("slow"), 1}});
+  const std::string url = StartSim("slow");
+  AddDeployment("dep_1", {{url, 1}});
   const std::string body = ChatBody(1, false);
   GatewayOptions options;
   options.queued_body_bytes_per_tenant = body.size() + body.size() / 2;  // room for one
@@ -1398,11 +1399,14 @@ TEST_F(GatewayTest, EachTenantsQueuedBodiesHaveABudget) {
   Connection busy(port_);
   busy.Send("POST", "/v1/chat/completions", ChatBody(50, true),
             {{"Authorization", "Bearer " + key_a_}});
-  busy.Read(2000, 1);  // it holds the only slot
+  AwaitRunning("dep_1", url, 1);  // it holds the only slot (for 50 s)
   Connection waiting(port_);
   waiting.Send("POST", "/v1/chat/completions", body, {{"Authorization", "Bearer " + key_a_}});
   AwaitQueued("dep_1", 1);
   ASSERT_EQ(gateway_->dispatcher().QueuedFor("dep_1"), 1u);
+  // Its body takes its place in the budget just after it takes its place in
+  // the queue.
+  EXPECT_TRUE(WaitUntil([&] { return gateway_->body_budget().queued("tn_a") > 0; }));
   RawResponse over = Post(key_a_, body);
   EXPECT_EQ(over.status, 429) << over.body;
   EXPECT_EQ(over.headers["retry-after"], "1");
@@ -1451,7 +1455,7 @@ TEST_F(GatewayTest, ARequestSentAheadWhileTheLastOneWaitedIsServedNext) {
   Connection busy(port_);
   busy.Send("POST", "/v1/chat/completions", ChatBody(3, true),
             {{"Authorization", "Bearer " + key_a_}});
-  busy.Read(2000, 1);
+  busy.Read(10'000, 1);
   Connection c(port_);
   c.Send("POST", "/v1/chat/completions", ChatBody(1, false),
          {{"Authorization", "Bearer " + key_b_}});
