@@ -66,7 +66,7 @@ void Dispatcher::StartPrefillLocked(DeploymentQueue& queue, const SlotRequest& r
   prefilling_[request.id] = url;
 }
 
-Dispatcher::Dispatcher(DispatcherOptions options) : options_(options) {}
+Dispatcher::Dispatcher(DispatcherOptions options) : options_(std::move(options)) {}
 
 Dispatcher::DeploymentQueue& Dispatcher::StateOfLocked(const std::string& deployment_id) {
   auto [it, inserted] = queues_.try_emplace(deployment_id, options_.balancer);
