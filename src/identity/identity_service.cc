@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <utility>
 
 #include "common/strings.h"
 #include "crypto/crypto.h"
@@ -16,7 +17,7 @@ constexpr size_t kMinPasswordLength = 12;
 constexpr size_t kMaxPasswordLength = 1024;
 // Keep retired signing keys this long after a newer key took over, so that
 // every token they signed has expired first.
-constexpr int64_t kSigningKeyGraceMs = 2 * 3600 * 1000;
+constexpr int64_t kSigningKeyGraceMs = int64_t{2} * 3600 * 1000;
 
 Status ValidatePassword(const std::string& pw) {
   if (pw.size() < kMinPasswordLength) {
@@ -35,7 +36,10 @@ const std::string& ProcessSigningKeyKek() {
 }  // namespace
 
 IdentityService::IdentityService(Store& store, const Clock& clock, IdentityOptions options)
-    : store_(store), clock_(clock), options_(options), throttle_(clock, options.throttle) {
+    : store_(store),
+      clock_(clock),
+      options_(std::move(options)),
+      throttle_(clock, options_.throttle) {
   options_.access_token_ttl_s = std::clamp<int64_t>(options_.access_token_ttl_s, 60, 3600);
   if (options_.signing_key_kek.empty()) options_.signing_key_kek = ProcessSigningKeyKek();
   hasher_ = options_.password_hasher ? options_.password_hasher
