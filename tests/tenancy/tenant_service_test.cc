@@ -20,6 +20,18 @@
 namespace atrium {
 namespace {
 
+// The store on `database`, and the identity and tenant services over it.
+void OpenServices(testdb::TestDatabase& database, const Clock& clock, std::unique_ptr<Store>* store,
+                  std::unique_ptr<IdentityService>* identity,
+                  std::unique_ptr<TenantService>* tenants) {
+  ASSERT_NO_FATAL_FAILURE(testdb::OpenStore(database, store));
+  IdentityOptions options;
+  options.fast_password_hashing = true;
+  *identity = std::make_unique<IdentityService>(**store, clock, options);
+  ASSERT_OK((*identity)->Init());
+  *tenants = std::make_unique<TenantService>(**store, **identity, clock);
+}
+
 constexpr char kPassword[] = "correct horse battery";
 
 class TenantServiceTest : public ::testing::Test {
@@ -27,12 +39,7 @@ class TenantServiceTest : public ::testing::Test {
   void SetUp() override {
     database_.Create(testdb::Backend::kSqlite);
     if (HasFatalFailure()) return;
-    ASSERT_NO_FATAL_FAILURE(testdb::OpenStore(database_, &store_));
-    IdentityOptions options;
-    options.fast_password_hashing = true;
-    identity_ = std::make_unique<IdentityService>(*store_, clock_, options);
-    ASSERT_OK(identity_->Init());
-    tenants_ = std::make_unique<TenantService>(*store_, *identity_, clock_);
+    ASSERT_NO_FATAL_FAILURE(OpenServices(database_, clock_, &store_, &identity_, &tenants_));
   }
 
   void TearDown() override {
@@ -392,12 +399,7 @@ class TenantRaceTest : public ::testing::TestWithParam<testdb::Backend> {
   void SetUp() override {
     database_.Create(GetParam());
     if (IsSkipped() || HasFatalFailure()) return;
-    ASSERT_NO_FATAL_FAILURE(testdb::OpenStore(database_, &store_));
-    IdentityOptions options;
-    options.fast_password_hashing = true;
-    identity_ = std::make_unique<IdentityService>(*store_, clock_, options);
-    ASSERT_OK(identity_->Init());
-    tenants_ = std::make_unique<TenantService>(*store_, *identity_, clock_);
+    ASSERT_NO_FATAL_FAILURE(OpenServices(database_, clock_, &store_, &identity_, &tenants_));
     scheduling::SchedulingOptions sched_options;
     sched_options.tick_ms = 0;
     sched_options.fleet_spec = "1xH100-80GBx8";
