@@ -1,0 +1,143 @@
+// The execution backend: what runs a tenant's workload on the node and GPUs
+// the scheduler allocated, watches it and stops it. Two implementations sit
+// behind this one interface and pass the same conformance tests
+// (tests/exec/backend_conformance.h):
+//  - `local` (src/exec_local): processes on this machine, each in its own
+//    bubblewrap sandbox with cgroup limits; the default of `atrium dev`.
+//  - `slurm` (src/slurm): a real Slurm cluster that Atrium drives; Atrium
+//    stays the authority for tenancy, quotas and placement, Slurm executes,
+//    confines and accounts.
+//
+// The job service (src/jobs) is the only caller. It owns the job rows and
+// their states; a backend only knows workloads, one per start of a job (a
+// requeued job gets a new workload id). Every call is idempotent by
+// workload id, and a backend keeps what it needs to answer for a workload on
+// durable storage of its own (a directory, Slurm's state), so a control
+// plane killed with `kill -9` finds its workloads again with `List()`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/result.h"
+
+namespace atrium::exec {
+
+// One GPU the workload may use, as the scheduler placed it.
+struct GpuGrant {
+  int index = 0;            // device index on the node (the scheduler's)
+  std::string mig_profile;  // "" = the whole GPU or a share of it
+  int mig_start = -1;       // MIG: memory slot where the instance starts
+  int32_t share_milli = 0;  // share: the fraction of the GPU (0 = whole)
+  int64_t memory_cap_mib = 0;
+};
+
+// Everything needed to start one workload. Validated by the job service
+// before it reaches a backend; a backend still refuses (InvalidArgument)
+// what it cannot run safely rather than run it with less confinement.
+struct LaunchSpec {
+  std::string workload_id;  // unique per start: "<job id>.<attempt>"
+  std::string job_id;
+  std::string tenant_id;
+  std::string project;
+  std::string node;            // the node the scheduler chose
+  std::vector<GpuGrant> gpus;  // on that node; empty = CPU only
+  int64_t cpu_milli = 0;       // 0 = no CPU limit beyond the node's
+  int64_t memory_mib = 0;      // 0 = no memory limit beyond the node's
+  int64_t pids_max = 0;        // 0 = the backend's default
+  // What to run: argv[0] is looked up in the sandbox's PATH. When `script`
+  // is set it is written to the workload's directory and run with
+  // `/bin/sh <script> args...` instead of argv.
+  std::vector<std::string> argv;
+  std::string script;
+  std::vector<std::pair<std::string, std::string>> env;
+  // An archive (tar, optionally gzip) extracted into the working directory
+  // before start; "" = none. A path on the control plane's disk.
+  std::string archive_path;
+  // The environment template's root filesystem (a directory); "" = the
+  // host's /usr, /bin, /lib read-only.
+  std::string root_fs;
+  int64_t time_limit_s = 0;  // 0 = none; the job service enforces it too
+  std::string priority;      // interactive | batch | preemptible (Slurm: QOS)
+  // The tenant's tier demands full confinement: refuse to start (rather
+  // than run with less) when the host refuses a mechanism (cgroups, namespaces).
+  bool require_full_confinement = false;
+};
+
+enum class WorkloadPhase {
+  kStarting,  // accepted, not running yet (Slurm: pending in its queue)
+  kRunning,
+  kExited,  // ended: see exit_code / signal
+  kLost,    // the backend no longer knows it, or its node is gone
+};
+std::string_view PhaseName(WorkloadPhase phase);  // "starting", "running", "exited", "lost"
+
+struct WorkloadStatus {
+  std::string workload_id;
+  std::string backend_ref;  // local: the supervisor's pid; Slurm: its job id
+  WorkloadPhase phase = WorkloadPhase::kStarting;
+  int exit_code = -1;       // kExited by exit: 0..255; -1 otherwise
+  int signal = 0;           // kExited by a signal: its number; 0 otherwise
+  int64_t started_ms = -1;  // when it began running (ms since epoch); -1 not yet
+  int64_t ended_ms = -1;    // when it ended; -1 while alive
+  // GPU indices the backend actually gave it (Slurm reads them back); for
+  // the local backend the granted ones.
+  std::vector<int> gpus;
+  std::string detail;  // words for a person: why lost, what the host refused
+};
+
+// A piece of the workload's log (stdout and stderr interleaved as written).
+struct LogChunk {
+  std::string data;
+  int64_t offset = 0;       // where `data` starts in the log
+  int64_t next_offset = 0;  // where the next read continues
+  // Bytes lost before `offset` because the log was rotated (bounded size).
+  int64_t dropped = 0;
+  bool complete = false;  // the workload ended and everything was read
+};
+
+// A tenant as the backend needs to know it (Slurm: an account with limits
+// and QOS). The local backend has nothing to do for it.
+struct TenantAccount {
+  std::string tenant_id;
+  std::string state;  // active | suspended | evicting | deleted
+  // The most whole GPUs the tenant may hold at once, by model ("" = all):
+  // the scheduler's limits, mirrored as a second fence (Slurm GrpTRES).
+  std::vector<std::pair<std::string, int64_t>> gpu_limits;
+};
+
+class ExecutionBackend {
+ public:
+  virtual ~ExecutionBackend() = default;
+
+  virtual std::string_view name() const = 0;  // "local" | "slurm"
+
+  // Starts the workload. A second Start for a workload id it already knows
+  // starts nothing and returns that workload's status. InvalidArgument for
+  // a spec it cannot run safely; Unavailable when the backend is down.
+  virtual Result<WorkloadStatus> Start(const LaunchSpec& spec) = 0;
+  // The workload's status now. NotFound for an id it never started or
+  // already forgot.
+  virtual Result<WorkloadStatus> Inspect(const std::string& workload_id) = 0;
+  // Every workload it knows, running or ended and not forgotten: the job
+  // service reconciles with this at start.
+  virtual Result<std::vector<WorkloadStatus>> List() = 0;
+  // SIGTERM to every process of the workload, then SIGKILL after `grace_ms`.
+  // Returns at once; Inspect reports kExited once every process is gone.
+  // Stopping an ended workload is not an error.
+  virtual Status Stop(const std::string& workload_id, int64_t grace_ms) = 0;
+  // Reads its log from `offset`, at most `max_bytes`.
+  virtual Result<LogChunk> ReadLog(const std::string& workload_id, int64_t offset,
+                                   int64_t max_bytes) = 0;
+  // Deletes what it keeps of an ended workload (directory, log). Refused
+  // (FailedPrecondition) while it runs.
+  virtual Status Forget(const std::string& workload_id) = 0;
+  // Makes the backend's view of a tenant match `account` (created, limited,
+  // suspended, deleted). Idempotent.
+  virtual Status SyncTenant(const TenantAccount& account) = 0;
+};
+
+}  // namespace atrium::exec
