@@ -237,6 +237,10 @@ Result<SandboxPlan> PlanSandbox(const LaunchSpec& spec, const SandboxHost& host)
 
   a.insert(a.end(), {"--ro-bind", host.init_path, kSandboxInitPath});
   a.insert(a.end(), {"--bind", host.work_dir, kSandboxWorkDir, "--chdir", kSandboxWorkDir});
+  // bubblewrap builds the root on a tmpfs (the mount points above live
+  // there): once everything is mounted, it becomes read-only too, so that
+  // /, /etc and the like are no scratch space outside the workload's own.
+  a.insert(a.end(), {"--remount-ro", "/"});
   a.insert(a.end(), {"--", kSandboxInitPath, "--report-fd", std::to_string(host.report_fd), "--"});
   if (!spec.script.empty()) {
     a.insert(a.end(), {"/bin/sh", std::string(kSandboxWorkDir) + "/" + kSandboxScriptName});

@@ -372,7 +372,7 @@ TEST_P(BackendConformanceTest, LogIsBoundedAndKeepsTheNewestBytes) {
   const int64_t lines = max_bytes * 4 / 12 + 100;
   std::string expected;
   for (int64_t i = 0; i < lines; ++i) {
-    char line[16];
+    char line[32];
     std::snprintf(line, sizeof line, "line-%06lld\n", static_cast<long long>(i));
     expected += line;
   }

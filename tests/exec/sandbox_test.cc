@@ -136,6 +136,12 @@ TEST(SandboxPlan, SystemPathsAreReadOnlyAndOnlyTheWorkDirIsWritable) {
   EXPECT_FALSE(HasArg(argv, "--bind-try"));
   EXPECT_FALSE(HasSequence(argv, {"--ro-bind", "/", "/"}));
   EXPECT_FALSE(HasArg(argv, "/etc")) << "only the listed files of /etc, not all of it";
+  // The root (bubblewrap's tmpfs holding the mount points) ends read-only,
+  // after every mount.
+  const auto remount = std::find(argv.begin(), argv.end(), "--remount-ro");
+  ASSERT_NE(remount, argv.end());
+  EXPECT_EQ(*(remount + 1), "/");
+  EXPECT_GT(remount - argv.begin(), std::find(argv.begin(), argv.end(), "--bind") - argv.begin());
 }
 
 TEST(SandboxPlan, ATemplateRootFilesystemBecomesTheReadOnlyRoot) {
