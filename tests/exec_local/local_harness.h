@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "exec/backend_conformance.h"
+#include "exec/backend_harness.h"
 #include "exec_local/local_backend.h"
 
 namespace atrium::exec_local::testing {
