@@ -222,6 +222,7 @@ Result<SandboxPlan> PlanSandbox(const LaunchSpec& spec, const SandboxHost& host)
   for (const auto& gpu : spec.gpus) indices.push_back(gpu.index);
   std::sort(indices.begin(), indices.end());
   std::vector<std::string> device_names;
+  device_names.reserve(indices.size() + host.control_devices.size());
   for (int index : indices) device_names.push_back("nvidia" + std::to_string(index));
   if (!indices.empty()) {
     device_names.insert(device_names.end(), host.control_devices.begin(),

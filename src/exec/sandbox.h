@@ -70,12 +70,12 @@ inline constexpr char kSandboxScriptName[] = ".atrium-job.sh";
 
 // Bounds on what a tenant may pass (InvalidArgument beyond them).
 inline constexpr size_t kMaxArgs = 4096;
-inline constexpr size_t kMaxArgBytes = 128 * 1024;
+inline constexpr size_t kMaxArgBytes = size_t{128} * 1024;
 inline constexpr size_t kMaxEnvVars = 1024;
 inline constexpr size_t kMaxEnvNameBytes = 256;
-inline constexpr size_t kMaxEnvValueBytes = 32 * 1024;
-inline constexpr size_t kMaxCommandBytes = 1024 * 1024;  // argv + env together
-inline constexpr size_t kMaxScriptBytes = 1024 * 1024;
+inline constexpr size_t kMaxEnvValueBytes = size_t{32} * 1024;
+inline constexpr size_t kMaxCommandBytes = size_t{1024} * 1024;  // argv + env together
+inline constexpr size_t kMaxScriptBytes = size_t{1024} * 1024;
 inline constexpr size_t kMaxWorkloadIdBytes = 128;
 inline constexpr int kMaxGpuIndex = 1023;
 

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 namespace atrium::exec_local {
 namespace {
@@ -59,7 +60,7 @@ CgroupSetup CreateWorkloadCgroups(const std::string& root, const std::string& pa
                                    mount + ")");
       return "";
     }
-    const std::string dir = mount + "/" + parent + "/" + workload_id;
+    std::string dir = mount + "/" + parent + "/" + workload_id;
     std::string error;
     if (!MakeDirs(dir, &error)) {
       setup.not_enforced.push_back(mechanism + " (" + error + ")");
@@ -72,8 +73,15 @@ CgroupSetup CreateWorkloadCgroups(const std::string& root, const std::string& pa
                          const std::string& mechanism) {
     for (const auto& [file, value] : values) {
       std::string error;
-      if (!WriteValue(dir + "/" + file, value, &error)) {
-        setup.not_enforced.push_back(mechanism + " (" + error + ")");
+      std::string path = dir;
+      path += '/';
+      path += file;
+      if (!WriteValue(path, value, &error)) {
+        std::string refused = mechanism;
+        refused += " (";
+        refused += error;
+        refused += ')';
+        setup.not_enforced.push_back(std::move(refused));
         ::rmdir(dir.c_str());
         return;
       }

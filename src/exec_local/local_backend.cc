@@ -64,6 +64,7 @@ Status MakeDir(const std::string& path, mode_t mode) {
 // Runs argv as `uid`/`gid` with stdio on /dev/null; its exit status, or -1.
 int RunAs(const std::vector<std::string>& argv, uint32_t uid, uint32_t gid) {
   std::vector<char*> args;
+  args.reserve(argv.size() + 1);
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   const pid_t pid = ::fork();

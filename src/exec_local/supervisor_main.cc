@@ -90,11 +90,19 @@ void JoinCgroups(const std::vector<std::string>& dirs) {
     ::_exit(126);
   }
   std::vector<char*> argv;
+  argv.reserve(launch.argv.size() + 1);
   for (const auto& a : launch.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   std::vector<std::string> env_strings;
-  for (const auto& [name, value] : launch.env) env_strings.push_back(name + "=" + value);
+  env_strings.reserve(launch.env.size());
+  for (const auto& [name, value] : launch.env) {
+    std::string entry = name;
+    entry += '=';
+    entry += value;
+    env_strings.push_back(std::move(entry));
+  }
   std::vector<char*> envp;
+  envp.reserve(env_strings.size() + 1);
   for (auto& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
   ::execve(argv[0], argv.data(), envp.data());
