@@ -192,6 +192,12 @@ Status ValidateLaunchSpec(const LaunchSpec& spec) {
   if (spec.cpu_milli < 0 || spec.memory_mib < 0 || spec.pids_max < 0 || spec.time_limit_s < 0) {
     return Error::InvalidArgument("resource limits must not be negative");
   }
+  // Bounds far beyond any machine, so that the shells' unit conversions
+  // (MiB to bytes, s to ms, milli-CPUs to a CFS quota) cannot overflow.
+  if (spec.memory_mib > kMaxMemoryMib || spec.cpu_milli > kMaxCpuMilli ||
+      spec.pids_max > kMaxPids || spec.time_limit_s > kMaxTimeLimitS) {
+    return Error::InvalidArgument("a resource limit is beyond what any node has");
+  }
   return OkStatus();
 }
 

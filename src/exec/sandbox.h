@@ -78,6 +78,10 @@ inline constexpr size_t kMaxCommandBytes = size_t{1024} * 1024;  // argv + env t
 inline constexpr size_t kMaxScriptBytes = size_t{1024} * 1024;
 inline constexpr size_t kMaxWorkloadIdBytes = 128;
 inline constexpr int kMaxGpuIndex = 1023;
+inline constexpr int64_t kMaxMemoryMib = int64_t{1} << 30;  // 1 EiB
+inline constexpr int64_t kMaxCpuMilli = int64_t{1} << 30;
+inline constexpr int64_t kMaxPids = int64_t{1} << 22;  // the kernel's pid_max limit
+inline constexpr int64_t kMaxTimeLimitS = int64_t{100} * 365 * 24 * 3600;
 
 struct SandboxPlan {
   // bubblewrap's full argv (argv[0] = bwrap_path), ending in the init and

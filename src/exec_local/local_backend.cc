@@ -61,6 +61,27 @@ Status MakeDir(const std::string& path, mode_t mode) {
   return OkStatus();
 }
 
+// bubblewrap binds the workload's directory, the init and the device files
+// as the workload's uid: every folder on the way to `path` (and `path`
+// itself when `self` is set) must let others search it.
+Status CheckSearchableByOthers(const std::string& path, bool self, const char* what) {
+  size_t end = self ? path.size() : path.rfind('/');
+  for (size_t at = 1; at <= end && end != std::string::npos;) {
+    size_t next = path.find('/', at);
+    if (next == std::string::npos || next > end) next = end;
+    const std::string prefix = path.substr(0, next);
+    struct stat st {};
+    if (::stat(prefix.c_str(), &st) != 0) break;  // created later, 0711
+    if ((st.st_mode & S_IXOTH) == 0) {
+      return Error::InvalidArgument(std::string(what) + " " + path +
+                                    " is out of the workloads' reach: " + prefix +
+                                    " does not let others search it (chmod o+x)");
+    }
+    at = next + 1;
+  }
+  return OkStatus();
+}
+
 // Runs argv as `uid`/`gid` with stdio on /dev/null; its exit status, or -1.
 int RunAs(const std::vector<std::string>& argv, uint32_t uid, uint32_t gid) {
   std::vector<char*> args;
@@ -151,6 +172,9 @@ Result<std::unique_ptr<LocalBackend>> LocalBackend::Create(LocalBackendOptions o
   if (options.cgroup_parent.empty() || !exec::IsValidWorkloadId(options.cgroup_parent)) {
     return Error::InvalidArgument("cgroup_parent must be one plain folder name");
   }
+  ATRIUM_RETURN_IF_ERROR(CheckSearchableByOthers(options.state_dir, false, "state dir"));
+  ATRIUM_RETURN_IF_ERROR(CheckSearchableByOthers(options.sandbox_init_path, true, "sandbox init"));
+  ATRIUM_RETURN_IF_ERROR(CheckSearchableByOthers(options.device_dir, true, "device dir"));
   // 0711: a workload's uid must traverse to its own directory (bubblewrap
   // binds it as that user) but may list nothing on the way.
   ATRIUM_RETURN_IF_ERROR(MakeDir(options.state_dir, 0711));
@@ -341,6 +365,7 @@ Result<WorkloadStatus> LocalBackend::Start(const LaunchSpec& spec) {
   launch.tenant_id = spec.tenant_id;
   launch.not_enforced = not_enforced;
   launch.created_ms = NowMs();
+  launch.time_limit_ms = spec.time_limit_s * 1000;
   ATRIUM_RETURN_IF_ERROR(
       ReplaceFileAtomically(staging + "/" + kLaunchFile, EncodeLaunch(launch), 0600));
   if (::rename(staging.c_str(), record_dir.c_str()) != 0) {

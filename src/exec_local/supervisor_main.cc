@@ -15,6 +15,7 @@
 //     grace from stop.json, sends SIGTERM to every process of the workload
 //     (its cgroup, else its process group) and SIGKILL once the grace has
 //     passed (killing bubblewrap ends the whole sandbox: --die-with-parent);
+//     The time limit works the same way, with a grace of 10 s;
 //  4. when bubblewrap has exited, writes exit.json (the init's report:
 //     exit code or signal; without one, bubblewrap's own status) and
 //     removes the cgroups.
@@ -202,6 +203,11 @@ int Run(const std::string& dir, int ready_fd) {
   bool exited = false;
   int bwrap_status = 0;
   int64_t kill_at = -1;  // monotonic ms; -1 = no stop asked
+  // The time limit is the supervisor's too: it holds when no control plane
+  // is there to enforce it.
+  const int64_t time_limit_at =
+      launch->time_limit_ms > 0 ? MonotonicMs() + launch->time_limit_ms : -1;
+  bool timed_out = false;
   int64_t exited_at = -1;
   int64_t ended_ms = 0;  // wall clock, when bubblewrap was seen to exit
   char buffer[65536];
@@ -212,6 +218,8 @@ int Run(const std::string& dir, int ready_fd) {
     int timeout = -1;
     if (kill_at >= 0 && !exited)
       timeout = static_cast<int>(std::max<int64_t>(0, kill_at - MonotonicMs()));
+    if (time_limit_at >= 0 && kill_at < 0 && !exited)
+      timeout = static_cast<int>(std::max<int64_t>(0, time_limit_at - MonotonicMs()));
     if (exited) timeout = 100;
     pollfd fds[3] = {{signal_fd, POLLIN, 0},
                      {log_open ? log_pipe[0] : -1, POLLIN, 0},
@@ -259,6 +267,10 @@ int Run(const std::string& dir, int ready_fd) {
         exited_at = MonotonicMs();
         ended_ms = NowMs();
         bwrap_status = status;
+      } else if (time_limit_at >= 0 && kill_at < 0 && MonotonicMs() >= time_limit_at) {
+        timed_out = true;
+        signal_workload(SIGTERM);
+        kill_at = MonotonicMs() + kDefaultGraceMs;
       } else if (kill_at >= 0 && MonotonicMs() >= kill_at) {
         signal_workload(SIGKILL);
         kill_at = MonotonicMs() + 1000;  // again, should anything have been missed
@@ -268,6 +280,10 @@ int Run(const std::string& dir, int ready_fd) {
 
   ExitRecord end = EndOf(report, bwrap_status);
   end.ended_ms = ended_ms;
+  if (timed_out) {
+    end.detail = "its time limit of " + std::to_string(launch->time_limit_ms / 1000) +
+                 " s was reached" + (end.detail.empty() ? "" : "; " + end.detail);
+  }
   if (auto written = atrium::ReplaceFileAtomically(dir + "/" + kExitFile, EncodeExit(end), 0600);
       !written.has_value()) {
     std::fprintf(stderr, "atrium: %s\n", written.error().message.c_str());

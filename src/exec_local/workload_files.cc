@@ -69,7 +69,8 @@ std::string EncodeLaunch(const LaunchRecord& r) {
               {"gpus", r.gpus},
               {"tenant_id", r.tenant_id},
               {"not_enforced", r.not_enforced},
-              {"created_ms", r.created_ms}}
+              {"created_ms", r.created_ms},
+              {"time_limit_ms", r.time_limit_ms}}
       .dump();
 }
 
@@ -88,6 +89,7 @@ Result<LaunchRecord> DecodeLaunch(std::string_view text) {
     r.tenant_id = json.at("tenant_id").get<std::string>();
     r.not_enforced = json.at("not_enforced").get<std::string>();
     r.created_ms = json.at("created_ms").get<int64_t>();
+    r.time_limit_ms = json.value("time_limit_ms", int64_t{0});
   } catch (const Json::exception& e) {
     return Error::Internal(std::string("unreadable launch record: ") + e.what());
   }

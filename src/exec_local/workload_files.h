@@ -44,7 +44,8 @@ struct LaunchRecord {
   int64_t log_max_bytes = 0;
   std::vector<int> gpus;
   std::string tenant_id;
-  std::string not_enforced;  // "" = every mechanism enforced
+  std::string not_enforced;   // "" = every mechanism enforced
+  int64_t time_limit_ms = 0;  // 0 = none
   int64_t created_ms = 0;
 };
 

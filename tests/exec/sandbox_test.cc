@@ -297,6 +297,10 @@ const BadSpecCase kBadSpecs[] = {
     {"HostRootAsRootFs", [](LaunchSpec& s) { s.root_fs = "/"; }},
     {"HugeScript", [](LaunchSpec& s) { s.script = std::string(kMaxScriptBytes + 1, '#'); }},
     {"NegativeMemory", [](LaunchSpec& s) { s.memory_mib = -1; }},
+    {"MemoryThatOverflowsInBytes", [](LaunchSpec& s) { s.memory_mib = int64_t{1} << 50; }},
+    {"TimeLimitThatOverflowsInMs", [](LaunchSpec& s) { s.time_limit_s = int64_t{1} << 62; }},
+    {"CpuBeyondAnyNode", [](LaunchSpec& s) { s.cpu_milli = int64_t{1} << 40; }},
+    {"PidsBeyondTheKernel", [](LaunchSpec& s) { s.pids_max = int64_t{1} << 23; }},
 };
 
 INSTANTIATE_TEST_SUITE_P(BadSpecs, SandboxPlanRefuses, ::testing::ValuesIn(kBadSpecs),

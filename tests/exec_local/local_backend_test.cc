@@ -335,5 +335,29 @@ TEST(LocalBackendOptions, RefusesOptionsItCannotWorkWith) {
   }
 }
 
+TEST(LocalBackendOptions, RefusesAStateDirTheWorkloadsCannotReach) {
+  LocalHarness harness;
+  ::chmod(harness.root().c_str(), 0700);
+  auto backend = LocalBackend::Create(harness.options());
+  ASSERT_FALSE(backend.has_value());
+  EXPECT_EQ(backend.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_TRUE(Contains(backend.error().message, harness.root() + " does not let others search it"))
+      << backend.error().message;
+}
+
+TEST_F(LocalBackendTest, TheTimeLimitHoldsWithoutTheControlPlane) {
+  auto spec = Spec("limited", "echo ready\nexec sleep 100000\n");
+  spec.time_limit_s = 1;
+  ASSERT_TRUE(backend_->Start(spec).has_value());
+  backend_.reset();  // nobody watches
+  auto backend = harness_.NewLocalBackend();
+  ASSERT_TRUE(backend.has_value());
+  backend_ = std::move(*backend);
+  const auto status = Ended("limited");
+  EXPECT_EQ(status.signal, SIGTERM);
+  EXPECT_GE(status.ended_ms - status.started_ms, 1000);
+  EXPECT_TRUE(Contains(status.detail, "time limit of 1 s")) << status.detail;
+}
+
 }  // namespace
 }  // namespace atrium::exec_local
