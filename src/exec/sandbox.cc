@@ -185,6 +185,9 @@ Status ValidateLaunchSpec(const LaunchSpec& spec) {
       return Error::InvalidArgument("GPU " + std::to_string(gpu.index) + " is granted twice");
     }
   }
+  if (!spec.archive_path.empty() && !IsCleanAbsolutePath(spec.archive_path)) {
+    return Error::InvalidArgument("archive_path must be an absolute path without '..'");
+  }
   if (!spec.root_fs.empty() && (!IsCleanAbsolutePath(spec.root_fs) || spec.root_fs == "/")) {
     return Error::InvalidArgument(
         "root_fs must be an absolute directory other than '/', without '..'");
@@ -277,6 +280,30 @@ Result<SandboxPlan> PlanSandbox(const LaunchSpec& spec, const SandboxHost& host)
   env.emplace_back("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
   env.emplace_back("CUDA_VISIBLE_DEVICES", JoinInts(cuda_ordinals));
   env.emplace_back("NVIDIA_VISIBLE_DEVICES", indices.empty() ? "void" : JoinInts(indices));
+  return plan;
+}
+
+Result<SandboxPlan> PlanArchiveUnpacking(const LaunchSpec& spec, const SandboxHost& host,
+                                         const std::string& archive_on_host) {
+  ATRIUM_RETURN_IF_ERROR(ValidateLaunchSpec(spec));
+  if (!IsCleanAbsolutePath(archive_on_host)) {
+    return Error::InvalidArgument("the archive's copy must be an absolute path without '..'");
+  }
+  LaunchSpec unpack;
+  unpack.workload_id = spec.workload_id;
+  unpack.job_id = spec.job_id;
+  unpack.argv = {"tar",
+                 "--extract",
+                 "--file",
+                 kSandboxArchivePath,
+                 "--directory",
+                 kSandboxWorkDir,
+                 "--no-same-owner",
+                 "--no-same-permissions",
+                 "--no-overwrite-dir"};
+  ATRIUM_ASSIGN_OR_RETURN(SandboxPlan plan, PlanSandbox(unpack, host));
+  auto remount = std::find(plan.argv.begin(), plan.argv.end(), "--remount-ro");
+  plan.argv.insert(remount, {"--ro-bind", archive_on_host, kSandboxArchivePath});
   return plan;
 }
 

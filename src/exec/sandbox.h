@@ -105,6 +105,21 @@ struct SandboxPlan {
 // or has a ".." component, a control device with a '/', uid or gid 0.
 Result<SandboxPlan> PlanSandbox(const LaunchSpec& spec, const SandboxHost& host);
 
+// Where the archive of a spec with `archive_path` is shown while it is
+// unpacked: read-only, in the unpacking sandbox's private /tmp.
+inline constexpr char kSandboxArchivePath[] = "/tmp/.atrium-archive";
+
+// The sandbox that unpacks the spec's archive into the workload's directory
+// before it starts: the same namespaces, uid and directory as the
+// workload's, no GPU, the host's system paths (whose tar reads tar and
+// gzip) whatever the template, the archive (`archive_on_host`, a copy the
+// workload's uid may read) read-only at kSandboxArchivePath, and tar told
+// to keep no owner or mode bits from the archive. GNU tar refuses members
+// that would land outside /work ("..", absolute names) and, being in the
+// sandbox, could not write outside it anyway.
+Result<SandboxPlan> PlanArchiveUnpacking(const LaunchSpec& spec, const SandboxHost& host,
+                                         const std::string& archive_on_host);
+
 // The checks PlanSandbox makes on the spec alone, for callers that refuse
 // early (the same errors).
 Status ValidateLaunchSpec(const LaunchSpec& spec);

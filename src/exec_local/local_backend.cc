@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <optional>
 
@@ -73,9 +74,11 @@ Status CheckSearchableByOthers(const std::string& path, bool self, const char* w
     struct stat st {};
     if (::stat(prefix.c_str(), &st) != 0) break;  // created later, 0711
     if ((st.st_mode & S_IXOTH) == 0) {
-      return Error::InvalidArgument(std::string(what) + " " + path +
-                                    " is out of the workloads' reach: " + prefix +
-                                    " does not let others search it (chmod o+x)");
+      std::string message = what;
+      message += " " + path + " is out of the workloads' reach: ";
+      message += prefix;
+      message += " does not let others search it (chmod o+x)";
+      return Error::InvalidArgument(std::move(message));
     }
     at = next + 1;
   }
@@ -268,10 +271,6 @@ Result<uint32_t> LocalBackend::AllocateUidLocked() {
 
 Result<WorkloadStatus> LocalBackend::Start(const LaunchSpec& spec) {
   ATRIUM_RETURN_IF_ERROR(exec::ValidateLaunchSpec(spec));
-  if (!spec.archive_path.empty()) {
-    return Error::InvalidArgument(
-        "the local backend does not unpack archives yet: send the files as a script");
-  }
   std::lock_guard lock(mu_);
   const std::string record_dir = RecordDirOf(spec.workload_id);
   if (Exists(record_dir)) return InspectLocked(spec.workload_id);
@@ -316,6 +315,24 @@ Result<WorkloadStatus> LocalBackend::Start(const LaunchSpec& spec) {
   host.uid = uid;
   host.gid = uid;
   ATRIUM_ASSIGN_OR_RETURN(exec::SandboxPlan plan, exec::PlanSandbox(spec, host));
+  std::optional<exec::SandboxPlan> unpack;
+  if (!spec.archive_path.empty()) {
+    // A copy the workload's uid may read, unpacked by tar in its sandbox.
+    struct stat st {};
+    if (::lstat(spec.archive_path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      return Error::FailedPrecondition("the job's archive " + spec.archive_path +
+                                       " is not a regular file");
+    }
+    const std::string copy = staging + "/archive";
+    std::error_code error;
+    std::filesystem::copy_file(spec.archive_path, copy, error);
+    if (error || ::chown(copy.c_str(), uid, uid) != 0 || ::chmod(copy.c_str(), 0400) != 0) {
+      return Error::Unavailable("cannot copy the job's archive " + spec.archive_path +
+                                " for the workload");
+    }
+    ATRIUM_ASSIGN_OR_RETURN(unpack,
+                            exec::PlanArchiveUnpacking(spec, host, record_dir + "/archive"));
+  }
 
   // The devices cgroup allows the standard nodes bubblewrap binds, the
   // pseudo-terminals, and exactly the granted device files.
@@ -366,6 +383,10 @@ Result<WorkloadStatus> LocalBackend::Start(const LaunchSpec& spec) {
   launch.not_enforced = not_enforced;
   launch.created_ms = NowMs();
   launch.time_limit_ms = spec.time_limit_s * 1000;
+  if (unpack.has_value()) {
+    launch.unpack_argv = unpack->argv;
+    launch.unpack_env = unpack->env;
+  }
   ATRIUM_RETURN_IF_ERROR(
       ReplaceFileAtomically(staging + "/" + kLaunchFile, EncodeLaunch(launch), 0600));
   if (::rename(staging.c_str(), record_dir.c_str()) != 0) {

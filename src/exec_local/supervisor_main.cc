@@ -72,7 +72,10 @@ void JoinCgroups(const std::vector<std::string>& dirs) {
 }
 
 // In the forked child: becomes the sandbox. Never returns.
-[[noreturn]] void ExecSandbox(const LaunchRecord& launch, int log_fd, int report_fd) {
+[[noreturn]] void ExecSandbox(const LaunchRecord& launch,
+                              const std::vector<std::string>& sandbox_argv,
+                              const std::vector<std::pair<std::string, std::string>>& sandbox_env,
+                              int log_fd, int report_fd) {
   ::setpgid(0, 0);
   JoinCgroups(launch.cgroup_dirs);
   const int null = ::open("/dev/null", O_RDONLY);
@@ -91,12 +94,12 @@ void JoinCgroups(const std::vector<std::string>& dirs) {
     ::_exit(126);
   }
   std::vector<char*> argv;
-  argv.reserve(launch.argv.size() + 1);
-  for (const auto& a : launch.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.reserve(sandbox_argv.size() + 1);
+  for (const auto& a : sandbox_argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   std::vector<std::string> env_strings;
-  env_strings.reserve(launch.env.size());
-  for (const auto& [name, value] : launch.env) {
+  env_strings.reserve(sandbox_env.size());
+  for (const auto& [name, value] : sandbox_env) {
     std::string entry = name;
     entry += '=';
     entry += value;
@@ -162,31 +165,93 @@ int Run(const std::string& dir, int ready_fd) {
     return 1;
   }
   LogWriter log(dir, launch->log_max_bytes);
+  const auto append_to_log = [&](std::string_view data) {
+    if (auto appended = log.Append(data); !appended.has_value()) {
+      std::fprintf(stderr, "atrium: %s\n", appended.error().message.c_str());
+    }
+  };
+  const auto finish = [&](const ExitRecord& end) {
+    if (auto written = atrium::ReplaceFileAtomically(dir + "/" + kExitFile, EncodeExit(end), 0600);
+        !written.has_value()) {
+      std::fprintf(stderr, "atrium: %s\n", written.error().message.c_str());
+    }
+    RemoveWorkloadCgroups(launch->cgroup_dirs);
+    return 0;
+  };
+
+  SupervisorRecord record;
+  record.pid = ::getpid();
+  auto ticks = ProcessStartTicks(record.pid);
+  record.pid_start_ticks = ticks.has_value() ? *ticks : 0;
+  record.started_ms = NowMs();
+  if (auto written = atrium::ReplaceFileAtomically(dir + "/" + kSupervisorFile,
+                                                   EncodeSupervisor(record), 0600);
+      !written.has_value()) {
+    std::fprintf(stderr, "atrium: %s\n", written.error().message.c_str());
+    return 1;
+  }
+  (void)!::write(ready_fd, "1", 1);
+  ::close(ready_fd);
+
+  if (!launch->unpack_argv.empty()) {
+    // The archive is unpacked first, in a sandbox of its own, its output
+    // into the log. A Stop meanwhile waits for it (tar of an archive of
+    // bounded size) and then ends the workload before it starts.
+    int unpack_log[2];
+    int unpack_report[2];
+    if (::pipe2(unpack_log, O_CLOEXEC) != 0 || ::pipe2(unpack_report, O_CLOEXEC) != 0) {
+      std::perror("atrium: cannot set up the unpacking");
+      return 1;
+    }
+    const pid_t unpacker = ::fork();
+    if (unpacker == 0) {
+      ExecSandbox(*launch, launch->unpack_argv, launch->unpack_env, unpack_log[1],
+                  unpack_report[1]);
+    }
+    ::close(unpack_log[1]);
+    ::close(unpack_report[1]);
+    char chunk[65536];
+    for (ssize_t n; (n = ::read(unpack_log[0], chunk, sizeof chunk)) != 0;) {
+      if (n > 0) append_to_log(std::string_view(chunk, static_cast<size_t>(n)));
+      if (n < 0 && errno != EINTR) break;
+    }
+    std::string unpack_said;
+    for (ssize_t n; (n = ::read(unpack_report[0], chunk, sizeof chunk)) != 0;) {
+      if (n > 0 && unpack_said.size() < 256) unpack_said.append(chunk, static_cast<size_t>(n));
+      if (n < 0 && errno != EINTR) break;
+    }
+    ::close(unpack_log[0]);
+    ::close(unpack_report[0]);
+    int status = 0;
+    while (unpacker > 0 && ::waitpid(unpacker, &status, 0) < 0 && errno == EINTR) {
+    }
+    ExitRecord unpacked = EndOf(unpack_said, status);
+    if (unpacker < 0 || unpacked.exit_code != 0) {
+      unpacked.ended_ms = NowMs();
+      unpacked.detail = "unpacking its archive failed (see the log)";
+      return finish(unpacked);
+    }
+    pollfd pending = {signal_fd, POLLIN, 0};
+    signalfd_siginfo info{};
+    while (::poll(&pending, 1, 0) == 1 && ::read(signal_fd, &info, sizeof info) == sizeof info) {
+      if (info.ssi_signo != SIGCHLD) {
+        ExitRecord stopped;
+        stopped.signal = SIGTERM;
+        stopped.ended_ms = NowMs();
+        stopped.detail = "stopped while its archive was being unpacked";
+        return finish(stopped);
+      }
+    }
+  }
 
   const pid_t sandbox = ::fork();
   if (sandbox < 0) {
     std::perror("atrium: fork");
     return 1;
   }
-  if (sandbox == 0) ExecSandbox(*launch, log_pipe[1], report_pipe[1]);
+  if (sandbox == 0) ExecSandbox(*launch, launch->argv, launch->env, log_pipe[1], report_pipe[1]);
   ::close(log_pipe[1]);
   ::close(report_pipe[1]);
-
-  SupervisorRecord record;
-  record.pid = ::getpid();
-  record.pid_start_ticks =
-      ProcessStartTicks(record.pid).has_value() ? *ProcessStartTicks(record.pid) : 0;
-  record.sandbox_pid = sandbox;
-  record.started_ms = NowMs();
-  if (auto written = atrium::ReplaceFileAtomically(dir + "/" + kSupervisorFile,
-                                                   EncodeSupervisor(record), 0600);
-      !written.has_value()) {
-    std::fprintf(stderr, "atrium: %s\n", written.error().message.c_str());
-    ::kill(sandbox, SIGKILL);
-    return 1;
-  }
-  (void)!::write(ready_fd, "1", 1);
-  ::close(ready_fd);
 
   const bool kill_by_cgroup = !launch->cgroup_dirs.empty();
   // Signals every process of the workload: all of its cgroup when it has
@@ -229,10 +294,7 @@ int Run(const std::string& dir, int ready_fd) {
     if (fds[1].revents != 0) {
       const ssize_t n = ::read(log_pipe[0], buffer, sizeof buffer);
       if (n > 0) {
-        if (auto appended = log.Append(std::string_view(buffer, static_cast<size_t>(n)));
-            !appended.has_value()) {
-          std::fprintf(stderr, "atrium: %s\n", appended.error().message.c_str());
-        }
+        append_to_log(std::string_view(buffer, static_cast<size_t>(n)));
       } else if (n == 0 || errno != EINTR) {
         log_open = false;
       }
@@ -284,12 +346,7 @@ int Run(const std::string& dir, int ready_fd) {
     end.detail = "its time limit of " + std::to_string(launch->time_limit_ms / 1000) +
                  " s was reached" + (end.detail.empty() ? "" : "; " + end.detail);
   }
-  if (auto written = atrium::ReplaceFileAtomically(dir + "/" + kExitFile, EncodeExit(end), 0600);
-      !written.has_value()) {
-    std::fprintf(stderr, "atrium: %s\n", written.error().message.c_str());
-  }
-  RemoveWorkloadCgroups(launch->cgroup_dirs);
-  return 0;
+  return finish(end);
 }
 
 }  // namespace

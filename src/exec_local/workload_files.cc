@@ -58,10 +58,15 @@ int64_t FileSize(const std::string& path) {
 }  // namespace
 
 std::string EncodeLaunch(const LaunchRecord& r) {
-  Json env = Json::array();
-  for (const auto& [name, value] : r.env) env.push_back({name, value});
+  const auto pairs = [](const std::vector<std::pair<std::string, std::string>>& values) {
+    Json out = Json::array();
+    for (const auto& [name, value] : values) out.push_back({name, value});
+    return out;
+  };
   return Json{{"argv", r.argv},
-              {"env", env},
+              {"env", pairs(r.env)},
+              {"unpack_argv", r.unpack_argv},
+              {"unpack_env", pairs(r.unpack_env)},
               {"uid", r.uid},
               {"gid", r.gid},
               {"cgroup_dirs", r.cgroup_dirs},
@@ -79,6 +84,10 @@ Result<LaunchRecord> DecodeLaunch(std::string_view text) {
   LaunchRecord r;
   try {
     r.argv = json.at("argv").get<std::vector<std::string>>();
+    for (const auto& pair : json.value("unpack_env", Json::array())) {
+      r.unpack_env.emplace_back(pair.at(0).get<std::string>(), pair.at(1).get<std::string>());
+    }
+    r.unpack_argv = json.value("unpack_argv", std::vector<std::string>{});
     for (const auto& pair : json.at("env"))
       r.env.emplace_back(pair.at(0).get<std::string>(), pair.at(1).get<std::string>());
     r.uid = json.at("uid").get<uint32_t>();
@@ -97,10 +106,7 @@ Result<LaunchRecord> DecodeLaunch(std::string_view text) {
 }
 
 std::string EncodeSupervisor(const SupervisorRecord& r) {
-  return Json{{"pid", r.pid},
-              {"pid_start_ticks", r.pid_start_ticks},
-              {"sandbox_pid", r.sandbox_pid},
-              {"started_ms", r.started_ms}}
+  return Json{{"pid", r.pid}, {"pid_start_ticks", r.pid_start_ticks}, {"started_ms", r.started_ms}}
       .dump();
 }
 
@@ -110,7 +116,6 @@ Result<SupervisorRecord> DecodeSupervisor(std::string_view text) {
   try {
     r.pid = json.at("pid").get<int>();
     r.pid_start_ticks = json.at("pid_start_ticks").get<uint64_t>();
-    r.sandbox_pid = json.at("sandbox_pid").get<int>();
     r.started_ms = json.at("started_ms").get<int64_t>();
   } catch (const Json::exception& e) {
     return Error::Internal(std::string("unreadable supervisor record: ") + e.what());

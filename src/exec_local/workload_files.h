@@ -12,6 +12,7 @@
 //   exit.json        written by the supervisor when the sandbox is gone:
 //                    exit code or signal, end time
 //   log.<k>          the log, in segments of half the bound (below)
+//   archive          the job's archive, copied for the workload's uid (0400)
 //   work/            the workload's own directory (0700, its uid)
 //
 // Every record is replaced atomically (common/atomic_file.h), so a control
@@ -46,13 +47,15 @@ struct LaunchRecord {
   std::string tenant_id;
   std::string not_enforced;   // "" = every mechanism enforced
   int64_t time_limit_ms = 0;  // 0 = none
+  // The sandbox that unpacks the archive first; empty = no archive.
+  std::vector<std::string> unpack_argv;
+  std::vector<std::pair<std::string, std::string>> unpack_env;
   int64_t created_ms = 0;
 };
 
 struct SupervisorRecord {
   int pid = 0;
   uint64_t pid_start_ticks = 0;  // /proc/<pid>/stat field 22
-  int sandbox_pid = 0;           // bubblewrap's
   int64_t started_ms = 0;
 };
 

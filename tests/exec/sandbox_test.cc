@@ -295,6 +295,9 @@ const BadSpecCase kBadSpecs[] = {
     {"RelativeRootFs", [](LaunchSpec& s) { s.root_fs = "templates/x"; }},
     {"RootFsEscaping", [](LaunchSpec& s) { s.root_fs = "/var/lib/atrium/templates/../../../etc"; }},
     {"HostRootAsRootFs", [](LaunchSpec& s) { s.root_fs = "/"; }},
+    {"RelativeArchive", [](LaunchSpec& s) { s.archive_path = "uploads/a.tar"; }},
+    {"ArchiveEscaping",
+     [](LaunchSpec& s) { s.archive_path = "/var/lib/atrium/../../../root/.ssh/id_rsa"; }},
     {"HugeScript", [](LaunchSpec& s) { s.script = std::string(kMaxScriptBytes + 1, '#'); }},
     {"NegativeMemory", [](LaunchSpec& s) { s.memory_mib = -1; }},
     {"MemoryThatOverflowsInBytes", [](LaunchSpec& s) { s.memory_mib = int64_t{1} << 50; }},
@@ -339,6 +342,34 @@ TEST(SandboxPlan, RefusesAHostItCannotConfineOn) {
     ASSERT_FALSE(plan.has_value()) << what;
     EXPECT_EQ(plan.error().code, ErrorCode::kInvalidArgument) << what;
   }
+}
+
+TEST(SandboxPlan, AnArchiveIsUnpackedByTheHostsTarInTheSameSandboxWithoutGpus) {
+  auto spec = Spec();
+  spec.archive_path = "/var/lib/atrium/uploads/a.tar.gz";
+  spec.root_fs = "/var/lib/atrium/templates/t/rootfs";
+  auto plan = PlanArchiveUnpacking(spec, Host(), "/var/lib/atrium/workloads/job-1.0/archive");
+  ASSERT_TRUE(plan.has_value()) << plan.error().message;
+  const auto& argv = plan->argv;
+  EXPECT_TRUE(HasSequence(
+      argv, {"--ro-bind", "/var/lib/atrium/workloads/job-1.0/archive", kSandboxArchivePath}));
+  EXPECT_TRUE(HasSequence(argv, {"--bind", "/var/lib/atrium/workloads/job-1.0/work", "/work"}));
+  EXPECT_TRUE(HasSequence(argv, {"--ro-bind", "/usr", "/usr"}))
+      << "the host's tar, whatever the template";
+  EXPECT_FALSE(HasArg(argv, spec.root_fs));
+  EXPECT_FALSE(HasArg(argv, "--dev-bind")) << "no GPU while unpacking";
+  EXPECT_TRUE(HasArg(argv, "--unshare-net"));
+  EXPECT_TRUE(HasSequence(argv, {"--extract", "--file", kSandboxArchivePath, "--directory", "/work",
+                                 "--no-same-owner", "--no-same-permissions"}));
+  EXPECT_FALSE(HasArg(argv, "python3")) << "the workload's own command does not run here";
+  // The archive is mounted before the root turns read-only.
+  const auto archive = std::find(argv.begin(), argv.end(), kSandboxArchivePath);
+  const auto remount = std::find(argv.begin(), argv.end(), "--remount-ro");
+  EXPECT_LT(archive - argv.begin(), remount - argv.begin());
+
+  EXPECT_FALSE(PlanArchiveUnpacking(spec, Host(), "relative/archive").has_value());
+  spec.archive_path = "uploads/../../etc/shadow";
+  EXPECT_FALSE(PlanArchiveUnpacking(spec, Host(), "/x/archive").has_value());
 }
 
 TEST(SandboxPlan, WorkloadIdsThatAreOnePathComponent) {

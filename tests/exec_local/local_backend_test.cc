@@ -307,6 +307,44 @@ TEST_F(LocalBackendTest, ATemplateRootFilesystemReplacesTheHostsSystemPaths) {
   EXPECT_TRUE(Contains(log, "exit 127")) << log;
 }
 
+TEST_F(LocalBackendTest, AnArchiveIsUnpackedIntoTheWorkloadsDirectoryBeforeItStarts) {
+  const std::string src = harness_.root() + "/upload";
+  std::filesystem::create_directories(src + "/data");
+  std::ofstream(src + "/data/hello.txt") << "hello from the archive\n";
+  const std::string archive = harness_.root() + "/upload.tar.gz";
+  ASSERT_EQ(std::system(("tar -czf " + archive + " -C " + src + " data").c_str()), 0);
+  auto spec = Spec("unpacked", "cat data/hello.txt\nls -ln data/hello.txt | cut -d' ' -f3\n");
+  spec.archive_path = archive;
+  ASSERT_TRUE(backend_->Start(spec).has_value());
+  const auto status = Ended("unpacked");
+  EXPECT_EQ(status.exit_code, 0) << Log("unpacked");
+  struct stat work {};
+  ASSERT_EQ(::stat(backend_->WorkDirOf("unpacked").c_str(), &work), 0);
+  EXPECT_EQ(Log("unpacked"), "hello from the archive\n" + std::to_string(work.st_uid) + "\n")
+      << "its files are the workload's own, not the archive's owner's";
+}
+
+TEST_F(LocalBackendTest, AnArchiveWhoseMembersEscapeTheDirectoryIsRefusedAndNothingRuns) {
+  const std::string src = harness_.root() + "/upload";
+  std::filesystem::create_directories(src + "/data");
+  std::ofstream(src + "/data/hello.txt") << "planted\n";
+  const std::string archive = harness_.root() + "/hostile.tar";
+  ASSERT_EQ(std::system(("tar -cf " + archive + " -C " + src +
+                         " --transform 's,^data,../escaped,' data/hello.txt")
+                            .c_str()),
+            0);
+  auto spec = Spec("hostile", "echo workload-ran\n");
+  spec.archive_path = archive;
+  ASSERT_TRUE(backend_->Start(spec).has_value());
+  const auto status = Ended("hostile");
+  EXPECT_NE(status.exit_code, 0);
+  EXPECT_TRUE(Contains(status.detail, "unpacking its archive failed")) << status.detail;
+  EXPECT_TRUE(Contains(Log("hostile"), "Member name contains '..'")) << Log("hostile");
+  EXPECT_FALSE(Contains(Log("hostile"), "workload-ran"));
+  EXPECT_FALSE(PathExists(harness_.options().state_dir + "/workloads/hostile/escaped"));
+  EXPECT_FALSE(PathExists(harness_.options().state_dir + "/workloads/escaped"));
+}
+
 TEST_F(LocalBackendTest, LogFilesAreTheControlPlanesOnly) {
   ASSERT_TRUE(backend_->Start(Spec("logged", "echo private-output\n")).has_value());
   Ended("logged");
