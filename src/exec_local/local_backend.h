@@ -52,6 +52,15 @@ struct LocalBackendOptions {
   // Refuse (FailedPrecondition) every workload the host cannot fully
   // confine, not only those whose spec asks for it.
   bool require_full_confinement = false;
+
+  // Sets the two helper paths to `dir`/atrium-workload-supervisor and
+  // `dir`/atrium-sandbox-init: the build and an install put them next to
+  // the atrium binary.
+  LocalBackendOptions& WithHelpersIn(const std::string& dir) {
+    supervisor_path = dir + "/atrium-workload-supervisor";
+    sandbox_init_path = dir + "/atrium-sandbox-init";
+    return *this;
+  }
 };
 
 class LocalBackend final : public exec::ExecutionBackend {

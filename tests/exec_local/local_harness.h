@@ -36,8 +36,9 @@ class LocalHarness final : public exec::conformance::BackendHarness {
     for (int i = 0; i < kFakeGpus; ++i) MakeDevice("nvidia" + std::to_string(i), i);
     MakeDevice("nvidiactl", 255);
     options_.state_dir = root_ + "/state";
-    options_.supervisor_path = ATRIUM_SUPERVISOR_PATH;
-    options_.sandbox_init_path = ATRIUM_SANDBOX_INIT_PATH;
+    options_.WithHelpersIn(std::filesystem::path(ATRIUM_SUPERVISOR_PATH).parent_path());
+    EXPECT_EQ(options_.sandbox_init_path, ATRIUM_SANDBOX_INIT_PATH)
+        << "the helpers sit side by side";
     options_.device_dir = root_ + "/dev";
     options_.log_max_bytes = log_max_bytes;
     options_.cgroup_parent = name;
