@@ -118,6 +118,7 @@ Status SpawnSupervisor(const std::string& supervisor_path, const std::string& re
     return Error::Unavailable(OsError("create a pipe for", record_dir));
   const std::string err_path = record_dir + "/supervisor.err";
   const char* argv[] = {supervisor_path.c_str(), record_dir.c_str(), "3", nullptr};
+  const char* env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", nullptr};
   const pid_t pid = ::fork();
   if (pid < 0) {
     ::close(ready[0]);
@@ -135,7 +136,8 @@ Status SpawnSupervisor(const std::string& supervisor_path, const std::string& re
     ::dup2(err >= 0 ? err : null, 2);
     ::dup2(ready[1], 3);
     ::close_range(4, ~0U, 0);
-    ::execv(argv[0], const_cast<char* const*>(argv));
+    // Nothing of the control plane's environment (its database URL, say).
+    ::execve(argv[0], const_cast<char* const*>(argv), const_cast<char* const*>(env));
     ::_exit(127);
   }
   ::close(ready[1]);

@@ -153,6 +153,11 @@ int Run(const std::string& dir, int ready_fd) {
     std::fprintf(stderr, "atrium: %s\n", launch.error().message.c_str());
     return 1;
   }
+  // Whatever the control plane ignored (SIGCHLD ignored would reap the
+  // sandbox before waitpid sees it) is back to its default here.
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig != SIGKILL && sig != SIGSTOP) ::signal(sig, SIG_DFL);
+  }
   sigset_t handled;
   sigemptyset(&handled);
   for (int sig : {SIGTERM, SIGCHLD, SIGINT, SIGHUP}) sigaddset(&handled, sig);
