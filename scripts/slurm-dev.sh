@@ -26,8 +26,10 @@
 # ("cgroup" or "none: <why>"). SLURM_DEV_CGROUP=0 skips the attempt.
 #
 # Must run as root (slurmd runs jobs as other users; munged and MariaDB drop
-# to their own users). DIR must be reachable by those users: start makes it
-# 0755.
+# to their own users). DIR must be reachable by those users (start makes it
+# 0755) and not under /tmp or /dev/shm: every job gets private ones
+# (job_container/tmpfs), which would hide the spool and the workloads'
+# folders. A mktemp -d under /var/tmp works.
 #
 # Environment: SLURM_DEV_GPUS (4), SLURM_DEV_CPUS (16), SLURM_DEV_NODE
 # (localhost), SLURM_DEV_KILL_WAIT (5, seconds between SIGTERM and SIGKILL),
@@ -60,7 +62,7 @@ render() {  # render TEMPLATE OUT
     -e "s#@SLURMD_PORT@#$SLURMD_PORT#g" -e "s#@DBD_PORT@#$DBD_PORT#g" -e "s#@DB_PORT@#$DB_PORT#g" \
     -e "s#@FIRST_JOB_ID@#$FIRST_JOB_ID#g" -e "s#@NODE@#$NODE#g" -e "s#@CPUS@#$CPUS#g" \
     -e "s#@MEMORY_MB@#$MEMORY_MB#g" -e "s#@GPUS@#$GPUS#g" -e "s#@LAST_GPU@#$((GPUS - 1))#g" \
-    -e "s#@KILL_WAIT@#$KILL_WAIT#g" -e "s#@PROCTRACK@#$PROCTRACK#g" -e "s#@TASK@#$TASK#g" \
+    -e "s#@KILL_WAIT@#$KILL_WAIT#g" -e "s#@PROCTRACK@#$PROCTRACK#g" -e "s#@TASK@#$TASK#g" -e "s#@JOB_CONTAINER@#$JOB_CONTAINER#g" -e "s#@JOB_TMP@#$JOB_TMP#g" \
     -e "s#@NODE_GRES@#$NODE_GRES#g" "$1" |
     GPU_LINES="$GPU_LINES" awk '{ if ($0 == "@GPU_LINES@") printf "%s", ENVIRON["GPU_LINES"]; else print }' >"$2.tmp"
   mv "$2.tmp" "$2"
@@ -89,6 +91,7 @@ EOF
   CPUS=${SLURM_DEV_CPUS:-16}
   MEMORY_MB=${SLURM_DEV_MEMORY_MB:-8000}
   KILL_WAIT=${SLURM_DEV_KILL_WAIT:-5}
+  JOB_TMP=$S/run/jobtmp
   NODE_GRES=""
   GPU_LINES=""
   local i
@@ -205,9 +208,9 @@ choose_confinement() {
     CONFINEMENT="none: SLURM_DEV_CGROUP=0"
   fi
   if [[ "$CONFINEMENT" == cgroup ]]; then
-    PROCTRACK=proctrack/cgroup; TASK=task/cgroup
+    PROCTRACK=proctrack/cgroup; TASK=task/cgroup; JOB_CONTAINER=job_container/tmpfs
   else
-    PROCTRACK=proctrack/linuxproc; TASK=task/none
+    PROCTRACK=proctrack/linuxproc; TASK=task/none; JOB_CONTAINER=job_container/none
   fi
 }
 
@@ -215,16 +218,22 @@ render_all() {
   render "$TEMPLATES/slurm.conf.in" "$S/slurm.conf"
   render "$TEMPLATES/gres.conf.in" "$S/gres.conf"
   render "$TEMPLATES/cgroup.conf.in" "$S/cgroup.conf"
+  render "$TEMPLATES/job_container.conf.in" "$S/job_container.conf"
   render "$TEMPLATES/slurmdbd.conf.in" "$S/slurmdbd.conf"
   chmod 600 "$S/slurmdbd.conf"
 }
 
 cmd_start() {
   [[ $(id -u) -eq 0 ]] || die "must run as root (slurmd starts jobs as other users)"
+  # Jobs get a private /tmp and /dev/shm: what lives there (the spool, the
+  # workloads' folders) would vanish from their view.
+  case "$(realpath -m "$1")/" in
+    /tmp/* | /dev/shm/*) die "DIR must not be under /tmp or /dev/shm (jobs get private ones); try /var/tmp" ;;
+  esac
   mkdir -p "$1"
   load_layout "$1"
   chmod 0755 "$S"
-  mkdir -p "$S/run/state" "$S/run/spool" "$S/run/log" "$S/fakedev" "$S/jobs"
+  mkdir -p "$S/run/state" "$S/run/spool" "$S/run/log" "$S/fakedev" "$S/jobs" "$JOB_TMP"
   # Workload folders are owned by their tenant's user, mode 0700; the parent
   # only lets them pass.
   chmod 0711 "$S/jobs"

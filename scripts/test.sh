@@ -38,7 +38,8 @@ fi
 
 PGDIR=$(mktemp -d /tmp/atrium-pg.XXXXXX)
 chmod 755 "$PGDIR"
-SLURMDIR=$(mktemp -d /tmp/atrium-slurm.XXXXXX)
+# Not under /tmp: Slurm jobs get a private one (scripts/slurm-dev.sh).
+SLURMDIR=$(mktemp -d /var/tmp/atrium-slurm.XXXXXX)
 cleanup() {
   bash scripts/pg-test-server.sh stop "$PGDIR" >/dev/null 2>&1 || true
   rm -rf "$PGDIR"

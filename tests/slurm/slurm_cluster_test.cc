@@ -320,6 +320,31 @@ TEST_F(SlurmClusterTest, AWorkloadCannotTouchAnotherTenantsGpuFilesOrProcesses) 
   WaitForExit(victim.workload_id);
 }
 
+TEST_F(SlurmClusterTest, APreemptibleJobIsPreemptedThroughItsQosWithTermFirst) {
+  auto low = Spec(tenant_a_, "low");
+  low.priority = "preemptible";
+  low.gpus = {Gpu(3)};
+  low.script = "trap 'echo got-term' TERM\necho ready\nwhile :; do sleep 0.2; done\n";
+  ASSERT_TRUE(backend_->Start(low).has_value());
+  WaitFor(low.workload_id, [&](const WorkloadStatus& s) {
+    return s.phase == WorkloadPhase::kRunning &&
+           Log(low.workload_id).find("ready") != std::string::npos;
+  });
+  auto high = Spec(tenant_b_, "high");
+  high.priority = "interactive";
+  high.gpus = {Gpu(3)};
+  high.argv = {"/bin/true"};
+  ASSERT_TRUE(backend_->Start(high).has_value());
+  // SIGTERM at once, SIGKILL after the QOS's GraceTime (preempt_grace_s);
+  // submitted --no-requeue, the workload ends and the job service's restart
+  // policy decides whether a new one starts.
+  auto preempted = WaitForExit(low.workload_id);
+  EXPECT_NE(preempted.detail.find("PREEMPTED"), std::string::npos) << preempted.detail;
+  EXPECT_NE(preempted.signal, 0);
+  EXPECT_NE(Log(low.workload_id).find("got-term"), std::string::npos);
+  EXPECT_EQ(WaitForExit(high.workload_id).exit_code, 0);
+}
+
 TEST_F(SlurmClusterTest, TenantLimitsSuspensionAndDeletionReachSlurm) {
   // GrpTRES=gres/gpu=2 (SetUp): a third GPU waits on the account's limit.
   auto two = Spec(tenant_a_, "two");
