@@ -45,6 +45,10 @@ PACKAGES=(
   slurm-wlm slurmdbd slurmrestd munge mariadb-server
   # Small helper scripts (free-port lookup in pg-test-server.sh).
   python3
+  # bubblewrap: the local execution backend runs every workload in a bwrap
+  # sandbox (namespaces, only its GPUs in /dev, private /tmp); its tests run
+  # real sandboxes and fail without it (src/exec_local).
+  bubblewrap
 )
 
 missing=()

@@ -1,0 +1,112 @@
+// The local backend's sandbox as data: a LaunchSpec plus what the shell
+// found on the host become the bubblewrap command line and the environment
+// the workload starts with. Pure (no I/O): the shell probes the host (which
+// system paths exist, which are symbolic links, which NVIDIA control devices
+// are present) and passes the answers in, so every rule below is a unit
+// test over argv (tests/exec/sandbox_test.cc).
+//
+// What the plan confines (README "Workload sandbox (local backend)"):
+//  - new pid, ipc, uts and (unless told not to) network namespaces: the
+//    workload sees only its own processes and, on the network, loopback;
+//  - a root of read-only host system paths (/usr, /bin, /lib*, a short list
+//    from /etc) or the environment template's root filesystem, read-only;
+//  - a private /tmp (tmpfs), a fresh /dev holding only the standard nodes,
+//    the GPUs it was granted (as /dev/nvidiaN) and the control devices;
+//  - one writable directory, its own, as the working directory (/work);
+//  - `--die-with-parent`: the sandbox ends with its supervisor.
+// Running as an unprivileged uid and the cgroup limits are the shell's: the
+// plan names the uid it expects and refuses root.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/result.h"
+#include "exec/backend.h"
+
+namespace atrium::exec {
+
+// A system path the sandbox shows read-only. When the host's entry is a
+// symbolic link (Debian's merged /usr: /bin -> usr/bin) the sandbox gets the
+// same link, pointing into the bound tree.
+struct HostPath {
+  std::string path;            // absolute, e.g. "/usr", "/etc/ld.so.cache"
+  std::string symlink_target;  // "" = bind the path itself
+};
+
+// What the shell knows about the host and this workload's place on it.
+struct SandboxHost {
+  std::string bwrap_path = "/usr/bin/bwrap";
+  // Where the GPU device files live: "/dev", or a test's folder of fake
+  // character devices (`mknod nvidiaN c 195 N`).
+  std::string device_dir = "/dev";
+  // NVIDIA control devices present in device_dir ("nvidiactl",
+  // "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset"): bound when the
+  // workload has at least one GPU.
+  std::vector<std::string> control_devices;
+  // The workload's own directory on the host: bound writable at
+  // kSandboxWorkDir and the working directory. Owned by `uid`, 0700.
+  std::string work_dir;
+  // The in-sandbox init on the host (atrium-sandbox-init): bound read-only
+  // at kSandboxInitPath; it runs the command and reports on `report_fd`
+  // whether it exited or was killed by a signal (bubblewrap's own exit
+  // status folds a signal into 128+N).
+  std::string init_path;
+  int report_fd = 3;
+  // System paths shown read-only when the spec has no root_fs. /proc, /dev
+  // and /tmp are always the sandbox's own and may not be listed.
+  std::vector<HostPath> system_paths;
+  uint32_t uid = 0;  // must not be 0: the shell runs bwrap as this user
+  uint32_t gid = 0;
+  bool unshare_network = true;  // false only where the host refuses it
+};
+
+inline constexpr char kSandboxWorkDir[] = "/work";
+inline constexpr char kSandboxInitPath[] = "/dev/.atrium-init";
+// The script of a spec with `script`, inside kSandboxWorkDir.
+inline constexpr char kSandboxScriptName[] = ".atrium-job.sh";
+
+// Bounds on what a tenant may pass (InvalidArgument beyond them).
+inline constexpr size_t kMaxArgs = 4096;
+inline constexpr size_t kMaxArgBytes = 128 * 1024;
+inline constexpr size_t kMaxEnvVars = 1024;
+inline constexpr size_t kMaxEnvNameBytes = 256;
+inline constexpr size_t kMaxEnvValueBytes = 32 * 1024;
+inline constexpr size_t kMaxCommandBytes = 1024 * 1024;  // argv + env together
+inline constexpr size_t kMaxScriptBytes = 1024 * 1024;
+inline constexpr size_t kMaxWorkloadIdBytes = 128;
+inline constexpr int kMaxGpuIndex = 1023;
+
+struct SandboxPlan {
+  // bubblewrap's full argv (argv[0] = bwrap_path), ending in the init and
+  // the workload's command.
+  std::vector<std::string> argv;
+  // The environment bubblewrap is started with and passes on: kept out of
+  // argv so that other users of the host cannot read it in /proc/PID/cmdline.
+  std::vector<std::pair<std::string, std::string>> env;
+  // The device files bound, as host paths (for the shell's cgroup
+  // devices allow-list and for the status's detail).
+  std::vector<std::string> device_paths;
+};
+
+// InvalidArgument naming the field for a spec or host it cannot confine:
+// a workload id that is not [A-Za-z0-9_.-] (or starts with '.'), an empty
+// command, arguments or environment with NUL bytes or beyond the bounds
+// above, an environment name that is not [A-Za-z_][A-Za-z0-9_]* or that
+// Atrium sets itself (CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES), a GPU
+// index out of range or granted twice, a MIG grant (the local backend cannot
+// confine a MIG instance yet), a root_fs or host path that is not absolute
+// or has a ".." component, a control device with a '/', uid or gid 0.
+Result<SandboxPlan> PlanSandbox(const LaunchSpec& spec, const SandboxHost& host);
+
+// The checks PlanSandbox makes on the spec alone, for callers that refuse
+// early (the same errors).
+Status ValidateLaunchSpec(const LaunchSpec& spec);
+
+// True for ids safe as one path component: 1..kMaxWorkloadIdBytes of
+// [A-Za-z0-9_.-], not starting with '.'.
+bool IsValidWorkloadId(std::string_view id);
+
+}  // namespace atrium::exec

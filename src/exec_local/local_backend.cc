@@ -1,0 +1,516 @@
+#include "exec_local/local_backend.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <grp.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <optional>
+
+#include "common/atomic_file.h"
+#include "exec_local/cgroups.h"
+#include "exec_local/workload_files.h"
+
+namespace atrium::exec_local {
+namespace {
+
+using exec::LaunchSpec;
+using exec::WorkloadPhase;
+using exec::WorkloadStatus;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string OsError(const std::string& step, const std::string& path) {
+  return "cannot " + step + " " + path + ": " + std::strerror(errno);
+}
+
+bool Exists(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+int RemoveEntry(const char* path, const struct stat*, int, struct FTW*) {
+  ::remove(path);
+  return 0;
+}
+
+// Removes a tree without following symbolic links (a workload's directory
+// may hold links to anywhere).
+void RemoveTree(const std::string& path) {
+  ::nftw(path.c_str(), RemoveEntry, 32, FTW_DEPTH | FTW_PHYS);
+}
+
+Status MakeDir(const std::string& path, mode_t mode) {
+  if (::mkdir(path.c_str(), mode) != 0 && errno != EEXIST)
+    return Error::Unavailable(OsError("create", path));
+  if (::chmod(path.c_str(), mode) != 0) return Error::Unavailable(OsError("chmod", path));
+  return OkStatus();
+}
+
+// Runs argv as `uid`/`gid` with stdio on /dev/null; its exit status, or -1.
+int RunAs(const std::vector<std::string>& argv, uint32_t uid, uint32_t gid) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    const int null = ::open("/dev/null", O_RDWR);
+    ::dup2(null, 0);
+    ::dup2(null, 1);
+    ::dup2(null, 2);
+    if (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0) ::_exit(126);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return -1;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Starts the supervisor detached (its own session, reparented away from
+// the control plane) and waits until it has written its record: it writes
+// one byte on the ready pipe then, or closes it unwritten when it fails.
+Status SpawnSupervisor(const std::string& supervisor_path, const std::string& record_dir) {
+  int ready[2];
+  if (::pipe2(ready, O_CLOEXEC) != 0)
+    return Error::Unavailable(OsError("create a pipe for", record_dir));
+  const std::string err_path = record_dir + "/supervisor.err";
+  const char* argv[] = {supervisor_path.c_str(), record_dir.c_str(), "3", nullptr};
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(ready[0]);
+    ::close(ready[1]);
+    return Error::Unavailable(OsError("fork for", record_dir));
+  }
+  if (pid == 0) {
+    // Only async-signal-safe calls from here: the control plane has threads.
+    ::setsid();
+    if (::fork() != 0) ::_exit(0);
+    const int null = ::open("/dev/null", O_RDWR);
+    const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0600);
+    ::dup2(null, 0);
+    ::dup2(null, 1);
+    ::dup2(err >= 0 ? err : null, 2);
+    ::dup2(ready[1], 3);
+    ::close_range(4, ~0U, 0);
+    ::execv(argv[0], const_cast<char* const*>(argv));
+    ::_exit(127);
+  }
+  ::close(ready[1]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  char byte = 0;
+  ssize_t n = 0;
+  do {
+    n = ::read(ready[0], &byte, 1);
+  } while (n < 0 && errno == EINTR);
+  ::close(ready[0]);
+  if (n != 1) {
+    auto err = ReadSmallFile(err_path);
+    return Error::Unavailable("the workload supervisor did not start" +
+                              (err.has_value() && !err->empty() ? ": " + *err : std::string()));
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<LocalBackend>> LocalBackend::Create(LocalBackendOptions options) {
+  for (const auto* path : {&options.state_dir, &options.supervisor_path, &options.sandbox_init_path,
+                           &options.bwrap_path, &options.device_dir, &options.cgroup_root}) {
+    if (path->empty() || path->front() != '/') {
+      return Error::InvalidArgument("local backend paths must be absolute: '" + *path + "'");
+    }
+  }
+  if (options.uid_base == 0 || options.uid_count == 0 ||
+      static_cast<uint64_t>(options.uid_base) + options.uid_count > 0xFFFFFFFEull) {
+    return Error::InvalidArgument("the workload uid range must be non-empty and exclude root");
+  }
+  if (options.log_max_bytes < 2 || options.default_pids_max <= 0) {
+    return Error::InvalidArgument("log_max_bytes and default_pids_max must be positive");
+  }
+  if (options.cgroup_parent.empty() || !exec::IsValidWorkloadId(options.cgroup_parent)) {
+    return Error::InvalidArgument("cgroup_parent must be one plain folder name");
+  }
+  // 0711: a workload's uid must traverse to its own directory (bubblewrap
+  // binds it as that user) but may list nothing on the way.
+  ATRIUM_RETURN_IF_ERROR(MakeDir(options.state_dir, 0711));
+  ATRIUM_RETURN_IF_ERROR(MakeDir(options.state_dir + "/workloads", 0711));
+  return std::unique_ptr<LocalBackend>(new LocalBackend(std::move(options)));
+}
+
+LocalBackend::LocalBackend(LocalBackendOptions options)
+    : options_(std::move(options)), workloads_dir_(options_.state_dir + "/workloads") {}
+
+std::string LocalBackend::RecordDirOf(const std::string& workload_id) const {
+  return workloads_dir_ + "/" + workload_id;
+}
+
+std::string LocalBackend::WorkDirOf(const std::string& workload_id) const {
+  return RecordDirOf(workload_id) + "/" + kWorkDirName;
+}
+
+std::vector<exec::HostPath> LocalBackend::SystemPaths() const {
+  std::vector<exec::HostPath> out;
+  for (const char* path :
+       {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc/ld.so.cache",
+        "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives", "/etc/localtime",
+        "/etc/nsswitch.conf", "/etc/hosts", "/etc/ssl/certs"}) {
+    struct stat st {};
+    if (::lstat(path, &st) != 0) continue;
+    if (S_ISLNK(st.st_mode)) {
+      char target[4096];
+      const ssize_t n = ::readlink(path, target, sizeof target - 1);
+      if (n <= 0) continue;
+      out.push_back({path, std::string(target, static_cast<size_t>(n))});
+    } else {
+      out.push_back({path, ""});
+    }
+  }
+  return out;
+}
+
+// Bubblewrap with every namespace the plan asks for, as an unprivileged
+// uid: a host that refuses it gets no workload at all (never one with less).
+Status LocalBackend::ProbeSandboxLocked() {
+  if (sandbox_probe_.has_value()) return *sandbox_probe_;
+  std::vector<std::string> argv = {options_.bwrap_path, "--die-with-parent", "--unshare-pid",
+                                   "--unshare-ipc",     "--unshare-uts",     "--unshare-net"};
+  for (const auto& system : SystemPaths()) {
+    if (system.symlink_target.empty()) {
+      argv.insert(argv.end(), {"--ro-bind", system.path, system.path});
+    } else {
+      argv.insert(argv.end(), {"--symlink", system.symlink_target, system.path});
+    }
+  }
+  argv.insert(argv.end(),
+              {"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--", "/bin/true"});
+  const int rc = RunAs(argv, options_.uid_base, options_.uid_base);
+  if (rc == 0) {
+    sandbox_probe_ = OkStatus();
+  } else {
+    sandbox_probe_ = Status(Error::FailedPrecondition(
+        "this host refuses the workload sandbox (" + options_.bwrap_path +
+        " with pid/ipc/uts/net namespaces as an unprivileged user exited " + std::to_string(rc) +
+        "): no workload is started without it"));
+  }
+  return *sandbox_probe_;
+}
+
+Result<uint32_t> LocalBackend::AllocateUidLocked() {
+  if (!uids_in_use_.has_value()) {
+    uids_in_use_.emplace();
+    if (DIR* d = ::opendir(workloads_dir_.c_str())) {
+      while (dirent* e = ::readdir(d)) {
+        if (e->d_name[0] == '.') continue;
+        auto text = ReadSmallFile(workloads_dir_ + "/" + e->d_name + "/" + kLaunchFile);
+        if (!text.has_value()) continue;
+        if (auto launch = DecodeLaunch(*text); launch.has_value())
+          uids_in_use_->insert(launch->uid);
+      }
+      ::closedir(d);
+    }
+  }
+  for (uint32_t i = 0; i < options_.uid_count; ++i) {
+    const uint32_t uid = options_.uid_base + i;
+    // The probe's uid is the first one; it never holds files.
+    if (i == 0) continue;
+    if (!uids_in_use_->count(uid)) {
+      uids_in_use_->insert(uid);
+      return uid;
+    }
+  }
+  return Error::ResourceExhausted("every workload uid in the local backend's range is in use", 60);
+}
+
+Result<WorkloadStatus> LocalBackend::Start(const LaunchSpec& spec) {
+  ATRIUM_RETURN_IF_ERROR(exec::ValidateLaunchSpec(spec));
+  if (!spec.archive_path.empty()) {
+    return Error::InvalidArgument(
+        "the local backend does not unpack archives yet: send the files as a script");
+  }
+  std::lock_guard lock(mu_);
+  const std::string record_dir = RecordDirOf(spec.workload_id);
+  if (Exists(record_dir)) return InspectLocked(spec.workload_id);
+  ATRIUM_RETURN_IF_ERROR(ProbeSandboxLocked());
+
+  ATRIUM_ASSIGN_OR_RETURN(const uint32_t uid, AllocateUidLocked());
+  bool keep_uid = false;
+  const std::string staging = workloads_dir_ + "/.staging-" + spec.workload_id;
+  std::vector<std::string> cgroup_dirs;
+  // Undoes what a failed start left behind.
+  struct Cleanup {
+    std::function<void()> run;
+    ~Cleanup() { run(); }
+  } cleanup{[&] {
+    if (keep_uid) return;
+    RemoveTree(staging);
+    RemoveWorkloadCgroups(cgroup_dirs);
+    uids_in_use_->erase(uid);
+  }};
+
+  RemoveTree(staging);  // a start that crashed half-way
+  ATRIUM_RETURN_IF_ERROR(MakeDir(staging, 0711));
+  const std::string staging_work = staging + "/" + kWorkDirName;
+  ATRIUM_RETURN_IF_ERROR(MakeDir(staging_work, 0700));
+  if (::chown(staging_work.c_str(), uid, uid) != 0)
+    return Error::Unavailable(OsError("chown", staging_work));
+  if (!spec.script.empty()) {
+    const std::string script = staging_work + "/" + exec::kSandboxScriptName;
+    ATRIUM_RETURN_IF_ERROR(ReplaceFileAtomically(script, spec.script, 0600));
+    if (::chown(script.c_str(), uid, uid) != 0) return Error::Unavailable(OsError("chown", script));
+  }
+
+  exec::SandboxHost host;
+  host.bwrap_path = options_.bwrap_path;
+  host.device_dir = options_.device_dir;
+  for (const auto& device : options_.control_devices) {
+    if (Exists(options_.device_dir + "/" + device)) host.control_devices.push_back(device);
+  }
+  host.work_dir = WorkDirOf(spec.workload_id);
+  host.init_path = options_.sandbox_init_path;
+  host.system_paths = SystemPaths();
+  host.uid = uid;
+  host.gid = uid;
+  ATRIUM_ASSIGN_OR_RETURN(exec::SandboxPlan plan, exec::PlanSandbox(spec, host));
+
+  // The devices cgroup allows the standard nodes bubblewrap binds, the
+  // pseudo-terminals, and exactly the granted device files.
+  CgroupLimits limits;
+  limits.memory_bytes = spec.memory_mib * 1024 * 1024;
+  limits.cpu_milli = spec.cpu_milli;
+  limits.pids_max = spec.pids_max > 0 ? spec.pids_max : options_.default_pids_max;
+  limits.device_rules = {"c 1:3 rwm", "c 1:5 rwm", "c 1:7 rwm", "c 1:8 rwm",
+                         "c 1:9 rwm", "c 5:0 rwm", "c 5:2 rwm", "c 136:* rwm"};
+  for (const auto& path : plan.device_paths) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0 || !S_ISCHR(st.st_mode)) {
+      return Error::FailedPrecondition("GPU device " + path +
+                                       " is not a character device on this node");
+    }
+    limits.device_rules.push_back("c " + std::to_string(major(st.st_rdev)) + ":" +
+                                  std::to_string(minor(st.st_rdev)) + " rw");
+  }
+  CgroupSetup cgroups =
+      CreateWorkloadCgroups(options_.cgroup_root, options_.cgroup_parent, spec.workload_id, limits);
+  cgroup_dirs = cgroups.dirs;
+  for (const auto& gpu : spec.gpus) {
+    if (gpu.share_milli > 0 || gpu.memory_cap_mib > 0) {
+      cgroups.not_enforced.push_back(
+          "GPU share limits (the local backend cannot cap a GPU's memory or compute)");
+      break;
+    }
+  }
+  std::string not_enforced;
+  for (const auto& what : cgroups.not_enforced)
+    not_enforced += (not_enforced.empty() ? "" : "; ") + what;
+  if (!not_enforced.empty() &&
+      (options_.require_full_confinement || spec.require_full_confinement)) {
+    return Error::FailedPrecondition(
+        "full confinement is required but this host does not enforce: " + not_enforced);
+  }
+
+  LaunchRecord launch;
+  launch.argv = plan.argv;
+  launch.env = plan.env;
+  launch.uid = uid;
+  launch.gid = uid;
+  launch.cgroup_dirs = cgroups.dirs;
+  launch.log_max_bytes = options_.log_max_bytes;
+  for (const auto& gpu : spec.gpus) launch.gpus.push_back(gpu.index);
+  std::sort(launch.gpus.begin(), launch.gpus.end());
+  launch.tenant_id = spec.tenant_id;
+  launch.not_enforced = not_enforced;
+  launch.created_ms = NowMs();
+  ATRIUM_RETURN_IF_ERROR(
+      ReplaceFileAtomically(staging + "/" + kLaunchFile, EncodeLaunch(launch), 0600));
+  if (::rename(staging.c_str(), record_dir.c_str()) != 0) {
+    return Error::Unavailable(OsError("rename into place", record_dir));
+  }
+  keep_uid = true;  // from here the record dir owns the uid and the cgroups
+
+  if (auto spawned = SpawnSupervisor(options_.supervisor_path, record_dir); !spawned.has_value()) {
+    ExitRecord failed;
+    failed.ended_ms = NowMs();
+    failed.detail = spawned.error().message;
+    (void)ReplaceFileAtomically(record_dir + "/" + kExitFile, EncodeExit(failed), 0600);
+    RemoveWorkloadCgroups(cgroups.dirs);
+    return spawned.error();
+  }
+  return InspectLocked(spec.workload_id);
+}
+
+Result<WorkloadStatus> LocalBackend::Inspect(const std::string& workload_id) {
+  std::lock_guard lock(mu_);
+  return InspectLocked(workload_id);
+}
+
+Result<WorkloadStatus> LocalBackend::InspectLocked(const std::string& workload_id) {
+  if (!exec::IsValidWorkloadId(workload_id)) return Error::NotFound("no workload " + workload_id);
+  const std::string dir = RecordDirOf(workload_id);
+  if (!Exists(dir)) return Error::NotFound("no workload " + workload_id);
+  WorkloadStatus status;
+  status.workload_id = workload_id;
+  auto launch_text = ReadSmallFile(dir + "/" + kLaunchFile);
+  if (!launch_text.has_value()) {
+    status.phase = WorkloadPhase::kLost;
+    status.detail = "its launch record is missing";
+    return status;
+  }
+  ATRIUM_ASSIGN_OR_RETURN(LaunchRecord launch, DecodeLaunch(*launch_text));
+  status.gpus = launch.gpus;
+  if (!launch.not_enforced.empty()) status.detail = "not enforced: " + launch.not_enforced;
+  const auto add_detail = [&](const std::string& more) {
+    if (!more.empty()) status.detail = status.detail.empty() ? more : more + "; " + status.detail;
+  };
+
+  std::optional<SupervisorRecord> supervisor;
+  if (auto text = ReadSmallFile(dir + "/" + kSupervisorFile); text.has_value()) {
+    ATRIUM_ASSIGN_OR_RETURN(supervisor, DecodeSupervisor(*text));
+    status.backend_ref = std::to_string(supervisor->pid);
+    status.started_ms = supervisor->started_ms;
+  }
+  const auto read_exit = [&]() -> bool {
+    auto text = ReadSmallFile(dir + "/" + kExitFile);
+    if (!text.has_value()) return false;
+    auto exit = DecodeExit(*text);
+    if (!exit.has_value()) return false;
+    status.phase = WorkloadPhase::kExited;
+    status.exit_code = exit->exit_code;
+    status.signal = exit->signal;
+    status.ended_ms = exit->ended_ms;
+    add_detail(exit->detail);
+    return true;
+  };
+  if (read_exit()) return status;
+  if (!supervisor.has_value()) {
+    status.phase = WorkloadPhase::kLost;
+    add_detail("its supervisor never started");
+    return status;
+  }
+  if (SupervisorAlive(*supervisor)) {
+    status.phase = WorkloadPhase::kRunning;
+    return status;
+  }
+  if (read_exit()) return status;  // it ended between the two reads
+  status.phase = WorkloadPhase::kLost;
+  add_detail("its supervisor (pid " + std::to_string(supervisor->pid) +
+             ") is gone and left no exit record");
+  return status;
+}
+
+Result<std::vector<WorkloadStatus>> LocalBackend::List() {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> ids;
+  DIR* d = ::opendir(workloads_dir_.c_str());
+  if (d == nullptr) return Error::Unavailable(OsError("list", workloads_dir_));
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] != '.') ids.emplace_back(e->d_name);
+  }
+  ::closedir(d);
+  std::sort(ids.begin(), ids.end());
+  std::vector<WorkloadStatus> out;
+  for (const auto& id : ids) {
+    auto status = InspectLocked(id);
+    if (status.has_value()) out.push_back(std::move(*status));
+  }
+  return out;
+}
+
+Status LocalBackend::Stop(const std::string& workload_id, int64_t grace_ms) {
+  if (grace_ms < 0) return Error::InvalidArgument("grace must not be negative");
+  std::lock_guard lock(mu_);
+  ATRIUM_ASSIGN_OR_RETURN(WorkloadStatus status, InspectLocked(workload_id));
+  if (status.phase != WorkloadPhase::kRunning) return OkStatus();
+  const std::string dir = RecordDirOf(workload_id);
+  ATRIUM_RETURN_IF_ERROR(ReplaceFileAtomically(dir + "/" + kStopFile, EncodeStop(grace_ms), 0600));
+  auto text = ReadSmallFile(dir + "/" + kSupervisorFile);
+  if (!text.has_value()) return OkStatus();
+  ATRIUM_ASSIGN_OR_RETURN(SupervisorRecord supervisor, DecodeSupervisor(*text));
+  // Checked just before the signal: a reused pid is never signalled.
+  if (SupervisorAlive(supervisor)) ::kill(supervisor.pid, SIGTERM);
+  return OkStatus();
+}
+
+Result<exec::LogChunk> LocalBackend::ReadLog(const std::string& workload_id, int64_t offset,
+                                             int64_t max_bytes) {
+  std::lock_guard lock(mu_);
+  ATRIUM_ASSIGN_OR_RETURN(WorkloadStatus status, InspectLocked(workload_id));
+  auto launch_text = ReadSmallFile(RecordDirOf(workload_id) + "/" + kLaunchFile);
+  int64_t log_max = options_.log_max_bytes;
+  if (launch_text.has_value()) {
+    if (auto launch = DecodeLaunch(*launch_text); launch.has_value())
+      log_max = launch->log_max_bytes;
+  }
+  const bool ended = status.phase == WorkloadPhase::kExited || status.phase == WorkloadPhase::kLost;
+  return ReadLogSegments(RecordDirOf(workload_id), log_max, offset, max_bytes, ended);
+}
+
+Status LocalBackend::Forget(const std::string& workload_id) {
+  std::lock_guard lock(mu_);
+  ATRIUM_ASSIGN_OR_RETURN(WorkloadStatus status, InspectLocked(workload_id));
+  if (status.phase == WorkloadPhase::kRunning || status.phase == WorkloadPhase::kStarting) {
+    return Error::FailedPrecondition("workload " + workload_id +
+                                     " is still running: stop it first");
+  }
+  const std::string dir = RecordDirOf(workload_id);
+  std::optional<LaunchRecord> launch;
+  if (auto text = ReadSmallFile(dir + "/" + kLaunchFile); text.has_value()) {
+    if (auto decoded = DecodeLaunch(*text); decoded.has_value()) launch = std::move(*decoded);
+  }
+  // Out of List's sight first, so a crash mid-delete leaves no half workload.
+  const std::string doomed = workloads_dir_ + "/.forgotten-" + workload_id;
+  RemoveTree(doomed);
+  if (::rename(dir.c_str(), doomed.c_str()) != 0) return Error::Unavailable(OsError("remove", dir));
+  if (launch.has_value()) {
+    RemoveWorkloadCgroups(launch->cgroup_dirs);
+    if (uids_in_use_.has_value()) uids_in_use_->erase(launch->uid);
+  }
+  RemoveTree(doomed);
+  return OkStatus();
+}
+
+Status LocalBackend::SyncTenant(const exec::TenantAccount& account) {
+  // Tenancy is Atrium's own here: quotas are the scheduler's, and each
+  // workload gets its own uid, so there is no account to keep in step.
+  if (account.tenant_id.empty()) return Error::InvalidArgument("tenant id is empty");
+  return OkStatus();
+}
+
+Result<std::vector<int>> LocalBackend::HostPids(const std::string& workload_id) {
+  std::lock_guard lock(mu_);
+  ATRIUM_ASSIGN_OR_RETURN(WorkloadStatus status, InspectLocked(workload_id));
+  std::vector<int> pids;
+  if (status.phase != WorkloadPhase::kRunning) return pids;
+  const std::string dir = RecordDirOf(workload_id);
+  if (auto text = ReadSmallFile(dir + "/" + kSupervisorFile); text.has_value()) {
+    if (auto supervisor = DecodeSupervisor(*text); supervisor.has_value())
+      pids.push_back(supervisor->pid);
+  }
+  if (auto text = ReadSmallFile(dir + "/" + kLaunchFile); text.has_value()) {
+    if (auto launch = DecodeLaunch(*text); launch.has_value()) {
+      for (int pid : CgroupProcesses(launch->cgroup_dirs)) pids.push_back(pid);
+    }
+  }
+  return pids;
+}
+
+}  // namespace atrium::exec_local

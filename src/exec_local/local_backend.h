@@ -1,0 +1,95 @@
+// The `local` execution backend: each workload is a bubblewrap sandbox on
+// this machine (exec/sandbox.h), in its own cgroups (cgroups.h), run by a
+// small detached supervisor process (atrium-workload-supervisor) that
+// outlives the control plane: `kill -9` of Atrium leaves workloads running,
+// and a new LocalBackend over the same state dir finds them (List), reads
+// the ends they met meanwhile, and can stop them.
+//
+// Per workload: its own uid and gid from a range (so even without
+// namespaces no workload can read another's directory or signal its
+// processes), a directory 0700 owned by that uid, a log bounded to
+// `log_max_bytes` that keeps the newest bytes. Every state lives in files
+// under state_dir (workload_files.h); the object itself holds only a cache
+// of the uids in use.
+//
+// Thread-safe: one mutex serialises the calls.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "exec/backend.h"
+#include "exec/sandbox.h"
+
+namespace atrium::exec_local {
+
+struct LocalBackendOptions {
+  // Where workloads' records, logs and directories live; created 0711.
+  std::string state_dir;
+  // The two helper executables (built next to atrium).
+  std::string supervisor_path;
+  std::string sandbox_init_path;
+  std::string bwrap_path = "/usr/bin/bwrap";
+  // Where GPU device files live ("/dev"; tests: a folder of `mknod` fakes).
+  std::string device_dir = "/dev";
+  // NVIDIA control devices bound into a sandbox with GPUs, when present.
+  std::vector<std::string> control_devices = {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools",
+                                              "nvidia-modeset"};
+  // Each workload runs as its own uid (and gid) from [uid_base, uid_base + uid_count).
+  uint32_t uid_base = 200000;
+  uint32_t uid_count = 50000;
+  int64_t log_max_bytes = 8 << 20;
+  // cgroup v1 mount root and the folder under each controller for Atrium's.
+  std::string cgroup_root = "/sys/fs/cgroup";
+  std::string cgroup_parent = "atrium";
+  int64_t default_pids_max = 4096;
+  // Refuse (FailedPrecondition) every workload the host cannot fully
+  // confine, not only those whose spec asks for it.
+  bool require_full_confinement = false;
+};
+
+class LocalBackend final : public exec::ExecutionBackend {
+ public:
+  // InvalidArgument for options it cannot work with (relative paths, an
+  // empty uid range or one that includes root); Unavailable when the state
+  // dir cannot be created.
+  static Result<std::unique_ptr<LocalBackend>> Create(LocalBackendOptions options);
+
+  std::string_view name() const override { return "local"; }
+  Result<exec::WorkloadStatus> Start(const exec::LaunchSpec& spec) override;
+  Result<exec::WorkloadStatus> Inspect(const std::string& workload_id) override;
+  Result<std::vector<exec::WorkloadStatus>> List() override;
+  Status Stop(const std::string& workload_id, int64_t grace_ms) override;
+  Result<exec::LogChunk> ReadLog(const std::string& workload_id, int64_t offset,
+                                 int64_t max_bytes) override;
+  Status Forget(const std::string& workload_id) override;
+  Status SyncTenant(const exec::TenantAccount& account) override;
+
+  // The host pids of a workload: its supervisor and every process in its
+  // cgroups (for operators, and for the isolation tests' attacks).
+  Result<std::vector<int>> HostPids(const std::string& workload_id);
+  // The host path of a workload's own directory (its /work).
+  std::string WorkDirOf(const std::string& workload_id) const;
+
+ private:
+  explicit LocalBackend(LocalBackendOptions options);
+  std::string RecordDirOf(const std::string& workload_id) const;
+  Result<exec::WorkloadStatus> InspectLocked(const std::string& workload_id);
+  Status ProbeSandboxLocked();
+  Result<uint32_t> AllocateUidLocked();
+  std::vector<exec::HostPath> SystemPaths() const;
+
+  const LocalBackendOptions options_;
+  const std::string workloads_dir_;
+  std::mutex mu_;
+  std::optional<std::set<uint32_t>> uids_in_use_;  // GUARDED_BY(mu_); loaded on first Start
+  std::optional<Status> sandbox_probe_;            // GUARDED_BY(mu_)
+};
+
+}  // namespace atrium::exec_local

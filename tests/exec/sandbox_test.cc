@@ -1,0 +1,349 @@
+// The sandbox plan as data: what bubblewrap is told to show the workload,
+// and what it refuses to plan.
+#include "exec/sandbox.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+namespace atrium::exec {
+namespace {
+
+GpuGrant Gpu(int index) {
+  GpuGrant gpu;
+  gpu.index = index;
+  return gpu;
+}
+
+LaunchSpec Spec() {
+  LaunchSpec spec;
+  spec.workload_id = "job-1.0";
+  spec.job_id = "job-1";
+  spec.tenant_id = "tenant-a";
+  spec.node = "node-0";
+  spec.argv = {"python3", "train.py", "--epochs", "3"};
+  spec.gpus = {Gpu(2), Gpu(0)};
+  spec.env = {{"LEARNING_RATE", "0.1"}};
+  return spec;
+}
+
+SandboxHost Host() {
+  SandboxHost host;
+  host.bwrap_path = "/usr/bin/bwrap";
+  host.device_dir = "/tmp/fake-dev";
+  host.control_devices = {"nvidiactl", "nvidia-uvm"};
+  host.work_dir = "/var/lib/atrium/workloads/job-1.0/work";
+  host.init_path = "/usr/lib/atrium/atrium-sandbox-init";
+  host.system_paths = {
+      {"/usr", ""}, {"/bin", "usr/bin"}, {"/lib", "usr/lib"}, {"/etc/ld.so.cache", ""}};
+  host.uid = 70001;
+  host.gid = 70001;
+  return host;
+}
+
+// True when `argv` holds `seq` as consecutive elements.
+bool HasSequence(const std::vector<std::string>& argv, const std::vector<std::string>& seq) {
+  return std::search(argv.begin(), argv.end(), seq.begin(), seq.end()) != argv.end();
+}
+
+bool HasArg(const std::vector<std::string>& argv, const std::string& arg) {
+  return std::find(argv.begin(), argv.end(), arg) != argv.end();
+}
+
+std::string EnvOf(const SandboxPlan& plan, const std::string& name) {
+  for (const auto& [n, v] : plan.env) {
+    if (n == name) return v;
+  }
+  return "<unset>";
+}
+
+TEST(SandboxPlan, BindsOnlyTheGrantedGpusAndTheControlDevices) {
+  auto plan = PlanSandbox(Spec(), Host());
+  ASSERT_TRUE(plan.has_value()) << plan.error().message;
+  EXPECT_TRUE(HasSequence(plan->argv, {"--dev-bind", "/tmp/fake-dev/nvidia0", "/dev/nvidia0"}));
+  EXPECT_TRUE(HasSequence(plan->argv, {"--dev-bind", "/tmp/fake-dev/nvidia2", "/dev/nvidia2"}));
+  EXPECT_TRUE(HasSequence(plan->argv, {"--dev-bind", "/tmp/fake-dev/nvidiactl", "/dev/nvidiactl"}));
+  EXPECT_TRUE(
+      HasSequence(plan->argv, {"--dev-bind", "/tmp/fake-dev/nvidia-uvm", "/dev/nvidia-uvm"}));
+  EXPECT_FALSE(HasArg(plan->argv, "/dev/nvidia1"));
+  EXPECT_FALSE(HasArg(plan->argv, "/tmp/fake-dev/nvidia1"));
+  // The host's /dev is never shown whole; the sandbox gets its own.
+  EXPECT_TRUE(HasSequence(plan->argv, {"--dev", "/dev"}));
+  EXPECT_FALSE(HasSequence(plan->argv, {"--dev-bind", "/dev", "/dev"}));
+  EXPECT_FALSE(HasSequence(plan->argv, {"--bind", "/dev", "/dev"}));
+  EXPECT_EQ(plan->device_paths,
+            (std::vector<std::string>{"/tmp/fake-dev/nvidia0", "/tmp/fake-dev/nvidia2",
+                                      "/tmp/fake-dev/nvidiactl", "/tmp/fake-dev/nvidia-uvm"}));
+}
+
+TEST(SandboxPlan, VisibleDevicesNameTheGrantedGpus) {
+  auto plan = PlanSandbox(Spec(), Host());
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(EnvOf(*plan, "NVIDIA_VISIBLE_DEVICES"), "0,2");
+  EXPECT_EQ(EnvOf(*plan, "CUDA_VISIBLE_DEVICES"), "0,1");
+  EXPECT_EQ(EnvOf(*plan, "CUDA_DEVICE_ORDER"), "PCI_BUS_ID");
+}
+
+TEST(SandboxPlan, ACpuOnlyWorkloadGetsNoGpuDevicesAtAll) {
+  auto spec = Spec();
+  spec.gpus.clear();
+  auto plan = PlanSandbox(spec, Host());
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_FALSE(HasArg(plan->argv, "--dev-bind"));
+  EXPECT_TRUE(plan->device_paths.empty());
+  EXPECT_EQ(EnvOf(*plan, "CUDA_VISIBLE_DEVICES"), "");
+  EXPECT_EQ(EnvOf(*plan, "NVIDIA_VISIBLE_DEVICES"), "void");
+}
+
+TEST(SandboxPlan, NamespacesPrivateTmpAndDieWithParent) {
+  auto plan = PlanSandbox(Spec(), Host());
+  ASSERT_TRUE(plan.has_value());
+  const auto& argv = plan->argv;
+  EXPECT_EQ(argv.front(), "/usr/bin/bwrap");
+  for (const char* flag :
+       {"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--die-with-parent"}) {
+    EXPECT_TRUE(HasArg(argv, flag)) << flag;
+  }
+  EXPECT_TRUE(HasSequence(argv, {"--tmpfs", "/tmp"}));
+  EXPECT_TRUE(HasSequence(argv, {"--proc", "/proc"}));
+  EXPECT_FALSE(HasArg(argv, "--unshare-user"))
+      << "the uid is the shell's to drop, not a user namespace's to fake";
+  EXPECT_FALSE(HasArg(argv, "--share-net"));
+}
+
+TEST(SandboxPlan, NetworkStaysSharedOnlyWhenTheHostRefusesANamespace) {
+  auto host = Host();
+  host.unshare_network = false;
+  auto plan = PlanSandbox(Spec(), host);
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_FALSE(HasArg(plan->argv, "--unshare-net"));
+  EXPECT_TRUE(HasArg(plan->argv, "--unshare-pid"));
+}
+
+TEST(SandboxPlan, SystemPathsAreReadOnlyAndOnlyTheWorkDirIsWritable) {
+  auto plan = PlanSandbox(Spec(), Host());
+  ASSERT_TRUE(plan.has_value());
+  const auto& argv = plan->argv;
+  EXPECT_TRUE(HasSequence(argv, {"--ro-bind", "/usr", "/usr"}));
+  EXPECT_TRUE(HasSequence(argv, {"--symlink", "usr/bin", "/bin"}));
+  EXPECT_TRUE(HasSequence(argv, {"--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"}));
+  EXPECT_TRUE(HasSequence(argv, {"--bind", "/var/lib/atrium/workloads/job-1.0/work", "/work"}));
+  EXPECT_TRUE(HasSequence(argv, {"--chdir", "/work"}));
+  // Exactly one writable bind: the workload's own directory.
+  EXPECT_EQ(std::count(argv.begin(), argv.end(), "--bind"), 1);
+  EXPECT_FALSE(HasArg(argv, "--bind-try"));
+  EXPECT_FALSE(HasSequence(argv, {"--ro-bind", "/", "/"}));
+  EXPECT_FALSE(HasArg(argv, "/etc")) << "only the listed files of /etc, not all of it";
+  // The root (bubblewrap's tmpfs holding the mount points) ends read-only,
+  // after every mount.
+  const auto remount = std::find(argv.begin(), argv.end(), "--remount-ro");
+  ASSERT_NE(remount, argv.end());
+  EXPECT_EQ(*(remount + 1), "/");
+  EXPECT_GT(remount - argv.begin(), std::find(argv.begin(), argv.end(), "--bind") - argv.begin());
+}
+
+TEST(SandboxPlan, ATemplateRootFilesystemBecomesTheReadOnlyRoot) {
+  auto spec = Spec();
+  spec.root_fs = "/var/lib/atrium/templates/pytorch@sha256-abc/rootfs";
+  auto plan = PlanSandbox(spec, Host());
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_TRUE(HasSequence(plan->argv, {"--ro-bind", spec.root_fs, "/"}));
+  EXPECT_FALSE(HasSequence(plan->argv, {"--ro-bind", "/usr", "/usr"}))
+      << "the host's /usr is not mixed in";
+  EXPECT_TRUE(
+      HasSequence(plan->argv, {"--bind", "/var/lib/atrium/workloads/job-1.0/work", "/work"}));
+}
+
+TEST(SandboxPlan, TheCommandRunsUnderTheReportingInit) {
+  auto plan = PlanSandbox(Spec(), Host());
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_TRUE(HasSequence(plan->argv,
+                          {"--ro-bind", "/usr/lib/atrium/atrium-sandbox-init", kSandboxInitPath}));
+  EXPECT_TRUE(HasSequence(plan->argv, {"--", kSandboxInitPath, "--report-fd", "3", "--", "python3",
+                                       "train.py", "--epochs", "3"}));
+  EXPECT_EQ(plan->argv.back(), "3");
+}
+
+TEST(SandboxPlan, AScriptRunsWithTheShellAndTheArgumentsFollow) {
+  auto spec = Spec();
+  spec.script = "echo hello\n";
+  spec.argv = {"first"};
+  auto plan = PlanSandbox(spec, Host());
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_TRUE(HasSequence(plan->argv,
+                          {"--", "/bin/sh", std::string("/work/") + kSandboxScriptName, "first"}));
+  spec.argv.clear();
+  EXPECT_TRUE(PlanSandbox(spec, Host()).has_value()) << "a script needs no argv";
+}
+
+TEST(SandboxPlan, EnvironmentStaysOutOfArgvAndGetsDefaults) {
+  auto plan = PlanSandbox(Spec(), Host());
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(EnvOf(*plan, "LEARNING_RATE"), "0.1");
+  EXPECT_FALSE(HasArg(plan->argv, "LEARNING_RATE"));
+  EXPECT_FALSE(HasArg(plan->argv, "--setenv"));
+  EXPECT_EQ(EnvOf(*plan, "HOME"), "/work");
+  EXPECT_EQ(EnvOf(*plan, "ATRIUM_WORKLOAD_ID"), "job-1.0");
+  EXPECT_NE(EnvOf(*plan, "PATH"), "<unset>");
+
+  auto spec = Spec();
+  spec.env.emplace_back("PATH", "/opt/bin");
+  plan = PlanSandbox(spec, Host());
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(EnvOf(*plan, "PATH"), "/opt/bin") << "the tenant's PATH wins over the default";
+  EXPECT_EQ(std::count_if(plan->env.begin(), plan->env.end(),
+                          [](const auto& e) { return e.first == "PATH"; }),
+            1);
+}
+
+// Each bad input is refused with InvalidArgument and no plan.
+struct BadSpecCase {
+  const char* name;
+  void (*mutate)(LaunchSpec&);
+};
+
+void PrintTo(const BadSpecCase& c, std::ostream* os) { *os << c.name; }
+
+class SandboxPlanRefuses : public ::testing::TestWithParam<BadSpecCase> {};
+
+TEST_P(SandboxPlanRefuses, WithInvalidArgument) {
+  auto spec = Spec();
+  GetParam().mutate(spec);
+  auto plan = PlanSandbox(spec, Host());
+  ASSERT_FALSE(plan.has_value());
+  EXPECT_EQ(plan.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_FALSE(plan.error().message.empty());
+  EXPECT_FALSE(ValidateLaunchSpec(spec).has_value());
+}
+
+const BadSpecCase kBadSpecs[] = {
+    {"WorkloadIdEscapingItsDirectory", [](LaunchSpec& s) { s.workload_id = "../other"; }},
+    {"WorkloadIdDotDot", [](LaunchSpec& s) { s.workload_id = ".."; }},
+    {"WorkloadIdWithSlash", [](LaunchSpec& s) { s.workload_id = "a/b"; }},
+    {"WorkloadIdEmpty", [](LaunchSpec& s) { s.workload_id = ""; }},
+    {"WorkloadIdTooLong",
+     [](LaunchSpec& s) { s.workload_id = std::string(kMaxWorkloadIdBytes + 1, 'a'); }},
+    {"NoCommand", [](LaunchSpec& s) { s.argv.clear(); }},
+    {"EmptyProgram", [](LaunchSpec& s) { s.argv = {""}; }},
+    {"NulInArgument", [](LaunchSpec& s) { s.argv[1] = std::string("a\0b", 3); }},
+    {"HugeArgument", [](LaunchSpec& s) { s.argv[1] = std::string(kMaxArgBytes + 1, 'x'); }},
+    {"TooManyArguments", [](LaunchSpec& s) { s.argv.resize(kMaxArgs + 1, "x"); }},
+    {"EqualsInEnvName",
+     [](LaunchSpec& s) {
+       s.env = {{"A=B", "c"}};
+     }},
+    {"EmptyEnvName",
+     [](LaunchSpec& s) {
+       s.env = {{"", "c"}};
+     }},
+    {"EnvNameStartingWithDigit",
+     [](LaunchSpec& s) {
+       s.env = {{"1A", "c"}};
+     }},
+    {"NulInEnvName",
+     [](LaunchSpec& s) {
+       s.env = {{std::string("A\0B", 3), "c"}};
+     }},
+    {"NulInEnvValue",
+     [](LaunchSpec& s) {
+       s.env = {{"A", std::string("x\0y", 3)}};
+     }},
+    {"HugeEnvValue",
+     [](LaunchSpec& s) {
+       s.env = {{"A", std::string(kMaxEnvValueBytes + 1, 'v')}};
+     }},
+    {"TooManyEnvVars",
+     [](LaunchSpec& s) {
+       s.env.clear();
+       for (size_t i = 0; i <= kMaxEnvVars; ++i) s.env.emplace_back("V" + std::to_string(i), "1");
+     }},
+    {"EnvGivenTwice",
+     [](LaunchSpec& s) {
+       s.env = {{"A", "1"}, {"A", "2"}};
+     }},
+    {"TenantSetsCudaVisibleDevices",
+     [](LaunchSpec& s) {
+       s.env = {{"CUDA_VISIBLE_DEVICES", "0,1,2,3"}};
+     }},
+    {"TenantSetsNvidiaVisibleDevices",
+     [](LaunchSpec& s) {
+       s.env = {{"NVIDIA_VISIBLE_DEVICES", "all"}};
+     }},
+    {"TenantFakesItsWorkloadId",
+     [](LaunchSpec& s) {
+       s.env = {{"ATRIUM_WORKLOAD_ID", "other"}};
+     }},
+    {"CommandLargerThanTheBound",
+     [](LaunchSpec& s) {
+       s.env.clear();
+       for (int i = 0; i < 40; ++i)
+         s.env.emplace_back("V" + std::to_string(i), std::string(kMaxEnvValueBytes, 'v'));
+     }},
+    {"NegativeGpuIndex", [](LaunchSpec& s) { s.gpus = {Gpu(-1)}; }},
+    {"GpuIndexOutOfRange", [](LaunchSpec& s) { s.gpus = {Gpu(kMaxGpuIndex + 1)}; }},
+    {"GpuGrantedTwice",
+     [](LaunchSpec& s) {
+       s.gpus = {Gpu(1), Gpu(1)};
+     }},
+    {"MigInstance",
+     [](LaunchSpec& s) {
+       s.gpus = {Gpu(0)};
+       s.gpus[0].mig_profile = "1g.10gb";
+     }},
+    {"RelativeRootFs", [](LaunchSpec& s) { s.root_fs = "templates/x"; }},
+    {"RootFsEscaping", [](LaunchSpec& s) { s.root_fs = "/var/lib/atrium/templates/../../../etc"; }},
+    {"HostRootAsRootFs", [](LaunchSpec& s) { s.root_fs = "/"; }},
+    {"HugeScript", [](LaunchSpec& s) { s.script = std::string(kMaxScriptBytes + 1, '#'); }},
+    {"NegativeMemory", [](LaunchSpec& s) { s.memory_mib = -1; }},
+};
+
+INSTANTIATE_TEST_SUITE_P(BadSpecs, SandboxPlanRefuses, ::testing::ValuesIn(kBadSpecs),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST(SandboxPlan, RefusesAHostItCannotConfineOn) {
+  const std::vector<std::pair<const char*, void (*)(SandboxHost&)>> cases = {
+      {"root uid", [](SandboxHost& h) { h.uid = 0; }},
+      {"root gid", [](SandboxHost& h) { h.gid = 0; }},
+      {"relative work dir", [](SandboxHost& h) { h.work_dir = "work"; }},
+      {"work dir escaping", [](SandboxHost& h) { h.work_dir = "/var/lib/atrium/../../etc"; }},
+      {"device name with slash", [](SandboxHost& h) { h.control_devices = {"../sda"}; }},
+      {"system path /",
+       [](SandboxHost& h) {
+         h.system_paths = {{"/", ""}};
+       }},
+      {"system path over /dev",
+       [](SandboxHost& h) {
+         h.system_paths = {{"/dev", ""}};
+       }},
+      {"system path under /proc",
+       [](SandboxHost& h) {
+         h.system_paths = {{"/proc/1", ""}};
+       }},
+      {"system path over /tmp",
+       [](SandboxHost& h) {
+         h.system_paths = {{"/tmp/", ""}};
+       }},
+      {"relative device dir", [](SandboxHost& h) { h.device_dir = "dev"; }},
+      {"report fd over stdio", [](SandboxHost& h) { h.report_fd = 1; }},
+  };
+  for (const auto& [what, mutate] : cases) {
+    auto host = Host();
+    mutate(host);
+    auto plan = PlanSandbox(Spec(), host);
+    ASSERT_FALSE(plan.has_value()) << what;
+    EXPECT_EQ(plan.error().code, ErrorCode::kInvalidArgument) << what;
+  }
+}
+
+TEST(SandboxPlan, WorkloadIdsThatAreOnePathComponent) {
+  EXPECT_TRUE(IsValidWorkloadId("job-123.4"));
+  EXPECT_TRUE(IsValidWorkloadId("A_b-9"));
+  EXPECT_FALSE(IsValidWorkloadId(".hidden"));
+  EXPECT_FALSE(IsValidWorkloadId("a b"));
+  EXPECT_FALSE(IsValidWorkloadId("a\nb"));
+}
+
+}  // namespace
+}  // namespace atrium::exec

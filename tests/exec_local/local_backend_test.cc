@@ -1,0 +1,339 @@
+// What the local backend does beyond the shared conformance suite: the
+// network namespace, cgroup limits, a uid and a 0700 directory per workload,
+// what it records or refuses when the host will not enforce a mechanism,
+// a supervisor that outlives a control plane killed with SIGKILL, a
+// template's root filesystem as the sandbox's root.
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "exec_local/local_harness.h"
+#include "exec_local/workload_files.h"
+#include "support/wait.h"
+
+namespace atrium::exec_local {
+namespace {
+
+using exec::LaunchSpec;
+using exec::WorkloadPhase;
+using exec::WorkloadStatus;
+using exec::conformance::Contains;
+using exec::conformance::PathExists;
+using exec::conformance::ReadHostFile;
+using testing::LocalHarness;
+using testing_support::WaitUntil;
+
+class LocalBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto backend = harness_.NewLocalBackend();
+    ASSERT_TRUE(backend.has_value()) << backend.error().message;
+    backend_ = std::move(*backend);
+  }
+  void TearDown() override {
+    if (backend_ == nullptr) return;
+    auto all = backend_->List();
+    if (!all.has_value()) return;
+    for (const auto& s : *all) (void)backend_->Stop(s.workload_id, 0);
+    for (const auto& s : *all) {
+      WaitUntil([&] {
+        auto now = backend_->Inspect(s.workload_id);
+        return !now.has_value() || now->phase != WorkloadPhase::kRunning;
+      });
+      (void)backend_->Forget(s.workload_id);
+    }
+  }
+
+  LaunchSpec Spec(const std::string& id, const std::string& script) {
+    LaunchSpec spec;
+    spec.workload_id = id;
+    spec.job_id = id;
+    spec.tenant_id = "tenant-a";
+    spec.node = "local";
+    spec.script = script;
+    return spec;
+  }
+
+  WorkloadStatus Ended(const std::string& id) {
+    WorkloadStatus last;
+    EXPECT_TRUE(WaitUntil(
+        [&] {
+          auto s = backend_->Inspect(id);
+          if (s.has_value()) last = *s;
+          return s.has_value() && s->phase != WorkloadPhase::kRunning &&
+                 s->phase != WorkloadPhase::kStarting;
+        },
+        std::chrono::seconds(60)))
+        << id;
+    return last;
+  }
+
+  std::string Log(const std::string& id) {
+    auto chunk = backend_->ReadLog(id, 0, 1 << 20);
+    return chunk.has_value() ? chunk->data : "";
+  }
+
+  void WaitLogged(const std::string& id, const std::string& line) {
+    ASSERT_TRUE(WaitUntil([&] { return Contains(Log(id), line); }, std::chrono::seconds(60)))
+        << Log(id);
+  }
+
+  std::string CgroupFile(const char* controller, const std::string& id, const char* file) {
+    return harness_.options().cgroup_root + "/" + controller + "/" +
+           harness_.options().cgroup_parent + "/" + id + "/" + file;
+  }
+
+  LocalHarness harness_;
+  std::unique_ptr<LocalBackend> backend_;
+};
+
+TEST_F(LocalBackendTest, TheNetworkIsLoopbackOnly) {
+  ASSERT_TRUE(backend_->Start(Spec("net", "grep ':' /proc/net/dev | cut -d: -f1 | tr -d ' '\n"))
+                  .has_value());
+  const auto status = Ended("net");
+  EXPECT_EQ(status.exit_code, 0) << Log("net");
+  EXPECT_EQ(Log("net"), "lo\n") << "no interface but loopback";
+}
+
+TEST_F(LocalBackendTest, CgroupLimitsAndTheDeviceAllowListAreWrittenAndRemovedAtTheEnd) {
+  auto spec = Spec("limits", "echo ready\nexec sleep 100000\n");
+  spec.memory_mib = 64;
+  spec.pids_max = 32;
+  spec.cpu_milli = 500;
+  exec::GpuGrant gpu;
+  gpu.index = 2;
+  spec.gpus = {gpu};
+  auto started = backend_->Start(spec);
+  ASSERT_TRUE(started.has_value()) << started.error().message;
+  EXPECT_EQ(started->detail, "") << "this host enforces every mechanism";
+  WaitLogged("limits", "ready");
+  EXPECT_EQ(ReadHostFile(CgroupFile("memory", "limits", "memory.limit_in_bytes")), "67108864\n");
+  EXPECT_EQ(ReadHostFile(CgroupFile("pids", "limits", "pids.max")), "32\n");
+  EXPECT_EQ(ReadHostFile(CgroupFile("cpu", "limits", "cpu.cfs_quota_us")), "50000\n");
+  const auto devices = ReadHostFile(CgroupFile("devices", "limits", "devices.list"));
+  EXPECT_TRUE(Contains(devices, "c 195:2 rw")) << devices;
+  EXPECT_FALSE(Contains(devices, "c 195:0 ")) << devices;
+  EXPECT_FALSE(Contains(devices, "a *:* rwm")) << devices;
+  // Every process of the workload is in its cgroup, the supervisor is not.
+  auto pids = backend_->HostPids("limits");
+  ASSERT_TRUE(pids.has_value());
+  const auto procs = ReadHostFile(CgroupFile("freezer", "limits", "cgroup.procs"));
+  EXPECT_GE(std::count(procs.begin(), procs.end(), '\n'), 3)
+      << "bwrap, its init, ours, sleep: " << procs;
+  EXPECT_FALSE(Contains("\n" + procs, "\n" + started->backend_ref + "\n"));
+
+  ASSERT_TRUE(backend_->Stop("limits", 0).has_value());
+  Ended("limits");
+  EXPECT_TRUE(WaitUntil([&] { return !PathExists(CgroupFile("memory", "limits", "")); }))
+      << "the supervisor removes the cgroups once the workload is gone";
+}
+
+TEST_F(LocalBackendTest, ThePidsLimitHoldsInsideTheSandbox) {
+  auto spec = Spec("forkbomb",
+                   // The shell that meets the limit dies of it: a subshell forks.
+                   "(i=0; while [ $i -lt 40 ]; do sleep 100000 & i=$((i+1)); done) 2>/dev/null\n"
+                   // Counted with builtins only: at the limit nothing forks.
+                   "c=0\nfor p in /proc/[0-9]*; do c=$((c+1)); done\necho procs=$c\nexit 0\n");
+  spec.pids_max = 12;
+  ASSERT_TRUE(backend_->Start(spec).has_value());
+  Ended("forkbomb");
+  const auto log = Log("forkbomb");
+  const auto at = log.find("procs=");
+  ASSERT_NE(at, std::string::npos) << log << " exit " << Ended("forkbomb").exit_code;
+  EXPECT_LE(std::stoi(log.substr(at + 6)), 12) << log;
+}
+
+TEST_F(LocalBackendTest, EachWorkloadRunsAsItsOwnUidInA0700Directory) {
+  ASSERT_TRUE(backend_->Start(Spec("first", "echo ready\nexec sleep 100000\n")).has_value());
+  ASSERT_TRUE(backend_->Start(Spec("second", "id -u\n")).has_value());
+  Ended("second");
+  WaitLogged("first", "ready");
+  struct stat first {
+  }, second{}, record{};
+  ASSERT_EQ(::stat(backend_->WorkDirOf("first").c_str(), &first), 0);
+  ASSERT_EQ(::stat(backend_->WorkDirOf("second").c_str(), &second), 0);
+  ASSERT_EQ(::stat((harness_.options().state_dir + "/workloads/first").c_str(), &record), 0);
+  EXPECT_EQ(first.st_mode & 07777, 0700u);
+  EXPECT_EQ(second.st_mode & 07777, 0700u);
+  EXPECT_NE(first.st_uid, 0u);
+  EXPECT_NE(first.st_uid, second.st_uid) << "two workloads never share a uid";
+  EXPECT_EQ(Log("second"), std::to_string(second.st_uid) + "\n")
+      << "it runs as the owner of its directory";
+  EXPECT_EQ(record.st_uid, 0u);
+  EXPECT_EQ(record.st_mode & 07777, 0711u) << "its records are the control plane's";
+  for (const auto& entry :
+       std::filesystem::directory_iterator(harness_.options().state_dir + "/workloads/second")) {
+    if (entry.path().filename() == "work") continue;
+    struct stat st {};
+    ASSERT_EQ(::stat(entry.path().c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 077, 0u) << entry.path() << " is readable by others";
+    EXPECT_EQ(st.st_uid, 0u) << entry.path();
+  }
+}
+
+TEST_F(LocalBackendTest,
+       AMechanismTheHostRefusesIsRecordedAndRefusedWhenFullConfinementIsRequired) {
+  // A cgroup root with no controller mounted: the host "refuses" cgroups.
+  const std::string no_cgroups = harness_.root() + "/no-cgroups";
+  std::filesystem::create_directories(no_cgroups);
+  harness_.options().cgroup_root = no_cgroups;
+  auto backend = harness_.NewLocalBackend();
+  ASSERT_TRUE(backend.has_value());
+
+  auto strict = Spec("strict", "exit 0\n");
+  strict.require_full_confinement = true;
+  auto refused = (*backend)->Start(strict);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kFailedPrecondition);
+  EXPECT_TRUE(Contains(refused.error().message, "memory limit")) << refused.error().message;
+  EXPECT_FALSE((*backend)->Inspect("strict").has_value()) << "nothing of it is left";
+  EXPECT_FALSE(PathExists(harness_.options().state_dir + "/workloads/.staging-strict"));
+
+  auto lenient = Spec("lenient", "echo ran\n");
+  auto started = (*backend)->Start(lenient);
+  ASSERT_TRUE(started.has_value()) << started.error().message;
+  EXPECT_TRUE(Contains(started->detail, "not enforced")) << started->detail;
+  EXPECT_TRUE(Contains(started->detail, "pids limit")) << started->detail;
+  EXPECT_TRUE(Contains(started->detail, "device allow-list")) << started->detail;
+  backend_ = std::move(*backend);
+  const auto status = Ended("lenient");
+  EXPECT_EQ(status.exit_code, 0);
+  EXPECT_TRUE(Contains(status.detail, "not enforced")) << "the ended workload still says so";
+
+  // The backend-wide option refuses every such workload.
+  harness_.options().require_full_confinement = true;
+  auto all_strict = harness_.NewLocalBackend();
+  ASSERT_TRUE(all_strict.has_value());
+  auto refused_again = (*all_strict)->Start(Spec("lenient2", "exit 0\n"));
+  ASSERT_FALSE(refused_again.has_value());
+  EXPECT_EQ(refused_again.error().code, ErrorCode::kFailedPrecondition);
+}
+
+TEST_F(LocalBackendTest, AGpuShareIsRefusedUnderFullConfinement) {
+  auto spec = Spec("share", "exit 0\n");
+  exec::GpuGrant gpu;
+  gpu.index = 1;
+  gpu.share_milli = 250;
+  spec.gpus = {gpu};
+  spec.require_full_confinement = true;
+  auto refused = backend_->Start(spec);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kFailedPrecondition);
+  EXPECT_TRUE(Contains(refused.error().message, "GPU share")) << refused.error().message;
+}
+
+TEST_F(LocalBackendTest, AGpuWithoutADeviceFileOnThisNodeIsRefused) {
+  auto spec = Spec("nodevice", "exit 0\n");
+  exec::GpuGrant gpu;
+  gpu.index = 9;  // the harness made nvidia0..3
+  spec.gpus = {gpu};
+  auto refused = backend_->Start(spec);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kFailedPrecondition);
+  EXPECT_FALSE(backend_->Inspect("nodevice").has_value());
+}
+
+TEST_F(LocalBackendTest, WorkloadsSurviveAControlPlaneKilledWithSigkill) {
+  const pid_t control_plane = ::fork();
+  ASSERT_GE(control_plane, 0);
+  if (control_plane == 0) {
+    auto backend = harness_.NewLocalBackend();
+    if (!backend.has_value() ||
+        !(*backend)->Start(Spec("survivor", "echo ready\nexec sleep 100000\n")).has_value()) {
+      ::_exit(1);
+    }
+    ::kill(::getpid(), SIGKILL);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(control_plane, &status, 0), control_plane);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+      << "the child failed to start the workload";
+  WaitLogged("survivor", "ready");
+  auto found = backend_->Inspect("survivor");
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->phase, WorkloadPhase::kRunning);
+  ASSERT_TRUE(backend_->Stop("survivor", 5000).has_value());
+  EXPECT_EQ(Ended("survivor").signal, SIGTERM);
+}
+
+TEST_F(LocalBackendTest, AWorkloadWhoseSupervisorIsKilledIsLostAndItsProcessesEnd) {
+  ASSERT_TRUE(backend_->Start(Spec("orphan", "echo ready\nexec sleep 100000\n")).has_value());
+  WaitLogged("orphan", "ready");
+  auto pids = backend_->HostPids("orphan");
+  ASSERT_TRUE(pids.has_value());
+  ASSERT_GE(pids->size(), 2u);
+  const int supervisor = pids->front();
+  ASSERT_EQ(::kill(supervisor, SIGKILL), 0);
+  const auto status = Ended("orphan");
+  EXPECT_EQ(status.phase, WorkloadPhase::kLost);
+  EXPECT_TRUE(Contains(status.detail, "supervisor")) << status.detail;
+  // --die-with-parent: the sandbox goes with its supervisor.
+  for (size_t i = 1; i < pids->size(); ++i) {
+    const int pid = (*pids)[i];
+    EXPECT_TRUE(WaitUntil([&] {
+      auto ticks = ProcessStartTicks(pid);
+      return !ticks.has_value();
+    })) << "process "
+        << pid << " outlived its supervisor";
+  }
+  EXPECT_TRUE(backend_->Forget("orphan").has_value()) << "a lost workload can be forgotten";
+}
+
+TEST_F(LocalBackendTest, ATemplateRootFilesystemReplacesTheHostsSystemPaths) {
+  // A bare root with one static program (the init itself) and the mount
+  // points the sandbox needs.
+  const std::string rootfs = harness_.root() + "/rootfs";
+  for (const char* dir : {"/bin", "/proc", "/dev", "/tmp", "/work"}) {
+    std::filesystem::create_directories(rootfs + dir);
+  }
+  std::filesystem::copy_file(ATRIUM_SANDBOX_INIT_PATH, rootfs + "/bin/probe");
+  ::chmod(harness_.root().c_str(), 0711);
+  ::chmod(rootfs.c_str(), 0755);
+  auto spec = Spec("template", "");
+  spec.root_fs = rootfs;
+  // The probe runs /usr/bin/true, which only the host has, and reports
+  // how that went on stdout (fd 1): the log.
+  spec.argv = {"/bin/probe", "--report-fd", "1", "--", "/usr/bin/true"};
+  auto started = backend_->Start(spec);
+  ASSERT_TRUE(started.has_value()) << started.error().message;
+  const auto status = Ended("template");
+  const auto log = Log("template");
+  EXPECT_EQ(status.exit_code, 127) << log;
+  EXPECT_TRUE(Contains(log, "cannot run /usr/bin/true")) << log;
+  EXPECT_TRUE(Contains(log, "exit 127")) << log;
+}
+
+TEST_F(LocalBackendTest, LogFilesAreTheControlPlanesOnly) {
+  ASSERT_TRUE(backend_->Start(Spec("logged", "echo private-output\n")).has_value());
+  Ended("logged");
+  EXPECT_EQ(Log("logged"), "private-output\n");
+  struct stat st {};
+  ASSERT_EQ(::stat((harness_.options().state_dir + "/workloads/logged/log.0").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+TEST(LocalBackendOptions, RefusesOptionsItCannotWorkWith) {
+  LocalHarness harness;
+  const std::vector<std::pair<const char*, void (*)(LocalBackendOptions&)>> cases = {
+      {"relative state dir", [](LocalBackendOptions& o) { o.state_dir = "state"; }},
+      {"uid range with root", [](LocalBackendOptions& o) { o.uid_base = 0; }},
+      {"empty uid range", [](LocalBackendOptions& o) { o.uid_count = 0; }},
+      {"cgroup parent escaping", [](LocalBackendOptions& o) { o.cgroup_parent = "../x"; }},
+      {"no log", [](LocalBackendOptions& o) { o.log_max_bytes = 0; }},
+  };
+  for (const auto& [what, mutate] : cases) {
+    auto options = harness.options();
+    mutate(options);
+    auto backend = LocalBackend::Create(options);
+    ASSERT_FALSE(backend.has_value()) << what;
+    EXPECT_EQ(backend.error().code, ErrorCode::kInvalidArgument) << what;
+  }
+}
+
+}  // namespace
+}  // namespace atrium::exec_local
