@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "common/atomic_file.h"
+#include "exec/sandbox.h"
 
 namespace atrium::slurm {
 namespace {
@@ -130,6 +131,7 @@ Result<SlurmBackend::StateRecord> SlurmBackend::ReadState(const WorkloadPaths& p
     if (key == "job_id") state.job_id = value;
     if (key == "tenant_id") state.tenant_id = value;
     if (key == "kill_at_ms") state.kill_at_ms = std::strtoll(value.c_str(), nullptr, 10);
+    if (key == "killed_at_ms") state.killed_at_ms = std::strtoll(value.c_str(), nullptr, 10);
     if (key == "gpus") {
       auto indices = ParseGresIndices("(IDX:" + value + ")");
       if (indices) state.gpus = std::move(*indices);
@@ -140,7 +142,8 @@ Result<SlurmBackend::StateRecord> SlurmBackend::ReadState(const WorkloadPaths& p
 
 Status SlurmBackend::WriteState(const WorkloadPaths& paths, const StateRecord& state) {
   std::string text = "job_id=" + state.job_id + "\ntenant_id=" + state.tenant_id +
-                     "\nkill_at_ms=" + std::to_string(state.kill_at_ms) + "\n";
+                     "\nkill_at_ms=" + std::to_string(state.kill_at_ms) +
+                     "\nkilled_at_ms=" + std::to_string(state.killed_at_ms) + "\n";
   if (!state.gpus.empty()) {
     text += "gpus=";
     for (size_t i = 0; i < state.gpus.size(); ++i) {
@@ -243,9 +246,16 @@ Result<exec::WorkloadStatus> SlurmBackend::InspectPaths(const std::string& workl
     ATRIUM_RETURN_IF_ERROR(RunChecked(ScancelSignalArgv(state->job_id, "KILL")));
     ATRIUM_RETURN_IF_ERROR(RunChecked(ScancelArgv(state->job_id)));
     state->kill_at_ms = -1;
+    state->killed_at_ms = clock_.NowMillis();
     ATRIUM_RETURN_IF_ERROR(WriteState(paths, *state));
     status.detail += "; SIGKILL sent after the grace";
   }
+  // Slurm keeps whole seconds: a workload this backend killed ended no
+  // earlier than the SIGKILL it was sent while running.
+  if (status.phase == exec::WorkloadPhase::kExited && state->killed_at_ms > status.ended_ms) {
+    status.ended_ms = state->killed_at_ms;
+  }
+  TrimLog(paths);
   return status;
 }
 
@@ -307,6 +317,10 @@ Result<exec::WorkloadStatus> SlurmBackend::Start(const exec::LaunchSpec& spec) {
   ATRIUM_RETURN_IF_ERROR(MakeDir(paths.dir, 0711, 0, 0));
   StateRecord state;
   state.tenant_id = spec.tenant_id;
+  if (options_.gpu_types_are_indices) {
+    for (const auto& gpu : spec.gpus) state.gpus.push_back(gpu.index);
+    std::sort(state.gpus.begin(), state.gpus.end());
+  }
   ATRIUM_RETURN_IF_ERROR(WriteState(paths, state));
   ATRIUM_RETURN_IF_ERROR(MakeDir(paths.work, 0700, ids->uid, ids->gid));
   ATRIUM_RETURN_IF_ERROR(WriteOwnedFile(paths.batch_script, BatchScript(), 0644, 0, 0));
@@ -406,6 +420,8 @@ Result<exec::LogChunk> SlurmBackend::ReadLog(const std::string& workload_id, int
   }
   auto status = Inspect(workload_id);
   if (!status) return std::move(status).error();
+  const bool ended =
+      status->phase == exec::WorkloadPhase::kExited || status->phase == exec::WorkloadPhase::kLost;
   const WorkloadPaths paths = PathsFor(options_.workload_root, workload_id);
   exec::LogChunk chunk;
   chunk.offset = offset;
@@ -413,35 +429,55 @@ Result<exec::LogChunk> SlurmBackend::ReadLog(const std::string& workload_id, int
   int fd = ::open(paths.log.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     if (errno != ENOENT) return Error::Unavailable(OsError("open", paths.log));
-  } else {
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd);
-      return Error::Unavailable(paths.log + " is not a regular file");
-    }
-    int64_t size = st.st_size;
-    if (offset < size) {
-      std::string data(static_cast<size_t>(std::min({max_bytes, kMaxLogRead, size - offset})),
-                       '\0');
-      ssize_t n = ::pread(fd, data.data(), data.size(), offset);
-      if (n < 0) {
-        ::close(fd);
-        return Error::Unavailable(OsError("read", paths.log));
-      }
-      data.resize(static_cast<size_t>(n));
-      chunk.data = std::move(data);
-      chunk.next_offset = offset + n;
-    }
+    chunk.complete = ended;
+    return chunk;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    chunk.complete = (status->phase == exec::WorkloadPhase::kExited ||
-                      status->phase == exec::WorkloadPhase::kLost) &&
-                     chunk.next_offset >= size;
+    return Error::Unavailable(paths.log + " is not a regular file");
   }
-  if (fd < 0) {
-    chunk.complete = status->phase == exec::WorkloadPhase::kExited ||
-                     status->phase == exec::WorkloadPhase::kLost;
+  const int64_t size = st.st_size;
+  // Offsets count every byte ever written; only the newest log_max_bytes
+  // are kept.
+  const int64_t first_kept =
+      options_.log_max_bytes > 0 ? std::max<int64_t>(0, size - options_.log_max_bytes) : 0;
+  const int64_t start = std::max(offset, first_kept);
+  chunk.offset = start;
+  chunk.next_offset = start;
+  chunk.dropped = start - offset;
+  if (start < size) {
+    std::string data(static_cast<size_t>(std::min({max_bytes, kMaxLogRead, size - start})), '\0');
+    ssize_t n = ::pread(fd, data.data(), data.size(), start);
+    if (n < 0) {
+      ::close(fd);
+      return Error::Unavailable(OsError("read", paths.log));
+    }
+    data.resize(static_cast<size_t>(n));
+    chunk.data = std::move(data);
+    chunk.next_offset = start + n;
+  } else if (offset > size) {
+    chunk.offset = chunk.next_offset = size;
+    chunk.dropped = 0;
   }
+  ::close(fd);
+  chunk.complete = ended && chunk.next_offset >= size;
   return chunk;
+}
+
+void SlurmBackend::TrimLog(const WorkloadPaths& paths) {
+  if (options_.log_max_bytes <= 0) return;
+  int fd = ::open(paths.log.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return;
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > options_.log_max_bytes) {
+    // Whole blocks before the first kept byte; the file keeps its size (and
+    // Slurm its O_APPEND offset), the holes read as zeros nobody is shown.
+    const int64_t block = st.st_blksize > 0 ? st.st_blksize : 4096;
+    const int64_t end = (st.st_size - options_.log_max_bytes) / block * block;
+    if (end > 0) (void)::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, end);
+  }
+  ::close(fd);
 }
 
 Status SlurmBackend::Forget(const std::string& workload_id) {

@@ -39,6 +39,10 @@ struct SlurmBackendOptions {
   // See SubmitContext::gpu_types_are_indices (deploy/slurm/gres.conf).
   bool gpu_types_are_indices = true;
   std::string partition;  // "" = the cluster's default
+  // The most bytes of a workload's log kept (0 = all): older bytes are
+  // dropped (ReadLog says how many) and their disk space punched out of
+  // the file, which Slurm keeps appending to.
+  int64_t log_max_bytes = 0;
   // The scheduler's preemption grace period, mirrored as the preemptible
   // QOS's GraceTime (SIGTERM, then SIGKILL that much later).
   int64_t preempt_grace_s = 30;
@@ -73,8 +77,11 @@ class SlurmBackend : public exec::ExecutionBackend {
     std::string job_id;  // "" = not submitted (yet)
     std::string tenant_id;
     int64_t kill_at_ms = -1;  // a Stop's SIGKILL deadline; -1 = none
-    // The GPU indices read back while it ran: Slurm shows them only then.
+    // The GPU indices: the ones asked for (exact when GPU types are
+    // indices), then the ones read back while it ran (Slurm shows them
+    // only then).
     std::vector<int> gpus;
+    int64_t killed_at_ms = -1;  // when the backend sent SIGKILL itself
   };
 
   Result<StateRecord> ReadState(const WorkloadPaths& paths);
@@ -86,6 +93,8 @@ class SlurmBackend : public exec::ExecutionBackend {
                                             const WorkloadPaths& paths);
   Result<CommandOutput> RunChecked(const Argv& argv);
   Status EnsureQos();
+  // Drops what lies beyond log_max_bytes from the log's disk space.
+  void TrimLog(const WorkloadPaths& paths);
 
   SlurmBackendOptions options_;
   CommandRunner& runner_;

@@ -189,6 +189,57 @@ TEST_F(SlurmBackendTest, ReadLogReadsFromTheOffsetAndSaysWhenComplete) {
   EXPECT_EQ(backend_->ReadLog("wl.1", -1, 5).error().code, ErrorCode::kInvalidArgument);
 }
 
+TEST_F(SlurmBackendTest, ReadLogShowsOnlyTheNewestBytesOfABoundedLog) {
+  SlurmBackendOptions options;
+  options.workload_root = root_;
+  options.log_max_bytes = 4;
+  SlurmBackend bounded(options, runner_, clock_);
+  Known("wl.1", "42");
+  std::ofstream(root_ + "/wl.1/log") << "0123456789";
+  runner_.On("scontrol show job -d -o 42",
+             {0, "JobId=42 JobName=wl.1 JobState=COMPLETED ExitCode=0:0\n", ""});
+  auto all = bounded.ReadLog("wl.1", 0, 100);
+  ASSERT_TRUE(all.has_value()) << all.error().message;
+  EXPECT_EQ(all->data, "6789");
+  EXPECT_EQ(all->offset, 6);
+  EXPECT_EQ(all->dropped, 6);
+  EXPECT_EQ(all->next_offset, 10);
+  EXPECT_TRUE(all->complete);
+  auto kept = bounded.ReadLog("wl.1", 7, 2);
+  ASSERT_TRUE(kept.has_value());
+  EXPECT_EQ(kept->data, "78");
+  EXPECT_EQ(kept->dropped, 0);
+  EXPECT_FALSE(kept->complete);
+  auto past = bounded.ReadLog("wl.1", 50, 2);
+  ASSERT_TRUE(past.has_value());
+  EXPECT_TRUE(past->data.empty());
+  EXPECT_EQ(past->next_offset, 10);
+}
+
+// Slurm keeps whole seconds; a workload the backend SIGKILLed ended no
+// earlier than that SIGKILL (the conformance suite's grace check).
+TEST_F(SlurmBackendTest, AWorkloadItKilledEndsNoEarlierThanTheKill) {
+  Known("wl.1", "42");
+  runner_.On("scontrol show job -d -o 42", {0, Running("42", "wl.1"), ""});
+  runner_.On("scancel", {0, "", ""});
+  clock_.AdvanceMillis(900);  // 1700000000.900
+  ASSERT_TRUE(backend_->Stop("wl.1", 700).has_value());
+  clock_.AdvanceMillis(700);  // 1700000001.600
+  ASSERT_TRUE(backend_->Inspect("wl.1").has_value());
+  FakeRunner later;
+  later.On("scontrol", {0,
+                        "JobId=42 JobName=wl.1 JobState=CANCELLED ExitCode=0:9 "
+                        "StartTime=1700000000 EndTime=1700000001\n",
+                        ""});
+  SlurmBackendOptions options;
+  options.workload_root = root_;
+  SlurmBackend restarted(options, later, clock_);
+  auto ended = restarted.Inspect("wl.1");
+  ASSERT_TRUE(ended.has_value());
+  EXPECT_EQ(ended->signal, 9);
+  EXPECT_EQ(ended->ended_ms, 1'700'000'001'600);
+}
+
 TEST_F(SlurmBackendTest, ReadLogNeverFollowsALinkPlantedAsTheLog) {
   Known("wl.1", "42");
   std::filesystem::create_symlink("/etc/passwd", root_ + "/wl.1/log");
