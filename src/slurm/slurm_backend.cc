@@ -336,29 +336,32 @@ Result<exec::WorkloadStatus> SlurmBackend::Start(const exec::LaunchSpec& spec) {
         CopyOwnedFile(spec.archive_path, paths.archive, 0400, ids->uid, ids->gid));
   }
   // A Start that died after sbatch but before recording the job id left
-  // the job in Slurm under this name: adopt it rather than submit twice.
-  auto existing = FindJobByName(spec.workload_id);
-  if (!existing) return std::move(existing).error();
-  if (existing->empty()) {
-    auto submitted = runner_.Run(*sbatch);
-    if (!submitted) return std::move(submitted).error();
-    if (submitted->exit_code != 0) {
-      std::string why = Describe(*sbatch, *submitted);
-      // Slurm refusing the request itself (limits, QOS, account) is not
-      // an outage: say so to the caller as a refusal.
-      bool refused = submitted->err.find("Invalid") != std::string::npos ||
-                     submitted->err.find("limit") != std::string::npos ||
-                     submitted->err.find("not available") != std::string::npos;
-      return refused ? Error::FailedPrecondition(why) : Error::Unavailable(why);
-    }
-    auto job_id = ParseSbatchJobId(submitted->out);
-    if (!job_id) return Error::Internal(job_id.error().message);
-    state.job_id = *job_id;
-  } else {
-    state.job_id = *existing;
+  // a state without one: InspectPaths above looked the job up by name then,
+  // and found none, so this submits the workload's one and only job.
+  auto submitted = runner_.Run(*sbatch);
+  if (!submitted) return std::move(submitted).error();
+  if (submitted->exit_code != 0) {
+    std::string why = Describe(*sbatch, *submitted);
+    // Slurm refusing the request itself (limits, QOS, account) is not an
+    // outage: say so to the caller as a refusal.
+    bool refused = submitted->err.find("Invalid") != std::string::npos ||
+                   submitted->err.find("limit") != std::string::npos ||
+                   submitted->err.find("not available") != std::string::npos;
+    return refused ? Error::FailedPrecondition(why) : Error::Unavailable(why);
   }
+  auto job_id = ParseSbatchJobId(submitted->out);
+  if (!job_id) return Error::Internal(job_id.error().message);
+  state.job_id = *job_id;
   ATRIUM_RETURN_IF_ERROR(WriteState(paths, state));
-  return InspectPaths(spec.workload_id, paths);
+  // No round trip to ask what was just submitted: the submit latency is
+  // sbatch's own (bench/, BENCHMARKS.md).
+  exec::WorkloadStatus status;
+  status.workload_id = spec.workload_id;
+  status.backend_ref = state.job_id;
+  status.phase = exec::WorkloadPhase::kStarting;
+  status.gpus = state.gpus;
+  status.detail = "slurm job " + state.job_id + ": submitted";
+  return status;
 }
 
 Result<exec::WorkloadStatus> SlurmBackend::Inspect(const std::string& workload_id) {

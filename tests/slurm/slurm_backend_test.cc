@@ -3,6 +3,7 @@
 #include "slurm/slurm_backend.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -284,6 +285,55 @@ TEST_F(SlurmBackendTest, StartOfAKnownWorkloadSubmitsNothingAndAnotherTenantIsRe
   for (const auto& call : runner_.calls) EXPECT_EQ(call.rfind("sbatch", 0), std::string::npos);
   spec.tenant_id = "tn_b";
   EXPECT_EQ(backend_->Start(spec).error().code, ErrorCode::kAlreadyExists);
+}
+
+// The tenant "nobody" runs as the host's user nobody: a real unprivileged
+// user the files can be given to.
+exec::LaunchSpec NobodysSpec() {
+  exec::LaunchSpec spec;
+  spec.workload_id = "wl.1";
+  spec.tenant_id = "nobody";
+  spec.node = "n1";
+  spec.argv = {"/bin/echo", "$(id)"};
+  spec.env = {{"SECRET", "a b;c"}};
+  exec::GpuGrant gpu;
+  gpu.index = 2;
+  spec.gpus = {gpu};
+  return spec;
+}
+
+TEST_F(SlurmBackendTest, AFreshStartIsOneSbatchAndItsFilesBelongToTheTenantsUser) {
+  runner_.On("sbatch", {0, "77\n", ""});
+  auto status = backend_->Start(NobodysSpec());
+  ASSERT_TRUE(status.has_value()) << status.error().message;
+  ASSERT_EQ(runner_.calls.size(), 1u);
+  EXPECT_EQ(runner_.calls[0].rfind("sbatch --parsable --job-name=wl.1 --nodelist=n1", 0), 0u);
+  EXPECT_EQ(runner_.calls[0].find("SECRET"), std::string::npos);
+  EXPECT_EQ(status->backend_ref, "77");
+  EXPECT_EQ(status->phase, WorkloadPhase::kStarting);
+  EXPECT_EQ(status->gpus, std::vector<int>{2});
+  struct stat work {};
+  ASSERT_EQ(::stat((root_ + "/wl.1/work").c_str(), &work), 0);
+  EXPECT_EQ(work.st_uid, 65534u);
+  EXPECT_EQ(work.st_mode & 0777, 0700u);
+  struct stat dir {};
+  ASSERT_EQ(::stat((root_ + "/wl.1").c_str(), &dir), 0);
+  EXPECT_EQ(dir.st_uid, 0u);
+  EXPECT_EQ(dir.st_mode & 0777, 0711u);
+  std::ifstream launch(root_ + "/wl.1/work/launch.argv");
+  std::string text((std::istreambuf_iterator<char>(launch)), {});
+  EXPECT_NE(text.find(std::string("SECRET=a b;c\0", 13)), std::string::npos);
+}
+
+TEST_F(SlurmBackendTest, AStartThatDiedAfterSbatchIsAdoptedNotSubmittedAgain) {
+  std::filesystem::create_directories(root_ + "/wl.1");
+  std::ofstream(root_ + "/wl.1/state") << "job_id=\ntenant_id=nobody\n";
+  runner_.On("squeue -h -t all -o %A --name=wl.1", {0, "88\n", ""});
+  runner_.On("scontrol show job -d -o 88", {0, Running("88", "wl.1"), ""});
+  auto status = backend_->Start(NobodysSpec());
+  ASSERT_TRUE(status.has_value()) << status.error().message;
+  EXPECT_EQ(status->backend_ref, "88");
+  for (const auto& call : runner_.calls) EXPECT_EQ(call.rfind("sbatch", 0), std::string::npos);
 }
 
 TEST_F(SlurmBackendTest, SyncTenantSetsUpQosOnceThenSyncsTheAccount) {
