@@ -264,6 +264,10 @@ Result<exec::WorkloadStatus> SlurmBackend::Start(const exec::LaunchSpec& spec) {
     return Error::InvalidArgument(
         "workload_id: 1..128 of [A-Za-z0-9_.-], not starting with . or -");
   }
+  if (!spec.root_fs.empty()) {
+    return Error::InvalidArgument(
+        "root_fs: the slurm backend cannot run an environment template's root yet");
+  }
   auto account = AccountForTenant(spec.tenant_id);
   if (!account) return std::move(account).error();
   auto user = UnixUserForTenant(options_.unix_user_prefix, spec.tenant_id);
@@ -296,6 +300,7 @@ Result<exec::WorkloadStatus> SlurmBackend::Start(const exec::LaunchSpec& spec) {
     return std::move(known).error();
   }
 
+  ATRIUM_RETURN_IF_ERROR(CheckConfinement(spec));
   auto ids = LookupUser(*user);
   if (!ids) {
     if (ids.error().code == ErrorCode::kNotFound) {
@@ -498,6 +503,20 @@ Status SlurmBackend::Forget(const std::string& workload_id) {
   std::filesystem::remove_all(PathsFor(options_.workload_root, workload_id).dir, ec);
   if (ec) return Error::Unavailable("forget " + workload_id + ": " + ec.message());
   return OkStatus();
+}
+
+Status SlurmBackend::CheckConfinement(const exec::LaunchSpec& spec) {
+  if (!spec.require_full_confinement) return OkStatus();
+  if (!confinement_known_) {
+    auto config = RunChecked({"scontrol", "show", "config"});
+    if (!config) return std::move(config).error();
+    missing_confinement_ = MissingConfinement(config->out);
+    confinement_known_ = true;
+  }
+  if (missing_confinement_.empty()) return OkStatus();
+  std::string why;
+  for (const auto& m : missing_confinement_) why += (why.empty() ? "" : ", ") + m;
+  return Error::FailedPrecondition("the tenant demands full confinement; this cluster has " + why);
 }
 
 Status SlurmBackend::EnsureQos() {

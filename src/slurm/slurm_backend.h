@@ -93,6 +93,9 @@ class SlurmBackend : public exec::ExecutionBackend {
                                             const WorkloadPaths& paths);
   Result<CommandOutput> RunChecked(const Argv& argv);
   Status EnsureQos();
+  // Refuses (FailedPrecondition) when the cluster lacks a mechanism the
+  // spec's tenant demands (require_full_confinement); asks once.
+  Status CheckConfinement(const exec::LaunchSpec& spec);
   // Drops what lies beyond log_max_bytes from the log's disk space.
   void TrimLog(const WorkloadPaths& paths);
 
@@ -100,6 +103,8 @@ class SlurmBackend : public exec::ExecutionBackend {
   CommandRunner& runner_;
   const Clock& clock_;
   bool qos_ready_ = false;
+  bool confinement_known_ = false;
+  std::vector<std::string> missing_confinement_;
 };
 
 }  // namespace atrium::slurm

@@ -266,4 +266,22 @@ int64_t GpuSecondsFromSacct(const std::vector<SlurmJobRecord>& records, std::str
   return 0;
 }
 
+std::vector<std::string> MissingConfinement(std::string_view show_config) {
+  std::string proctrack, task, container;
+  for (std::string_view line : Split(show_config, '\n')) {
+    size_t eq = line.find('=');
+    if (eq == std::string_view::npos) continue;
+    std::string_view key = Trim(line.substr(0, eq));
+    std::string value(Trim(line.substr(eq + 1)));
+    if (key == "ProctrackType") proctrack = value;
+    if (key == "TaskPlugin") task = value;
+    if (key == "JobContainerType") container = value;
+  }
+  std::vector<std::string> missing;
+  if (proctrack != "proctrack/cgroup") missing.push_back("processes not tracked by cgroup");
+  if (task.find("task/cgroup") == std::string::npos) missing.push_back("GPU devices not confined");
+  if (container != "job_container/tmpfs") missing.push_back("no private /tmp");
+  return missing;
+}
+
 }  // namespace atrium::slurm

@@ -77,4 +77,9 @@ exec::WorkloadStatus StatusFromRecord(const std::string& workload_id, const Slur
 // name: slurmdbd first records a job's name as "allocation".
 int64_t GpuSecondsFromSacct(const std::vector<SlurmJobRecord>& records, std::string_view job_id);
 
+// What `scontrol show config` says the cluster confines; an empty list =
+// fully confined (cgroup proctrack and tasks for devices, job_container/
+// tmpfs for a private /tmp), else the missing mechanisms in words.
+std::vector<std::string> MissingConfinement(std::string_view show_config);
+
 }  // namespace atrium::slurm

@@ -325,6 +325,25 @@ TEST_F(SlurmBackendTest, AFreshStartIsOneSbatchAndItsFilesBelongToTheTenantsUser
   EXPECT_NE(text.find(std::string("SECRET=a b;c\0", 13)), std::string::npos);
 }
 
+TEST_F(SlurmBackendTest, FullConfinementIsRefusedOnAClusterWithoutCgroups) {
+  runner_.On("scontrol show config",
+             {0, "ProctrackType = proctrack/linuxproc\nTaskPlugin = task/none\n", ""});
+  auto spec = NobodysSpec();
+  spec.require_full_confinement = true;
+  auto refused = backend_->Start(spec);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kFailedPrecondition);
+  EXPECT_NE(refused.error().message.find("GPU devices not confined"), std::string::npos);
+  for (const auto& call : runner_.calls) EXPECT_EQ(call.rfind("sbatch", 0), std::string::npos);
+}
+
+TEST_F(SlurmBackendTest, AnEnvironmentTemplatesRootIsRefusedNotIgnored) {
+  auto spec = NobodysSpec();
+  spec.root_fs = "/srv/templates/pytorch";
+  EXPECT_EQ(backend_->Start(spec).error().code, ErrorCode::kInvalidArgument);
+  EXPECT_TRUE(runner_.calls.empty());
+}
+
 TEST_F(SlurmBackendTest, AStartThatDiedAfterSbatchIsAdoptedNotSubmittedAgain) {
   std::filesystem::create_directories(root_ + "/wl.1");
   std::ofstream(root_ + "/wl.1/state") << "job_id=\ntenant_id=nobody\n";

@@ -145,6 +145,8 @@ TEST_F(SlurmClusterTest, RunsOnTheChosenGpusAndReadsTheirIndicesBack) {
   auto spec = Spec(tenant_a_, "gpus");
   spec.gpus = {Gpu(1), Gpu(3)};
   spec.script = "echo CVD=$CUDA_VISIBLE_DEVICES; sleep 2\n";
+  // The cluster of scripts/slurm-dev.sh confines devices and /tmp here.
+  spec.require_full_confinement = true;
   auto started = backend_->Start(spec);
   ASSERT_TRUE(started.has_value()) << started.error().message;
   auto running = WaitForRunning(spec.workload_id);

@@ -172,5 +172,17 @@ TEST(Status, ExitCodeOrSignalAndTimesFromTheRecord) {
   EXPECT_EQ(StatusFromRecord("w", timeout).signal, 15);
 }
 
+TEST(Confinement, ReadsWhatTheClusterConfines) {
+  EXPECT_TRUE(MissingConfinement("JobContainerType        = job_container/tmpfs\n"
+                                 "ProctrackType           = proctrack/cgroup\n"
+                                 "TaskPlugin              = task/cgroup,task/affinity\n")
+                  .empty());
+  // The fallback scripts/slurm-dev.sh takes where cgroups are refused.
+  auto missing = MissingConfinement(
+      "JobContainerType        = job_container/none\n"
+      "ProctrackType           = proctrack/linuxproc\nTaskPlugin              = task/none\n");
+  EXPECT_EQ(missing.size(), 3u);
+}
+
 }  // namespace
 }  // namespace atrium::slurm
