@@ -13,7 +13,7 @@
 namespace atrium::slurm {
 namespace {
 
-constexpr size_t kMaxCapture = 16 * 1024 * 1024;
+constexpr size_t kMaxCapture = size_t{16} * 1024 * 1024;
 
 void CloseIfOpen(int& fd) {
   if (fd >= 0) ::close(fd);
@@ -22,10 +22,15 @@ void CloseIfOpen(int& fd) {
 
 }  // namespace
 
-ProcessCommandRunner::ProcessCommandRunner(std::vector<std::pair<std::string, std::string>> env,
-                                           int64_t timeout_ms)
+ProcessCommandRunner::ProcessCommandRunner(
+    const std::vector<std::pair<std::string, std::string>>& env, int64_t timeout_ms)
     : timeout_ms_(timeout_ms) {
-  for (auto& [name, value] : env) env_.push_back(name + "=" + value);
+  for (const auto& [name, value] : env) {
+    std::string entry = name;
+    entry += '=';
+    entry += value;
+    env_.push_back(std::move(entry));
+  }
 }
 
 Result<CommandOutput> ProcessCommandRunner::Run(const std::vector<std::string>& argv) {
@@ -42,9 +47,11 @@ Result<CommandOutput> ProcessCommandRunner::Run(const std::vector<std::string>& 
   // Everything the child needs is built before fork: after it, only
   // async-signal-safe calls.
   std::vector<char*> args;
+  args.reserve(argv.size() + 1);
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   std::vector<char*> envp;
+  envp.reserve(env_.size() + 1);
   for (const auto& e : env_) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
 

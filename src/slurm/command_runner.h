@@ -35,7 +35,8 @@ class ProcessCommandRunner : public CommandRunner {
  public:
   // `env`: the whole environment of every command (e.g. PATH, SLURM_CONF,
   // SLURM_TIME_FORMAT=%s). `timeout_ms`: a command running longer is killed.
-  ProcessCommandRunner(std::vector<std::pair<std::string, std::string>> env, int64_t timeout_ms);
+  ProcessCommandRunner(const std::vector<std::pair<std::string, std::string>>& env,
+                       int64_t timeout_ms);
   Result<CommandOutput> Run(const std::vector<std::string>& argv) override;
 
  private:

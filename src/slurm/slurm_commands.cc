@@ -177,7 +177,10 @@ Result<std::string> BuildLaunchFile(const exec::LaunchSpec& spec, const Workload
                                     "' is not a variable name ([A-Za-z_][A-Za-z0-9_]*)");
     }
     if (HasNul(value)) return Error::InvalidArgument("env: the value of " + name + " has a NUL");
-    entries.push_back(name + "=" + value);
+    std::string entry = name;
+    entry += '=';
+    entry += value;
+    entries.push_back(std::move(entry));
   }
   entries.insert(entries.end(), command.begin(), command.end());
   std::string file;
