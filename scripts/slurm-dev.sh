@@ -46,8 +46,16 @@ free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# Is the process recorded in pid file $1 alive?
-alive() { [[ -s "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# Is the daemon recorded in pid file $1 alive? The process must still be
+# that daemon (its name is the file's, e.g. slurmd.pid -> slurmd): a pid
+# reused by another program after a reboot is neither trusted nor killed.
+alive() {
+  [[ -s "$1" ]] || return 1
+  local pid name
+  pid=$(cat "$1")
+  name=$(basename "$1" .pid)
+  kill -0 "$pid" 2>/dev/null && [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == "$name" ]]
+}
 
 wait_for() {  # wait_for SECONDS command...: polls until the command succeeds
   local deadline=$((SECONDS + $1)); shift
