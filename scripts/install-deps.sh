@@ -37,6 +37,12 @@ PACKAGES=(
   # Node.js (with npm, below): the official `openai` client in the gateway's
   # integration test (tests/node).
   nodejs
+  # A real one-host Slurm 22.05 for the `slurm` execution backend's tests
+  # (scripts/slurm-dev.sh): the controller and node daemons, accounting
+  # (slurmdbd over MariaDB: accounts, QOS, GrpTRES, sacct), slurmrestd,
+  # munge for authentication; the cgroup plugins are in slurm-wlm's
+  # basic plugins.
+  slurm-wlm slurmdbd slurmrestd munge mariadb-server
   # Small helper scripts (free-port lookup in pg-test-server.sh).
   python3
   # bubblewrap: the local execution backend runs every workload in a bwrap

@@ -2,9 +2,12 @@
 # The whole test suite, from a fresh Debian 12 machine:
 #   1. installs missing packages (scripts/install-deps.sh),
 #   2. builds everything (CMake + Ninja + ccache) in build/,
-#   3. starts a throwaway PostgreSQL on 127.0.0.1 in a temp dir,
+#   3. starts a throwaway PostgreSQL on 127.0.0.1 in a temp dir, and a
+#      one-host Slurm 22.05 with fake GPUs (scripts/slurm-dev.sh) in another,
 #   4. runs every test with ctest — the store suites on SQLite AND on that
 #      PostgreSQL (ATRIUM_TEST_REQUIRE_PG=1 makes a skipped PostgreSQL a failure),
+#      the `slurm` backend's tests on that Slurm (ATRIUM_TEST_REQUIRE_SLURM=1
+#      likewise),
 #      The official `openai` npm client (tests/node, `npm ci`) drives the gateway.
 #   5. builds the libFuzzer targets with clang and runs each for a bounded time,
 #   6. checks that every C++ file is formatted as .clang-format says
@@ -35,9 +38,13 @@ fi
 
 PGDIR=$(mktemp -d /tmp/atrium-pg.XXXXXX)
 chmod 755 "$PGDIR"
+# Not under /tmp: Slurm jobs get a private one (scripts/slurm-dev.sh).
+SLURMDIR=$(mktemp -d /var/tmp/atrium-slurm.XXXXXX)
 cleanup() {
   bash scripts/pg-test-server.sh stop "$PGDIR" >/dev/null 2>&1 || true
   rm -rf "$PGDIR"
+  bash scripts/slurm-dev.sh stop "$SLURMDIR" >/dev/null 2>&1 || true
+  rm -rf "$SLURMDIR"
 }
 trap cleanup EXIT
 
@@ -45,6 +52,11 @@ echo "== start PostgreSQL for the store tests"
 PG_URL=$(bash scripts/pg-test-server.sh start "$PGDIR")
 export ATRIUM_TEST_PG_URL="$PG_URL"
 export ATRIUM_TEST_REQUIRE_PG=1
+
+echo "== start a one-host Slurm for the slurm backend's tests"
+# Prints SLURM_CONF, ATRIUM_TEST_SLURM_DIR and ATRIUM_SLURM_NODE exports.
+eval "$(bash scripts/slurm-dev.sh start "$SLURMDIR")"
+export ATRIUM_TEST_REQUIRE_SLURM=1
 
 echo "== unit, store, API and integration tests"
 status=0

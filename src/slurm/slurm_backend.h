@@ -1,0 +1,110 @@
+// The `slurm` execution backend: workloads are batch jobs of a real Slurm
+// 22.05 cluster, driven through its CLIs (sbatch, scontrol, squeue,
+// scancel, sacct, sacctmgr) by way of a CommandRunner. Atrium stays the
+// authority for tenancy, quotas and placement: every job is pinned to the
+// node and the GPU indices the scheduler chose; Slurm executes, confines
+// (cgroup devices) and accounts. README "Running on Slurm" says why CLIs
+// rather than slurmrestd, what is confined and how the grace maps.
+//
+// Durable state is the workload's folder (slurm_commands.h, PathsFor) plus
+// Slurm's own: `state` there records the Slurm job id and the tenant; a
+// Start interrupted between sbatch and that record finds the job again by
+// its name (the workload id), so a workload is never submitted twice.
+//
+// Not thread-safe: the job service calls it from one thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "exec/backend.h"
+#include "slurm/command_runner.h"
+#include "slurm/slurm_commands.h"
+#include "slurm/slurm_text.h"
+
+namespace atrium::slurm {
+
+struct SlurmBackendOptions {
+  // Where the workloads' folders go (PathsFor); on a cluster, a file system
+  // every node mounts at the same path. Must exist, absolute, no '%'.
+  std::string workload_root;
+  // Tenants' Unix users are `unix_user_prefix` + tenant id (default "").
+  std::string unix_user_prefix;
+  // Create a missing tenant user with useradd on this host (one-host
+  // clusters; a real cluster's users come from its directory service).
+  bool create_unix_users = false;
+  // See SubmitContext::gpu_types_are_indices (deploy/slurm/gres.conf).
+  bool gpu_types_are_indices = true;
+  std::string partition;  // "" = the cluster's default
+  // The most bytes of a workload's log kept (0 = all): older bytes are
+  // dropped (ReadLog says how many) and their disk space punched out of
+  // the file, which Slurm keeps appending to.
+  int64_t log_max_bytes = 0;
+  // The scheduler's preemption grace period, mirrored as the preemptible
+  // QOS's GraceTime (SIGTERM, then SIGKILL that much later).
+  int64_t preempt_grace_s = 30;
+};
+
+class SlurmBackend : public exec::ExecutionBackend {
+ public:
+  // `runner` and `clock` must outlive the backend.
+  SlurmBackend(SlurmBackendOptions options, CommandRunner& runner, const Clock& clock);
+
+  std::string_view name() const override { return "slurm"; }
+  Result<exec::WorkloadStatus> Start(const exec::LaunchSpec& spec) override;
+  Result<exec::WorkloadStatus> Inspect(const std::string& workload_id) override;
+  Result<std::vector<exec::WorkloadStatus>> List() override;
+  // SIGTERM now (scancel --full --signal=TERM); SIGKILL once `grace_ms`
+  // has passed, sent by the first Stop, Inspect or List after that moment
+  // (the job service polls), then `scancel` ends the job in Slurm.
+  Status Stop(const std::string& workload_id, int64_t grace_ms) override;
+  Result<exec::LogChunk> ReadLog(const std::string& workload_id, int64_t offset,
+                                 int64_t max_bytes) override;
+  Status Forget(const std::string& workload_id) override;
+  Status SyncTenant(const exec::TenantAccount& account) override;
+
+  // GPU-seconds Slurm's accounting says the workload held (sacct AllocTRES
+  // gres/gpu × ElapsedRaw): the metering cross-check. NotFound for an id it
+  // does not know; Unavailable until accounting has recorded its end
+  // (slurmdbd hears of it shortly after the controller).
+  Result<int64_t> SacctGpuSeconds(const std::string& workload_id);
+
+ private:
+  struct StateRecord {
+    std::string job_id;  // "" = not submitted (yet)
+    std::string tenant_id;
+    int64_t kill_at_ms = -1;  // a Stop's SIGKILL deadline; -1 = none
+    // The GPU indices: the ones asked for (exact when GPU types are
+    // indices), then the ones read back while it ran (Slurm shows them
+    // only then).
+    std::vector<int> gpus;
+    int64_t killed_at_ms = -1;  // when the backend sent SIGKILL itself
+  };
+
+  Result<StateRecord> ReadState(const WorkloadPaths& paths);
+  Status WriteState(const WorkloadPaths& paths, const StateRecord& state);
+  // The job named `workload_id`, by name (squeue, then sacct): "" if none.
+  Result<std::string> FindJobByName(const std::string& workload_id);
+  Result<SlurmJobRecord> LookupJob(const std::string& job_id);
+  Result<exec::WorkloadStatus> InspectPaths(const std::string& workload_id,
+                                            const WorkloadPaths& paths);
+  Result<CommandOutput> RunChecked(const Argv& argv);
+  Status EnsureQos();
+  // Refuses (FailedPrecondition) when the cluster lacks a mechanism the
+  // spec's tenant demands (require_full_confinement); asks once.
+  Status CheckConfinement(const exec::LaunchSpec& spec);
+  // Drops what lies beyond log_max_bytes from the log's disk space.
+  void TrimLog(const WorkloadPaths& paths);
+
+  SlurmBackendOptions options_;
+  CommandRunner& runner_;
+  const Clock& clock_;
+  bool qos_ready_ = false;
+  bool confinement_known_ = false;
+  std::vector<std::string> missing_confinement_;
+};
+
+}  // namespace atrium::slurm

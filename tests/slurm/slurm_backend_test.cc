@@ -1,0 +1,388 @@
+// The backend's shell over a runner that replays Slurm's answers: which
+// commands it runs, in which order, and what it makes of the answers.
+#include "slurm/slurm_backend.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+
+namespace atrium::slurm {
+namespace {
+
+using exec::WorkloadPhase;
+
+std::string Join(const Argv& argv) {
+  std::string s;
+  for (const auto& a : argv) s += (s.empty() ? "" : " ") + a;
+  return s;
+}
+
+// Answers a command by the first registered prefix of its joined argv;
+// an unregistered command fails the test and exits 1.
+class FakeRunner : public CommandRunner {
+ public:
+  void On(const std::string& prefix, CommandOutput output) { answers_.push_back({prefix, output}); }
+  Result<CommandOutput> Run(const Argv& argv) override {
+    std::string line = Join(argv);
+    calls.push_back(line);
+    for (const auto& [prefix, output] : answers_) {
+      if (line.rfind(prefix, 0) == 0) return output;
+    }
+    ADD_FAILURE() << "unexpected command: " << line;
+    return CommandOutput{1, "", "unexpected"};
+  }
+  std::vector<std::string> calls;
+
+ private:
+  std::vector<std::pair<std::string, CommandOutput>> answers_;
+};
+
+std::string Running(const std::string& id, const std::string& name) {
+  return "JobId=" + id + " JobName=" + name +
+         " JobState=RUNNING Reason=None ExitCode=0:0 StartTime=1700000000 EndTime=1700003600 "
+         "Nodes=n1 CPU_IDs=0 Mem=0 GRES=gpu:idx1:1(IDX:1)\n";
+}
+
+class SlurmBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::random_device rd;
+    root_ = (std::filesystem::temp_directory_path() / ("atrium-slurm-unit-" + std::to_string(rd())))
+                .string();
+    std::filesystem::create_directories(root_);
+    SlurmBackendOptions options;
+    options.workload_root = root_;
+    options.preempt_grace_s = 30;
+    backend_ = std::make_unique<SlurmBackend>(options, runner_, clock_);
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+
+  // A workload the backend submitted earlier as Slurm job `job_id`.
+  void Known(const std::string& workload_id, const std::string& job_id) {
+    std::filesystem::create_directories(root_ + "/" + workload_id);
+    std::ofstream(root_ + "/" + workload_id + "/state")
+        << "job_id=" << job_id << "\ntenant_id=tn_a\nkill_at_ms=-1\n";
+  }
+
+  std::string root_;
+  FakeRunner runner_;
+  ManualClock clock_{1'700'000'000'000};
+  std::unique_ptr<SlurmBackend> backend_;
+};
+
+TEST_F(SlurmBackendTest, InspectReadsTheRunningJobAndItsGpus) {
+  Known("wl.1", "42");
+  runner_.On("scontrol show job -d -o 42", {0, Running("42", "wl.1"), ""});
+  auto status = backend_->Inspect("wl.1");
+  ASSERT_TRUE(status.has_value()) << status.error().message;
+  EXPECT_EQ(status->phase, WorkloadPhase::kRunning);
+  EXPECT_EQ(status->backend_ref, "42");
+  EXPECT_EQ(status->gpus, std::vector<int>{1});
+  EXPECT_EQ(status->started_ms, 1'700'000'000'000);
+}
+
+TEST_F(SlurmBackendTest, AnEndedJobTheControllerForgotComesFromSacctWithItsGpus) {
+  Known("wl.1", "42");
+  runner_.On("scontrol show job -d -o 42", {0, Running("42", "wl.1"), ""});
+  ASSERT_TRUE(backend_->Inspect("wl.1").has_value());  // records GPU index 1
+  FakeRunner later;
+  later.On("scontrol", {1, "", "slurm_load_jobs error: Invalid job id specified\n"});
+  later.On("sacct",
+           {0, "42|wl.1|TIMEOUT|0:0|1700000000|1700000600|600|cpu=1,gres/gpu=1|tn_a\n", ""});
+  SlurmBackendOptions options;
+  options.workload_root = root_;
+  SlurmBackend restarted(options, later, clock_);
+  auto status = restarted.Inspect("wl.1");
+  ASSERT_TRUE(status.has_value()) << status.error().message;
+  EXPECT_EQ(status->phase, WorkloadPhase::kExited);
+  EXPECT_EQ(status->signal, 15);
+  EXPECT_EQ(status->ended_ms, 1'700'000'600'000);
+  EXPECT_EQ(status->gpus, std::vector<int>{1});
+}
+
+TEST_F(SlurmBackendTest, AJobNobodyKnowsOrThatIsAnotherNowIsLost) {
+  Known("wl.1", "42");
+  runner_.On("scontrol show job -d -o 42", {1, "", "Invalid job id specified"});
+  runner_.On("sacct", {0, "", ""});
+  auto gone = backend_->Inspect("wl.1");
+  ASSERT_TRUE(gone.has_value());
+  EXPECT_EQ(gone->phase, WorkloadPhase::kLost);
+
+  Known("wl.2", "43");
+  runner_.On("scontrol show job -d -o 43", {0, Running("43", "someone-else"), ""});
+  auto reused = backend_->Inspect("wl.2");
+  ASSERT_TRUE(reused.has_value());
+  EXPECT_EQ(reused->phase, WorkloadPhase::kLost);
+}
+
+TEST_F(SlurmBackendTest, ControllerDownIsUnavailableNotLost) {
+  Known("wl.1", "42");
+  runner_.On("scontrol", {1, "", "slurm_load_jobs error: Unable to contact slurm controller\n"});
+  auto status = backend_->Inspect("wl.1");
+  ASSERT_FALSE(status.has_value());
+  EXPECT_EQ(status.error().code, ErrorCode::kUnavailable);
+}
+
+TEST_F(SlurmBackendTest, UnknownAndHostileIdsAreNotFound) {
+  EXPECT_EQ(backend_->Inspect("nope").error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(backend_->Inspect("../etc").error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(backend_->ReadLog("../../etc/shadow", 0, 10).error().code, ErrorCode::kNotFound);
+  EXPECT_TRUE(runner_.calls.empty());
+}
+
+TEST_F(SlurmBackendTest, StopSendsTermNowAndKillOnceTheGraceHasPassed) {
+  Known("wl.1", "42");
+  runner_.On("scontrol show job -d -o 42", {0, Running("42", "wl.1"), ""});
+  runner_.On("scancel", {0, "", ""});
+  ASSERT_TRUE(backend_->Stop("wl.1", 30'000).has_value());
+  EXPECT_EQ(runner_.calls.back(), "scancel --full --signal=TERM 42");
+  // A second Stop keeps the first deadline and signals nothing new.
+  ASSERT_TRUE(backend_->Stop("wl.1", 1).has_value());
+  EXPECT_EQ(runner_.calls.back(), "scontrol show job -d -o 42");
+  clock_.AdvanceMillis(29'999);
+  ASSERT_TRUE(backend_->Inspect("wl.1").has_value());
+  EXPECT_EQ(runner_.calls.back(), "scontrol show job -d -o 42");
+  clock_.AdvanceMillis(1);
+  ASSERT_TRUE(backend_->Inspect("wl.1").has_value());
+  ASSERT_GE(runner_.calls.size(), 2u);
+  EXPECT_EQ(runner_.calls[runner_.calls.size() - 2], "scancel --full --signal=KILL 42");
+  EXPECT_EQ(runner_.calls.back(), "scancel 42");
+}
+
+TEST_F(SlurmBackendTest, StoppingAnEndedWorkloadSignalsNothing) {
+  Known("wl.1", "42");
+  runner_.On("scontrol show job -d -o 42",
+             {0, "JobId=42 JobName=wl.1 JobState=COMPLETED ExitCode=0:0\n", ""});
+  ASSERT_TRUE(backend_->Stop("wl.1", 1000).has_value());
+  for (const auto& call : runner_.calls) EXPECT_EQ(call.rfind("scancel", 0), std::string::npos);
+}
+
+TEST_F(SlurmBackendTest, ForgetIsRefusedWhileItRunsAndRemovesTheFolderAfter) {
+  Known("wl.1", "42");
+  runner_.On("scontrol show job -d -o 42", {0, Running("42", "wl.1"), ""});
+  EXPECT_EQ(backend_->Forget("wl.1").error().code, ErrorCode::kFailedPrecondition);
+  EXPECT_TRUE(std::filesystem::exists(root_ + "/wl.1"));
+  Known("wl.2", "43");
+  runner_.On("scontrol show job -d -o 43",
+             {0, "JobId=43 JobName=wl.2 JobState=FAILED ExitCode=1:0\n", ""});
+  ASSERT_TRUE(backend_->Forget("wl.2").has_value());
+  EXPECT_FALSE(std::filesystem::exists(root_ + "/wl.2"));
+}
+
+TEST_F(SlurmBackendTest, ReadLogReadsFromTheOffsetAndSaysWhenComplete) {
+  Known("wl.1", "42");
+  std::ofstream(root_ + "/wl.1/log") << "hello world";
+  runner_.On("scontrol show job -d -o 42",
+             {0, "JobId=42 JobName=wl.1 JobState=COMPLETED ExitCode=0:0\n", ""});
+  auto first = backend_->ReadLog("wl.1", 0, 5);
+  ASSERT_TRUE(first.has_value()) << first.error().message;
+  EXPECT_EQ(first->data, "hello");
+  EXPECT_EQ(first->next_offset, 5);
+  EXPECT_FALSE(first->complete);
+  auto rest = backend_->ReadLog("wl.1", 5, 100);
+  ASSERT_TRUE(rest.has_value());
+  EXPECT_EQ(rest->data, " world");
+  EXPECT_TRUE(rest->complete);
+  EXPECT_EQ(backend_->ReadLog("wl.1", -1, 5).error().code, ErrorCode::kInvalidArgument);
+}
+
+TEST_F(SlurmBackendTest, ReadLogShowsOnlyTheNewestBytesOfABoundedLog) {
+  SlurmBackendOptions options;
+  options.workload_root = root_;
+  options.log_max_bytes = 4;
+  SlurmBackend bounded(options, runner_, clock_);
+  Known("wl.1", "42");
+  std::ofstream(root_ + "/wl.1/log") << "0123456789";
+  runner_.On("scontrol show job -d -o 42",
+             {0, "JobId=42 JobName=wl.1 JobState=COMPLETED ExitCode=0:0\n", ""});
+  auto all = bounded.ReadLog("wl.1", 0, 100);
+  ASSERT_TRUE(all.has_value()) << all.error().message;
+  EXPECT_EQ(all->data, "6789");
+  EXPECT_EQ(all->offset, 6);
+  EXPECT_EQ(all->dropped, 6);
+  EXPECT_EQ(all->next_offset, 10);
+  EXPECT_TRUE(all->complete);
+  auto kept = bounded.ReadLog("wl.1", 7, 2);
+  ASSERT_TRUE(kept.has_value());
+  EXPECT_EQ(kept->data, "78");
+  EXPECT_EQ(kept->dropped, 0);
+  EXPECT_FALSE(kept->complete);
+  auto past = bounded.ReadLog("wl.1", 50, 2);
+  ASSERT_TRUE(past.has_value());
+  EXPECT_TRUE(past->data.empty());
+  EXPECT_EQ(past->next_offset, 10);
+}
+
+// Slurm keeps whole seconds; a workload the backend SIGKILLed ended no
+// earlier than that SIGKILL (the conformance suite's grace check).
+TEST_F(SlurmBackendTest, AWorkloadItKilledEndsNoEarlierThanTheKill) {
+  Known("wl.1", "42");
+  runner_.On("scontrol show job -d -o 42", {0, Running("42", "wl.1"), ""});
+  runner_.On("scancel", {0, "", ""});
+  clock_.AdvanceMillis(900);  // 1700000000.900
+  ASSERT_TRUE(backend_->Stop("wl.1", 700).has_value());
+  clock_.AdvanceMillis(700);  // 1700000001.600
+  ASSERT_TRUE(backend_->Inspect("wl.1").has_value());
+  FakeRunner later;
+  later.On("scontrol", {0,
+                        "JobId=42 JobName=wl.1 JobState=CANCELLED ExitCode=0:9 "
+                        "StartTime=1700000000 EndTime=1700000001\n",
+                        ""});
+  SlurmBackendOptions options;
+  options.workload_root = root_;
+  SlurmBackend restarted(options, later, clock_);
+  auto ended = restarted.Inspect("wl.1");
+  ASSERT_TRUE(ended.has_value());
+  EXPECT_EQ(ended->signal, 9);
+  EXPECT_EQ(ended->ended_ms, 1'700'000'001'600);
+}
+
+TEST_F(SlurmBackendTest, ReadLogNeverFollowsALinkPlantedAsTheLog) {
+  Known("wl.1", "42");
+  std::filesystem::create_symlink("/etc/passwd", root_ + "/wl.1/log");
+  runner_.On("scontrol show job -d -o 42",
+             {0, "JobId=42 JobName=wl.1 JobState=COMPLETED ExitCode=0:0\n", ""});
+  auto chunk = backend_->ReadLog("wl.1", 0, 100);
+  EXPECT_FALSE(chunk.has_value());
+}
+
+TEST_F(SlurmBackendTest, StartRefusesAHostileSpecBeforeRunningOrWritingAnything) {
+  exec::LaunchSpec spec;
+  spec.workload_id = "wl.1";
+  spec.tenant_id = "tn_a";
+  spec.node = "n1";
+  spec.argv = {"/bin/true"};
+  spec.env = {{"BAD NAME", "x"}};
+  EXPECT_EQ(backend_->Start(spec).error().code, ErrorCode::kInvalidArgument);
+  spec.env = {};
+  spec.node = "n1,n2";
+  EXPECT_EQ(backend_->Start(spec).error().code, ErrorCode::kInvalidArgument);
+  spec.node = "n1";
+  spec.tenant_id = "tn_a,tn_b";
+  EXPECT_EQ(backend_->Start(spec).error().code, ErrorCode::kInvalidArgument);
+  spec.tenant_id = "tn_a";
+  spec.priority = "root";
+  EXPECT_EQ(backend_->Start(spec).error().code, ErrorCode::kInvalidArgument);
+  EXPECT_TRUE(runner_.calls.empty());
+  EXPECT_FALSE(std::filesystem::exists(root_ + "/wl.1"));
+}
+
+TEST_F(SlurmBackendTest, StartOfAKnownWorkloadSubmitsNothingAndAnotherTenantIsRefused) {
+  Known("wl.1", "42");
+  runner_.On("scontrol show job -d -o 42", {0, Running("42", "wl.1"), ""});
+  exec::LaunchSpec spec;
+  spec.workload_id = "wl.1";
+  spec.tenant_id = "tn_a";
+  spec.node = "n1";
+  spec.argv = {"/bin/true"};
+  auto status = backend_->Start(spec);
+  ASSERT_TRUE(status.has_value()) << status.error().message;
+  EXPECT_EQ(status->backend_ref, "42");
+  for (const auto& call : runner_.calls) EXPECT_EQ(call.rfind("sbatch", 0), std::string::npos);
+  spec.tenant_id = "tn_b";
+  EXPECT_EQ(backend_->Start(spec).error().code, ErrorCode::kAlreadyExists);
+}
+
+// The tenant "nobody" runs as the host's user nobody: a real unprivileged
+// user the files can be given to.
+exec::LaunchSpec NobodysSpec() {
+  exec::LaunchSpec spec;
+  spec.workload_id = "wl.1";
+  spec.tenant_id = "nobody";
+  spec.node = "n1";
+  spec.argv = {"/bin/echo", "$(id)"};
+  spec.env = {{"SECRET", "a b;c"}};
+  exec::GpuGrant gpu;
+  gpu.index = 2;
+  spec.gpus = {gpu};
+  return spec;
+}
+
+TEST_F(SlurmBackendTest, AFreshStartIsOneSbatchAndItsFilesBelongToTheTenantsUser) {
+  runner_.On("sbatch", {0, "77\n", ""});
+  auto status = backend_->Start(NobodysSpec());
+  ASSERT_TRUE(status.has_value()) << status.error().message;
+  ASSERT_EQ(runner_.calls.size(), 1u);
+  EXPECT_EQ(runner_.calls[0].rfind("sbatch --parsable --job-name=wl.1 --nodelist=n1", 0), 0u);
+  EXPECT_EQ(runner_.calls[0].find("SECRET"), std::string::npos);
+  EXPECT_EQ(status->backend_ref, "77");
+  EXPECT_EQ(status->phase, WorkloadPhase::kStarting);
+  EXPECT_EQ(status->gpus, std::vector<int>{2});
+  struct stat work {};
+  ASSERT_EQ(::stat((root_ + "/wl.1/work").c_str(), &work), 0);
+  EXPECT_EQ(work.st_uid, 65534u);
+  EXPECT_EQ(work.st_mode & 0777, 0700u);
+  struct stat dir {};
+  ASSERT_EQ(::stat((root_ + "/wl.1").c_str(), &dir), 0);
+  EXPECT_EQ(dir.st_uid, 0u);
+  EXPECT_EQ(dir.st_mode & 0777, 0711u);
+  std::ifstream launch(root_ + "/wl.1/work/launch.argv");
+  std::string text((std::istreambuf_iterator<char>(launch)), {});
+  EXPECT_NE(text.find(std::string("SECRET=a b;c\0", 13)), std::string::npos);
+}
+
+TEST_F(SlurmBackendTest, FullConfinementIsRefusedOnAClusterWithoutCgroups) {
+  runner_.On("scontrol show config",
+             {0, "ProctrackType = proctrack/linuxproc\nTaskPlugin = task/none\n", ""});
+  auto spec = NobodysSpec();
+  spec.require_full_confinement = true;
+  auto refused = backend_->Start(spec);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kFailedPrecondition);
+  EXPECT_NE(refused.error().message.find("GPU devices not confined"), std::string::npos);
+  for (const auto& call : runner_.calls) EXPECT_EQ(call.rfind("sbatch", 0), std::string::npos);
+}
+
+TEST_F(SlurmBackendTest, AnEnvironmentTemplatesRootIsRefusedNotIgnored) {
+  auto spec = NobodysSpec();
+  spec.root_fs = "/srv/templates/pytorch";
+  EXPECT_EQ(backend_->Start(spec).error().code, ErrorCode::kInvalidArgument);
+  EXPECT_TRUE(runner_.calls.empty());
+}
+
+TEST_F(SlurmBackendTest, AStartThatDiedAfterSbatchIsAdoptedNotSubmittedAgain) {
+  std::filesystem::create_directories(root_ + "/wl.1");
+  std::ofstream(root_ + "/wl.1/state") << "job_id=\ntenant_id=nobody\n";
+  runner_.On("squeue -h -t all -o %A --name=wl.1", {0, "88\n", ""});
+  runner_.On("scontrol show job -d -o 88", {0, Running("88", "wl.1"), ""});
+  auto status = backend_->Start(NobodysSpec());
+  ASSERT_TRUE(status.has_value()) << status.error().message;
+  EXPECT_EQ(status->backend_ref, "88");
+  for (const auto& call : runner_.calls) EXPECT_EQ(call.rfind("sbatch", 0), std::string::npos);
+}
+
+TEST_F(SlurmBackendTest, SyncTenantSetsUpQosOnceThenSyncsTheAccount) {
+  runner_.On("sacctmgr -n -P show qos", {0, "normal\n", ""});
+  runner_.On("sacctmgr -n -P show account", {0, "tn_a\n", ""});
+  runner_.On("sacctmgr -n -P show association", {0, "\n", ""});
+  runner_.On("sacctmgr -i", {0, "", ""});
+  ASSERT_TRUE(backend_->SyncTenant({"tn_a", "active", {{"", 2}}}).has_value());
+  ASSERT_TRUE(backend_->SyncTenant({"tn_a", "active", {{"", 3}}}).has_value());
+  int qos_lists = 0;
+  for (const auto& call : runner_.calls) {
+    if (call.rfind("sacctmgr -n -P show qos", 0) == 0) ++qos_lists;
+  }
+  EXPECT_EQ(qos_lists, 1);
+  EXPECT_EQ(runner_.calls.back(),
+            "sacctmgr -i modify account where name=tn_a set GrpTRES=gres/gpu=3 GrpSubmitJobs=-1");
+}
+
+TEST_F(SlurmBackendTest, DeletingATenantWithJobsStillEndingAsksForARetry) {
+  runner_.On("sacctmgr -n -P show qos", {0, "preemptible\nbatch\ninteractive\n", ""});
+  runner_.On("sacctmgr -n -P show account", {0, "tn_a\n", ""});
+  runner_.On("sacctmgr -n -P show association", {0, "tn_a\n", ""});
+  runner_.On("sacctmgr -i modify qos", {0, "", ""});
+  runner_.On("scancel", {0, "", ""});
+  runner_.On("sacctmgr -i delete",
+             {1, "", " Error with request: Job(s) active, cancel job(s) before remove\n"});
+  auto deleted = backend_->SyncTenant({"tn_a", "deleted", {}});
+  ASSERT_FALSE(deleted.has_value());
+  EXPECT_EQ(deleted.error().code, ErrorCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace atrium::slurm
