@@ -146,8 +146,10 @@ Result<std::string> Platform::StartControlPlane() {
   identity_ = std::make_unique<IdentityService>(*store_, SystemClock::Instance(), id_opts);
   ATRIUM_RETURN_IF_ERROR(identity_->Init());
   tenants_ = std::make_unique<TenantService>(*store_, *identity_, SystemClock::Instance());
+  ATRIUM_ASSIGN_OR_RETURN(fleet_discovery_, DiscoverFleet(config_));
   scheduling::SchedulingOptions sched_opts;
   sched_opts.fleet_spec = config_.scheduler_fleet;
+  sched_opts.fleet = fleet_discovery_.fleet;
   sched_opts.grace_ms = config_.scheduler_grace_s * 1000;
   sched_opts.policy = config_.scheduler_policy;
   sched_opts.tick_ms = config_.scheduler_tick_ms;
@@ -217,6 +219,7 @@ void Platform::Stop() {
   checkpointer_.reset();
   if (tenants_) tenants_->SetObserver(nullptr);
   scheduling_.reset();
+  fleet_discovery_ = FleetDiscovery{};  // closes NVML
   tenants_.reset();
   identity_.reset();
   store_.reset();  // closes every pooled connection
