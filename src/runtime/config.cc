@@ -193,6 +193,7 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
   fleet.String("discover", c.fleet_discover);
   fleet.String("nvml_library", c.fleet_nvml_library);
   fleet.String("node_name", c.fleet_node_name);
+  fleet.Int("health_check_seconds", c.fleet_health_check_s, 0, 86'400);
   ATRIUM_RETURN_IF_ERROR(fleet.Finish());
   ATRIUM_RETURN_IF_ERROR(ValidateFleetDiscovery(c));
   TableReader gateway(root["gateway"].as_table(), "gateway");

@@ -55,6 +55,9 @@ struct Config {
   std::string fleet_discover = "auto";
   std::string fleet_nvml_library = "libnvidia-ml.so.1";  // dlopen'ed; a path or a bare name
   std::string fleet_node_name;                           // "" = this host's name
+  // How often the host's GPU health is read again while its GPUs are used;
+  // a GPU that turns unhealthy is taken out of placement. 0 = never.
+  int64_t fleet_health_check_s = 60;
   // [gateway]
   std::string gateway_listen = "127.0.0.1:8081";
   int gateway_threads = 2;

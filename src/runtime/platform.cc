@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <set>
 
 #include "identity/signing_key_box.h"
 
@@ -158,6 +159,16 @@ Result<std::string> Platform::StartControlPlane() {
   scheduling_ =
       std::make_unique<scheduling::SchedulingService>(*store_, SystemClock::Instance(), sched_opts);
   ATRIUM_RETURN_IF_ERROR(scheduling_->Start());
+  if (fleet_discovery_.library && fleet_discovery_.fleet && config_.fleet_health_check_s > 0) {
+    std::set<int> unhealthy;
+    for (const nvml::MappedGpu& gpu : fleet_discovery_.gpus) {
+      if (!gpu.verdict.healthy) unhealthy.insert(static_cast<int>(gpu.index));
+    }
+    gpu_health_ = std::make_unique<GpuHealthWatcher>(
+        *fleet_discovery_.library, *scheduling_, fleet_discovery_.fleet->nodes[0].name,
+        std::move(unhealthy), config_.fleet_health_check_s * 1000);
+    gpu_health_->Start();
+  }
   tenants_->SetObserver(scheduling_.get());
   api::Services services{.store = store_.get(),
                          .identity = identity_.get(),
@@ -212,6 +223,9 @@ void Platform::Stop() {
     server_.reset();
   }
   api_.reset();
+  // The GPU health watcher calls the scheduler: stop it first.
+  if (gpu_health_) gpu_health_->Stop();
+  gpu_health_.reset();
   // The scheduler's timer writes to the store: stop it before the store closes.
   if (scheduling_) scheduling_->Stop();
   // After every writer of audit records, before the store closes.

@@ -18,6 +18,7 @@
 #include "runtime/bootstrap_admin.h"
 #include "runtime/config.h"
 #include "runtime/fleet_discovery.h"
+#include "runtime/gpu_health_watcher.h"
 #include "scheduling/scheduling_service.h"
 #include "store/store.h"
 #include "tenancy/tenant_service.h"
@@ -64,6 +65,7 @@ class Platform {
   std::unique_ptr<TenantService> tenants_;
   FleetDiscovery fleet_discovery_;
   std::unique_ptr<scheduling::SchedulingService> scheduling_;
+  std::unique_ptr<GpuHealthWatcher> gpu_health_;  // while the host's GPUs are used
   std::unique_ptr<AuditCheckpointer> checkpointer_;
   std::unique_ptr<api::ControlPlaneApi> api_;
   std::unique_ptr<http::Server> server_;

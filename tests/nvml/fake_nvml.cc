@@ -16,7 +16,11 @@
 //                 "nvlink_peers": [1], "xid_errors": [79],
 //                 "errors": {"nvmlDeviceGetTotalEccErrors": 3}}]}
 //
-// "errors" makes one function return that NVML code for that device. Which
+// Each nvmlDeviceGetCount_v2 reads the file again and takes the devices'
+// answers from it (the devices themselves, their handles and MIG instances
+// stay as nvmlInit_v2 made them), so a test can change a GPU's health while
+// the library is loaded. "errors" makes one function return that NVML code
+// for that device. Which
 // symbols exist is fixed when the library is built (dlsym sees every export):
 // FAKE_NVML_OLD_DRIVER leaves out what a pre-Ampere driver lacks (MIG, row
 // remapping, the _v2 CUDA version and event wait), FAKE_NVML_NO_COUNT_V2 the
@@ -222,6 +226,16 @@ FAKE_EXPORT int nvmlDeviceGetCount(unsigned int* count) {
   if (!s.initialized) return kUninitialized;
   if (count == nullptr) return kInvalidArgument;
   if (int rc = s.config.value("device_count_error", 0); rc != kSuccess) return rc;
+  if (const char* path = std::getenv("FAKE_NVML_CONFIG")) {
+    std::ifstream in(path);
+    Json now = in ? Json::parse(in, nullptr, false) : Json();
+    if (now.is_object()) {
+      const Json devices = now.value("devices", Json::array());
+      for (size_t i = 0; i < s.devices.size() && i < devices.size(); ++i) {
+        s.devices[i]->config = devices[i];
+      }
+    }
+  }
   *count = static_cast<unsigned int>(s.devices.size());
   return kSuccess;
 }

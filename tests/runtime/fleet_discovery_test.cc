@@ -9,7 +9,9 @@
 
 #include <climits>
 
+#include "common/clock.h"
 #include "nvml/fake_nvml_config.h"
+#include "runtime/gpu_health_watcher.h"
 #include "runtime/platform.h"
 #include "support/result_matchers.h"
 #include "support/test_directory.h"
@@ -158,6 +160,43 @@ TEST_F(FleetDiscoveryTest, APlatformUnderAutoRunsOnTheDiscoveredNode) {
   ASSERT_FALSE(urls.has_value());
   EXPECT_EQ(urls.error().code, ErrorCode::kFailedPrecondition);
   refused.Stop();
+}
+
+TEST_F(FleetDiscoveryTest, AGpuThatTurnsUnhealthyIsTakenOutOfPlacementOnce) {
+  auto store = Store::Open("sqlite://" + (dir_ / "watch.db").string(), 1);
+  ASSERT_TRUE(store.has_value()) << store.error().message;
+  auto d = DiscoverFleet(WithFake("auto"));
+  ASSERT_TRUE(d.has_value() && d->fleet.has_value());
+  ManualClock clock;
+  scheduling::SchedulingOptions o;
+  o.fleet = d->fleet;
+  o.tick_ms = 0;
+  scheduling::SchedulingService scheduling(**store, clock, o);
+  ASSERT_TRUE(scheduling.Start().has_value());
+  GpuHealthWatcher watcher(*d->library, scheduling, "gpu-host-1", {}, 0);
+  auto quiet = watcher.CheckOnce();
+  ASSERT_TRUE(quiet.has_value()) << quiet.error().message;
+  EXPECT_TRUE(quiet->empty());
+
+  nlohmann::json hot = testing::TwoH100HostOneInMig();
+  hot["devices"][0]["temperature_c"] = 95;
+  Host(hot);
+  auto marked = watcher.CheckOnce();
+  ASSERT_TRUE(marked.has_value()) << marked.error().message;
+  EXPECT_EQ(*marked, std::vector<int>{0});
+  auto node = scheduling.Node("", "gpu-host-1");
+  ASSERT_TRUE(node.has_value());
+  EXPECT_FALSE(node->gpus[0].healthy);
+  EXPECT_TRUE(node->gpus[1].healthy);
+  // Still hot: not marked again. Cool again: still unhealthy until an
+  // operator says otherwise.
+  auto again = watcher.CheckOnce();
+  ASSERT_TRUE(again.has_value());
+  EXPECT_TRUE(again->empty());
+  Host(testing::TwoH100HostOneInMig());
+  ASSERT_TRUE(watcher.CheckOnce().has_value());
+  EXPECT_FALSE(scheduling.Node("", "gpu-host-1")->gpus[0].healthy);
+  scheduling.Stop();
 }
 
 }  // namespace
