@@ -22,9 +22,11 @@
 // the library is loaded. "errors" makes one function return that NVML code
 // for that device. Which
 // symbols exist is fixed when the library is built (dlsym sees every export):
-// FAKE_NVML_OLD_DRIVER leaves out what a pre-Ampere driver lacks (MIG, row
-// remapping, the _v2 CUDA version and event wait), FAKE_NVML_NO_COUNT_V2 the
-// required nvmlDeviceGetCount_v2. Only the NVML functions are exported
+// FAKE_NVML_OLD_DRIVER leaves out the newer optional symbols (MIG, row
+// remapping, the _v2 CUDA version, and the event API with its _v2 wait), as
+// an old driver lacks them; FAKE_NVML_NO_COUNT_V2 exports the v1
+// nvmlDeviceGetCount instead of the required nvmlDeviceGetCount_v2. Only the NVML functions are
+// exported
 // (-fvisibility=hidden), so the JSON library inside never clashes with the
 // process that loads this one.
 #include <cstdlib>
