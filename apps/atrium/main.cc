@@ -136,6 +136,17 @@ int main(int argc, char** argv) {
                   "Without it a restart keeps the stored fleet; a different spec replaces the "
                   "stored fleet only if every held allocation keeps its place on it");
 
+  std::string discover = "auto";
+  dev->add_option("--discover", discover,
+                  "Where the fleet comes from: auto (this host's GPUs through NVML when it has "
+                  "them and no --fleet is given, else simulated), nvml (this host's GPUs or "
+                  "refuse to start), off (simulated) ([fleet] discover)")
+      ->check(CLI::IsMember({"auto", "nvml", "off"}))
+      ->capture_default_str();
+  std::string nvml_library = "libnvidia-ml.so.1";
+  dev->add_option("--nvml-library", nvml_library, "The NVML library to load ([fleet] nvml_library)")
+      ->capture_default_str();
+
   std::string config_path;
   auto* server = app.add_subcommand(
       "server", "Run the control plane and/or the gateway from a configuration file");
@@ -198,6 +209,8 @@ int main(int argc, char** argv) {
     config.signing_key_file = (dir / "signing.key").string();
     config.api_listen = api_listen;
     config.scheduler_fleet = fleet_spec;
+    config.fleet_discover = discover;
+    config.fleet_nvml_library = nvml_library;
     config.run_gateway = true;
     config.gateway_listen = gateway_listen;
     config.gateway_queue = gateway_queue;

@@ -133,8 +133,8 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
     return Error::InvalidArgument(msg.str());
   }
   Config c;
-  static const std::set<std::string> kTables = {"server",    "store",   "api",   "auth",  "log",
-                                                "scheduler", "gateway", "audit", "egress"};
+  static const std::set<std::string> kTables = {"server",    "store",   "api",   "auth",   "log",
+                                                "scheduler", "gateway", "audit", "egress", "fleet"};
   for (const auto& [k, v] : root) {
     std::string key(k.str());
     if (!kTables.contains(key)) {
@@ -189,6 +189,13 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
   scheduler.Int("max_pending_per_tenant", c.scheduler_max_pending_per_tenant, 1, 1'000'000);
   scheduler.Int("max_pending_per_project", c.scheduler_max_pending_per_project, 1, 1'000'000);
   ATRIUM_RETURN_IF_ERROR(scheduler.Finish());
+  TableReader fleet(root["fleet"].as_table(), "fleet");
+  fleet.String("discover", c.fleet_discover);
+  fleet.String("nvml_library", c.fleet_nvml_library);
+  fleet.String("node_name", c.fleet_node_name);
+  fleet.Int("health_check_seconds", c.fleet_health_check_s, 0, 86'400);
+  ATRIUM_RETURN_IF_ERROR(fleet.Finish());
+  ATRIUM_RETURN_IF_ERROR(ValidateFleetDiscovery(c));
   TableReader gateway(root["gateway"].as_table(), "gateway");
   gateway.String("listen", c.gateway_listen);
   gateway.Int("threads", c.gateway_threads, 1, 256);
@@ -258,6 +265,36 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
         "'log.level' must be one of trace, debug, info, warn, error, off");
   }
   return c;
+}
+
+Status ValidateFleetDiscovery(const Config& c) {
+  if (c.fleet_discover != "auto" && c.fleet_discover != "nvml" && c.fleet_discover != "off") {
+    return Error::InvalidArgument("'fleet.discover' must be auto, nvml or off");
+  }
+  if (c.fleet_nvml_library.empty()) {
+    return Error::InvalidArgument("'fleet.nvml_library' must not be empty");
+  }
+  if (!c.fleet_node_name.empty()) {
+    if (auto valid = ValidateNodeName(c.fleet_node_name); !valid) {
+      return Error::InvalidArgument("'fleet.node_name': " + valid.error().message);
+    }
+  }
+  return OkStatus();
+}
+
+Status ValidateNodeName(const std::string& name) {
+  if (name.empty() || name.size() > 253) {
+    return Error::InvalidArgument("a node name has 1 to 253 characters");
+  }
+  for (char ch : name) {
+    const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                    (ch >= '0' && ch <= '9') || ch == '-' || ch == '.' || ch == '_';
+    if (!ok) {
+      return Error::InvalidArgument("node name '" + name +
+                                    "' may hold only letters, digits, '-', '.' and '_'");
+    }
+  }
+  return OkStatus();
 }
 
 Result<gateway::EgressRules> EgressRulesOf(const Config& c) {

@@ -47,6 +47,17 @@ struct Config {
   // beyond): one tenant's backlog must not slow every tenant's scheduling.
   int64_t scheduler_max_pending_per_tenant = 1000;
   int64_t scheduler_max_pending_per_project = 500;
+  // [fleet] Where the fleet comes from at start (runtime/fleet_discovery.h):
+  // "auto" = this host's GPUs through NVML when the library loads and
+  // reports at least one GPU (unless scheduler.fleet names a simulated
+  // fleet), else the simulated fleet; "nvml" = this host's GPUs, and start
+  // fails when NVML cannot give them; "off" = the simulated fleet.
+  std::string fleet_discover = "auto";
+  std::string fleet_nvml_library = "libnvidia-ml.so.1";  // dlopen'ed; a path or a bare name
+  std::string fleet_node_name;                           // "" = this host's name
+  // How often the host's GPU health is read again while its GPUs are used;
+  // a GPU that turns unhealthy is taken out of placement. 0 = never.
+  int64_t fleet_health_check_s = 60;
   // [gateway]
   std::string gateway_listen = "127.0.0.1:8081";
   int gateway_threads = 2;
@@ -90,6 +101,13 @@ Result<Config> ParseConfig(const std::string& toml_text, const std::string& sour
 // The [egress] keys as the policy's rules; kInvalidArgument naming the key
 // for a network or host pattern that does not parse.
 Result<gateway::EgressRules> EgressRulesOf(const Config& config);
+
+// The [fleet] keys: discover is auto, nvml or off; the library path is not
+// empty; a node name, when given, passes ValidateNodeName.
+Status ValidateFleetDiscovery(const Config& config);
+// A host name fit to be a fleet node's: 1..253 of letters, digits, '-',
+// '.', '_' (what hostnames hold; nothing that escapes a path or a log line).
+Status ValidateNodeName(const std::string& name);
 
 // "host:port" → parts; port 0 allowed (any free port).
 Result<std::pair<std::string, int>> ParseListenAddress(const std::string& text);

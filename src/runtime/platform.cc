@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <set>
 
 #include "identity/signing_key_box.h"
 
@@ -146,8 +147,10 @@ Result<std::string> Platform::StartControlPlane() {
   identity_ = std::make_unique<IdentityService>(*store_, SystemClock::Instance(), id_opts);
   ATRIUM_RETURN_IF_ERROR(identity_->Init());
   tenants_ = std::make_unique<TenantService>(*store_, *identity_, SystemClock::Instance());
+  ATRIUM_ASSIGN_OR_RETURN(fleet_discovery_, DiscoverFleet(config_));
   scheduling::SchedulingOptions sched_opts;
   sched_opts.fleet_spec = config_.scheduler_fleet;
+  sched_opts.fleet = fleet_discovery_.fleet;
   sched_opts.grace_ms = config_.scheduler_grace_s * 1000;
   sched_opts.policy = config_.scheduler_policy;
   sched_opts.tick_ms = config_.scheduler_tick_ms;
@@ -156,6 +159,16 @@ Result<std::string> Platform::StartControlPlane() {
   scheduling_ =
       std::make_unique<scheduling::SchedulingService>(*store_, SystemClock::Instance(), sched_opts);
   ATRIUM_RETURN_IF_ERROR(scheduling_->Start());
+  if (fleet_discovery_.library && fleet_discovery_.fleet && config_.fleet_health_check_s > 0) {
+    std::set<int> unhealthy;
+    for (const nvml::MappedGpu& gpu : fleet_discovery_.gpus) {
+      if (!gpu.verdict.healthy) unhealthy.insert(static_cast<int>(gpu.index));
+    }
+    gpu_health_ = std::make_unique<GpuHealthWatcher>(
+        *fleet_discovery_.library, *scheduling_, fleet_discovery_.fleet->nodes[0].name,
+        std::move(unhealthy), config_.fleet_health_check_s * 1000);
+    gpu_health_->Start();
+  }
   tenants_->SetObserver(scheduling_.get());
   api::Services services{.store = store_.get(),
                          .identity = identity_.get(),
@@ -210,6 +223,9 @@ void Platform::Stop() {
     server_.reset();
   }
   api_.reset();
+  // The GPU health watcher calls the scheduler: stop it first.
+  if (gpu_health_) gpu_health_->Stop();
+  gpu_health_.reset();
   // The scheduler's timer writes to the store: stop it before the store closes.
   if (scheduling_) scheduling_->Stop();
   // After every writer of audit records, before the store closes.
@@ -217,6 +233,7 @@ void Platform::Stop() {
   checkpointer_.reset();
   if (tenants_) tenants_->SetObserver(nullptr);
   scheduling_.reset();
+  fleet_discovery_ = FleetDiscovery{};  // closes NVML
   tenants_.reset();
   identity_.reset();
   store_.reset();  // closes every pooled connection

@@ -17,6 +17,8 @@
 #include "runtime/audit_checkpointer.h"
 #include "runtime/bootstrap_admin.h"
 #include "runtime/config.h"
+#include "runtime/fleet_discovery.h"
+#include "runtime/gpu_health_watcher.h"
 #include "scheduling/scheduling_service.h"
 #include "store/store.h"
 #include "tenancy/tenant_service.h"
@@ -44,6 +46,9 @@ class Platform {
   IdentityService& identity() { return *identity_; }
   TenantService& tenants() { return *tenants_; }
   Store& store() { return *store_; }
+  // Which fleet the control plane runs on and what NVML reported (driver and
+  // CUDA versions, GPUs), as chosen at Start.
+  const FleetDiscovery& fleet_discovery() const { return fleet_discovery_; }
   // Gateway role only: reload the policy now (dev set-up after it changed).
   Status RefreshGatewayPolicy();
 
@@ -58,7 +63,9 @@ class Platform {
   std::unique_ptr<Store> store_;
   std::unique_ptr<IdentityService> identity_;
   std::unique_ptr<TenantService> tenants_;
+  FleetDiscovery fleet_discovery_;
   std::unique_ptr<scheduling::SchedulingService> scheduling_;
+  std::unique_ptr<GpuHealthWatcher> gpu_health_;  // while the host's GPUs are used
   std::unique_ptr<AuditCheckpointer> checkpointer_;
   std::unique_ptr<api::ControlPlaneApi> api_;
   std::unique_ptr<http::Server> server_;

@@ -36,6 +36,24 @@ FleetRecord FleetToRecord(const capacity::Fleet& fleet, const std::string& spec)
   return r;
 }
 
+FleetRecord WithStoredOperatorFlags(FleetRecord given, const FleetRecord& stored) {
+  for (FleetNodeRecord& node : given.nodes) {
+    auto was = std::find_if(stored.nodes.begin(), stored.nodes.end(),
+                            [&](const FleetNodeRecord& n) { return n.name == node.name; });
+    if (was == stored.nodes.end()) continue;
+    node.cordoned = node.cordoned || was->cordoned;
+    node.draining = node.draining || was->draining;
+    for (FleetGpuRecord& gpu : node.gpus) {
+      for (const FleetGpuRecord& old : was->gpus) {
+        if (old.index != gpu.index) continue;
+        gpu.cordoned = gpu.cordoned || old.cordoned;
+        gpu.healthy = gpu.healthy && old.healthy;
+      }
+    }
+  }
+  return given;
+}
+
 Result<capacity::Fleet> FleetFromRecord(const FleetRecord& record) {
   capacity::Fleet fleet;
   for (const auto& s : record.sites) {

@@ -22,6 +22,11 @@ FleetRecord FleetToRecord(const capacity::Fleet& fleet, const std::string& spec)
 Result<capacity::Fleet> FleetFromRecord(const FleetRecord& record);
 // The flags (node cordon/drain, GPU health/cordon/MIG) of one node.
 FleetNodeRecord NodeFlagsOf(const capacity::Node& node);
+// `given` (a fleet found at start) with what the operator set on `stored`
+// for the same nodes and GPUs (by name and index): node cordon and drain,
+// GPU cordon, and a GPU marked unhealthy stays unhealthy (a failed scrub or
+// an operator's mark is cleared only by an operator, not by a restart).
+FleetRecord WithStoredOperatorFlags(FleetRecord given, const FleetRecord& stored);
 
 // The record of a held allocation, with who asked (created_by) and the last
 // decision's words (reason); state is the scheduler's.

@@ -84,7 +84,13 @@ Status SchedulingService::LoadLocked() {
   std::string spec;
   std::optional<capacity::Fleet> fleet;
   bool replace = false;
-  if (stored && (options_.fleet_spec.empty() || options_.fleet_spec == stored->spec)) {
+  if (options_.fleet) {
+    FleetRecord given = *options_.fleet;
+    if (stored && stored->spec == given.spec) given = WithStoredOperatorFlags(given, *stored);
+    ATRIUM_ASSIGN_OR_RETURN(fleet, FleetFromRecord(given));
+    spec = given.spec;
+    replace = true;
+  } else if (stored && (options_.fleet_spec.empty() || options_.fleet_spec == stored->spec)) {
     ATRIUM_ASSIGN_OR_RETURN(fleet, FleetFromRecord(*stored));
     spec = stored->spec;
   } else {
@@ -144,7 +150,7 @@ Status SchedulingService::LoadLocked() {
     return e;
   }
   if (replace) {
-    if (stored) {
+    if (stored && stored->spec != spec) {
       spdlog::warn("fleet '{}' replaces the stored fleet '{}'; node flags start clear", spec,
                    stored->spec);
     }

@@ -19,6 +19,10 @@
 //    start clear) if every held allocation keeps its recorded place on it;
 //    otherwise Start fails naming the allocation that does not fit, and
 //    nothing changes.
+// A fleet given as rows (SchedulingOptions::fleet: this host's GPUs found
+// through NVML) is used instead of any spec, under the same replacement
+// rule; when the stored fleet has its spec, the stored operator flags carry
+// over (WithStoredOperatorFlags).
 //
 // If a commit fails after the scheduler already decided, the service
 // rebuilds the scheduler from the store (the last committed state), so
@@ -58,6 +62,9 @@ struct SchedulingOptions {
   // The fleet to run on; see the header comment. Default "": the stored
   // fleet, or capacity::kDefaultDevFleetSpec on an empty store.
   std::string fleet_spec;
+  // Set: the fleet to run on, as rows (a discovered host,
+  // nvml::FleetRecordForNode), in place of fleet_spec; its `spec` names it.
+  std::optional<FleetRecord> fleet;
   // Grace period of reclaim victims. Default 30 s.
   int64_t grace_ms = 30'000;
   // Placement policy (sched::MakePolicy name). Default "atrium".

@@ -187,5 +187,32 @@ TEST(ConfigTest, ListenAddress) {
   EXPECT_FALSE(ParseListenAddress(":80").has_value());
 }
 
+TEST(ConfigTest, FleetSection) {
+  auto defaults = LoadConfigFile(ATRIUM_EXAMPLE_CONFIG);
+  ASSERT_TRUE(defaults.has_value());
+  EXPECT_EQ(defaults->fleet_discover, "auto");
+  EXPECT_EQ(defaults->fleet_nvml_library, "libnvidia-ml.so.1");
+  EXPECT_EQ(defaults->fleet_node_name, "");
+  EXPECT_EQ(defaults->fleet_health_check_s, 60);
+  auto c = ParseConfig(
+      "[store]\nurl = \"sqlite:///x.db\"\n[fleet]\ndiscover = \"nvml\"\n"
+      "nvml_library = \"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1\"\nnode_name = \"dgx-01\"\n",
+      "t.toml");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  EXPECT_EQ(c->fleet_discover, "nvml");
+  EXPECT_EQ(c->fleet_nvml_library, "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1");
+  EXPECT_EQ(c->fleet_node_name, "dgx-01");
+  for (const char* bad : {"discover = \"yes\"", "nvml_library = \"\"", "node_name = \"../etc\"",
+                          "node_name = \"a b\"", "probe = true", "health_check_seconds = -1"}) {
+    auto refused = ParseConfig(
+        std::string("[store]\nurl = \"sqlite:///x.db\"\n[fleet]\n") + bad + "\n", "t.toml");
+    ASSERT_FALSE(refused.has_value()) << bad;
+    EXPECT_NE(refused.error().message.find("fleet."), std::string::npos)
+        << bad << ": " << refused.error().message;
+  }
+  EXPECT_FALSE(ValidateNodeName(std::string(254, 'a')).has_value());
+  EXPECT_TRUE(ValidateNodeName("gpu-host-1.example.com").has_value());
+}
+
 }  // namespace
 }  // namespace atrium

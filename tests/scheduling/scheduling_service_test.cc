@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "capacity/fleet_spec.h"
 #include "common/clock.h"
+#include "scheduling/codec.h"
 #include "store/fault_injecting_connection.h"
 #include "store/test_databases.h"
 
@@ -532,6 +534,68 @@ TEST_P(SchedulingServiceTest, AStoredFleetIsReplacedOnlyIfItsAllocationsStillFit
   EXPECT_EQ(Submit("tn_a", Gpus(1)).state, "pending");  // quota full, room exists
   // A bad spec is bad input.
   EXPECT_EQ(TryStart("3xB300x8").error().code, ErrorCode::kInvalidArgument);
+}
+
+// A host's GPUs found at start (NVML) come as rows, not a spec: the
+// service runs on them, keeps the operator's flags across restarts with the
+// same host, and replaces a stored fleet only where its allocations fit.
+TEST_P(SchedulingServiceTest, AFleetGivenAsRowsRunsAndKeepsTheOperatorsFlags) {
+  auto parsed = capacity::ParseFleetSpec("1xH100-80GBx4");
+  ASSERT_TRUE(parsed.has_value());
+  FleetRecord host = FleetToRecord(*parsed, "nvml:gpu-host-1");
+  host.nodes[0].name = "gpu-host-1";
+  host.nodes[0].gpus[1].mig_enabled = true;
+  auto start = [&](const FleetRecord& fleet) -> Status {
+    service_.reset();
+    SchedulingOptions o;
+    o.fleet_spec = kFleet;  // a given fleet wins over any spec
+    o.fleet = fleet;
+    o.tick_ms = 0;
+    service_ = std::make_unique<SchedulingService>(*store_, clock_, o);
+    return service_->Start();
+  };
+  ASSERT_TRUE(start(host).has_value());
+  EXPECT_EQ(service_->fleet_spec(), "nvml:gpu-host-1");
+  auto nodes = service_->Nodes("", {.limit = 100});
+  ASSERT_EQ(nodes.items.size(), 1u);
+  EXPECT_EQ(nodes.items[0].name, "gpu-host-1");
+  EXPECT_TRUE(nodes.items[0].gpus[1].mig_mode);
+
+  ASSERT_TRUE(service_->Cordon(by_, "gpu-host-1").has_value());
+  ASSERT_TRUE(service_->SetGpuHealth(by_, "gpu-host-1", 3, false, "scrub failed").has_value());
+  // The same host again: what NVML says (all healthy) does not clear what
+  // the operator or a scrub set.
+  ASSERT_TRUE(start(host).has_value());
+  auto node = service_->Node("", "gpu-host-1");
+  ASSERT_TRUE(node.has_value());
+  EXPECT_TRUE(node->cordoned);
+  EXPECT_FALSE(node->gpus[3].healthy);
+  EXPECT_TRUE(node->gpus[0].healthy);
+  ASSERT_TRUE(service_->Uncordon(by_, "gpu-host-1").has_value());
+
+  // A GPU NVML finds unhealthy is unhealthy.
+  FleetRecord hot = host;
+  hot.nodes[0].gpus[0].healthy = false;
+  ASSERT_TRUE(start(hot).has_value());
+  EXPECT_FALSE(service_->Node("", "gpu-host-1")->gpus[0].healthy);
+
+  // A 2-GPU allocation has no place on a 1-GPU host named otherwise (GPU
+  // 1, in MIG mode, takes no whole-GPU work).
+  SetQuota("tn_a", "H100-80GB", "gpu", 4000, 4000);
+  ASSERT_TRUE(start(host).has_value());
+  ASSERT_TRUE(service_->SetGpuHealth(by_, "gpu-host-1", 0, true).has_value());
+  ASSERT_TRUE(service_->SetGpuHealth(by_, "gpu-host-1", 3, true).has_value());
+  ASSERT_EQ(Submit("tn_a", Gpus(2)).state, "running");
+  FleetRecord smaller = host;
+  smaller.spec = "nvml:gpu-host-2";
+  smaller.nodes[0].name = "gpu-host-2";
+  smaller.nodes[0].gpus.resize(1);
+  smaller.nodes[0].nvlink_groups = {};
+  Status refused = start(smaller);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kFailedPrecondition);
+  ASSERT_TRUE(start(host).has_value());  // nothing changed
+  EXPECT_EQ(service_->fleet_spec(), "nvml:gpu-host-1");
 }
 
 // Issue 16, item 7: MIG instances were charged to the nearest milli (1g
