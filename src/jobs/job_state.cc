@@ -21,6 +21,7 @@ std::vector<TransitionRule> BuildTable() {
       {S::kPending, C::kAllocationReleased, S::kCancelled,
        "the allocation was released before start"},
       {S::kPending, C::kEvicted, S::kCancelled, "the tenant is being evicted"},
+      {S::kPending, C::kStartRefused, S::kFailed, "the workload cannot be launched"},
       {S::kStarting, C::kWorkloadRunning, S::kRunning, "the workload runs"},
       {S::kStarting, C::kStartRefused, S::kFailed, "the backend refused to start the workload"},
   };

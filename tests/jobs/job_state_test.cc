@@ -28,6 +28,7 @@ const Expected kLegal[] = {
     {S::kPending, C::kPreempted, S::kPreempted},
     {S::kPending, C::kAllocationReleased, S::kCancelled},
     {S::kPending, C::kEvicted, S::kCancelled},
+    {S::kPending, C::kStartRefused, S::kFailed},
     {S::kStarting, C::kWorkloadRunning, S::kRunning},
     {S::kStarting, C::kStartRefused, S::kFailed},
     {S::kStarting, C::kExitedOk, S::kSucceeded},
