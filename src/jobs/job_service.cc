@@ -58,7 +58,9 @@ struct JobService::Change {
     a.actor = by.actor;
     a.actor_role = by.actor_role;
     a.tenant_id = job.tenant_id;
-    a.action = cause == Cause::kRequeued ? "job.requeued" : "job." + job.state;
+    // The service's own records are "jobs.*" (as the scheduler's are
+    // "scheduler.*"); the API's route records are "job.*".
+    a.action = cause == Cause::kRequeued ? "jobs.requeued" : "jobs." + job.state;
     a.target = JobTarget(job);
     a.outcome = "allowed";
     a.request_id = by.request_id;
@@ -275,7 +277,7 @@ Result<JobService::Submitted> JobService::Submit(const RequestOrigin& by,
   audit.actor = by.actor;
   audit.actor_role = by.actor_role;
   audit.tenant_id = tenant_id;
-  audit.action = "job.submitted";
+  audit.action = "jobs.submitted";
   audit.target = JobTarget(job);
   audit.outcome = "allowed";
   audit.request_id = by.request_id;

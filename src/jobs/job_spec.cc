@@ -118,6 +118,24 @@ Result<JobSpec> ReadJobSpec(const Json& body, const JobLimits& limits) {
   ATRIUM_RETURN_IF_ERROR(r.Finish());
 
   JobSpec s;
+  auto it = body.find("resources");
+  if (it == body.end() || resources_null) {
+    return Error::InvalidArgument("missing required field 'resources'");
+  }
+  if (!it->is_object()) return Error::InvalidArgument("field 'resources' must be an object");
+  JsonObjectReader rr(*it, "resources");
+  sched::AllocationFields fields = sched::ReadAllocationFields(rr, false);
+  ATRIUM_RETURN_IF_ERROR(rr.Finish());
+  ATRIUM_ASSIGN_OR_RETURN(s.resources, sched::AllocationRequestOf(fields));
+  if (s.resources.nodes > 1) {
+    // The backend launches one workload on one node; a gang would hold
+    // nodes its job never uses.
+    return Error::InvalidArgument("a job runs on one node: kind gang is not supported for jobs");
+  }
+  if (priority) {
+    ATRIUM_ASSIGN_OR_RETURN(s.resources.priority, sched::ParsePriority(*priority));
+  }
+
   if (!IsPlainName(*name, 128)) {
     return Error::InvalidArgument("name must be 1 to 128 of [A-Za-z0-9._-], not starting with '.'");
   }
@@ -126,6 +144,7 @@ Result<JobSpec> ReadJobSpec(const Json& body, const JobLimits& limits) {
     if (!IsValidSlug(*project)) return Error::InvalidArgument("project is not a valid name");
     s.project = *project;
   }
+  s.resources.project = s.project;
 
   if (command.has_value() == script.has_value()) {
     return Error::InvalidArgument("a job needs exactly one of 'command' and 'script'");
@@ -170,24 +189,6 @@ Result<JobSpec> ReadJobSpec(const Json& body, const JobLimits& limits) {
     }
     s.archive = *archive;
     s.archive_bytes = *archive_bytes;
-  }
-
-  auto it = body.find("resources");
-  if (it == body.end() || resources_null) {
-    return Error::InvalidArgument("missing required field 'resources'");
-  }
-  JsonObjectReader rr(*it, "resources");
-  sched::AllocationFields fields = sched::ReadAllocationFields(rr, false);
-  ATRIUM_RETURN_IF_ERROR(rr.Finish());
-  ATRIUM_ASSIGN_OR_RETURN(s.resources, sched::AllocationRequestOf(fields));
-  if (s.resources.nodes > 1) {
-    // The backend launches one workload on one node; a gang would hold
-    // nodes its job never uses.
-    return Error::InvalidArgument("a job runs on one node: kind gang is not supported for jobs");
-  }
-  s.resources.project = s.project;
-  if (priority) {
-    ATRIUM_ASSIGN_OR_RETURN(s.resources.priority, sched::ParsePriority(*priority));
   }
 
   s.time_limit_s = time_limit.value_or(limits.default_time_limit_s);

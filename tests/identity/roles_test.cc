@@ -100,6 +100,14 @@ TEST(RolesTest, CapacityPermissions) {
   EXPECT_EQ(ReachOf(Role::kTenantMember, Permission::kAllocationRelease), Reach::kSelf);
   EXPECT_EQ(ReachOf(Role::kTenantViewer, Permission::kAllocationCreate), Reach::kNone);
   EXPECT_EQ(ReachOf(Role::kPlatformOperator, Permission::kAllocationRelease), Reach::kNone);
+  // Jobs run a tenant's code: only its own users submit them, and what they
+  // print is the tenant's alone.
+  EXPECT_EQ(ReachOf(Role::kPlatformAdmin, Permission::kJobCreate), Reach::kNone);
+  EXPECT_EQ(ReachOf(Role::kTenantMember, Permission::kJobCreate), Reach::kTenant);
+  EXPECT_EQ(ReachOf(Role::kTenantMember, Permission::kJobCancel), Reach::kSelf);
+  EXPECT_EQ(ReachOf(Role::kPlatformAdmin, Permission::kJobLogRead), Reach::kNone);
+  EXPECT_EQ(ReachOf(Role::kPlatformOperator, Permission::kJobLogRead), Reach::kNone);
+  EXPECT_EQ(ReachOf(Role::kTenantViewer, Permission::kJobLogRead), Reach::kTenant);
 }
 
 TEST(RolesTest, PlatformOperatorChangesNothing) {

@@ -119,7 +119,7 @@ class JobServiceTest : public ::testing::TestWithParam<Backend> {
     auto page = store_->ListAudit(tenant, {.limit = 1000});
     EXPECT_TRUE(page.has_value());
     for (const auto& r : page->items) {
-      if (r.action.rfind("job.", 0) == 0) out.push_back(r.action + " " + r.actor);
+      if (r.action.rfind("jobs.", 0) == 0) out.push_back(r.action + " " + r.actor);
     }
     return out;
   }
@@ -165,8 +165,8 @@ TEST_P(JobServiceTest, AJobRunsOnItsGrantAndSucceeds) {
   EXPECT_EQ(Events(done), (std::vector<std::string>{">pending", "pending>starting",
                                                     "starting>running", "running>succeeded"}));
   EXPECT_EQ(JobAudit("tn_a"),
-            (std::vector<std::string>{"job.submitted user:usr_1", "job.starting system:jobs",
-                                      "job.running system:jobs", "job.succeeded system:jobs"}));
+            (std::vector<std::string>{"jobs.submitted user:usr_1", "jobs.starting system:jobs",
+                                      "jobs.running system:jobs", "jobs.succeeded system:jobs"}));
   // Nothing moves a finished job.
   Tick();
   EXPECT_EQ(Events(done).size(), 4u);
