@@ -134,6 +134,10 @@ TEST(RolesTest, PlatformAdminReachesEverything) {
     } else if (p == Permission::kModelInvoke) {
       // Calling models spends a tenant's money: only tenant users do it.
       EXPECT_EQ(reach, Reach::kNone);
+    } else if (p == Permission::kJobCreate || p == Permission::kJobLogRead) {
+      // Jobs run a tenant's code, and what they print is the tenant's alone
+      // (issue 18: logs readable by the tenant only).
+      EXPECT_EQ(reach, Reach::kNone) << PermissionName(p);
     } else {
       EXPECT_EQ(reach, Reach::kPlatform) << PermissionName(p);
     }
@@ -257,8 +261,10 @@ TEST(AuthorizeTest, PlatformStaffReachAnyTenantAsFarAsTheirRoleAllows) {
   for (const Target& t : {Target{"tn_a", ""}, Target{"tn_b", "usr_x"}, Target{"", ""}}) {
     for (Permission perm : ProtectedPermissions()) {
       if (perm == Permission::kSelfRead) continue;
-      if (perm == Permission::kModelInvoke) {
-        // No platform role calls models (see PlatformAdminReachesEverything).
+      if (perm == Permission::kModelInvoke || perm == Permission::kJobCreate ||
+          perm == Permission::kJobLogRead) {
+        // No platform role calls models, submits a tenant's jobs or reads
+        // their logs (see PlatformAdminReachesEverything).
         EXPECT_EQ(Authorize(admin, perm, t), Decision::kDenyForbidden);
         EXPECT_EQ(Authorize(op, perm, t), Decision::kDenyForbidden);
         continue;
