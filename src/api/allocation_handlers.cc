@@ -6,109 +6,21 @@
 #include "api/handler_util.h"
 #include "api/handlers.h"
 #include "api/views.h"
-#include "capacity/gpu_catalog.h"
-#include "common/strings.h"
 #include "scheduler/allocation.h"
+#include "scheduler/request_json.h"
 #include "scheduler/scheduler.h"
 
 namespace atrium::api {
 namespace {
-
-constexpr int64_t kMaxCpuMilli = 1'000'000'000;
-constexpr int64_t kMaxMemoryMib = int64_t{1} << 40;
-
-// A field the kind does not take: refused rather than ignored.
-Status NotFor(const std::string& field, const std::string& kind, bool present) {
-  if (!present) return OkStatus();
-  return Error::InvalidArgument("field '" + field + "' does not apply to kind " + kind);
-}
 
 // The request, and the tenant the body names ("" when it names none).
 Result<sched::AllocationRequest> RequestOf(Context& ctx, std::string& named_tenant) {
   ATRIUM_ASSIGN_OR_RETURN(Json body, BodyJson(ctx));
   JsonObjectReader r(body);
   named_tenant = r.String("tenant_id", false, 64).value_or("");
-  auto kind = r.String("kind", true, 16);
-  auto model = r.String("model", true, 64);
-  auto priority = r.String("priority", false, 16);
-  auto project = r.String("project", false, 63);
-  auto gpus = r.Int("gpus", false, 1, sched::kMaxGpusPerRequestNode);
-  auto nodes = r.Int("nodes", false, 1, sched::kMaxGangNodes);
-  auto mig_profile = r.String("mig_profile", false, 32);
-  auto milli = r.Int("milli", false, 1, 999);
-  auto gpu_memory = r.Int("gpu_memory_mib", false, 1, kMaxMemoryMib);
-  auto cpu = r.Int("cpu_milli", false, 0, kMaxCpuMilli);
-  auto memory = r.Int("memory_mib", false, 0, kMaxMemoryMib);
-  auto pool = r.String("pool", false, 63);
-  auto region = r.String("region", false, 63);
+  sched::AllocationFields fields = sched::ReadAllocationFields(r);
   ATRIUM_RETURN_IF_ERROR(r.Finish());
-
-  sched::AllocationRequest q;
-  const capacity::GpuModel* m = capacity::FindGpuModel(*model);
-  if (m == nullptr) {
-    return Error::InvalidArgument("unknown GPU model '" + *model +
-                                  "' (known: " + capacity::KnownGpuModelNames() + ")");
-  }
-  q.model = m->name;
-  if (priority) {
-    ATRIUM_ASSIGN_OR_RETURN(q.priority, sched::ParsePriority(*priority));
-  }
-  if (project) {
-    if (!IsValidSlug(*project)) return Error::InvalidArgument("project is not a valid name");
-    q.project = *project;
-  }
-  const std::string& k = *kind;
-  if (k == "gpu" || k == "gang") {
-    q.kind = sched::AllocationKind::kGpu;
-    q.gpus = static_cast<int32_t>(gpus.value_or(1));
-    if (k == "gpu") {
-      if (nodes && *nodes != 1) {
-        return Error::InvalidArgument("kind gpu runs on one node; use kind gang for 'nodes' > 1");
-      }
-    } else {
-      if (!nodes || *nodes < 2) {
-        return Error::InvalidArgument("kind gang needs 'nodes' of at least 2");
-      }
-      q.nodes = static_cast<int32_t>(*nodes);
-    }
-    ATRIUM_RETURN_IF_ERROR(NotFor("mig_profile", k, mig_profile.has_value()));
-    ATRIUM_RETURN_IF_ERROR(NotFor("milli", k, milli.has_value()));
-    ATRIUM_RETURN_IF_ERROR(NotFor("gpu_memory_mib", k, gpu_memory.has_value()));
-  } else if (k == "mig") {
-    q.kind = sched::AllocationKind::kMig;
-    if (!mig_profile) return Error::InvalidArgument("kind mig needs 'mig_profile'");
-    ATRIUM_ASSIGN_OR_RETURN(const capacity::MigProfile* profile,
-                            capacity::FindMigProfile(*m, *mig_profile));
-    q.mig_profile = profile->name;
-    ATRIUM_RETURN_IF_ERROR(NotFor("gpus", k, gpus.has_value()));
-    ATRIUM_RETURN_IF_ERROR(NotFor("nodes", k, nodes.has_value()));
-    ATRIUM_RETURN_IF_ERROR(NotFor("milli", k, milli.has_value()));
-    ATRIUM_RETURN_IF_ERROR(NotFor("gpu_memory_mib", k, gpu_memory.has_value()));
-  } else if (k == "share") {
-    q.kind = sched::AllocationKind::kShare;
-    if (!milli) return Error::InvalidArgument("kind share needs 'milli' (1..999 of one GPU)");
-    if (!gpu_memory) return Error::InvalidArgument("kind share needs 'gpu_memory_mib'");
-    q.milli = static_cast<int32_t>(*milli);
-    q.mem_cap_mib = *gpu_memory;
-    ATRIUM_RETURN_IF_ERROR(NotFor("gpus", k, gpus.has_value()));
-    ATRIUM_RETURN_IF_ERROR(NotFor("nodes", k, nodes.has_value()));
-    ATRIUM_RETURN_IF_ERROR(NotFor("mig_profile", k, mig_profile.has_value()));
-  } else if (k == "node") {
-    q.kind = sched::AllocationKind::kNode;
-    // The node's GPU count; 0 lets the service pick the model's node size.
-    q.gpus = static_cast<int32_t>(gpus.value_or(0));
-    ATRIUM_RETURN_IF_ERROR(NotFor("nodes", k, nodes.has_value()));
-    ATRIUM_RETURN_IF_ERROR(NotFor("mig_profile", k, mig_profile.has_value()));
-    ATRIUM_RETURN_IF_ERROR(NotFor("milli", k, milli.has_value()));
-    ATRIUM_RETURN_IF_ERROR(NotFor("gpu_memory_mib", k, gpu_memory.has_value()));
-  } else {
-    return Error::InvalidArgument("kind must be one of gpu, gang, mig, share, node");
-  }
-  q.cpu_milli = cpu.value_or(0);
-  q.memory_mib = memory.value_or(0);
-  q.pool = pool.value_or("");
-  q.region = region.value_or("");
-  return q;
+  return sched::AllocationRequestOf(fields);
 }
 
 // What the caller may read of an allocation. Platform staff read all of

@@ -46,6 +46,8 @@ std::string TargetOf(TargetKind kind, const http::Request& req) {
       return "allocation/" + req.PathParam("allocation_id");
     case TargetKind::kDeployment:
       return "deployment/" + req.PathParam("deployment_id");
+    case TargetKind::kJob:
+      return "job/" + req.PathParam("job_id");
     case TargetKind::kPublic:
       return "";
   }
@@ -221,6 +223,19 @@ Status ControlPlaneApi::ResolveAndAuthorize(Context& ctx, const RouteSpec& spec)
       target.owner_user_id = allocation->created_by;
       ctx.audit_target = "tenant/" + allocation->tenant_id + "/allocation/" + id;
       ctx.allocation = std::move(allocation).value();
+      break;
+    }
+    case TargetKind::kJob: {
+      const std::string& id = ctx.request.PathParam("job_id");
+      // As for allocations: another tenant's job answers like a missing id.
+      auto job = p.is_platform() ? services_.store->GetJobForPlatform(id)
+                                 : services_.store->GetJob(TenantScope::Of(p.tenant_id), id);
+      if (!job.has_value()) return job.error();
+      ctx.scope = TenantScope::Of(job->tenant_id);
+      target.tenant_id = job->tenant_id;
+      target.owner_user_id = job->created_by;
+      ctx.audit_target = "tenant/" + job->tenant_id + "/job/" + id;
+      ctx.job = std::move(job).value();
       break;
     }
     case TargetKind::kDeployment: {

@@ -18,6 +18,7 @@
 #include "http/router.h"
 #include "identity/identity_service.h"
 #include "identity/roles.h"
+#include "jobs/job_service.h"
 #include "scheduling/scheduling_service.h"
 #include "store/store.h"
 #include "tenancy/tenant_service.h"
@@ -30,6 +31,8 @@ struct Services {
   TenantService* tenants = nullptr;
   const Clock* clock = nullptr;
   scheduling::SchedulingService* scheduling = nullptr;
+  // Jobs on an execution backend; nullptr: the /jobs routes answer 503.
+  jobs::JobService* jobs = nullptr;
   // The last signed audit checkpoint (runtime/audit_checkpointer.h); unset
   // or nullopt when checkpoints are off or none was taken yet.
   std::function<std::optional<audit::Checkpoint>()> audit_checkpoint;
@@ -63,6 +66,9 @@ enum class TargetKind {
   // shared ones of models it is entitled to; anything else answers like a
   // missing id. Shared deployments are the platform's: tenants only read them.
   kDeployment,
+  // {job_id}: the job's tenant, owned by who submitted it. Like
+  // kAllocation, a tenant caller finds only its own tenant's.
+  kJob,
 };
 
 struct Context {
@@ -83,6 +89,8 @@ struct Context {
   std::optional<AllocationRecord> allocation;
   // The deployment a kDeployment route resolved.
   std::optional<DeploymentRecord> deployment;
+  // The job a kJob route resolved.
+  std::optional<JobRecord> job;
 };
 
 using HandlerFn = std::function<Result<http::Response>(Context&)>;

@@ -62,6 +62,14 @@ Result<http::Response> GetAllocation(Context& ctx);
 Result<http::Response> ReleaseAllocation(Context& ctx);
 Result<http::Response> ExplainAllocation(Context& ctx);
 
+Result<http::Response> CreateJob(Context& ctx);
+Result<http::Response> ListJobs(Context& ctx);
+Result<http::Response> GetJob(Context& ctx);
+Result<http::Response> CancelJob(Context& ctx);
+Result<http::Response> ListJobEvents(Context& ctx);
+Result<http::Response> GetJobLogs(Context& ctx);
+Result<http::Response> ExplainJob(Context& ctx);
+
 Result<http::Response> CreateDeployment(Context& ctx);
 Result<http::Response> ListDeployments(Context& ctx);
 Result<http::Response> GetDeployment(Context& ctx);

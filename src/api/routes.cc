@@ -148,6 +148,26 @@ ApiRouter BuildRoutes() {
   add("GET", "/api/v1/allocations/{allocation_id}/why", P::kAllocationRead, T::kAllocation, "",
       ExplainAllocation, "Why an allocation waits, or where it runs, in words");
 
+  // Jobs of the caller's tenant: workloads run on what the scheduler
+  // allocates, through the execution backend.
+  add("POST", "/api/v1/jobs", P::kJobCreate, T::kCaller, "job.submit", CreateJob,
+      "Submit a job: a command or script run on the GPUs it asks for (Idempotency-Key header "
+      "returns the first job of a retried submission)",
+      {.body = true});
+  add("GET", "/api/v1/jobs", P::kJobRead, T::kCaller, "", ListJobs,
+      "List jobs (the caller's tenant; platform staff may filter by tenant)",
+      {.query = {"limit", "cursor", "state", "project", "tenant_id"}});
+  add("GET", "/api/v1/jobs/{job_id}", P::kJobRead, T::kJob, "", GetJob, "Get a job");
+  add("POST", "/api/v1/jobs/{job_id}/cancel", P::kJobCancel, T::kJob, "job.cancel", CancelJob,
+      "Cancel a job: SIGTERM, a grace period, then SIGKILL; its GPUs go back once it is gone");
+  add("GET", "/api/v1/jobs/{job_id}/events", P::kJobRead, T::kJob, "", ListJobEvents,
+      "A job's transitions, oldest first, each with its reason and actor", {.query = kPaging});
+  add("GET", "/api/v1/jobs/{job_id}/logs", P::kJobLogRead, T::kJob, "", GetJobLogs,
+      "A piece of a job's stdout and stderr from an offset; follow waits for more",
+      {.query = {"offset", "max_bytes", "attempt", "follow"}});
+  add("GET", "/api/v1/jobs/{job_id}/why", P::kJobRead, T::kJob, "", ExplainJob,
+      "Why a job waits, or where it runs, in words");
+
   // Model deployments behind the inference gateway: platform staff run the
   // shared ones, a tenant admin its tenant's dedicated ones. Tenants see what
   // they may use.

@@ -102,6 +102,44 @@ Json AllocationView(const AllocationRecord& a) {
           {"created_by", OrNull(a.created_by)}};
 }
 
+Json JobView(const JobRecord& j, bool with_env_values) {
+  Json spec = Json::parse(j.spec, nullptr, false);
+  if (!spec.is_object()) spec = Json::object();
+  if (!with_env_values && spec.contains("env") && spec["env"].is_object()) {
+    Json names = Json::array();
+    for (auto it = spec["env"].begin(); it != spec["env"].end(); ++it) names.push_back(it.key());
+    spec.erase("env");
+    spec["env_names"] = names;
+  }
+  return {{"id", j.id},
+          {"tenant_id", j.tenant_id},
+          {"project", OrNull(j.project)},
+          {"name", j.name},
+          {"state", j.state},
+          {"attempt", j.attempt},
+          {"restarts", j.restarts},
+          {"allocation_id", j.allocation_id},
+          {"workload_id", j.workload_id()},
+          {"exit_code", j.exit_code < 0 ? Json(nullptr) : Json(j.exit_code)},
+          {"signal", j.signal == 0 ? Json(nullptr) : Json(j.signal)},
+          {"reason", j.reason},
+          {"stopping", j.stop_cause.empty() ? Json(nullptr)
+                                            : Json{{"cause", j.stop_cause},
+                                                   {"kill_at", TimeOrNull(j.stop_deadline_ms)}}},
+          {"created_at", FormatTimestamp(j.created_at)},
+          {"started_at", TimeOrNull(j.started_ms)},
+          {"ended_at", TimeOrNull(j.ended_ms)},
+          {"created_by", OrNull(j.created_by)},
+          {"spec", spec}};
+}
+
+Json JobEventView(const JobEventRecord& e) {
+  return {{"seq", e.seq},         {"time", FormatTimestamp(e.time)},
+          {"attempt", e.attempt}, {"from", OrNull(e.from_state)},
+          {"to", e.to_state},     {"reason", e.reason},
+          {"actor", e.actor}};
+}
+
 Json QuotaView(const scheduling::EffectiveQuota& e, int64_t used_milli) {
   const QuotaRecord& q = e.row;
   Json v = {{"model", q.model},

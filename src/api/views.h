@@ -3,6 +3,7 @@
 
 #include "common/json_reader.h"
 #include "model/gateway_records.h"
+#include "model/job_records.h"
 #include "model/records.h"
 #include "scheduling/codec.h"
 #include "scheduling/inventory_report.h"
@@ -15,6 +16,9 @@ Json UserView(const User& u);
 Json ApiKeyView(const ApiKey& k, int64_t now_ms);
 Json AuditView(const AuditRecord& a);
 Json AllocationView(const AllocationRecord& a);
+// with_env_values false: env names only (platform staff reading a tenant's job).
+Json JobView(const JobRecord& j, bool with_env_values);
+Json JobEventView(const JobEventRecord& e);
 // The figures the scheduler enforces. A project row the tenant's quota
 // clamps shows "over_committed": true and, under "requested", what the
 // tenant admin set; a tenant row lists the projects its class clamps

@@ -65,8 +65,10 @@ ApiSession::ApiSession(std::string server, std::string token, std::unique_ptr<ht
     : server_(std::move(server)), token_(std::move(token)), client_(std::move(client)) {}
 
 Result<Json> ApiSession::Call(const std::string& method, const std::string& target,
-                              const std::optional<Json>& body) {
-  std::map<std::string, std::string> headers = {{"Accept", "application/json"}};
+                              const std::optional<Json>& body,
+                              const std::map<std::string, std::string>& extra_headers) {
+  std::map<std::string, std::string> headers = extra_headers;
+  headers["Accept"] = "application/json";
   if (!token_.empty()) headers["Authorization"] = "Bearer " + token_;
   std::string text =
       body ? body->dump(-1, ' ', false, Json::error_handler_t::replace) : std::string();

@@ -4,6 +4,7 @@
 // and whose code is the server's.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,8 +38,10 @@ class ApiSession {
   // One call; returns the JSON body (null for an empty body, as with 204).
   // Errors: the server's (see above); kUnavailable when it cannot be
   // reached; kInternal for an answer that is not JSON.
+  // `headers`: extra request headers (Idempotency-Key).
   Result<Json> Call(const std::string& method, const std::string& target,
-                    const std::optional<Json>& body = std::nullopt);
+                    const std::optional<Json>& body = std::nullopt,
+                    const std::map<std::string, std::string>& headers = {});
   Result<Json> Get(const std::string& target) { return Call("GET", target); }
   Result<Json> Post(const std::string& target, const Json& body = Json::object()) {
     return Call("POST", target, body);

@@ -64,6 +64,7 @@ void RegisterCommands(CLI::App& app, CliOptions& options) {
   AddQuotaCommands(app, verbs);
   AddProjectCommands(app, verbs);
   AddAllocCommands(app, verbs);
+  AddJobCommands(app, verbs);
   AddDeploymentCommands(app, verbs);
   AddGatewayCommands(app, verbs);
 }

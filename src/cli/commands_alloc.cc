@@ -164,6 +164,8 @@ int Release(Context& ctx, const std::string& id) {
 }
 
 int Why(Context& ctx, const std::string& id) {
+  // A job id asks the job (pending: its allocation's words).
+  if (id.rfind("job_", 0) == 0) return JobWhy(ctx, id);
   ApiSession* api = ctx.Connect();
   if (api == nullptr) return kExitUsage;
   auto why = api->Get(AllocationPath(id) + "/why");
@@ -228,8 +230,9 @@ void AddAllocCommands(CLI::App& app, VerbTable& verbs) {
   verbs.Add(release, [release_arg](Context& ctx) { return Release(ctx, *release_arg); });
 
   auto why_arg = std::make_shared<std::string>();
-  CLI::App* why = app.add_subcommand("why", "Why an allocation waits, or where it runs, in words");
-  why->add_option("allocation", *why_arg, "Allocation id")->required();
+  CLI::App* why =
+      app.add_subcommand("why", "Why an allocation or a job waits, or where it runs, in words");
+  why->add_option("id", *why_arg, "Allocation id, or job id (job_...)")->required();
   verbs.Add(why, [why_arg](Context& ctx) { return Why(ctx, *why_arg); });
 }
 

@@ -57,6 +57,12 @@ constexpr Grant kGrants[] = {
     {Permission::kAllocationCreate,  {{P, N, T, T, N}}},
     {Permission::kAllocationRead,    {{P, P, T, T, T}}},
     {Permission::kAllocationRelease, {{P, N, T, S, N}}},
+    // Jobs run the tenant's code: only its own users submit them; staff
+    // read the rows and may cancel; what a job prints stays the tenant's.
+    {Permission::kJobCreate,         {{N, N, T, T, N}}},
+    {Permission::kJobRead,           {{P, P, T, T, T}}},
+    {Permission::kJobCancel,         {{P, N, T, S, N}}},
+    {Permission::kJobLogRead,        {{N, N, T, T, T}}},
     // Viewers read; they do not spend the tenant's money on tokens.
     {Permission::kModelInvoke,       {{N, N, T, T, N}}},
     // Shared deployments are the platform's; a tenant admin manages the
@@ -180,6 +186,14 @@ std::string_view PermissionName(Permission p) {
       return "allocation.read";
     case Permission::kAllocationRelease:
       return "allocation.release";
+    case Permission::kJobCreate:
+      return "job.create";
+    case Permission::kJobRead:
+      return "job.read";
+    case Permission::kJobCancel:
+      return "job.cancel";
+    case Permission::kJobLogRead:
+      return "job.log.read";
   }
   return "unknown";
 }

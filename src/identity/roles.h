@@ -59,10 +59,14 @@ enum class Permission {
   kAllocationCreate,
   kAllocationRead,     // allocations and why they wait
   kAllocationRelease,  // kSelf: allocations the caller requested
-  kModelInvoke,        // call models through the gateway (/v1/*)
-  kDeploymentRead,     // model deployments (shared ones and the tenant's own)
-  kDeploymentManage,   // create, change, delete deployments
-  kEntitlementRead,    // which models a tenant may call
+  kJobCreate,
+  kJobRead,           // jobs, their events and why they wait
+  kJobCancel,         // kSelf: jobs the caller submitted
+  kJobLogRead,        // a job's stdout/stderr: the tenant's own only
+  kModelInvoke,       // call models through the gateway (/v1/*)
+  kDeploymentRead,    // model deployments (shared ones and the tenant's own)
+  kDeploymentManage,  // create, change, delete deployments
+  kEntitlementRead,   // which models a tenant may call
   kEntitlementManage,
   kGatewayLimitRead,  // request and token limits of a tenant and its keys
   kGatewayLimitSet,

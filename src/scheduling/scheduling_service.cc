@@ -328,7 +328,22 @@ Result<AllocationRecord> SchedulingService::Submit(const RequestOrigin& by,
       }
     }
   }
-  request.id = NewId("alloc", clock_);
+  if (request.id.empty()) {
+    request.id = NewId("alloc", clock_);
+  } else {
+    // A caller that records the id before submitting (the job service) may
+    // submit again after a crash; an id in use, held or ended, is refused so
+    // no row is ever overwritten.
+    if (!IsWellFormedId(request.id, "alloc")) {
+      return Error::InvalidArgument("allocation id '" + request.id + "' is malformed");
+    }
+    if (scheduler_->Find(request.id) != nullptr) {
+      return Error::AlreadyExists("allocation " + request.id + " exists");
+    }
+    auto stored = store_.GetAllocationForPlatform(request.id);
+    if (stored.has_value()) return Error::AlreadyExists("allocation " + request.id + " exists");
+    if (stored.error().code != ErrorCode::kNotFound) return std::move(stored).error();
+  }
   request.tenant = tenant_id;
   const std::string id = request.id;
   const sched::AllocationRequest submitted = request;

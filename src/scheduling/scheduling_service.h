@@ -112,8 +112,12 @@ class SchedulingService final : public TenantObserver {
   Status Tick();
 
   // --- allocations ---
-  // Admits `request` for `tenant_id`, requested by user `user_id`; the
-  // service chooses the id. A node lease with gpus 0 leases a node of the
+  // Admits `request` for `tenant_id`, requested by user `user_id`. The
+  // service chooses the id unless `request.id` is set: a caller that must
+  // find its allocation again after a crash (the job service) records a
+  // NewId("alloc") first and submits with it; AlreadyExists when an
+  // allocation with that id exists (held or ended), InvalidArgument for a
+  // malformed one. A node lease with gpus 0 leases a node of the
   // size of the model's first node. Returns the stored record (pending or
   // running).
   // InvalidArgument for a bad request or an unknown project;

@@ -323,6 +323,51 @@ ALTER TABLE allocations ADD COLUMN move_requested_ms BIGINT NOT NULL DEFAULT -1;
     {8, "tenants: a version for compare-and-set updates", R"sql(
 ALTER TABLE tenants ADD COLUMN version BIGINT NOT NULL DEFAULT 0;
 )sql"},
+    // Jobs (src/jobs): a tenant's workloads, one row each, and their
+    // transitions, appended and never changed. The idempotency key is
+    // unique per tenant where set, so a retried submission finds its job.
+    {9, "jobs and their events", R"sql(
+CREATE TABLE jobs (
+  id TEXT PRIMARY KEY,
+  tenant_id TEXT NOT NULL,
+  project TEXT NOT NULL,
+  name TEXT NOT NULL,
+  created_by TEXT NOT NULL,
+  state TEXT NOT NULL,
+  attempt BIGINT NOT NULL,
+  restarts BIGINT NOT NULL,
+  allocation_id TEXT NOT NULL,
+  spec TEXT NOT NULL,
+  idempotency_key TEXT NOT NULL,
+  exit_code BIGINT NOT NULL,
+  signal BIGINT NOT NULL,
+  reason TEXT NOT NULL,
+  stop_cause TEXT NOT NULL,
+  stop_by TEXT NOT NULL,
+  stop_deadline_ms BIGINT NOT NULL,
+  created_at BIGINT NOT NULL,
+  started_ms BIGINT NOT NULL,
+  ended_ms BIGINT NOT NULL,
+  updated_at BIGINT NOT NULL
+);
+CREATE INDEX jobs_tenant ON jobs (tenant_id, id);
+CREATE INDEX jobs_state ON jobs (state, id);
+CREATE INDEX jobs_allocation ON jobs (allocation_id);
+CREATE UNIQUE INDEX jobs_idempotency ON jobs (tenant_id, idempotency_key)
+  WHERE idempotency_key <> '';
+CREATE TABLE job_events (
+  job_id TEXT NOT NULL,
+  seq BIGINT NOT NULL,
+  tenant_id TEXT NOT NULL,
+  time BIGINT NOT NULL,
+  attempt BIGINT NOT NULL,
+  from_state TEXT NOT NULL,
+  to_state TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  actor TEXT NOT NULL,
+  PRIMARY KEY (job_id, seq)
+);
+)sql"},
 };
 
 }  // namespace

@@ -41,6 +41,12 @@ struct AllocationFilter {
   std::string state;      // "" = any
 };
 
+struct JobFilter {
+  std::string tenant_id;  // platform listings only: "" = every tenant
+  std::string state;      // "" = any
+  std::string project;    // "" = any
+};
+
 struct UsageFilter {
   int64_t from = 0;  // created_at >= from (ms); 0 = no bound
   int64_t to = 0;    // created_at <  to (ms);   0 = no bound

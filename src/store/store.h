@@ -20,6 +20,7 @@
 
 #include "common/result.h"
 #include "model/gateway_records.h"
+#include "model/job_records.h"
 #include "model/records.h"
 #include "store/queries.h"
 #include "store/sql.h"
@@ -45,6 +46,9 @@ struct EvictionSummary {
   // usage records.
   int64_t allocations_kept = 0;
   int64_t usage_records_kept = 0;
+  // Jobs and their events: deleted (commands and env may hold secrets; the
+  // usage records keep what they cost).
+  int64_t jobs = 0;
 };
 
 struct DeploymentFilter {
@@ -255,6 +259,35 @@ class Store {
   // rows carry expires_at), and rows edited behind the store. Compare it for
   // inequality, not order (a restored backup may go back). One row read.
   Result<int64_t> GatewayPolicyMarkerForGateway();
+
+  // --- Jobs (tenant-owned; src/jobs) ---
+  // Inserts `job` with its first event and audit record in one transaction.
+  // AlreadyExists when the tenant has a job with the same idempotency key
+  // (GetJobByIdempotencyKey then finds it) or the id is taken.
+  Result<JobRecord> CreateJob(const JobRecord& job, const JobEventRecord& event, AuditRecord audit);
+  // Writes `job` over the row of the same tenant and id, and appends
+  // `events` (their seq assigned here) and `audit`, in one transaction.
+  // NotFound when the row is gone (the tenant was evicted).
+  Status CommitJob(const JobRecord& job, const std::vector<JobEventRecord>& events,
+                   std::vector<AuditRecord> audit);
+  Result<JobRecord> GetJob(const TenantScope& scope, const std::string& id);
+  Result<JobRecord> GetJobByIdempotencyKey(const TenantScope& scope, const std::string& key);
+  // Keyset by id; filter.tenant_id is ignored (the scope is the tenant).
+  Result<Page<JobRecord>> ListJobs(const TenantScope& scope, const JobFilter& filter,
+                                   const ListOptions& opts);
+  // Events of one job in order; cursor: events after this seq.
+  Result<Page<JobEventRecord>> ListJobEvents(const TenantScope& scope, const std::string& job_id,
+                                             const ListOptions& opts);
+  // Platform staff: any tenant's (filter.tenant_id "" = every tenant).
+  Result<JobRecord> GetJobForPlatform(const std::string& id);
+  Result<Page<JobRecord>> ListJobsForPlatform(const JobFilter& filter, const ListOptions& opts);
+  // The job service's reconcile: every live job (pending, starting,
+  // running) of every tenant, a job by id or by its current allocation.
+  Result<std::vector<JobRecord>> ListLiveJobsForJobs();
+  Result<JobRecord> GetJobForJobs(const std::string& id);
+  Result<JobRecord> FindJobByAllocationForJobs(const std::string& allocation_id);
+  // Every job of one tenant, any state (eviction stops and forgets them).
+  Result<std::vector<JobRecord>> ListTenantJobsForJobs(const std::string& tenant_id);
 
   // --- Audit ---
   // Assigns seq, chain_seq, prev_hash and hash atomically and appends.

@@ -42,6 +42,11 @@ Json SmallShareBody() {
   return {{"kind", "share"}, {"model", "L40S"}, {"milli", 1}, {"gpu_memory_mib", 16}};
 }
 
+Json SmallJobBody(const std::string& name) {
+  Json resources = SmallShareBody();
+  return {{"name", name}, {"command", "true"}, {"resources", resources}};
+}
+
 Json BodyOf(const http::Response& response) {
   Json j = Json::parse(response.body, nullptr, /*allow_exceptions=*/false);
   return j.is_discarded() ? Json(nullptr) : j;
@@ -72,7 +77,8 @@ ApiHarness::ApiHarness(IdentityOptions identity_options) {
   if (auto s = scheduling_->Start(); !s.has_value()) {
     throw std::runtime_error("SchedulingService::Start: " + s.error().message);
   }
-  tenants_->SetObserver(scheduling_.get());
+  backend_ = std::make_unique<jobs::testing::FakeBackend>(clock_);
+  StartJobs();
   gateway::EgressRules rules;
   rules.allowed_networks = {*gateway::ParseIpNetwork("10.0.0.0/8")};
   egress_ = std::make_shared<gateway::EgressPolicy>(rules);
@@ -83,6 +89,7 @@ ApiHarness::ApiHarness(IdentityOptions identity_options) {
                        .clock = &clock_,
                        .scheduling = scheduling_.get()};
   services_.egress = egress_.get();
+  services_.jobs = jobs_.get();
   api_ = std::make_unique<ControlPlaneApi>(services_);
   auto root = identity_->BootstrapAdminKey("root");
   if (!root.has_value()) throw std::runtime_error("BootstrapAdminKey: " + root.error().message);
@@ -94,8 +101,20 @@ void ApiHarness::Reconfigure(const std::function<void(Services&)>& change) {
   api_ = std::make_unique<ControlPlaneApi>(services_);
 }
 
+void ApiHarness::StartJobs() {
+  jobs::JobServiceOptions options;
+  options.tick_ms = 0;  // tests call Tick
+  jobs_ = std::make_unique<jobs::JobService>(*store_, *scheduling_, *backend_, clock_, options);
+  if (auto s = jobs_->Start(); !s.has_value()) {
+    throw std::runtime_error("JobService::Start: " + s.error().message);
+  }
+  tenant_observer_ = std::make_unique<jobs::JobsTenantObserver>(*jobs_, *scheduling_);
+  tenants_->SetObserver(tenant_observer_.get());
+}
+
 void ApiHarness::RestartScheduling() {
   tenants_->SetObserver(nullptr);
+  jobs_.reset();
   scheduling_->Stop();
   scheduling_.reset();
   scheduling::SchedulingOptions sched_opts;
@@ -105,14 +124,16 @@ void ApiHarness::RestartScheduling() {
   if (auto s = scheduling_->Start(); !s.has_value()) {
     throw std::runtime_error("SchedulingService::Start: " + s.error().message);
   }
-  tenants_->SetObserver(scheduling_.get());
+  StartJobs();
   services_.scheduling = scheduling_.get();
+  services_.jobs = jobs_.get();
   api_ = std::make_unique<ControlPlaneApi>(services_);
 }
 
 ApiHarness::~ApiHarness() {
   api_.reset();
   if (tenants_) tenants_->SetObserver(nullptr);
+  jobs_.reset();
   scheduling_.reset();
   tenants_.reset();
   identity_.reset();
@@ -238,6 +259,15 @@ std::string ApiHarness::CreateAllocation(const Actor& actor) {
   return BodyOf(r)["id"].get<std::string>();
 }
 
+std::string ApiHarness::CreateJob(const Actor& actor) {
+  http::Response r = CallJson("POST", "/api/v1/jobs", actor.key, SmallJobBody());
+  if (r.status != 201) {
+    throw std::runtime_error("job of " + actor.username + " answered " + std::to_string(r.status) +
+                             ": " + r.body);
+  }
+  return BodyOf(r)["id"].get<std::string>();
+}
+
 std::string ApiHarness::CreateDeployment(const std::string& model, const std::string& tenant_id) {
   // A tenant's own server elsewhere than the shared ones: a shared
   // deployment's endpoint is never a tenant's.
@@ -304,6 +334,7 @@ World ApiHarness::BuildWorld(const WorldOptions& options) {
         {{"model", "L40S"}, {"kind", "share"}, {"guarantee_milli", 1000}, {"limit_milli", 2000}},
         200);
     t.allocation_id = CreateAllocation(t.object);
+    t.job_id = CreateJob(t.object);
     t.deployment_id = CreateDeployment(kDedicatedModel, t.id);
     MustCall("PUT", "/api/v1/tenants/" + t.id + "/entitlements/" + kSharedModel, nullptr, 200);
     t.usage_ids.push_back(AddUsage(t.object, kSharedModel));
@@ -311,6 +342,7 @@ World ApiHarness::BuildWorld(const WorldOptions& options) {
     for (auto& [role, actor] : t.members) {
       if (role == Role::kTenantAdmin || role == Role::kTenantMember) {
         actor.allocation_id = CreateAllocation(actor);
+        actor.job_id = CreateJob(actor);
       }
     }
     return t;

@@ -22,6 +22,8 @@
 #include "common/json_reader.h"
 #include "identity/identity_service.h"
 #include "identity/roles.h"
+#include "jobs/fake_backend.h"
+#include "jobs/job_service.h"
 #include "scheduling/scheduling_service.h"
 #include "store/store.h"
 #include "tenancy/tenant_service.h"
@@ -38,6 +40,8 @@ inline constexpr char kTestFleet[] = "1xH100-80GBx8,1xA100-80GBx8,8xL40Sx4";
 // allocation asks for (one thousandth of an L40S).
 inline constexpr char kTestNode[] = "l40s-7";
 Json SmallShareBody();
+// A job of `command` on SmallShareBody()'s resources.
+Json SmallJobBody(const std::string& name = "fixture-job");
 // Every world has one shared deployment of kSharedModel, which its seeded
 // tenants are entitled to, and each seeded tenant a dedicated deployment of
 // kDedicatedModel.
@@ -57,6 +61,9 @@ struct Actor {
   // A running allocation this actor requested (tenant admins and members
   // of seeded tenants; "" otherwise).
   std::string allocation_id;
+  // A running job this actor submitted (tenant admins and members of
+  // seeded tenants; "" otherwise).
+  std::string job_id;
 };
 
 // A tenant with one user (and key) per requested tenant role, plus an extra
@@ -70,6 +77,8 @@ struct TenantSeed {
   // split) of the tenant. The tenant has an L40S share quota.
   std::string allocation_id;
   std::string project;
+  // The object user's running job (on the harness's fake backend).
+  std::string job_id;
   // The tenant's dedicated deployment, and the ids of two usage records
   // of the object user's key.
   std::string deployment_id;
@@ -150,6 +159,8 @@ class ApiHarness {
   void SuspendTenant(const std::string& tenant_id);
   // Requests SmallShareBody() as `actor`; returns the allocation id.
   std::string CreateAllocation(const Actor& actor);
+  // Submits SmallJobBody() as `actor`; returns the job id.
+  std::string CreateJob(const Actor& actor);
   // A deployment of `model` with one endpoint: shared (tenant_id "") or
   // dedicated to the tenant. Returns its id.
   std::string CreateDeployment(const std::string& model, const std::string& tenant_id);
@@ -168,6 +179,9 @@ class ApiHarness {
   IdentityService& identity() { return *identity_; }
   TenantService& tenants() { return *tenants_; }
   scheduling::SchedulingService& scheduling() { return *scheduling_; }
+  jobs::JobService& jobs() { return *jobs_; }
+  // The in-memory execution backend the jobs run on.
+  jobs::testing::FakeBackend& backend() { return *backend_; }
   ControlPlaneApi& api() { return *api_; }
   const std::string& root_key() const { return root_key_; }
   // The API again, on services `change` edits (e.g. the operator requires
@@ -192,6 +206,12 @@ class ApiHarness {
   std::unique_ptr<IdentityService> identity_;
   std::unique_ptr<TenantService> tenants_;
   std::unique_ptr<scheduling::SchedulingService> scheduling_;
+  std::unique_ptr<jobs::testing::FakeBackend> backend_;
+  std::unique_ptr<jobs::JobService> jobs_;
+  std::unique_ptr<jobs::JobsTenantObserver> tenant_observer_;
+  // Starts the job service over scheduling_ and hands the tenant service
+  // the observer that stops jobs before the scheduler evicts.
+  void StartJobs();
   std::shared_ptr<gateway::EgressPolicy> egress_;
   Services services_;
   std::unique_ptr<ControlPlaneApi> api_;

@@ -104,6 +104,7 @@ struct Case {
   std::string user_id;                    // for {user_id}; also the object a body names
   std::string key_id;                     // for {key_id}
   std::string allocation_id;              // for {allocation_id}
+  std::string job_id;                     // for {job_id}
   std::string project;                    // for {project}
   std::string node = fixture::kTestNode;  // for {node}
   std::string deployment_id;              // for {deployment_id}
@@ -193,6 +194,8 @@ Json ProjectQuotaBody(ApiHarness&, const Case&) {
 Json NewProjectBody(ApiHarness& h, const Case&) { return {{"name", h.UniqueName("project")}}; }
 
 // Platform staff name the tenant they request for; tenant callers need not.
+Json NewJobBody(ApiHarness& h, const Case&) { return fixture::SmallJobBody(h.UniqueName("job")); }
+
 Json NewAllocationBody(ApiHarness&, const Case& c) {
   Json b = fixture::SmallShareBody();
   if (IsPlatformRole(c.role)) b["tenant_id"] = c.tenant_id;
@@ -400,6 +403,27 @@ const std::map<std::string, Row>& Expectations() {
       {"GET /api/v1/allocations/{allocation_id}/why",
        {.own = "200 200 200 200 200", .self = "- - 200 200 -", .other = "200 200 m m m"}},
 
+      // Jobs run the tenant's code as the caller's tenant: only its own
+      // admins and members submit them; members cancel their own, admins
+      // any of the tenant's; platform staff read them (env values hidden)
+      // and the platform admin cancels any, but nobody outside the tenant
+      // reads a job's logs. A cancel of a running job answers 202 (stopping).
+      {"POST /api/v1/jobs", {.own = "403 403 201 201 403", .body = NewJobBody}},
+      {"GET /api/v1/jobs", {.own = "200 200 200 200 200"}},
+      {"GET /api/v1/jobs/{job_id}",
+       {.own = "200 200 200 200 200", .self = "- - 200 200 -", .other = "200 200 m m m"}},
+      {"POST /api/v1/jobs/{job_id}/cancel",
+       {.own = "202 403 202 403 403",
+        .self = "- - 202 202 -",
+        .other = "202 403 m m m",
+        .fresh_world = true}},
+      {"GET /api/v1/jobs/{job_id}/events",
+       {.own = "200 200 200 200 200", .self = "- - 200 200 -", .other = "200 200 m m m"}},
+      {"GET /api/v1/jobs/{job_id}/logs",
+       {.own = "403 403 200 200 200", .self = "- - 200 200 -", .other = "403 403 m m m"}},
+      {"GET /api/v1/jobs/{job_id}/why",
+       {.own = "200 200 200 200 200", .self = "- - 200 200 -", .other = "200 200 m m m"}},
+
       // Model deployments: platform staff manage every one (shared ones
       // included); a tenant admin its tenant's dedicated ones; everyone
       // reads what the tenant may use. "own" is tenant A's dedicated one.
@@ -470,6 +494,7 @@ Shape ShapeOf(const std::string& method, const std::string& pattern) {
   s.has_object = pattern.find("{user_id}") != std::string::npos ||
                  pattern.find("{key_id}") != std::string::npos ||
                  pattern.find("{allocation_id}") != std::string::npos ||
+                 pattern.find("{job_id}") != std::string::npos ||
                  pattern.find("{deployment_id}") != std::string::npos;
   s.platform = StartsWith(pattern, "/api/v1/platform/");
   auto ends_with = [&](std::string_view suffix) {
@@ -523,6 +548,7 @@ std::string Expand(const std::string& pattern, const Case& c) {
   sub("{user_id}", c.user_id);
   sub("{key_id}", c.key_id);
   sub("{allocation_id}", c.allocation_id);
+  sub("{job_id}", c.job_id);
   sub("{project}", c.project);
   sub("{node}", c.node);
   sub("{gpu}", "0");
@@ -556,6 +582,7 @@ Case MakeCase(ApiHarness& h, const Row& row, const Shape& shape, Role role, Scen
   c.user_id = object.user_id;
   c.key_id = object.key_id;
   c.allocation_id = w.own.allocation_id;
+  c.job_id = w.own.job_id;
   c.project = w.own.project;
   c.deployment_id = w.own.deployment_id;
   switch (sc) {
@@ -569,12 +596,14 @@ Case MakeCase(ApiHarness& h, const Row& row, const Shape& shape, Role role, Scen
       c.user_id = c.caller->user_id;
       c.key_id = c.caller->key_id;
       c.allocation_id = c.caller->allocation_id;
+      c.job_id = c.caller->job_id;
       break;
     case Scenario::kOther:
       if (shape.has_tenant) c.tenant_id = w.other.id;
       c.user_id = w.other.object.user_id;
       c.key_id = w.other.object.key_id;
       c.allocation_id = w.other.allocation_id;
+      c.job_id = w.other.job_id;
       c.project = w.other.project;
       c.deployment_id = w.other.deployment_id;
       break;
@@ -582,6 +611,7 @@ Case MakeCase(ApiHarness& h, const Row& row, const Shape& shape, Role role, Scen
       c.user_id = w.other.object.user_id;
       c.key_id = w.other.object.key_id;
       c.allocation_id = w.other.allocation_id;
+      c.job_id = w.other.job_id;
       break;
     case Scenario::kNone:
       c.bearer = "";
@@ -605,6 +635,7 @@ Case MakeCase(ApiHarness& h, const Row& row, const Shape& shape, Role role, Scen
         c.user_id = w.suspended.object.user_id;
         c.key_id = w.suspended.object.key_id;
         c.allocation_id = w.suspended.allocation_id;
+        c.job_id = w.suspended.job_id;
         c.project = w.suspended.project;
         c.deployment_id = w.suspended.deployment_id;
       }
@@ -622,6 +653,7 @@ Case MissingVariant(ApiHarness& h, const Case& c, const Shape& shape) {
   m.user_id = NewId("usr", h.clock());
   m.key_id = crypto::RandomBase62(12);
   m.allocation_id = NewId("alloc", h.clock());
+  m.job_id = NewId("job", h.clock());
   m.project = h.UniqueName("no-such-project");
   m.node = h.UniqueName("no-such-node");
   m.deployment_id = NewId("dep", h.clock());
@@ -662,12 +694,13 @@ std::string Snapshot(Store& store, const std::vector<std::string>& tenant_ids,
       "(SELECT COUNT(*) FROM allocations), (SELECT COUNT(*) FROM quotas), "
       "(SELECT COUNT(*) FROM projects), (SELECT COUNT(*) FROM deployments), "
       "(SELECT COUNT(*) FROM entitlements), (SELECT COUNT(*) FROM gateway_limits), "
-      "(SELECT COUNT(*) FROM usage_records)",
+      "(SELECT COUNT(*) FROM usage_records), (SELECT COUNT(*) FROM jobs), "
+      "(SELECT COUNT(*) FROM job_events)",
       {});
   std::vector<sql::Value> tenants(tenant_ids.begin(), tenant_ids.end());
   std::string in = Placeholders(tenants.size());
   dump("SELECT * FROM tenants WHERE id IN (" + in + ") ORDER BY id", tenants);
-  for (const char* table : {"users", "api_keys", "sessions", "allocations"}) {
+  for (const char* table : {"users", "api_keys", "sessions", "allocations", "jobs"}) {
     dump(std::string("SELECT * FROM ") + table + " WHERE tenant_id IN (" + in + ") ORDER BY id",
          tenants);
   }
@@ -702,14 +735,16 @@ struct AuditRow {
 };
 
 // The API's own records: the scheduler's decision records ("scheduler.*")
-// that a request may cause come on top and are checked by the API tests, as
+// and the job service's transitions ("jobs.*") that a request may cause
+// come on top and are checked by the API tests, as
 // do the summaries of earlier minutes' unauthenticated refusals that a
 // request may flush (audit/denial_tally.h).
 std::vector<AuditRow> AuditAfter(Store& store, int64_t seq) {
   std::vector<AuditRow> out;
   auto rows = store.database().Exec(
       "SELECT request_id, action, outcome, tenant_id FROM audit_log WHERE seq > $1 AND action NOT "
-      "LIKE 'scheduler.%' AND NOT (actor = 'anonymous' AND target LIKE 'unauthenticated: %') "
+      "LIKE 'scheduler.%' AND action NOT LIKE 'jobs.%' AND NOT (actor = 'anonymous' AND target "
+      "LIKE 'unauthenticated: %') "
       "ORDER BY seq",
       {seq});
   if (!rows.has_value()) return out;

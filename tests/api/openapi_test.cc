@@ -192,6 +192,7 @@ class OpenApiTest : public ::testing::Test {
     sub("{user_id}", object.user_id);
     sub("{key_id}", object.key_id);
     sub("{allocation_id}", world_->own.allocation_id);
+    sub("{job_id}", world_->own.job_id);
     sub("{project}", world_->own.project);
     sub("{node}", fixture::kTestNode);
     sub("{gpu}", "0");
@@ -204,6 +205,12 @@ class OpenApiTest : public ::testing::Test {
   // Who may call the route: platform-admin, except where only a tenant's
   // own users may (requesting allocations).
   std::string CallerKeyFor(const std::string& method, const std::string& pattern) {
+    // Jobs run a tenant's code: only its own users submit them and read what
+    // they print.
+    if ((method == "POST" && pattern == "/api/v1/jobs") ||
+        pattern == "/api/v1/jobs/{job_id}/logs") {
+      return TenantAdminKey();
+    }
     return method == "POST" && pattern == "/api/v1/allocations" ? TenantAdminKey() : AdminKey();
   }
 
@@ -363,8 +370,13 @@ TEST_F(OpenApiTest, ErrorAnswersUseTheErrorSchema) {
                 Json::parse(R"({"$ref": "#/components/schemas/Error"})"))
           << key << " " << it.key();
     }
-    // Only a request that may wait has two: placed at once (201) or queued (202).
-    const int want = key == "POST /api/v1/allocations" ? 2 : 1;
+    // Only a request that may wait has two: placed at once (201) or queued
+    // (202); a job is new (201) or the first of a retried submission (200);
+    // a cancel ended the job (200) or is stopping it (202).
+    const int want = key == "POST /api/v1/allocations" || key == "POST /api/v1/jobs" ||
+                             key == "POST /api/v1/jobs/{job_id}/cancel"
+                         ? 2
+                         : 1;
     EXPECT_EQ(successes, want) << key << " documents " << successes << " success answers";
     if (op->contains("requestBody")) {
       for (const char* code : {"400", "413", "415"}) {
@@ -453,7 +465,8 @@ TEST_F(OpenApiTest, ListQueryParametersMatchTheHandlers) {
     ++lists;
     std::string key = route.method + " " + route.pattern;
     std::string base = Concrete(route.pattern);
-    http::Response unknown = harness_->Call(route.method, base + "?zz_unknown=1", AdminKey());
+    const std::string caller = CallerKeyFor(route.method, route.pattern);
+    http::Response unknown = harness_->Call(route.method, base + "?zz_unknown=1", caller);
     EXPECT_EQ(unknown.status, 400) << key;
     EXPECT_TRUE(Contains(unknown.body, "zz_unknown")) << key << ": " << unknown.body;
     std::map<std::string, std::string> good = {{"limit", "5"},
@@ -472,15 +485,20 @@ TEST_F(OpenApiTest, ListQueryParametersMatchTheHandlers) {
                                                {"key_id", world_->own.object.key_id},
                                                {"group_by", "model"}};
     if (route.pattern == "/api/v1/allocations") good["state"] = "running";
+    if (route.pattern == "/api/v1/jobs") good["state"] = "running";
+    good["project"] = "research";
+    good["offset"] = "0";
+    good["max_bytes"] = "100";
+    good["attempt"] = "1";
+    good["follow"] = "false";
     for (const auto& name : query) {
       ASSERT_TRUE(good.count(name)) << key << ": the test knows no value for " << name;
-      http::Response r =
-          harness_->Call(route.method, base + "?" + name + "=" + good[name], AdminKey());
+      http::Response r = harness_->Call(route.method, base + "?" + name + "=" + good[name], caller);
       EXPECT_EQ(r.status, 200) << key << "?" << name << ": " << r.body;
     }
     if (std::find(query.begin(), query.end(), "limit") != query.end()) {
       for (const char* bad : {"0", "1001", "abc"}) {
-        http::Response r = harness_->Call(route.method, base + "?limit=" + bad, AdminKey());
+        http::Response r = harness_->Call(route.method, base + "?limit=" + bad, caller);
         EXPECT_EQ(r.status, 400) << key << "?limit=" << bad;
       }
     }

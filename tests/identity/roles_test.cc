@@ -100,6 +100,14 @@ TEST(RolesTest, CapacityPermissions) {
   EXPECT_EQ(ReachOf(Role::kTenantMember, Permission::kAllocationRelease), Reach::kSelf);
   EXPECT_EQ(ReachOf(Role::kTenantViewer, Permission::kAllocationCreate), Reach::kNone);
   EXPECT_EQ(ReachOf(Role::kPlatformOperator, Permission::kAllocationRelease), Reach::kNone);
+  // Jobs run a tenant's code: only its own users submit them, and what they
+  // print is the tenant's alone.
+  EXPECT_EQ(ReachOf(Role::kPlatformAdmin, Permission::kJobCreate), Reach::kNone);
+  EXPECT_EQ(ReachOf(Role::kTenantMember, Permission::kJobCreate), Reach::kTenant);
+  EXPECT_EQ(ReachOf(Role::kTenantMember, Permission::kJobCancel), Reach::kSelf);
+  EXPECT_EQ(ReachOf(Role::kPlatformAdmin, Permission::kJobLogRead), Reach::kNone);
+  EXPECT_EQ(ReachOf(Role::kPlatformOperator, Permission::kJobLogRead), Reach::kNone);
+  EXPECT_EQ(ReachOf(Role::kTenantViewer, Permission::kJobLogRead), Reach::kTenant);
 }
 
 TEST(RolesTest, PlatformOperatorChangesNothing) {
@@ -126,6 +134,10 @@ TEST(RolesTest, PlatformAdminReachesEverything) {
     } else if (p == Permission::kModelInvoke) {
       // Calling models spends a tenant's money: only tenant users do it.
       EXPECT_EQ(reach, Reach::kNone);
+    } else if (p == Permission::kJobCreate || p == Permission::kJobLogRead) {
+      // Jobs run a tenant's code, and what they print is the tenant's alone
+      // (issue 18: logs readable by the tenant only).
+      EXPECT_EQ(reach, Reach::kNone) << PermissionName(p);
     } else {
       EXPECT_EQ(reach, Reach::kPlatform) << PermissionName(p);
     }
@@ -249,8 +261,10 @@ TEST(AuthorizeTest, PlatformStaffReachAnyTenantAsFarAsTheirRoleAllows) {
   for (const Target& t : {Target{"tn_a", ""}, Target{"tn_b", "usr_x"}, Target{"", ""}}) {
     for (Permission perm : ProtectedPermissions()) {
       if (perm == Permission::kSelfRead) continue;
-      if (perm == Permission::kModelInvoke) {
-        // No platform role calls models (see PlatformAdminReachesEverything).
+      if (perm == Permission::kModelInvoke || perm == Permission::kJobCreate ||
+          perm == Permission::kJobLogRead) {
+        // No platform role calls models, submits a tenant's jobs or reads
+        // their logs (see PlatformAdminReachesEverything).
         EXPECT_EQ(Authorize(admin, perm, t), Decision::kDenyForbidden);
         EXPECT_EQ(Authorize(op, perm, t), Decision::kDenyForbidden);
         continue;

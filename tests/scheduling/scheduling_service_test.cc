@@ -13,6 +13,7 @@
 
 #include "capacity/fleet_spec.h"
 #include "common/clock.h"
+#include "crypto/ids.h"
 #include "scheduling/codec.h"
 #include "store/fault_injecting_connection.h"
 #include "store/test_databases.h"
@@ -130,6 +131,28 @@ class SchedulingServiceTest : public ::testing::TestWithParam<Backend> {
   Tenant tenant_a_, tenant_b_;
   RequestOrigin by_{.actor = "user:usr_1", .actor_role = "tenant-admin", .request_id = "req-1"};
 };
+
+// The job service records an allocation's id before submitting it, so a
+// crash in between is mended by submitting again with that id: the id is
+// kept, and a second allocation with it, held or ended, is refused.
+TEST_P(SchedulingServiceTest, AnIdChosenUpFrontIsKeptAndNeverReused) {
+  SetQuota("tn_a", "H100-80GB", "gpu", 8000, 8000);
+  sched::AllocationRequest r = Gpus(1);
+  r.id = NewId("alloc", clock_);
+  auto a = service_->Submit(by_, "tn_a", "usr_1", r);
+  ASSERT_TRUE(a.has_value()) << a.error().message;
+  EXPECT_EQ(a->id, r.id);
+  auto again = service_->Submit(by_, "tn_a", "usr_1", r);
+  ASSERT_FALSE(again.has_value());
+  EXPECT_EQ(again.error().code, ErrorCode::kAlreadyExists);
+  ASSERT_TRUE(service_->Release(by_, "tn_a", r.id).has_value());
+  auto ended = service_->Submit(by_, "tn_a", "usr_1", r);
+  ASSERT_FALSE(ended.has_value());
+  EXPECT_EQ(ended.error().code, ErrorCode::kAlreadyExists);
+  EXPECT_EQ(store_->GetAllocation(TenantScope::Of("tn_a"), r.id)->state, "released");
+  r.id = "alloc_../../x";
+  EXPECT_EQ(service_->Submit(by_, "tn_a", "usr_1", r).error().code, ErrorCode::kInvalidArgument);
+}
 
 TEST_P(SchedulingServiceTest, EveryKindIsPlacedPersistedAndAudited) {
   SetQuota("tn_a", "H100-80GB", "gpu", 16'000, 16'000);

@@ -1,0 +1,215 @@
+// The job service: the shell that runs tenants' jobs on what the scheduler
+// allocates, through an execution backend (src/exec/backend.h).
+//
+// Submit stores the job (pending) with the id of its allocation chosen up
+// front, then submits that allocation with that id. A crash between the two
+// loses nothing: the reconcile finds a pending job whose allocation does not
+// exist and submits it again with the same id (the scheduling service
+// refuses a second allocation with one id, so nothing is submitted twice).
+//
+// Tick (a thread calls it every tick_ms; tests call it with a ManualClock)
+// reconciles every live job with its allocation and its workload:
+//  - allocation placed → backend Start (idempotent by workload id
+//    "<job id>.<attempt>") → starting / running. Start comes before the
+//    row says starting, so a crash between them starts nothing twice: the
+//    next Start of that id returns the workload it already started;
+//  - workload ended → the allocation is released (only now: the backend
+//    says every process is gone), then succeeded / failed / cancelled /
+//    preempted / timed-out as the end and the stop that caused it say;
+//  - allocation preempting → Stop with grace = preempt_at − now; preempted
+//    or released under a live job → Stop at once;
+//  - time limit passed → Stop with time_limit_grace_ms;
+//  - workload lost or unknown to the backend → lost.
+// An attempt that ends failed, preempted or lost is requeued when the
+// restart policy says so: a new allocation, attempt + 1, same job id.
+// Every transition is one job event and one audit record, written with the
+// row in one transaction (actor: the user who asked, or system:jobs).
+//
+// Start() first reconciles with backend.List(): workloads of jobs the
+// store no longer has (their tenant was deleted) are stopped and
+// forgotten, stale attempts stopped; running ones are adopted and ended
+// ones recorded with their real end by the Tick that follows.
+//
+// Thread-safe. Submit, Cancel, Tick and StopTenantJobs are serialized by
+// one mutex, held across backend and scheduler calls. WorkloadsGone,
+// ReadLog and Explain take no lock the service holds while it calls the
+// scheduler, so the scheduler may call WorkloadsGone under its own lock.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "common/clock.h"
+#include "common/result.h"
+#include "exec/backend.h"
+#include "jobs/job_spec.h"
+#include "jobs/job_state.h"
+#include "jobs/launch.h"
+#include "model/job_records.h"
+#include "scheduling/scheduling_service.h"
+#include "store/store.h"
+#include "tenancy/tenant_service.h"
+
+namespace atrium::jobs {
+
+// The audit actor of transitions nobody asked for directly.
+inline constexpr char kJobsActor[] = "system:jobs";
+
+// Resolves a job's environment template ("name" or "name@version") for
+// its tenant: NotFound when there is none the tenant may use. Provided by
+// the environment templates (wired by the runtime).
+using EnvironmentResolver = std::function<Result<ResolvedEnvironment>(const std::string& tenant_id,
+                                                                      const std::string& ref)>;
+// Turns an uploaded archive's reference into a path on this machine,
+// checking it is the tenant's and at most `declared_bytes` long.
+using ArchiveResolver = std::function<Result<std::string>(
+    const std::string& tenant_id, const std::string& archive, int64_t declared_bytes)>;
+
+struct JobServiceOptions {
+  JobLimits limits;
+  // How often the reconcile thread runs Tick. 0: no thread (tests). Default 1 s.
+  int64_t tick_ms = 1000;
+  // SIGTERM → SIGKILL grace of a cancel and of a time limit. Default 30 s.
+  int64_t cancel_grace_ms = 30'000;
+  int64_t time_limit_grace_ms = 30'000;
+  // The most log bytes one read returns, and the longest a follow waits.
+  int64_t max_log_read_bytes = int64_t{1} << 20;
+  int64_t max_log_wait_ms = 30'000;
+  // Unset: a job naming an environment (or an archive) is refused
+  // (FailedPrecondition) — the server has no templates (uploads).
+  EnvironmentResolver resolve_environment;
+  ArchiveResolver resolve_archive;
+};
+
+class JobService {
+ public:
+  JobService(Store& store, scheduling::SchedulingService& scheduling,
+             exec::ExecutionBackend& backend, const Clock& clock, JobServiceOptions options = {});
+  ~JobService();
+  JobService(const JobService&) = delete;
+  JobService& operator=(const JobService&) = delete;
+
+  // Reconciles with the backend (see the header comment), runs one Tick
+  // and starts the thread. Errors: the backend's List error.
+  Status Start();
+  // Stops the thread; call before the scheduling service stops. Idempotent.
+  void Stop();
+  // One reconcile of every live job at the clock's time. Returns the first
+  // error met; the other jobs are reconciled regardless.
+  Status Tick();
+
+  struct Submitted {
+    JobRecord job;
+    bool created = false;  // false: the idempotency key found an earlier job
+  };
+  // Submits `spec` for `tenant_id` as user `user_id`. With an idempotency
+  // key, a second submission of the same spec returns the first job
+  // (created false); of another spec, AlreadyExists (409). InvalidArgument
+  // for a bad spec or unknown project; FailedPrecondition when it names an
+  // environment or archive and the server has no resolver, or the
+  // allocation can never fit (the job is then kept as failed, with the
+  // reason); the resolvers' and the scheduler's errors.
+  Result<Submitted> Submit(const RequestOrigin& by, const std::string& tenant_id,
+                           const std::string& user_id, const JobSpec& spec,
+                           const std::string& idempotency_key = "");
+  // Cancels a live job: a pending one at once (its allocation released), a
+  // started one by Stop with cancel_grace_ms; it becomes cancelled when the
+  // backend reports the workload gone. Cancelling a job already stopping
+  // changes nothing. NotFound for another tenant's job; FailedPrecondition
+  // when it has ended.
+  Result<JobRecord> Cancel(const RequestOrigin& by, const std::string& tenant_id,
+                           const std::string& job_id);
+  // A piece of the job's log for `attempt` (0 = the current one), at most
+  // min(max_bytes, max_log_read_bytes) from `offset`. wait_ms > 0 (bounded
+  // by max_log_wait_ms) waits for data while the workload lives. NotFound
+  // for another tenant's job; InvalidArgument for a bad attempt or range.
+  Result<exec::LogChunk> ReadLog(const std::string& tenant_id, const std::string& job_id,
+                                 int64_t attempt, int64_t offset, int64_t max_bytes,
+                                 int64_t wait_ms = 0);
+  // Pending: why its allocation waits (the scheduler's words); otherwise
+  // where it runs or how it ended.
+  Result<std::string> Explain(
+      const std::string& tenant_id, const std::string& job_id,
+      sched::Scheduler::Audience audience = sched::Scheduler::Audience::kOwner);
+  // True when no workload of `allocation_id` is alive in the backend (none
+  // was started, or it exited, was lost or forgotten). The GPU scrub's
+  // probe: a GPU goes back to the pool only after this holds.
+  bool WorkloadsGone(const std::string& allocation_id);
+  // Eviction: stops every workload of the tenant at once (grace 0), ends
+  // its live jobs as cancelled and forgets every workload (logs included)
+  // once the backend reports it gone. Call before the tenant's rows are
+  // deleted (JobsTenantObserver does).
+  Status StopTenantJobs(const std::string& tenant_id, const RequestOrigin& by);
+
+ private:
+  struct Change;
+  Status ReconcileLocked(JobRecord job);                                   // REQUIRES(mu_)
+  Status ReconcilePendingLocked(JobRecord job);                            // REQUIRES(mu_)
+  Status LaunchLocked(JobRecord job, const AllocationRecord& allocation);  // REQUIRES(mu_)
+  Status FinishAttemptLocked(JobRecord job, const exec::WorkloadStatus& status,
+                             const Result<AllocationRecord>& allocation);  // REQUIRES(mu_)
+  // Ends the attempt by `cause` without a workload (it never started).
+  Status EndWithoutWorkloadLocked(JobRecord job, Cause cause, const std::string& detail);
+  // Requeues when the policy says so; then submits the new allocation.
+  Status CommitEndLocked(Change& change, Cause cause);  // REQUIRES(mu_)
+  Status SubmitAllocationLocked(const JobRecord& job);  // REQUIRES(mu_)
+  Status ReleaseAllocationLocked(const JobRecord& job, const RequestOrigin& by);
+  Status RequestStopLocked(JobRecord job, const std::string& cause, int64_t grace_ms,
+                           const std::string& actor);  // REQUIRES(mu_)
+  void ForgetGoneLocked();                             // REQUIRES(mu_)
+  Result<JobSpec> SpecOf(const JobRecord& job) const;
+  void TimerLoop();
+
+  Store& store_;
+  scheduling::SchedulingService& scheduling_;
+  exec::ExecutionBackend& backend_;
+  const Clock& clock_;
+  JobServiceOptions options_;
+
+  std::mutex mu_;
+  // Workloads to forget once gone (evicted tenants', orphans).
+  std::set<std::string> to_forget_;  // GUARDED_BY(mu_)
+  // Stops sent by this process: a restarted one sends a persisted stop
+  // again with the grace that is left.
+  std::set<std::string> stops_sent_;  // GUARDED_BY(mu_)
+
+  // Allocation → workload of evicted tenants' jobs, whose rows are gone,
+  // for WorkloadsGone.
+  std::mutex evicted_mu_;
+  std::map<std::string, std::string> evicted_workloads_;  // GUARDED_BY(evicted_mu_)
+
+  // Log followers wait here; every Tick wakes them.
+  std::mutex log_mu_;
+  std::condition_variable log_cv_;
+
+  std::mutex timer_mu_;
+  std::condition_variable timer_cv_;
+  bool stopping_ = false;  // GUARDED_BY(timer_mu_)
+  std::thread timer_;
+};
+
+// The tenant observer the tenant service is given when jobs run: the job
+// service stops a tenant's jobs before `next` (the scheduling service)
+// releases its allocations; everything else is `next`'s.
+class JobsTenantObserver final : public TenantObserver {
+ public:
+  JobsTenantObserver(JobService& jobs, TenantObserver& next) : jobs_(jobs), next_(next) {}
+  void TenantChanged(const Tenant& tenant) override { next_.TenantChanged(tenant); }
+  Result<Tenant> ApplyTenantChange(const Tenant& next,
+                                   const std::function<Result<Tenant>()>& write) override {
+    return next_.ApplyTenantChange(next, write);
+  }
+  Status TenantEvicting(const std::string& tenant_id, const RequestOrigin& by) override;
+
+ private:
+  JobService& jobs_;
+  TenantObserver& next_;
+};
+
+}  // namespace atrium::jobs

@@ -1,0 +1,192 @@
+// Jobs and their events on SQLite and PostgreSQL: tenant scoping, the
+// idempotency key, keyset pagination, transitions with their events and
+// audit records in one transaction, and deletion with the tenant.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "store/store.h"
+#include "store/test_databases.h"
+
+namespace atrium {
+namespace {
+
+using testdb::Backend;
+using testdb::BackendName;
+
+class JobStoreTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override {
+    database_.Create(GetParam());
+    if (IsSkipped() || HasFatalFailure()) return;
+    ASSERT_NO_FATAL_FAILURE(testdb::OpenStore(database_, &store_));
+    for (const char* id : {"tn_a", "tn_b"}) {
+      Tenant t;
+      t.id = id;
+      t.name = std::string(id) == "tn_a" ? "alpha" : "beta";
+      t.display_name = t.name;
+      t.tier = "shared";
+      t.state = "active";
+      ASSERT_TRUE(store_->CreateTenant(t).has_value());
+    }
+  }
+  void TearDown() override {
+    store_.reset();
+    database_.Drop();
+  }
+
+  static JobRecord Job(const std::string& id, const std::string& tenant,
+                       const std::string& key = "") {
+    JobRecord j;
+    j.id = id;
+    j.tenant_id = tenant;
+    j.project = "vision";
+    j.name = "train";
+    j.created_by = "us_1";
+    j.state = "pending";
+    j.allocation_id = "alloc_" + id;
+    j.spec = R"({"name":"train"})";
+    j.idempotency_key = key;
+    j.created_at = 100;
+    j.updated_at = 100;
+    return j;
+  }
+  static JobEventRecord Event(const JobRecord& j, const std::string& from, const std::string& to) {
+    return {j.id, j.tenant_id, 0, 100, j.attempt, from, to, "because", "system:jobs"};
+  }
+  static AuditRecord Audit(const JobRecord& j, const std::string& action) {
+    AuditRecord a;
+    a.time = 100;
+    a.actor = "system:jobs";
+    a.tenant_id = j.tenant_id;
+    a.action = action;
+    a.target = "tenant/" + j.tenant_id + "/job/" + j.id;
+    a.outcome = "allowed";
+    return a;
+  }
+  Result<JobRecord> Create(const JobRecord& j) {
+    return store_->CreateJob(j, Event(j, "", "pending"), Audit(j, "job.submitted"));
+  }
+
+  testdb::TestDatabase database_;
+  std::unique_ptr<Store> store_;
+};
+
+TEST_P(JobStoreTest, AJobIsReadOnlyInItsTenant) {
+  JobRecord j = Job("job_1", "tn_a");
+  ASSERT_TRUE(Create(j).has_value());
+  auto got = store_->GetJob(TenantScope::Of("tn_a"), "job_1");
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(*got, j);
+  EXPECT_EQ(store_->GetJob(TenantScope::Of("tn_b"), "job_1").error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(store_->ListJobs(TenantScope::Of("tn_b"), {}, {}).value().items.size(), 0u);
+  EXPECT_EQ(store_->ListJobEvents(TenantScope::Of("tn_b"), "job_1", {}).value().items.size(), 0u);
+  // Another tenant cannot write over it either.
+  JobRecord theirs = j;
+  theirs.tenant_id = "tn_b";
+  theirs.state = "cancelled";
+  EXPECT_EQ(store_->CommitJob(theirs, {}, {}).error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(store_->GetJob(TenantScope::Of("tn_a"), "job_1")->state, "pending");
+  EXPECT_EQ(store_->GetJobForPlatform("job_1")->tenant_id, "tn_a");
+  EXPECT_EQ(store_->FindJobByAllocationForJobs("alloc_job_1")->id, "job_1");
+}
+
+TEST_P(JobStoreTest, TheIdempotencyKeyIsUniquePerTenant) {
+  ASSERT_TRUE(Create(Job("job_1", "tn_a", "k1")).has_value());
+  auto again = Create(Job("job_2", "tn_a", "k1"));
+  ASSERT_FALSE(again.has_value());
+  EXPECT_EQ(again.error().code, ErrorCode::kAlreadyExists);
+  // Nothing of the refused one was written: no row, no event.
+  EXPECT_EQ(store_->GetJob(TenantScope::Of("tn_a"), "job_2").error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(store_->ListJobEvents(TenantScope::Of("tn_a"), "job_2", {})->items.size(), 0u);
+  EXPECT_EQ(store_->GetJobByIdempotencyKey(TenantScope::Of("tn_a"), "k1")->id, "job_1");
+  // The same key in another tenant, and jobs without a key, are separate.
+  EXPECT_TRUE(Create(Job("job_3", "tn_b", "k1")).has_value());
+  EXPECT_TRUE(Create(Job("job_4", "tn_a")).has_value());
+  EXPECT_TRUE(Create(Job("job_5", "tn_a")).has_value());
+  EXPECT_EQ(store_->GetJobByIdempotencyKey(TenantScope::Of("tn_b"), "k1")->id, "job_3");
+  EXPECT_FALSE(store_->GetJobByIdempotencyKey(TenantScope::Of("tn_a"), "").has_value());
+}
+
+TEST_P(JobStoreTest, TransitionsAppendEventsAndAuditTogether) {
+  JobRecord j = Job("job_1", "tn_a");
+  ASSERT_TRUE(Create(j).has_value());
+  j.state = "starting";
+  JobRecord running = j;
+  running.state = "running";
+  running.started_ms = 200;
+  ASSERT_TRUE(store_
+                  ->CommitJob(running,
+                              {Event(j, "pending", "starting"), Event(j, "starting", "running")},
+                              {Audit(j, "job.starting"), Audit(j, "job.running")})
+                  .has_value());
+  auto events = store_->ListJobEvents(TenantScope::Of("tn_a"), "job_1", {});
+  ASSERT_TRUE(events.has_value());
+  ASSERT_EQ(events->items.size(), 3u);
+  EXPECT_EQ(events->items[0].seq, 1);
+  EXPECT_EQ(events->items[2].seq, 3);
+  EXPECT_EQ(events->items[2].to_state, "running");
+  auto audit = store_->ListAudit(std::string("tn_a"), {});
+  ASSERT_TRUE(audit.has_value());
+  ASSERT_EQ(audit->items.size(), 3u);
+  EXPECT_EQ(audit->items[2].action, "job.running");
+  EXPECT_EQ(store_->GetJob(TenantScope::Of("tn_a"), "job_1")->started_ms, 200);
+  // Paging of events by seq.
+  auto first = store_->ListJobEvents(TenantScope::Of("tn_a"), "job_1", {.after = "", .limit = 2});
+  ASSERT_EQ(first->items.size(), 2u);
+  auto rest = store_->ListJobEvents(TenantScope::Of("tn_a"), "job_1",
+                                    {.after = first->next_cursor, .limit = 2});
+  ASSERT_EQ(rest->items.size(), 1u);
+  EXPECT_EQ(rest->items[0].seq, 3);
+  EXPECT_TRUE(rest->next_cursor.empty());
+  EXPECT_EQ(store_->ListJobEvents(TenantScope::Of("tn_a"), "job_1", {.after = "x"}).error().code,
+            ErrorCode::kInvalidArgument);
+}
+
+TEST_P(JobStoreTest, ListsPageAndFilter) {
+  for (int i = 0; i < 5; ++i) {
+    JobRecord j = Job("job_" + std::to_string(i), "tn_a");
+    if (i % 2 == 0) j.project = "nlp";
+    ASSERT_TRUE(Create(j).has_value());
+  }
+  ASSERT_TRUE(Create(Job("job_9", "tn_b")).has_value());
+  JobRecord done = store_->GetJob(TenantScope::Of("tn_a"), "job_1").value();
+  done.state = "succeeded";
+  ASSERT_TRUE(store_->CommitJob(done, {}, {}).has_value());
+
+  std::vector<std::string> seen;
+  ListOptions opts{.after = "", .limit = 2};
+  for (;;) {
+    auto page = store_->ListJobs(TenantScope::Of("tn_a"), {}, opts);
+    ASSERT_TRUE(page.has_value());
+    for (const auto& j : page->items) seen.push_back(j.id);
+    if (page->next_cursor.empty()) break;
+    opts.after = page->next_cursor;
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{"job_0", "job_1", "job_2", "job_3", "job_4"}));
+  EXPECT_EQ(store_->ListJobs(TenantScope::Of("tn_a"), {.state = "succeeded"}, {})->items.size(),
+            1u);
+  EXPECT_EQ(store_->ListJobs(TenantScope::Of("tn_a"), {.project = "nlp"}, {})->items.size(), 3u);
+  EXPECT_EQ(store_->ListJobsForPlatform({}, {})->items.size(), 6u);
+  EXPECT_EQ(store_->ListJobsForPlatform({.tenant_id = "tn_b"}, {})->items.size(), 1u);
+  EXPECT_EQ(store_->ListLiveJobsForJobs()->size(), 5u);
+  EXPECT_EQ(store_->ListTenantJobsForJobs("tn_a")->size(), 5u);
+}
+
+TEST_P(JobStoreTest, JobsAreDeletedWithTheirTenant) {
+  ASSERT_TRUE(Create(Job("job_1", "tn_a")).has_value());
+  ASSERT_TRUE(Create(Job("job_2", "tn_b")).has_value());
+  auto summary = store_->DeleteTenantAndData("tn_a", 500);
+  ASSERT_TRUE(summary.has_value()) << summary.error().message;
+  EXPECT_EQ(summary->jobs, 1);
+  EXPECT_EQ(store_->GetJobForPlatform("job_1").error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(store_->ListJobEvents(TenantScope::Of("tn_a"), "job_1", {})->items.size(), 0u);
+  EXPECT_TRUE(store_->GetJob(TenantScope::Of("tn_b"), "job_2").has_value());
+}
+
+INSTANTIATE_TEST_SUITE_P(Drivers, JobStoreTest,
+                         ::testing::Values(Backend::kSqlite, Backend::kPostgres), BackendName);
+
+}  // namespace
+}  // namespace atrium
