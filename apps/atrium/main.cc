@@ -146,6 +146,12 @@ int main(int argc, char** argv) {
   std::string nvml_library = "libnvidia-ml.so.1";
   dev->add_option("--nvml-library", nvml_library, "The NVML library to load ([fleet] nvml_library)")
       ->capture_default_str();
+  std::string slurm_dir;
+  dev->add_option("--slurm", slurm_dir,
+                  "Run jobs on the one-host Slurm that `scripts/slurm-dev.sh start DIR` started "
+                  "in DIR (default: the local sandbox backend). Give --fleet a node named as "
+                  "its node (SLURM_DEV_NODE)")
+      ->check(CLI::ExistingDirectory);
 
   std::string config_path;
   auto* server = app.add_subcommand(
@@ -202,7 +208,11 @@ int main(int argc, char** argv) {
       std::cerr << "atrium: cannot create " << data_dir << ": " << ec.message() << "\n";
       return 1;
     }
-    ::chmod(data_dir.c_str(), 0700);
+    // Searchable (x) but not readable by others: the workloads' own
+    // directories under workloads/ must be reachable by their unprivileged
+    // users. Everything else in it is 0600 or 0700 (the database, keys,
+    // tokens, the gateway's journal), so nothing else is exposed.
+    ::chmod(data_dir.c_str(), 0711);
     std::filesystem::path dir = std::filesystem::absolute(data_dir);
     Config config;
     config.store_url = "sqlite://" + (dir / "atrium.db").string();
@@ -211,12 +221,21 @@ int main(int argc, char** argv) {
     config.scheduler_fleet = fleet_spec;
     config.fleet_discover = discover;
     config.fleet_nvml_library = nvml_library;
+    if (!slurm_dir.empty()) {
+      const std::filesystem::path slurm = std::filesystem::absolute(slurm_dir);
+      config.jobs_backend = "slurm";
+      config.slurm_conf = (slurm / "slurm.conf").string();
+      config.slurm_workload_root = (slurm / "jobs" / "atrium").string();
+      config.slurm_create_unix_users = true;  // one host: tenants' users are made here
+    }
     config.run_gateway = true;
     config.gateway_listen = gateway_listen;
     config.gateway_queue = gateway_queue;
     config.gateway_threads = gateway_threads;
     config.gateway_upstream_ca_file = gateway_upstream_ca;
     config.gateway_journal_dir = (dir / "gateway").string();
+    std::filesystem::create_directories(config.gateway_journal_dir, ec);
+    ::chmod(config.gateway_journal_dir.c_str(), 0700);  // tenants' usage: the platform's only
     config.audit_checkpoint_file = (dir / "audit-checkpoints.jsonl").string();
     config.audit_signing_key_file = (dir / "audit-signing.key").string();
     config.egress_allowed_networks = egress_allow;

@@ -133,8 +133,9 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
     return Error::InvalidArgument(msg.str());
   }
   Config c;
-  static const std::set<std::string> kTables = {"server",    "store",   "api",   "auth",   "log",
-                                                "scheduler", "gateway", "audit", "egress", "fleet"};
+  static const std::set<std::string> kTables = {"server", "store",     "api",     "auth",
+                                                "log",    "scheduler", "gateway", "audit",
+                                                "egress", "fleet",     "jobs",    "slurm"};
   for (const auto& [k, v] : root) {
     std::string key(k.str());
     if (!kTables.contains(key)) {
@@ -196,6 +197,25 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
   fleet.Int("health_check_seconds", c.fleet_health_check_s, 0, 86'400);
   ATRIUM_RETURN_IF_ERROR(fleet.Finish());
   ATRIUM_RETURN_IF_ERROR(ValidateFleetDiscovery(c));
+  TableReader jobs(root["jobs"].as_table(), "jobs");
+  jobs.String("backend", c.jobs_backend);
+  jobs.String("state_dir", c.jobs_state_dir);
+  jobs.String("device_dir", c.jobs_device_dir);
+  jobs.Bool("require_full_confinement", c.jobs_require_full_confinement);
+  jobs.Int("cancel_grace_seconds", c.jobs_cancel_grace_s, 0, 3600);
+  jobs.Int("tick_ms", c.jobs_tick_ms, 10, 60'000);
+  ATRIUM_RETURN_IF_ERROR(jobs.Finish());
+  TableReader slurm(root["slurm"].as_table(), "slurm");
+  slurm.String("conf", c.slurm_conf);
+  slurm.String("workload_root", c.slurm_workload_root);
+  slurm.String("partition", c.slurm_partition);
+  slurm.String("unix_user_prefix", c.slurm_unix_user_prefix);
+  slurm.Bool("create_unix_users", c.slurm_create_unix_users);
+  slurm.Int("log_max_bytes", c.slurm_log_max_bytes, 0, int64_t{1} << 40);
+  slurm.Int("command_timeout_ms", c.slurm_command_timeout_ms, 1000, 600'000);
+  slurm.Int("tenant_sync_ms", c.slurm_tenant_sync_ms, 100, 3'600'000);
+  ATRIUM_RETURN_IF_ERROR(slurm.Finish());
+  ATRIUM_RETURN_IF_ERROR(ValidateJobs(c));
   TableReader gateway(root["gateway"].as_table(), "gateway");
   gateway.String("listen", c.gateway_listen);
   gateway.Int("threads", c.gateway_threads, 1, 256);
@@ -265,6 +285,25 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
         "'log.level' must be one of trace, debug, info, warn, error, off");
   }
   return c;
+}
+
+Status ValidateJobs(const Config& c) {
+  if (c.jobs_backend != "local" && c.jobs_backend != "slurm") {
+    return Error::InvalidArgument("'jobs.backend' must be local or slurm");
+  }
+  for (const auto& [key, path] :
+       {std::pair{"jobs.state_dir", &c.jobs_state_dir},
+        std::pair{"jobs.device_dir", &c.jobs_device_dir}, std::pair{"slurm.conf", &c.slurm_conf},
+        std::pair{"slurm.workload_root", &c.slurm_workload_root}}) {
+    if (!path->empty() && path->front() != '/') {
+      return Error::InvalidArgument(std::string("'") + key + "' must be an absolute path");
+    }
+  }
+  if (c.jobs_backend == "slurm" && (c.slurm_conf.empty() || c.slurm_workload_root.empty())) {
+    return Error::InvalidArgument(
+        "'jobs.backend' = slurm needs 'slurm.conf' and 'slurm.workload_root'");
+  }
+  return OkStatus();
 }
 
 Status ValidateFleetDiscovery(const Config& c) {

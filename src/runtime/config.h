@@ -58,6 +58,34 @@ struct Config {
   // How often the host's GPU health is read again while its GPUs are used;
   // a GPU that turns unhealthy is taken out of placement. 0 = never.
   int64_t fleet_health_check_s = 60;
+  // [jobs] What runs tenants' jobs (runtime/workloads.h): "local" =
+  // processes on this machine in bubblewrap sandboxes (exec_local), "slurm"
+  // = a Slurm cluster Atrium drives ([slurm] below).
+  std::string jobs_backend = "local";
+  // local: where workloads' records, logs and directories live. "" =
+  // "workloads" beside a SQLite database; required with PostgreSQL.
+  std::string jobs_state_dir;
+  // local: where GPU device files are. "" = /dev on a discovered host; on a
+  // simulated fleet, fake GPU devices made beside the state dir.
+  std::string jobs_device_dir;
+  // Refuse to start a workload the host cannot fully confine (cgroups).
+  bool jobs_require_full_confinement = false;
+  int64_t jobs_cancel_grace_s = 30;  // SIGTERM → SIGKILL on cancel and time limit
+  int64_t jobs_tick_ms = 1000;       // how often jobs are reconciled with the backend
+  // [slurm] With jobs.backend = "slurm": the cluster's slurm.conf, the
+  // folder every node mounts where workloads' files go, the partition ("" =
+  // the default), tenants' Unix users (prefix + tenant id; created on this
+  // host when create_unix_users, for one-host clusters), the most log bytes
+  // kept per workload (0 = all) and how long one Slurm command may take.
+  std::string slurm_conf;
+  std::string slurm_workload_root;
+  std::string slurm_partition;
+  std::string slurm_unix_user_prefix = "atr_";
+  bool slurm_create_unix_users = false;
+  int64_t slurm_log_max_bytes = 8 << 20;
+  int64_t slurm_command_timeout_ms = 30'000;
+  // How often tenants' accounts and limits are checked against Slurm's.
+  int64_t slurm_tenant_sync_ms = 10'000;
   // [gateway]
   std::string gateway_listen = "127.0.0.1:8081";
   int gateway_threads = 2;
@@ -105,6 +133,8 @@ Result<gateway::EgressRules> EgressRulesOf(const Config& config);
 // The [fleet] keys: discover is auto, nvml or off; the library path is not
 // empty; a node name, when given, passes ValidateNodeName.
 Status ValidateFleetDiscovery(const Config& config);
+// [jobs] and [slurm]: a known backend, absolute paths, what slurm needs.
+Status ValidateJobs(const Config& config);
 // A host name fit to be a fleet node's: 1..253 of letters, digits, '-',
 // '.', '_' (what hostnames hold; nothing that escapes a path or a log line).
 Status ValidateNodeName(const std::string& name);

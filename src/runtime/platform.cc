@@ -170,11 +170,16 @@ Result<std::string> Platform::StartControlPlane() {
     gpu_health_->Start();
   }
   tenants_->SetObserver(scheduling_.get());
+  ATRIUM_ASSIGN_OR_RETURN(workloads_,
+                          Workloads::Create(config_, *store_, *scheduling_, SystemClock::Instance(),
+                                            /*simulated=*/!fleet_discovery_.fleet.has_value()));
+  ATRIUM_RETURN_IF_ERROR(workloads_->Start(*tenants_));
   api::Services services{.store = store_.get(),
                          .identity = identity_.get(),
                          .tenants = tenants_.get(),
                          .clock = &SystemClock::Instance(),
                          .scheduling = scheduling_.get()};
+  services.jobs = &workloads_->jobs();
   if (!config_.audit_checkpoint_file.empty()) {
     checkpointer_ = std::make_unique<AuditCheckpointer>(
         *store_, SystemClock::Instance(),
@@ -226,12 +231,15 @@ void Platform::Stop() {
   // The GPU health watcher calls the scheduler: stop it first.
   if (gpu_health_) gpu_health_->Stop();
   gpu_health_.reset();
+  // The job service calls the scheduler: stop it first.
+  if (workloads_) workloads_->Stop(*tenants_);
   // The scheduler's timer writes to the store: stop it before the store closes.
   if (scheduling_) scheduling_->Stop();
   // After every writer of audit records, before the store closes.
   if (checkpointer_) checkpointer_->Stop();
   checkpointer_.reset();
   if (tenants_) tenants_->SetObserver(nullptr);
+  workloads_.reset();
   scheduling_.reset();
   fleet_discovery_ = FleetDiscovery{};  // closes NVML
   tenants_.reset();

@@ -19,6 +19,7 @@
 #include "runtime/config.h"
 #include "runtime/fleet_discovery.h"
 #include "runtime/gpu_health_watcher.h"
+#include "runtime/workloads.h"
 #include "scheduling/scheduling_service.h"
 #include "store/store.h"
 #include "tenancy/tenant_service.h"
@@ -65,6 +66,7 @@ class Platform {
   std::unique_ptr<TenantService> tenants_;
   FleetDiscovery fleet_discovery_;
   std::unique_ptr<scheduling::SchedulingService> scheduling_;
+  std::unique_ptr<Workloads> workloads_;
   std::unique_ptr<GpuHealthWatcher> gpu_health_;  // while the host's GPUs are used
   std::unique_ptr<AuditCheckpointer> checkpointer_;
   std::unique_ptr<api::ControlPlaneApi> api_;

@@ -1,0 +1,268 @@
+#include "runtime/workloads.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "exec_local/local_backend.h"
+#include "slurm/slurm_backend.h"
+#include "threads/thread_name.h"
+
+namespace atrium {
+namespace {
+
+// NVIDIA's character-device major: fake GPUs are real character devices of
+// it (a regular file is not a GPU to Slurm's GRES or the devices cgroup).
+constexpr unsigned kNvidiaMajor = 195;
+// The most GPUs a node of the catalog has.
+constexpr int kMostGpusPerNode = 8;
+
+std::string DirOfThisProgram() {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(".") : exe.parent_path().string();
+}
+
+// The simulated fleet's GPUs as `mknod c 195 N` fakes in `dir`, so a
+// workload on a simulated GPU sees one device file, as on a real node.
+Status MakeSimulatedGpuDevices(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Error::Unavailable("cannot create " + dir + ": " + ec.message());
+  ::chmod(dir.c_str(), 0755);
+  for (int i = 0; i < kMostGpusPerNode; ++i) {
+    const std::string path = dir + "/nvidia" + std::to_string(i);
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) == 0) {
+      if (S_ISCHR(st.st_mode) && major(st.st_rdev) == kNvidiaMajor) continue;
+      return Error::FailedPrecondition(path + " exists and is not a GPU device file");
+    }
+    if (::mknod(path.c_str(), S_IFCHR | 0666, makedev(kNvidiaMajor, i)) != 0) {
+      return Error::FailedPrecondition("cannot make the simulated GPU " + path +
+                                       " (mknod needs root): " + std::strerror(errno));
+    }
+    ::chmod(path.c_str(), 0666);  // as the driver's own /dev/nvidiaN
+  }
+  return OkStatus();
+}
+
+Result<std::unique_ptr<exec::ExecutionBackend>> MakeLocalBackend(const Config& config,
+                                                                 bool simulated) {
+  exec_local::LocalBackendOptions options;
+  options.state_dir =
+      config.jobs_state_dir.empty() ? DefaultWorkloadStateDir(config) : config.jobs_state_dir;
+  if (options.state_dir.empty()) {
+    return Error::InvalidArgument("'jobs.state_dir' is required with a PostgreSQL store");
+  }
+  options.WithHelpersIn(DirOfThisProgram());
+  options.require_full_confinement = config.jobs_require_full_confinement;
+  if (!config.jobs_device_dir.empty()) {
+    options.device_dir = config.jobs_device_dir;
+  } else if (simulated) {
+    options.device_dir = options.state_dir + ".gpus";
+    if (auto made = MakeSimulatedGpuDevices(options.device_dir); !made) {
+      // Jobs without GPUs still run; one asking for a GPU fails to start
+      // with the backend's words about the missing device file.
+      spdlog::warn("jobs: {}; jobs that ask for GPUs will not start", made.error().message);
+    }
+  }
+  ATRIUM_ASSIGN_OR_RETURN(auto backend, exec_local::LocalBackend::Create(std::move(options)));
+  return std::unique_ptr<exec::ExecutionBackend>(std::move(backend));
+}
+
+bool SameAccount(const exec::TenantAccount& a, const exec::TenantAccount& b) {
+  return a.state == b.state && a.gpu_limits == b.gpu_limits;
+}
+
+}  // namespace
+
+// Runs a sync soon after every tenant change, behind the job service's
+// observer (which stops a tenant's jobs first).
+class Workloads::TenantSyncObserver final : public TenantObserver {
+ public:
+  TenantSyncObserver(Workloads& owner, TenantObserver& next) : owner_(owner), next_(next) {}
+  void TenantChanged(const Tenant& tenant) override {
+    next_.TenantChanged(tenant);
+    owner_.SyncSoon();
+  }
+  Result<Tenant> ApplyTenantChange(const Tenant& next,
+                                   const std::function<Result<Tenant>()>& write) override {
+    auto result = next_.ApplyTenantChange(next, write);
+    owner_.SyncSoon();
+    return result;
+  }
+  Status TenantEvicting(const std::string& tenant_id, const RequestOrigin& by) override {
+    auto result = next_.TenantEvicting(tenant_id, by);
+    owner_.SyncSoon();
+    return result;
+  }
+
+ private:
+  Workloads& owner_;
+  TenantObserver& next_;
+};
+
+std::string DefaultWorkloadStateDir(const Config& config) {
+  constexpr std::string_view kSqlite = "sqlite://";
+  if (config.store_url.rfind(kSqlite, 0) != 0) return "";
+  std::string db_path = config.store_url.substr(kSqlite.size());
+  db_path = db_path.substr(0, db_path.find('?'));
+  return (std::filesystem::path(db_path).parent_path() / "workloads").string();
+}
+
+Result<std::unique_ptr<Workloads>> Workloads::Create(const Config& config, Store& store,
+                                                     scheduling::SchedulingService& scheduling,
+                                                     const Clock& clock, bool simulated) {
+  std::unique_ptr<Workloads> w(new Workloads());
+  w->scheduling_ = &scheduling;
+  w->store_ = &store;
+  if (config.jobs_backend == "local") {
+    ATRIUM_ASSIGN_OR_RETURN(w->backend_, MakeLocalBackend(config, simulated));
+  } else if (config.jobs_backend == "slurm") {
+    w->runner_ = std::make_unique<slurm::ProcessCommandRunner>(
+        std::vector<std::pair<std::string, std::string>>{
+            {"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+            {"SLURM_CONF", config.slurm_conf},
+            {"SLURM_TIME_FORMAT", "%s"}},
+        config.slurm_command_timeout_ms);
+    slurm::SlurmBackendOptions options;
+    options.workload_root = config.slurm_workload_root;
+    options.unix_user_prefix = config.slurm_unix_user_prefix;
+    options.create_unix_users = config.slurm_create_unix_users;
+    options.partition = config.slurm_partition;
+    options.log_max_bytes = config.slurm_log_max_bytes;
+    options.preempt_grace_s = config.scheduler_grace_s;
+    std::error_code ec;
+    std::filesystem::create_directories(options.workload_root, ec);
+    if (ec) {
+      return Error::Unavailable("cannot create 'slurm.workload_root' " + options.workload_root +
+                                ": " + ec.message());
+    }
+    ::chmod(options.workload_root.c_str(), 0711);
+    w->backend_ = std::make_unique<slurm::SlurmBackend>(options, *w->runner_, clock);
+    w->tenant_sync_ms_ = config.slurm_tenant_sync_ms;
+  } else {
+    return Error::InvalidArgument("'jobs.backend' must be local or slurm");
+  }
+  jobs::JobServiceOptions options;
+  options.tick_ms = config.jobs_tick_ms;
+  options.cancel_grace_ms = config.jobs_cancel_grace_s * 1000;
+  options.time_limit_grace_ms = config.jobs_cancel_grace_s * 1000;
+  w->jobs_ = std::make_unique<jobs::JobService>(store, scheduling, *w->backend_, clock,
+                                                std::move(options));
+  return w;
+}
+
+Workloads::~Workloads() {
+  {
+    std::lock_guard lock(loop_mu_);
+    stopping_ = true;
+  }
+  loop_cv_.notify_all();
+  if (sync_thread_.joinable()) sync_thread_.join();
+}
+
+Status Workloads::Start(TenantService& tenants) {
+  if (tenant_sync_ms_ > 0) {
+    // Tenants first: a backend with accounts (Slurm) refuses a workload
+    // of a tenant it does not know yet.
+    if (auto synced = SyncTenants(); !synced) {
+      spdlog::warn("jobs: the {} backend's tenants are not in sync yet: {}", backend_->name(),
+                   synced.error().message);
+    }
+  }
+  ATRIUM_RETURN_IF_ERROR(jobs_->Start());
+  observer_ = std::make_unique<jobs::JobsTenantObserver>(*jobs_, *scheduling_);
+  if (tenant_sync_ms_ > 0) {
+    sync_observer_ = std::make_unique<TenantSyncObserver>(*this, *observer_);
+    tenants.SetObserver(sync_observer_.get());
+    sync_thread_ = std::thread([this] { SyncLoop(); });
+  } else {
+    tenants.SetObserver(observer_.get());
+  }
+  spdlog::info("jobs run on the {} backend", backend_->name());
+  return OkStatus();
+}
+
+void Workloads::Stop(TenantService& tenants) {
+  if (observer_) tenants.SetObserver(scheduling_);
+  {
+    std::lock_guard lock(loop_mu_);
+    stopping_ = true;
+  }
+  loop_cv_.notify_all();
+  if (sync_thread_.joinable()) sync_thread_.join();
+  jobs_->Stop();
+}
+
+void Workloads::SyncSoon() {
+  {
+    std::lock_guard lock(loop_mu_);
+    sync_soon_ = true;
+  }
+  loop_cv_.notify_all();
+}
+
+void Workloads::SyncLoop() {
+  NameThisThread("tenant-sync");
+  std::unique_lock lock(loop_mu_);
+  while (!stopping_) {
+    loop_cv_.wait_for(lock, std::chrono::milliseconds(tenant_sync_ms_),
+                      [this] { return stopping_ || sync_soon_; });
+    if (stopping_) break;
+    sync_soon_ = false;
+    lock.unlock();
+    if (auto synced = SyncTenants(); !synced) {
+      spdlog::warn("jobs: tenant sync with the {} backend: {}", backend_->name(),
+                   synced.error().message);
+    }
+    lock.lock();
+  }
+}
+
+Status Workloads::SyncTenants() {
+  std::lock_guard lock(sync_mu_);
+  std::map<std::string, exec::TenantAccount> now;
+  ListOptions page{.after = "", .limit = 500};
+  do {
+    ATRIUM_ASSIGN_OR_RETURN(auto tenants, store_->ListTenants(TenantFilter{}, page));
+    for (const Tenant& tenant : tenants.items) {
+      exec::TenantAccount account{.tenant_id = tenant.id, .state = tenant.state};
+      ATRIUM_ASSIGN_OR_RETURN(auto quotas, store_->ListQuotas(TenantScope::Of(tenant.id)));
+      std::map<std::string, int64_t> whole_gpus;
+      for (const QuotaRecord& quota : quotas) {
+        if (!quota.project.empty() || (quota.kind != "gpu" && quota.kind != "node")) continue;
+        whole_gpus[quota.model] += quota.limit_milli / 1000;
+      }
+      account.gpu_limits.assign(whole_gpus.begin(), whole_gpus.end());
+      now.emplace(tenant.id, std::move(account));
+    }
+    page.after = tenants.next_cursor;
+  } while (!page.after.empty());
+  for (const auto& [id, previous] : synced_) {
+    if (!now.contains(id) && previous.state != "deleted") {
+      now.emplace(id, exec::TenantAccount{.tenant_id = id, .state = "deleted"});
+    }
+  }
+  Status first = OkStatus();
+  for (auto& [id, account] : now) {
+    auto known = synced_.find(id);
+    if (known != synced_.end() && SameAccount(known->second, account)) continue;
+    if (auto synced = backend_->SyncTenant(account); !synced) {
+      if (first) first = std::move(synced);
+      continue;  // retried at the next sync
+    }
+    synced_[id] = account;
+  }
+  return first;
+}
+
+}  // namespace atrium
