@@ -47,6 +47,10 @@
 // or whose victims also give back limit headroom, has its victims chosen
 // anew (victims chosen again keep their grace end; if none fit, the reclaim
 // is cancelled). So no GPU is freed where the reclaimer may not go.
+// With SchedulerOptions::scrub_gpus, what an ended allocation held of each
+// GPU stays held (ScrubHold) until FinishScrub; reclaim plans against the
+// room those scrubs will free, so a request that fits once they finish
+// waits for them and starts no reclaim.
 #pragma once
 
 #include <cstdint>
