@@ -198,6 +198,9 @@ int main(int argc, char** argv) {
     config.signing_key_file = (dir / "signing.key").string();
     config.api_listen = api_listen;
     config.scheduler_fleet = fleet_spec;
+    // The simulated fleet has no GPU to reset: a one-second stand-in keeps
+    // "scrubbing" visible in `atrium gpu list` without slowing anyone down.
+    config.scrub.default_command = {"sleep", "1"};
     config.run_gateway = true;
     config.gateway_listen = gateway_listen;
     config.gateway_queue = gateway_queue;

@@ -8,6 +8,7 @@
 
 #include "common/result.h"
 #include "gateway/egress_policy.h"
+#include "scheduling/scrub_runner.h"
 
 namespace atrium {
 
@@ -47,6 +48,12 @@ struct Config {
   // beyond): one tenant's backlog must not slow every tenant's scheduling.
   int64_t scheduler_max_pending_per_tenant = 1000;
   int64_t scheduler_max_pending_per_project = 500;
+  // [scrub] How a GPU is scrubbed after an allocation on it ended, before
+  // anyone else is placed there (scheduling/scrub_runner.h): `command` (the
+  // default argv), `timeout_ms`, `workload_timeout_ms`, `workers`, and a
+  // [scrub.commands] table of argv per GPU model. No command: the scrub is
+  // immediate (the GPU still passes through "scrubbing").
+  scheduling::ScrubOptions scrub;
   // [gateway]
   std::string gateway_listen = "127.0.0.1:8081";
   int gateway_threads = 2;
