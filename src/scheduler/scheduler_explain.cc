@@ -84,8 +84,9 @@ Result<std::string> Scheduler::Explain(std::string_view id, Audience audience) c
     } else {
       lines.push_back("placement: " + DiagnoseNoFit(*ctx));
       if (WaitsForScrub(*a)) {
-        lines.push_back("room is being scrubbed after other work ended; it is placed once the "
-                        "scrub finishes");
+        lines.push_back(
+            "room is being scrubbed after other work ended; it is placed once the "
+            "scrub finishes");
       }
     }
   }

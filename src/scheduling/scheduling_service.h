@@ -79,7 +79,9 @@ struct SchedulingOptions {
 };
 
 // Whether no process of an allocation remains (true: gone). The job service
-// provides it; none set: workloads are taken as gone.
+// provides it; none set: workloads are taken as gone. Called on the scrub
+// runner's threads (several at once), never under the service's lock, every
+// ScrubOptions::workload_poll_ms until it says gone.
 using WorkloadProbe = std::function<bool(const std::string& allocation_id)>;
 
 // The audit actor of decisions nobody asked for directly: placements of
