@@ -228,6 +228,9 @@ int main(int argc, char** argv) {
       config.slurm_workload_root = (slurm / "jobs" / "atrium").string();
       config.slurm_create_unix_users = true;  // one host: tenants' users are made here
     }
+    // The simulated fleet has no GPU to reset: a one-second stand-in keeps
+    // "scrubbing" visible in `atrium gpu list` without slowing anyone down.
+    config.scrub.default_command = {"sleep", "1"};
     config.run_gateway = true;
     config.gateway_listen = gateway_listen;
     config.gateway_queue = gateway_queue;

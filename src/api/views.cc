@@ -195,6 +195,10 @@ Json GpuView(const scheduling::GpuInfo& g) {
           {"used_milli", g.used_milli},
           {"used_memory_mib", g.used_memory_mib},
           {"free", g.free},
+          {"state", g.state},
+          {"scrubbing", g.scrubbing},
+          {"health_reason", OrNull(g.health_reason)},
+          {"scrubbing_for", g.scrubbing_for},
           {"allocations", uses}};
 }
 

@@ -16,10 +16,19 @@ const std::vector<Column> kNodeColumns = {
     {"NAME", "name"},       {"STATE", "state"},    {"POOL", "pool"},
     {"MODEL", "gpu_model"}, {"GPUS", "gpu_count"}, {"FREE", "gpus_free"},
     {"RACK", "rack"},       {"REGION", "region"},  {"ALLOCATIONS", "allocations"}};
-const std::vector<Column> kGpuColumns = {{"NODE", "node"},    {"GPU", "index"},
-                                         {"MODEL", "model"},  {"HEALTHY", "healthy"},
-                                         {"MIG", "mig_mode"}, {"USED_MILLI", "used_milli"},
-                                         {"FREE", "free"},    {"ALLOCATIONS", "allocation_ids"}};
+// STATE is unhealthy, scrubbing (an ended allocation's room waits for its
+// scrub), cordoned, free or in_use; REASON says why a failed scrub took it
+// out of service.
+const std::vector<Column> kGpuColumns = {{"NODE", "node"},
+                                         {"GPU", "index"},
+                                         {"MODEL", "model"},
+                                         {"STATE", "state"},
+                                         {"HEALTHY", "healthy"},
+                                         {"MIG", "mig_mode"},
+                                         {"USED_MILLI", "used_milli"},
+                                         {"FREE", "free"},
+                                         {"ALLOCATIONS", "allocation_ids"},
+                                         {"REASON", "health_reason"}};
 
 std::string NodePath(const std::string& name) { return "/api/v1/nodes/" + UrlEncode(name); }
 

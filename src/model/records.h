@@ -239,4 +239,25 @@ struct AllocationRecord {
   bool operator==(const AllocationRecord&) const = default;
 };
 
+// A GPU (or the part of one) an ended allocation held, kept from new work
+// until its scrub finished (sched::ScrubHold). Platform data: the tenant and
+// allocation are never shown to another tenant.
+struct GpuScrubRecord {
+  std::string node;
+  int64_t gpu = 0;
+  std::string allocation_id;
+  std::string tenant_id;
+  std::string kind;  // gpu (whole; also a lease's GPUs) | mig | share
+  std::string model;
+  std::string mig_profile;
+  int64_t mig_start = -1;
+  int64_t milli = 0;           // share
+  int64_t gpu_memory_mib = 0;  // share: its GPU-memory cap
+  int64_t since_ms = 0;        // when the allocation ended
+  std::string state;           // scrubbing | failed
+  std::string reason;          // failed: "scrub failed: ..."
+
+  bool operator==(const GpuScrubRecord&) const = default;
+};
+
 }  // namespace atrium

@@ -80,6 +80,16 @@ class TableReader {
       }
     }
   }
+  // A sub-table; marks the key known. nullptr when absent (or not a table:
+  // then an error).
+  const toml::table* Table(const char* key) {
+    known_.insert(key);
+    if (!table_ || error_) return nullptr;
+    const toml::node* n = table_->get(key);
+    if (n == nullptr) return nullptr;
+    if (!n->is_table()) Fail("'" + name_ + "." + key + "' must be a table");
+    return n->as_table();
+  }
   Status Finish() {
     if (error_) return *error_;
     if (!table_) return OkStatus();
@@ -133,9 +143,9 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
     return Error::InvalidArgument(msg.str());
   }
   Config c;
-  static const std::set<std::string> kTables = {"server", "store",     "api",     "auth",
-                                                "log",    "scheduler", "gateway", "audit",
-                                                "egress", "fleet",     "jobs",    "slurm"};
+  static const std::set<std::string> kTables = {"server",    "store",   "api",   "auth",   "log",
+                                                "scheduler", "gateway", "audit", "egress", "fleet",
+                                                "jobs",      "slurm",   "scrub"};
   for (const auto& [k, v] : root) {
     std::string key(k.str());
     if (!kTables.contains(key)) {
@@ -216,6 +226,23 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
   slurm.Int("tenant_sync_ms", c.slurm_tenant_sync_ms, 100, 3'600'000);
   ATRIUM_RETURN_IF_ERROR(slurm.Finish());
   ATRIUM_RETURN_IF_ERROR(ValidateJobs(c));
+  TableReader scrub(root["scrub"].as_table(), "scrub");
+  scrub.StringArray("command", c.scrub.default_command);
+  scrub.Int("timeout_ms", c.scrub.timeout_ms, 100, 3'600'000);
+  scrub.Int("workload_timeout_ms", c.scrub.workload_timeout_ms, 100, 86'400'000);
+  scrub.Int("workers", c.scrub.workers, 1, 64);
+  if (const toml::table* commands = scrub.Table("commands")) {
+    TableReader per_model(commands, "scrub.commands");
+    for (const auto& [model, value] : *commands) {
+      const std::string name(model.str());
+      per_model.StringArray(name.c_str(), c.scrub.commands[name]);
+    }
+    ATRIUM_RETURN_IF_ERROR(per_model.Finish());
+  }
+  ATRIUM_RETURN_IF_ERROR(scrub.Finish());
+  if (auto valid = scheduling::ValidateScrubOptions(c.scrub); !valid.has_value()) {
+    return Error::InvalidArgument("[scrub]: " + valid.error().message);
+  }
   TableReader gateway(root["gateway"].as_table(), "gateway");
   gateway.String("listen", c.gateway_listen);
   gateway.Int("threads", c.gateway_threads, 1, 256);

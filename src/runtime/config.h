@@ -8,6 +8,7 @@
 
 #include "common/result.h"
 #include "gateway/egress_policy.h"
+#include "scheduling/scrub_runner.h"
 
 namespace atrium {
 
@@ -86,6 +87,12 @@ struct Config {
   int64_t slurm_command_timeout_ms = 30'000;
   // How often tenants' accounts and limits are checked against Slurm's.
   int64_t slurm_tenant_sync_ms = 10'000;
+  // [scrub] How a GPU is scrubbed after an allocation on it ended, before
+  // anyone else is placed there (scheduling/scrub_runner.h): `command` (the
+  // default argv), `timeout_ms`, `workload_timeout_ms`, `workers`, and a
+  // [scrub.commands] table of argv per GPU model. No command: the scrub is
+  // immediate (the GPU still passes through "scrubbing").
+  scheduling::ScrubOptions scrub;
   // [gateway]
   std::string gateway_listen = "127.0.0.1:8081";
   int gateway_threads = 2;

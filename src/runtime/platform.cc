@@ -156,6 +156,7 @@ Result<std::string> Platform::StartControlPlane() {
   sched_opts.tick_ms = config_.scheduler_tick_ms;
   sched_opts.max_pending_per_tenant = config_.scheduler_max_pending_per_tenant;
   sched_opts.max_pending_per_project = config_.scheduler_max_pending_per_project;
+  sched_opts.scrub = config_.scrub;
   scheduling_ =
       std::make_unique<scheduling::SchedulingService>(*store_, SystemClock::Instance(), sched_opts);
   ATRIUM_RETURN_IF_ERROR(scheduling_->Start());

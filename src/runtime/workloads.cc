@@ -179,6 +179,11 @@ Status Workloads::Start(TenantService& tenants) {
                    synced.error().message);
     }
   }
+  // A GPU is scrubbed only once no process of the allocation that held it
+  // is left (the scrub runner asks on its own threads).
+  scheduling_->SetWorkloadProbe([jobs = jobs_.get()](const std::string& allocation_id) {
+    return jobs->WorkloadsGone(allocation_id);
+  });
   ATRIUM_RETURN_IF_ERROR(jobs_->Start());
   observer_ = std::make_unique<jobs::JobsTenantObserver>(*jobs_, *scheduling_);
   if (tenant_sync_ms_ > 0) {
@@ -194,6 +199,7 @@ Status Workloads::Start(TenantService& tenants) {
 
 void Workloads::Stop(TenantService& tenants) {
   if (observer_) tenants.SetObserver(scheduling_);
+  scheduling_->SetWorkloadProbe(nullptr);
   {
     std::lock_guard lock(loop_mu_);
     stopping_ = true;

@@ -39,6 +39,10 @@ constexpr std::array<std::pair<std::string_view, AllocationState>, 3> kStates{{
     {"running", AllocationState::kRunning},
     {"preempting", AllocationState::kPreempting},
 }};
+constexpr std::array<std::pair<std::string_view, ScrubState>, 2> kScrubStates{{
+    {"scrubbing", ScrubState::kScrubbing},
+    {"failed", ScrubState::kFailed},
+}};
 constexpr std::array<std::pair<std::string_view, DecisionKind>, 3> kEndedStates{{
     {"released", DecisionKind::kReleased},
     {"preempted", DecisionKind::kPreempted},
@@ -66,6 +70,47 @@ Result<Priority> ParsePriority(std::string_view name) {
 }
 Result<AllocationState> ParseState(std::string_view name) {
   return ParseName(name, kStates, "allocation state");
+}
+
+std::string_view ScrubStateName(ScrubState state) { return NameOf(state, kScrubStates); }
+Result<ScrubState> ParseScrubState(std::string_view name) {
+  return ParseName(name, kScrubStates, "scrub state");
+}
+
+std::vector<ScrubHold> ScrubHoldsOf(const Allocation& a, int64_t now_ms) {
+  std::vector<ScrubHold> out;
+  for (const NodePlacement& p : a.placement) {
+    for (int g : p.gpus) {
+      ScrubHold h;
+      h.allocation = a.id();
+      h.tenant = a.request.tenant;
+      h.node = p.node;
+      h.gpu = g;
+      h.model = a.request.model;
+      h.since_ms = now_ms;
+      switch (a.request.kind) {
+        case AllocationKind::kMig:
+          h.kind = AllocationKind::kMig;
+          h.mig_profile = a.request.mig_profile;
+          h.mig_start = a.mig_start;
+          break;
+        case AllocationKind::kShare:
+          h.kind = AllocationKind::kShare;
+          h.milli = a.request.milli;
+          h.mem_cap_mib = a.request.mem_cap_mib;
+          break;
+        default:  // whole GPUs, gangs and a lease's GPUs
+          h.kind = AllocationKind::kGpu;
+          break;
+      }
+      out.push_back(std::move(h));
+    }
+  }
+  return out;
+}
+
+std::string DescribeScrub(const ScrubHold& hold) {
+  return hold.node + " gpu " + std::to_string(hold.gpu) + " (" + hold.allocation + ")";
 }
 
 std::string ResourceClass::ToString() const { return model + "/" + std::string(KindName(kind)); }

@@ -115,6 +115,47 @@ struct Allocation {
   bool operator==(const Allocation&) const = default;
 };
 
+// Scrub before reuse (SchedulerOptions::scrub_gpus): what an ended
+// allocation held of one GPU stays held, by nobody's work, until the shell
+// reports that GPU's scrub finished, so no other tenant is placed on a GPU
+// that may still hold the last tenant's data. One hold per (allocation,
+// node, GPU): a gang or a multi-GPU allocation leaves one per GPU, a node
+// lease one whole-GPU hold per GPU of the node. The allocation itself has
+// ended (its tenant is no longer charged); the hold is capacity only: no
+// quota, no host CPU or memory, no power, no tenant for isolation tiers.
+enum class ScrubState {
+  kScrubbing,  // waits for its scrub
+  kFailed,     // the scrub failed: the GPU was marked unhealthy; the hold
+               // stays until an operator marks the GPU healthy again
+};
+std::string_view ScrubStateName(ScrubState state);  // "scrubbing", "failed"
+Result<ScrubState> ParseScrubState(std::string_view name);
+
+struct ScrubHold {
+  std::string allocation;  // the ended allocation
+  std::string tenant;      // whose it was (platform views only)
+  std::string node;
+  int gpu = -1;
+  // What is held on the GPU: kGpu (the whole GPU; also a lease's GPUs), kMig
+  // (the instance at mig_start) or kShare (milli and mem_cap_mib).
+  AllocationKind kind = AllocationKind::kGpu;
+  std::string model;
+  std::string mig_profile;
+  int mig_start = -1;
+  int32_t milli = 0;
+  int64_t mem_cap_mib = 0;
+  int64_t since_ms = 0;  // when the allocation ended
+  ScrubState state = ScrubState::kScrubbing;
+  std::string reason;  // kFailed: "scrub failed: ..."
+
+  bool operator==(const ScrubHold&) const = default;
+};
+
+// The holds `a` (placed, ending now at `now_ms`) leaves, in placement order.
+std::vector<ScrubHold> ScrubHoldsOf(const Allocation& a, int64_t now_ms);
+// "n1 gpu 3 (alloc-1)", as records and logs name a hold.
+std::string DescribeScrub(const ScrubHold& hold);
+
 // What every decision that changes an allocation returns, for the shell to
 // audit and persist.
 enum class DecisionKind {

@@ -1,6 +1,7 @@
 #include "scheduler/cluster_state.h"
 
 #include <algorithm>
+#include <tuple>
 
 namespace atrium::sched {
 
@@ -167,7 +168,8 @@ Status ClusterState::CheckPart(const Allocation& a, int32_t i, const NodePlaceme
   return OkStatus();
 }
 
-void ClusterState::ApplyPart(const Allocation& a, int32_t i, const NodePlacement& p, int64_t sign) {
+void ClusterState::ApplyPart(const Allocation& a, int32_t i, const NodePlacement& p, int64_t sign,
+                             bool scrub) {
   const capacity::Node& n = node(i);
   NodeRuntime& rt = nodes_[size_t(i)];
   const capacity::GpuModel& model = *models_[size_t(i)];
@@ -176,14 +178,16 @@ void ClusterState::ApplyPart(const Allocation& a, int32_t i, const NodePlacement
                                             : nullptr;
   const int32_t milli = MilliOnGpu(a, profile);
   const bool lease = a.request.kind == AllocationKind::kNode;
-  rt.cpu_used += sign * (lease ? n.cpu_milli : a.request.cpu_milli);
-  rt.memory_used += sign * (lease ? n.memory_mib : a.request.memory_mib);
-  if (lease) rt.leased_by = sign > 0 ? a.id() : std::string();
-  if (sign > 0) {
-    ++rt.tenants[a.request.tenant];
-  } else if (auto it = rt.tenants.find(a.request.tenant);
-             it != rt.tenants.end() && --it->second <= 0) {
-    rt.tenants.erase(it);
+  if (!scrub) {
+    rt.cpu_used += sign * (lease ? n.cpu_milli : a.request.cpu_milli);
+    rt.memory_used += sign * (lease ? n.memory_mib : a.request.memory_mib);
+    if (lease) rt.leased_by = sign > 0 ? a.id() : std::string();
+    if (sign > 0) {
+      ++rt.tenants[a.request.tenant];
+    } else if (auto it = rt.tenants.find(a.request.tenant);
+               it != rt.tenants.end() && --it->second <= 0) {
+      rt.tenants.erase(it);
+    }
   }
   int64_t watts = 0;
   for (int g : p.gpus) {
@@ -192,14 +196,19 @@ void ClusterState::ApplyPart(const Allocation& a, int32_t i, const NodePlacement
     int64_t memory = gpu.memory_mib;
     if (a.request.kind == AllocationKind::kShare) memory = a.request.mem_cap_mib;
     if (profile != nullptr) memory = profile->memory_mib;
-    watts += profile != nullptr ? MigWatts(model, profile->compute_slices) : GpuWatts(model, milli);
+    if (!scrub) {
+      watts +=
+          profile != nullptr ? MigWatts(model, profile->compute_slices) : GpuWatts(model, milli);
+    }
     if (sign > 0) {
-      // Kept sorted by allocation id, so the state does not depend on the
-      // order allocations were applied in (Restore applies in seq order).
-      GpuUse use{a.id(), a.request.tenant, milli, memory};
+      // Kept sorted by allocation id (scrub holds after allocations of the
+      // same id), so the state does not depend on the order allocations
+      // were applied in (Restore applies in seq order).
+      GpuUse use{a.id(), a.request.tenant, milli, memory, scrub};
       gs.uses.insert(std::upper_bound(gs.uses.begin(), gs.uses.end(), use,
                                       [](const GpuUse& x, const GpuUse& y) {
-                                        return x.allocation < y.allocation;
+                                        return std::tie(x.allocation, x.scrubbing) <
+                                               std::tie(y.allocation, y.scrubbing);
                                       }),
                      std::move(use));
       gs.whole = a.request.kind == AllocationKind::kGpu || lease;
@@ -208,7 +217,8 @@ void ClusterState::ApplyPart(const Allocation& a, int32_t i, const NodePlacement
         (void)gs.mig->Place(*profile, a.mig_start, a.id());
       }
     } else {
-      std::erase_if(gs.uses, [&](const GpuUse& u) { return u.allocation == a.id(); });
+      std::erase_if(
+          gs.uses, [&](const GpuUse& u) { return u.allocation == a.id() && u.scrubbing == scrub; });
       gs.whole = false;
       if (profile != nullptr && gs.mig) {
         (void)gs.mig->Remove(a.mig_start);
@@ -248,6 +258,49 @@ void ClusterState::Remove(const Allocation& a) {
   for (const NodePlacement& p : a.placement) {
     if (auto i = NodeIndex(p.node)) ApplyPart(a, *i, p, -1);
   }
+}
+
+namespace {
+
+// The one-GPU allocation whose footprint a scrub hold keeps.
+Allocation ScrubFootprint(const ScrubHold& hold) {
+  Allocation a;
+  a.request.id = hold.allocation;
+  a.request.tenant = hold.tenant;
+  a.request.kind = hold.kind;
+  a.request.model = hold.model;
+  a.request.gpus = 1;
+  a.request.mig_profile = hold.mig_profile;
+  a.request.milli = hold.milli;
+  a.request.mem_cap_mib = hold.mem_cap_mib;
+  a.state = AllocationState::kRunning;
+  a.placement = {NodePlacement{hold.node, {hold.gpu}}};
+  a.mig_start = hold.mig_start;
+  return a;
+}
+
+}  // namespace
+
+Status ClusterState::ApplyScrub(const ScrubHold& hold) {
+  if (hold.kind == AllocationKind::kNode) {
+    return Error::FailedPrecondition("scrub hold " + DescribeScrub(hold) +
+                                     " must name one GPU's kind (gpu, mig or share)");
+  }
+  const Allocation a = ScrubFootprint(hold);
+  auto i = NodeIndex(hold.node);
+  if (!i) return Error::FailedPrecondition("scrub hold " + DescribeScrub(hold) + ": unknown node");
+  ATRIUM_RETURN_IF_ERROR(CheckPart(a, *i, a.placement[0]));
+  ApplyPart(a, *i, a.placement[0], 1, /*scrub=*/true);
+  return OkStatus();
+}
+
+void ClusterState::RemoveScrub(const ScrubHold& hold) {
+  const Allocation a = ScrubFootprint(hold);
+  if (auto i = NodeIndex(hold.node)) ApplyPart(a, *i, a.placement[0], -1, /*scrub=*/true);
+}
+
+void ClusterState::RemoveScrubs(const std::vector<ScrubHold>& holds) {
+  for (const ScrubHold& h : holds) RemoveScrub(h);
 }
 
 NodeState ClusterState::EngineView(int32_t i) const {

@@ -31,6 +31,10 @@ struct GpuUse {
   std::string tenant;
   int32_t milli = 0;       // 1000 for a whole GPU, MigMilli (the charge) for MIG, the share's
   int64_t memory_mib = 0;  // GPU memory: the whole GPU, the MIG profile's, the share's cap
+  // A scrub hold (ScrubHold): what an ended allocation held, kept from new
+  // work until its scrub finishes. It takes room like the allocation did but
+  // belongs to nobody: isolation tiers do not count it.
+  bool scrubbing = false;
   bool operator==(const GpuUse&) const = default;
 };
 
@@ -99,6 +103,15 @@ class ClusterState {
   Status Apply(const Allocation& allocation);
   // Gives back what Apply took for the same allocation.
   void Remove(const Allocation& allocation);
+  // Holds what `hold` names on its GPU (GPU room only: no host CPU, memory,
+  // power or tenant). FailedPrecondition as Apply when the room is not free
+  // or the hold is not valid; on error nothing changes.
+  Status ApplyScrub(const ScrubHold& hold);
+  // Gives back what ApplyScrub took for the same hold.
+  void RemoveScrub(const ScrubHold& hold);
+  // Holds of finished scrubs taken off: the room the GPUs will have once
+  // every scrub in flight is done (reclaim plans against it).
+  void RemoveScrubs(const std::vector<ScrubHold>& holds);
 
   // What the placement engine sees of node i, for every tenant: GPUs that are
   // unusable, whole-taken or in MIG mode have 0 free milli. model_index is
@@ -116,7 +129,9 @@ class ClusterState {
     const NodePlacement* placement;
   };
   Status CheckPart(const Allocation& a, int32_t node, const NodePlacement& p) const;
-  void ApplyPart(const Allocation& a, int32_t node, const NodePlacement& p, int64_t sign);
+  // `scrub`: a scrub hold's footprint (GPU room only; see GpuUse::scrubbing).
+  void ApplyPart(const Allocation& a, int32_t node, const NodePlacement& p, int64_t sign,
+                 bool scrub = false);
 
   const capacity::Fleet* fleet_;
   std::vector<NodeRuntime> nodes_;

@@ -16,6 +16,7 @@ IsolationTier TierOf(const TenantTable& tenants, std::string_view id) {
 
 bool MayJoinGpu(const PlacementContext& ctx, const GpuState& gs) {
   for (const GpuUse& u : gs.uses) {
+    if (u.scrubbing) continue;  // nobody's work: room only
     if (!MayShareGpu(u.tenant, TierOf(ctx.tenants, u.tenant), ctx.tenant.id, ctx.tenant.tier)) {
       return false;
     }

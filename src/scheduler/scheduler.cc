@@ -156,10 +156,53 @@ bool Scheduler::ApplyPlaced(Allocation& a) {
 
 void Scheduler::RemovePlaced(Allocation& a) {
   state_.Remove(a);
+  if (options_.scrub_gpus) {
+    for (ScrubHold& h : ScrubHoldsOf(a, now_ms_)) {
+      // The room was just given back, so the hold always fits.
+      Status held = state_.ApplyScrub(h);
+      assert(held.has_value());
+      (void)held;
+      ++scrubs_in_flight_;
+      scrubs_.insert_or_assign({h.node, h.gpu, h.allocation}, std::move(h));
+    }
+  }
   ledger_.Remove(a);
   RefreshEngine(a);
   ++revision_;
   CapacityChanged();
+}
+
+const ClusterState& Scheduler::SettledState() const {
+  if (scrubs_in_flight_ == 0) return state_;
+  if (!settled_ || settled_revision_ != revision_) {
+    settled_.emplace(state_);
+    for (const auto& [key, h] : scrubs_) {
+      if (h.state == ScrubState::kScrubbing) settled_->RemoveScrub(h);
+    }
+    settled_revision_ = revision_;
+  }
+  return *settled_;
+}
+
+bool Scheduler::WaitsForScrub(const Allocation& a) const {
+  if (scrubs_in_flight_ == 0) return false;
+  auto ctx = ContextFor(a, SettledState());
+  return ctx && FindPlacement(*ctx, nullptr).has_value();
+}
+
+std::vector<ScrubHold> Scheduler::Scrubs() const {
+  std::vector<ScrubHold> out;
+  out.reserve(scrubs_.size());
+  for (const auto& [key, h] : scrubs_) out.push_back(h);
+  return out;
+}
+
+std::vector<ScrubHold> Scheduler::ScrubsOf(std::string_view id) const {
+  std::vector<ScrubHold> out;
+  for (const auto& [key, h] : scrubs_) {
+    if (h.allocation == id) out.push_back(h);
+  }
+  return out;
 }
 
 void Scheduler::ForgetVictim(const Allocation& victim) {

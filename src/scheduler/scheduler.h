@@ -47,6 +47,10 @@
 // or whose victims also give back limit headroom, has its victims chosen
 // anew (victims chosen again keep their grace end; if none fit, the reclaim
 // is cancelled). So no GPU is freed where the reclaimer may not go.
+// With SchedulerOptions::scrub_gpus, what an ended allocation held of each
+// GPU stays held (ScrubHold) until FinishScrub; reclaim plans against the
+// room those scrubs will free, so a request that fits once they finish
+// waits for them and starts no reclaim.
 #pragma once
 
 #include <cstdint>
@@ -56,6 +60,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "capacity/inventory.h"
@@ -89,6 +94,12 @@ struct SchedulerOptions {
   // and 500; both must be positive.
   int64_t max_pending_per_tenant = 1'000;
   int64_t max_pending_per_project = 500;
+  // Scrub before reuse: what an ended allocation (released, preempted,
+  // evicted) held of each GPU stays held (a ScrubHold) until FinishScrub
+  // says that GPU was scrubbed, so no tenant is placed on a GPU the last one
+  // may have left data on. Default false: simulators and benchmarks free
+  // capacity at once; the server (src/scheduling) always turns it on.
+  bool scrub_gpus = false;
 };
 
 using DecisionRecords = std::vector<DecisionRecord>;
@@ -138,6 +149,21 @@ class Scheduler {
   Result<DecisionRecords> Release(std::string_view id, int64_t now_ms);
   // Runs a pass at now_ms (grace expiry).
   DecisionRecords AdvanceTime(int64_t now_ms);
+
+  // --- scrub (SchedulerOptions::scrub_gpus) ---
+  // The scrub of GPU `gpu` of `node` that allocation `allocation` left
+  // finished. ok: its hold goes and the room is free (a pass runs). Not ok:
+  // the GPU is marked unhealthy as SetGpuHealth(false) does, with the note
+  // "scrub failed: <detail>", and the hold stays, marked kFailed with that
+  // reason, until the GPU is marked healthy again (an operator's word that
+  // it is clean), which drops it. NotFound when no hold of that allocation
+  // waits for its scrub on that GPU (unknown, already finished, or failed).
+  Result<DecisionRecords> FinishScrub(std::string_view allocation, std::string_view node, int gpu,
+                                      bool ok, int64_t now_ms, std::string_view detail = {});
+  // Every scrub hold, scrubbing and failed, by (node, GPU, allocation).
+  std::vector<ScrubHold> Scrubs() const;
+  // The holds allocation `id` left (empty when none).
+  std::vector<ScrubHold> ScrubsOf(std::string_view id) const;
 
   // --- inventory ---
   // NotFound for an unknown node or GPU. Cordon: no new placements. Drain:
@@ -214,7 +240,12 @@ class Scheduler {
   // InvalidArgument for duplicates or unknown tenants or models, or a charge
   // other than ChargeMilli's (a MIG instance stored with the nearest-milli
   // charge of before is taken and charged as now; see MigMilli).
-  Status Restore(const std::vector<Allocation>& allocations);
+  // `scrubs`: the scrub holds to bring back (Scrubs() as persisted), so a
+  // restart mid-scrub hands no GPU out before its scrub finished;
+  // FailedPrecondition when one does not fit beside the allocations,
+  // InvalidArgument for a duplicate or a kNode hold.
+  Status Restore(const std::vector<Allocation>& allocations,
+                 const std::vector<ScrubHold>& scrubs = {});
 
  private:
   Scheduler(std::unique_ptr<capacity::Fleet> fleet, SchedulerOptions options,
@@ -313,7 +344,17 @@ class Scheduler {
   // Removes a kPreempting allocation from reclaims_ (it is going away).
   void ForgetVictim(const Allocation& victim);
   bool ApplyPlaced(Allocation& a);
+  // Gives back what a placed allocation that is ending held; with
+  // scrub_gpus on, its GPU room stays held by its scrub holds.
   void RemovePlaced(Allocation& a);
+  // The cluster as it will be once every scrub in flight is done: state_
+  // when none is. Reclaim plans against it (a victim's room comes free after
+  // its scrub, so scrubbing room is not a reason to take more victims).
+  // Valid until the next change of the state.
+  const ClusterState& SettledState() const;
+  // Whether `a` would fit once the scrubs in flight finish, though it does
+  // not fit now: it waits for them rather than starting a reclaim.
+  bool WaitsForScrub(const Allocation& a) const;
   void RefreshEngine(const Allocation& a);
   void RefreshEngineNode(int32_t node);
   bool KeepsReservations(const Allocation& a, const Placement& p, const IdList& reserving) const;
@@ -401,6 +442,12 @@ class Scheduler {
   // policy, a restore onto a fleet): the next pass re-checks every queued
   // shape once and clears it.
   bool scope_changed_ = false;
+  // Scrub holds by (node, GPU, allocation).
+  std::map<std::tuple<std::string, int, std::string>, ScrubHold> scrubs_;
+  size_t scrubs_in_flight_ = 0;  // those in kScrubbing
+  // SettledState's copy and the revision_ it was taken at.
+  mutable std::optional<ClusterState> settled_;
+  mutable uint64_t settled_revision_ = UINT64_MAX;
   uint64_t next_seq_ = 1;
   int64_t now_ms_ = 0;
   mutable uint64_t requests_examined_ = 0;

@@ -89,7 +89,7 @@ std::vector<std::string> Scheduler::TierConflicts(std::string_view tenant,
     const NodeRuntime& rt = state_.runtime(*i);
     for (int g : part.gpus) {
       for (const GpuUse& use : rt.gpus[size_t(g)].uses) {
-        if (use.tenant != tenant) return true;
+        if (!use.scrubbing && use.tenant != tenant) return true;
       }
     }
     return false;
@@ -350,6 +350,19 @@ Result<DecisionRecords> Scheduler::SetGpuHealth(std::string_view node, int gpu, 
   if (!note.empty()) change += " (" + std::string(note) + ")";
   if (healthy) {
     ClearSettledMoves(*i);
+    // The operator's word that the GPU is clean: what a failed scrub kept
+    // from use is free again.
+    for (auto it = scrubs_.begin(); it != scrubs_.end();) {
+      const ScrubHold& h = it->second;
+      if (h.state == ScrubState::kFailed && h.node == node && h.gpu == gpu) {
+        state_.RemoveScrub(h);
+        it = scrubs_.erase(it);
+        ++revision_;
+      } else {
+        ++it;
+      }
+    }
+    RefreshEngineNode(*i);
   } else {
     // Preemptible work cannot run on a broken GPU: a grace period helps
     // nobody. Other work is asked to move and keeps running.
@@ -359,6 +372,39 @@ Result<DecisionRecords> Scheduler::SetGpuHealth(std::string_view node, int gpu, 
   ReplanReclaims(affected, change, out);
   Pass(now_ms, out, std::move(freed_for));
   return out;
+}
+
+// ------------------------------------------------------------------ scrub
+
+Result<DecisionRecords> Scheduler::FinishScrub(std::string_view allocation, std::string_view node,
+                                               int gpu, bool ok, int64_t now_ms,
+                                               std::string_view detail) {
+  auto it = scrubs_.find(std::make_tuple(std::string(node), gpu, std::string(allocation)));
+  if (it == scrubs_.end() || it->second.state != ScrubState::kScrubbing) {
+    return Error::NotFound("no scrub of " + std::string(node) + " gpu " + std::to_string(gpu) +
+                           " for " + std::string(allocation) + " is in flight");
+  }
+  auto i = NodeByName(node);
+  if (!i) return std::move(i).error();
+  --scrubs_in_flight_;
+  ++revision_;
+  if (ok) {
+    state_.RemoveScrub(it->second);
+    scrubs_.erase(it);
+    RefreshEngineNode(*i);
+    CapacityChanged();
+    Advance(now_ms);
+    DecisionRecords out;
+    Pass(now_ms, out);
+    return out;
+  }
+  // The room stays held and the GPU goes out of service: whatever else runs
+  // on it is handled as on any GPU that turned unhealthy.
+  ScrubHold& h = it->second;
+  h.state = ScrubState::kFailed;
+  h.reason = "scrub failed: " + (detail.empty() ? std::string("no detail") : std::string(detail));
+  const std::string note = h.reason;
+  return SetGpuHealth(node, gpu, /*healthy=*/false, now_ms, note);
 }
 
 DecisionRecords Scheduler::RequestOutstandingMoves(int64_t now_ms) {

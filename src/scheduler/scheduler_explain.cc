@@ -83,6 +83,11 @@ Result<std::string> Scheduler::Explain(std::string_view id, Audience audience) c
       }
     } else {
       lines.push_back("placement: " + DiagnoseNoFit(*ctx));
+      if (WaitsForScrub(*a)) {
+        lines.push_back(
+            "room is being scrubbed after other work ended; it is placed once the "
+            "scrub finishes");
+      }
     }
   }
   const auto victims = VictimsOf(a->id());
@@ -116,7 +121,7 @@ Result<std::string> Scheduler::Explain(std::string_view id, Audience audience) c
                                : std::string()) +
                       "; grace ends at " + Ms(grace_end));
     }
-  } else if (Entitles(q.verdict) && entitled.contains(a->id())) {
+  } else if (Entitles(q.verdict) && entitled.contains(a->id()) && !WaitsForScrub(*a)) {
     lines.push_back("no borrowed capacity would make room; waits for releases");
   } else if (q.verdict == QuotaVerdict::kBorrows) {
     lines.push_back("borrowing work waits for idle capacity and never triggers reclaim");

@@ -45,8 +45,8 @@ bool Scheduler::KeepsReservations(const Allocation& a, const Placement& p,
   };
   // Reclaims that no longer fit anyway (the cluster changed) block nobody;
   // they start over when their victims are gone.
-  if (!all_fit(state_)) return true;
-  ClusterState with = state_;
+  if (!all_fit(SettledState())) return true;
+  ClusterState with = SettledState();
   Allocation tmp = a;
   tmp.placement = p.nodes;
   tmp.mig_start = p.mig_start;
@@ -143,7 +143,7 @@ ReclaimInput Scheduler::ReclaimInputFor(const Allocation& a, const Ahead& ahead,
                                         std::string_view excluding) const {
   // The tenant's older entitled requests will be placed first, so they count
   // toward what makes its own preemptible work borrowed.
-  ReclaimInput in{state_,
+  ReclaimInput in{SettledState(),
                   tenants_,
                   ledger_,
                   {},
@@ -240,7 +240,9 @@ void Scheduler::ReclaimAndReserve(Allocation& a, const Ahead& ahead, IdList& res
                                   std::map<std::string, uint64_t, std::less<>>& tried,
                                   DecisionRecords& out) {
   const std::string& id = a.id();
-  if (!StartReclaim(a, ahead, out)) {
+  // Room a scrub is freeing is on its way: a reclaim would take victims the
+  // request does not need (their room, too, would come only after a scrub).
+  if (WaitsForScrub(a) || !StartReclaim(a, ahead, out)) {
     tried[id] = revision_;
     return;
   }
@@ -489,7 +491,7 @@ void Scheduler::Pass(int64_t now_ms, DecisionRecords& out, IdList freed_for) {
 
 bool Scheduler::FitsWithout(const Allocation& reclaimer,
                             const std::vector<const Allocation*>& gone) const {
-  ClusterState trial = state_;
+  ClusterState trial = SettledState();
   for (const Allocation* v : gone) trial.Remove(*v);
   auto ctx = ContextFor(reclaimer, trial);
   return ctx && FindPlacement(*ctx, nullptr).has_value();

@@ -1,6 +1,8 @@
 // Scheduler::Restore: a scheduler rebuilt from what its shell persisted.
 #include <algorithm>
+#include <map>
 #include <set>
+#include <tuple>
 
 #include "scheduler/scheduler.h"
 
@@ -19,8 +21,9 @@ bool IsPreSeventhsMigCharge(const Allocation& a, const capacity::GpuModel& model
 
 }  // namespace
 
-Status Scheduler::Restore(const std::vector<Allocation>& allocations) {
-  if (!allocations_.empty()) {
+Status Scheduler::Restore(const std::vector<Allocation>& allocations,
+                          const std::vector<ScrubHold>& scrubs) {
+  if (!allocations_.empty() || !scrubs_.empty()) {
     return Error::FailedPrecondition("restore needs a scheduler without allocations");
   }
   std::vector<Allocation> sorted = allocations;
@@ -50,7 +53,27 @@ Status Scheduler::Restore(const std::vector<Allocation>& allocations) {
   for (const Allocation& a : sorted) {
     if (a.Placed()) ATRIUM_RETURN_IF_ERROR(trial.Apply(a));
   }
+  std::map<std::tuple<std::string, int, std::string>, ScrubHold> holds;
+  for (const ScrubHold& h : scrubs) {
+    if (h.allocation.empty() ||
+        !holds.emplace(std::make_tuple(h.node, h.gpu, h.allocation), h).second) {
+      return Error::InvalidArgument("restore: duplicate or unnamed scrub hold " + DescribeScrub(h));
+    }
+    if (h.kind == AllocationKind::kNode) {
+      return Error::InvalidArgument("restore: scrub hold " + DescribeScrub(h) +
+                                    " must name one GPU's kind (gpu, mig or share)");
+    }
+  }
+  // Holds go on in key order, so the state does not depend on the order
+  // the store listed them in.
+  for (const auto& [key, h] : holds) ATRIUM_RETURN_IF_ERROR(trial.ApplyScrub(h));
   state_ = std::move(trial);
+  for (auto& [key, h] : holds) {
+    if (h.state == ScrubState::kScrubbing) ++scrubs_in_flight_;
+    now_ms_ = std::max(now_ms_, h.since_ms);
+  }
+  scrubs_ = std::move(holds);
+  ++revision_;
   for (const Allocation& a : sorted) {
     if (a.Placed()) ledger_.Add(a);
     next_seq_ = std::max(next_seq_, a.seq + 1);

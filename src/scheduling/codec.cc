@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "scheduler/node_state.h"
+
 namespace atrium::scheduling {
 
 FleetNodeRecord NodeFlagsOf(const capacity::Node& n) {
@@ -131,6 +133,45 @@ AllocationRecord AllocationToRecord(const sched::Allocation& a, const std::strin
   r.created_by = created_by;
   r.updated_at = now_ms;
   return r;
+}
+
+GpuScrubRecord ScrubToRecord(const sched::ScrubHold& h) {
+  GpuScrubRecord r;
+  r.node = h.node;
+  r.gpu = h.gpu;
+  r.allocation_id = h.allocation;
+  r.tenant_id = h.tenant;
+  r.kind = std::string(sched::KindName(h.kind));
+  r.model = h.model;
+  r.mig_profile = h.mig_profile;
+  r.mig_start = h.mig_start;
+  r.milli = h.milli;
+  r.gpu_memory_mib = h.mem_cap_mib;
+  r.since_ms = h.since_ms;
+  r.state = std::string(sched::ScrubStateName(h.state));
+  r.reason = h.reason;
+  return r;
+}
+
+Result<sched::ScrubHold> ScrubFromRecord(const GpuScrubRecord& r) {
+  sched::ScrubHold h;
+  h.node = r.node;
+  if (r.gpu < 0 || r.gpu >= sched::kMaxGpusPerNode) {
+    return Error::InvalidArgument("scrub of " + r.node + " names GPU " + std::to_string(r.gpu));
+  }
+  h.gpu = static_cast<int>(r.gpu);
+  h.allocation = r.allocation_id;
+  h.tenant = r.tenant_id;
+  ATRIUM_ASSIGN_OR_RETURN(h.kind, sched::ParseKind(r.kind));
+  h.model = r.model;
+  h.mig_profile = r.mig_profile;
+  h.mig_start = static_cast<int>(r.mig_start);
+  h.milli = static_cast<int32_t>(r.milli);
+  h.mem_cap_mib = r.gpu_memory_mib;
+  h.since_ms = r.since_ms;
+  ATRIUM_ASSIGN_OR_RETURN(h.state, sched::ParseScrubState(r.state));
+  h.reason = r.reason;
+  return h;
 }
 
 Result<sched::Allocation> AllocationFromRecord(const AllocationRecord& r) {

@@ -36,6 +36,11 @@ AllocationRecord AllocationToRecord(const sched::Allocation& a, const std::strin
 // (an ended allocation is not something Restore takes).
 Result<sched::Allocation> AllocationFromRecord(const AllocationRecord& record);
 
+// A scrub hold as stored, and back. InvalidArgument for a kind or state the
+// scheduler does not know, or a GPU index out of range.
+GpuScrubRecord ScrubToRecord(const sched::ScrubHold& hold);
+Result<sched::ScrubHold> ScrubFromRecord(const GpuScrubRecord& record);
+
 // The kind as the API names it: "gang" for kind gpu over more than one node.
 std::string ApiKindOf(const AllocationRecord& record);
 

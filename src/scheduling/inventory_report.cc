@@ -31,6 +31,10 @@ NodeInfo DescribeNode(const sched::Scheduler& s, int32_t i, std::string_view vie
   info.nvlink_groups = n.nvlink_groups;
   info.cordoned = n.cordoned;
   info.draining = n.draining;
+  std::vector<sched::ScrubHold> scrubs;
+  for (sched::ScrubHold& h : s.Scrubs()) {
+    if (h.node == n.name) scrubs.push_back(std::move(h));
+  }
   for (size_t g = 0; g < n.gpus.size(); ++g) {
     const capacity::Gpu& gpu = n.gpus[g];
     const sched::GpuState& gs = rt.gpus[g];
@@ -46,7 +50,24 @@ NodeInfo DescribeNode(const sched::Scheduler& s, int32_t i, std::string_view vie
     gi.used_memory_mib = gs.used_memory_mib;
     gi.free = NodeSchedulable(n) && state.GpuUsable(i, int(g)) && gs.uses.empty() && !gi.mig_mode;
     if (gi.free) ++info.gpus_free;
+    for (const sched::ScrubHold& h : scrubs) {
+      if (h.gpu != int(g)) continue;
+      if (h.state == sched::ScrubState::kScrubbing) {
+        gi.scrubbing = true;
+        // Whose allocation ended here is the platform's to know, never
+        // another tenant's (nor, once ended, worth a tenant's listing).
+        if (viewer.empty()) gi.scrubbing_for.push_back(h.allocation);
+      } else if (gi.health_reason.empty()) {
+        gi.health_reason = h.reason;
+      }
+    }
+    gi.state = !gi.healthy       ? "unhealthy"
+               : gi.scrubbing    ? "scrubbing"
+               : gi.cordoned     ? "cordoned"
+               : gs.uses.empty() ? "free"
+                                 : "in_use";
     for (const sched::GpuUse& use : gs.uses) {
+      if (use.scrubbing) continue;
       if (!viewer.empty() && use.tenant != viewer) continue;
       GpuUseInfo u;
       u.allocation_id = use.allocation;

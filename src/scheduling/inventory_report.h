@@ -38,7 +38,16 @@ struct GpuInfo {
   int32_t used_milli = 0;
   int64_t used_memory_mib = 0;
   bool free = false;             // usable and holding nothing
-  std::vector<GpuUseInfo> uses;  // the viewer's (all for the platform)
+  std::vector<GpuUseInfo> uses;  // the viewer's (all for the platform); never scrub holds
+  // Part or all of it waits for its scrub after an allocation ended
+  // (sched::ScrubHold): no work is placed in that part until it finished.
+  bool scrubbing = false;
+  // Platform viewers only: the ended allocations whose scrub it waits for.
+  std::vector<std::string> scrubbing_for;
+  // Why it is unhealthy, when a scrub failed ("scrub failed: ..."); "" otherwise.
+  std::string health_reason;
+  // One word: unhealthy, scrubbing, cordoned, free or in_use (first that holds).
+  std::string state;
 };
 
 struct NodeInfo {

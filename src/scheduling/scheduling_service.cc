@@ -25,15 +25,24 @@ std::string AllocationTarget(const std::string& tenant, const std::string& id) {
 }  // namespace
 
 SchedulingService::SchedulingService(Store& store, const Clock& clock, SchedulingOptions options)
-    : store_(store), clock_(clock), options_(std::move(options)) {}
+    : store_(store),
+      clock_(clock),
+      options_(std::move(options)),
+      scrubber_(options_.scrub, [this](const ScrubJob& job, const ScrubOutcome& outcome) {
+        ScrubFinished(job, outcome);
+      }) {}
 
 SchedulingService::~SchedulingService() { Stop(); }
 
 Status SchedulingService::Start() {
+  ATRIUM_RETURN_IF_ERROR(ValidateScrubOptions(options_.scrub));
+  scrubber_.Start();
   {
     std::lock_guard<std::mutex> lock(mu_);
     ATRIUM_RETURN_IF_ERROR(LoadLocked());
     started_ = true;
+    // Scrubs a stop or a crash interrupted run again from the start.
+    StartScrubsLocked();
     // Work on a draining node or an unhealthy GPU that nobody asked to move
     // yet (flags set while the service was down, or by hand in the store)
     // is asked now, once: the request is stored with the allocation.
@@ -57,6 +66,8 @@ Status SchedulingService::Start() {
 }
 
 void SchedulingService::Stop() {
+  // First, so no scrub finishes into a scheduler being torn down.
+  scrubber_.Stop();
   {
     std::lock_guard<std::mutex> lock(timer_mu_);
     stopping_ = true;
@@ -106,6 +117,7 @@ Status SchedulingService::LoadLocked() {
   opts.policy = options_.policy;
   opts.max_pending_per_tenant = options_.max_pending_per_tenant;
   opts.max_pending_per_project = options_.max_pending_per_project;
+  opts.scrub_gpus = true;
   ATRIUM_ASSIGN_OR_RETURN(auto scheduler, sched::Scheduler::Create(std::move(*fleet), opts));
 
   ATRIUM_ASSIGN_OR_RETURN(auto quotas, store_.ListAllQuotasForScheduler());
@@ -139,7 +151,13 @@ Status SchedulingService::LoadLocked() {
     restore.push_back(std::move(a));
     creators[r.id] = r.created_by;
   }
-  if (auto restored = scheduler->Restore(restore); !restored) {
+  ATRIUM_ASSIGN_OR_RETURN(auto scrub_rows, store_.ListGpuScrubsForScheduler());
+  std::vector<sched::ScrubHold> scrubs;
+  for (const GpuScrubRecord& r : scrub_rows) {
+    ATRIUM_ASSIGN_OR_RETURN(sched::ScrubHold h, ScrubFromRecord(r));
+    scrubs.push_back(std::move(h));
+  }
+  if (auto restored = scheduler->Restore(restore, scrubs); !restored) {
     Error e = std::move(restored).error();
     if (stored && replace) {
       e.code = ErrorCode::kFailedPrecondition;
@@ -188,6 +206,10 @@ Status SchedulingService::LoadLocked() {
   requested_ = std::move(requested);
   fleet_spec_ = spec;
   creators_ = std::move(creators);
+  stored_scrubs_.clear();
+  for (sched::ScrubHold& h : scrubs) {
+    stored_scrubs_.emplace(std::make_tuple(h.node, h.gpu, h.allocation), std::move(h));
+  }
   spdlog::info("scheduler: fleet '{}' ({} nodes, {} GPUs), {} tenants, {} allocations restored",
                spec, scheduler_->fleet().nodes().size(), scheduler_->fleet().TotalGpus(),
                tenants.size(), restore.size());
@@ -278,6 +300,7 @@ Status SchedulingService::CommitLocked(const RequestOrigin& by,
     }
     commit.audit.push_back(std::move(a));
   }
+  ScrubChangesLocked(commit);
   if (auto committed = store_.CommitScheduling(commit); !committed) {
     Error e = std::move(committed).error();
     spdlog::error("scheduler: persisting {} decisions failed ({}); reloading from the store",
@@ -294,7 +317,105 @@ Status SchedulingService::CommitLocked(const RequestOrigin& by,
   for (const std::string& id : order) {
     if (!scheduler_->Find(id)) creators_.erase(id);
   }
+  stored_scrubs_.clear();
+  for (sched::ScrubHold& h : scheduler_->Scrubs()) {
+    stored_scrubs_.emplace(std::make_tuple(h.node, h.gpu, h.allocation), std::move(h));
+  }
+  if (started_) StartScrubsLocked();
   return OkStatus();
+}
+
+// ------------------------------------------------------------------ scrub
+
+void SchedulingService::ScrubChangesLocked(SchedulingCommit& commit) {
+  std::set<std::tuple<std::string, int, std::string>> now;
+  for (const sched::ScrubHold& h : scheduler_->Scrubs()) {
+    auto key = std::make_tuple(h.node, h.gpu, h.allocation);
+    now.insert(key);
+    auto it = stored_scrubs_.find(key);
+    if (it == stored_scrubs_.end() || !(it->second == h)) commit.scrubs.push_back(ScrubToRecord(h));
+  }
+  for (const auto& [key, h] : stored_scrubs_) {
+    if (!now.contains(key)) commit.finished_scrubs.push_back(ScrubToRecord(h));
+  }
+}
+
+void SchedulingService::StartScrubsLocked() {
+  // Finishing one runs a pass and commits, which may end more allocations
+  // (and call back here): take the list first.
+  std::vector<sched::ScrubHold> immediate;
+  for (const auto& [key, h] : stored_scrubs_) {
+    if (h.state != sched::ScrubState::kScrubbing) continue;
+    ScrubJob job{h.allocation,  h.node,      h.gpu,  h.model, std::string(sched::KindName(h.kind)),
+                 h.mig_profile, h.mig_start, h.milli};
+    auto argv = ScrubArgv(options_.scrub, job);
+    if (!probe_set_ && argv.has_value() && argv->empty()) {
+      immediate.push_back(h);
+    } else {
+      scrubber_.Enqueue(std::move(job));
+    }
+  }
+  for (const sched::ScrubHold& h : immediate) {
+    // Still held? (An earlier one's commit may have reloaded the scheduler.)
+    if (!stored_scrubs_.contains(std::make_tuple(h.node, h.gpu, h.allocation))) continue;
+    if (auto done = FinishScrubLocked(h, ScrubOutcome{true, ""}); !done) {
+      spdlog::error("scrub of {} failed to commit: {}", sched::DescribeScrub(h),
+                    done.error().message);
+    }
+  }
+}
+
+Status SchedulingService::FinishScrubLocked(const sched::ScrubHold& hold,
+                                            const ScrubOutcome& outcome) {
+  ATRIUM_ASSIGN_OR_RETURN(auto decisions,
+                          scheduler_->FinishScrub(hold.allocation, hold.node, hold.gpu, outcome.ok,
+                                                  clock_.NowMillis(), outcome.detail));
+  SchedulingCommit commit;
+  if (!outcome.ok) {
+    commit.node_flags.push_back(NodeFlagsOf(*scheduler_->fleet().FindNode(hold.node)));
+  }
+  AuditRecord a;
+  a.time = clock_.NowMillis();
+  a.actor = kSchedulerActor;
+  a.action = outcome.ok ? "scheduler.scrubbed" : "scheduler.scrub_failed";
+  a.target = "node/" + hold.node + "/gpu/" + std::to_string(hold.gpu);
+  a.outcome = outcome.ok ? "allowed" : "failed";
+  commit.audit.push_back(std::move(a));
+  if (!outcome.ok) {
+    spdlog::warn("GPU {} of {} is out of service: scrub failed: {}", hold.gpu, hold.node,
+                 outcome.detail);
+  }
+  return CommitLocked(RequestOrigin{.actor = kSchedulerActor}, decisions, std::move(commit),
+                      nullptr, "");
+}
+
+void SchedulingService::ScrubFinished(const ScrubJob& job, const ScrubOutcome& outcome) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!scheduler_) return;
+  auto it = stored_scrubs_.find(std::make_tuple(job.node, job.gpu, job.allocation));
+  if (it == stored_scrubs_.end() || it->second.state != sched::ScrubState::kScrubbing) {
+    spdlog::info("scrub of {} gpu {} for {} finished but is no longer held", job.node, job.gpu,
+                 job.allocation);
+    return;
+  }
+  const sched::ScrubHold hold = it->second;
+  if (auto done = FinishScrubLocked(hold, outcome); !done) {
+    spdlog::error("scrub of {}: {}", sched::DescribeScrub(hold), done.error().message);
+  }
+}
+
+void SchedulingService::SetWorkloadProbe(WorkloadProbe probe) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    probe_set_ = static_cast<bool>(probe);
+  }
+  scrubber_.SetWorkloadProbe(std::move(probe));
+}
+
+std::vector<sched::ScrubHold> SchedulingService::Scrubs() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!scheduler_) return {};
+  return scheduler_->Scrubs();
 }
 
 Status SchedulingService::Tick() {

@@ -47,12 +47,14 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "common/clock.h"
 #include "common/result.h"
 #include "scheduler/scheduler.h"
 #include "scheduling/inventory_report.h"
+#include "scheduling/scrub_runner.h"
 #include "store/store.h"
 #include "tenancy/tenant_service.h"
 
@@ -77,7 +79,17 @@ struct SchedulingOptions {
   // 1,000 and 500 (sched::SchedulerOptions).
   int64_t max_pending_per_tenant = 1'000;
   int64_t max_pending_per_project = 500;
+  // How GPUs are scrubbed before reuse (scrub_runner.h). Every ended
+  // allocation's GPUs pass through "scrubbing"; with no command for their
+  // model and no workload probe the scrub finishes in the same call.
+  ScrubOptions scrub;
 };
+
+// Whether no process of an allocation remains (true: gone). The job service
+// provides it; none set: workloads are taken as gone. Called on the scrub
+// runner's threads (several at once), never under the service's lock, every
+// ScrubOptions::workload_poll_ms until it says gone.
+using WorkloadProbe = std::function<bool(const std::string& allocation_id)>;
 
 // The audit actor of decisions nobody asked for directly: placements of
 // queued requests, preemptions after grace.
@@ -198,6 +210,12 @@ class SchedulingService final : public TenantObserver {
   // the newest stored requests at start and every 64 accepted requests).
   std::vector<sched::TypicalPod> TargetWorkload();
 
+  // --- scrub ---
+  // Scrubs wait until the probe says the allocation's workloads are gone.
+  void SetWorkloadProbe(WorkloadProbe probe);
+  // Every scrub hold (scrubbing, or failed until the GPU is marked healthy).
+  std::vector<sched::ScrubHold> Scrubs();
+
   // --- TenantObserver ---
   void TenantChanged(const Tenant& tenant) override;
   // Refuses (FailedPrecondition, naming up to 10 allocations and how many
@@ -250,6 +268,17 @@ class SchedulingService final : public TenantObserver {
                           const sched::DecisionRecords& decisions,
                           SchedulingCommit& commit);  // REQUIRES(mu_)
   void TimerLoop();
+  // A scrub the runner finished (on its worker thread): the room is freed,
+  // or the GPU marked unhealthy; persisted and audited.
+  void ScrubFinished(const ScrubJob& job, const ScrubOutcome& outcome);
+  // Finishes the scrub of `hold` as `outcome` says and commits it.
+  Status FinishScrubLocked(const sched::ScrubHold& hold,
+                           const ScrubOutcome& outcome);  // REQUIRES(mu_)
+  // Adds to `commit` the scrub holds that differ from stored_scrubs_.
+  void ScrubChangesLocked(SchedulingCommit& commit);  // REQUIRES(mu_)
+  // Hands the runner every scrubbing hold it may not have yet, or finishes
+  // it at once when there is nothing to run or wait for.
+  void StartScrubsLocked();  // REQUIRES(mu_)
 
   Store& store_;
   const Clock& clock_;
@@ -268,6 +297,12 @@ class SchedulingService final : public TenantObserver {
   // workload; refreshed into the scheduler every kWorkloadRefresh requests.
   std::deque<sched::AllocationRequest> recent_;  // GUARDED_BY(mu_)
   int submitted_since_refresh_ = 0;              // GUARDED_BY(mu_)
+
+  // The scrub holds as the store has them.
+  std::map<std::tuple<std::string, int, std::string>, sched::ScrubHold>
+      stored_scrubs_;       // GUARDED_BY(mu_)
+  bool probe_set_ = false;  // GUARDED_BY(mu_)
+  ScrubRunner scrubber_;
 
   std::mutex timer_mu_;
   std::condition_variable timer_cv_;

@@ -368,6 +368,27 @@ CREATE TABLE job_events (
   PRIMARY KEY (job_id, seq)
 );
 )sql"},
+    // A GPU an ended allocation held is kept from new work until its scrub
+    // finished; the hold is stored so that a restart mid-scrub never hands
+    // out a GPU that may still hold the last tenant's data.
+    {10, "gpu_scrubs: GPUs held for their scrub after an allocation ended", R"sql(
+CREATE TABLE gpu_scrubs (
+  node TEXT NOT NULL,
+  gpu BIGINT NOT NULL,
+  allocation_id TEXT NOT NULL,
+  tenant_id TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  model TEXT NOT NULL,
+  mig_profile TEXT NOT NULL,
+  mig_start BIGINT NOT NULL,
+  milli BIGINT NOT NULL,
+  gpu_memory_mib BIGINT NOT NULL,
+  since_ms BIGINT NOT NULL,
+  state TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  PRIMARY KEY (node, gpu, allocation_id)
+);
+)sql"},
 };
 
 }  // namespace

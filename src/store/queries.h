@@ -71,6 +71,10 @@ struct SchedulingCommit {
   std::vector<std::pair<std::string, std::string>> deleted_projects;
   // Node and GPU flags (cordoned, draining, GPU health/cordon/MIG) by name.
   std::vector<FleetNodeRecord> node_flags;
+  // GPU scrub holds: upserted by (node, gpu, allocation_id), then those
+  // finished deleted by the same key.
+  std::vector<GpuScrubRecord> scrubs;
+  std::vector<GpuScrubRecord> finished_scrubs;
   // Appended after everything above, in order, in the same transaction.
   std::vector<AuditRecord> audit;
 };

@@ -159,6 +159,10 @@ class Store {
   // first: the request mix the scheduler's placement policy targets.
   Result<std::vector<AllocationRecord>> ListRecentAllocationsForScheduler(int64_t limit);
 
+  // Every GPU scrub hold (scrubbing or failed) by node, GPU and allocation,
+  // for the scheduler's Restore at start-up and the scrub runner.
+  Result<std::vector<GpuScrubRecord>> ListGpuScrubsForScheduler();
+
   // Applies one scheduling call's changes and audit records atomically.
   Status CommitScheduling(const SchedulingCommit& commit);
 

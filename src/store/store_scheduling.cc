@@ -390,6 +390,39 @@ Result<std::vector<AllocationRecord>> Store::ListRecentAllocationsForScheduler(i
   return out;
 }
 
+namespace {
+
+constexpr char kScrubColumns[] =
+    "node, gpu, allocation_id, tenant_id, kind, model, mig_profile, mig_start, milli, "
+    "gpu_memory_mib, since_ms, state, reason";
+
+}  // namespace
+
+Result<std::vector<GpuScrubRecord>> Store::ListGpuScrubsForScheduler() {
+  ATRIUM_ASSIGN_OR_RETURN(auto rows,
+                          db_->Exec(std::string("SELECT ") + kScrubColumns +
+                                    " FROM gpu_scrubs ORDER BY node, gpu, allocation_id"));
+  std::vector<GpuScrubRecord> out;
+  for (const auto& r : rows.rows) {
+    GpuScrubRecord g;
+    g.node = r.Text(0);
+    g.gpu = r.Int(1);
+    g.allocation_id = r.Text(2);
+    g.tenant_id = r.Text(3);
+    g.kind = r.Text(4);
+    g.model = r.Text(5);
+    g.mig_profile = r.Text(6);
+    g.mig_start = r.Int(7);
+    g.milli = r.Int(8);
+    g.gpu_memory_mib = r.Int(9);
+    g.since_ms = r.Int(10);
+    g.state = r.Text(11);
+    g.reason = r.Text(12);
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
 Status Store::CommitScheduling(const SchedulingCommit& commit) {
   auto r = db_->Transact<bool>([&](sql::Connection& c) -> Result<bool> {
     for (const auto& p : commit.new_projects) {
@@ -461,6 +494,19 @@ Status Store::CommitScheduling(const SchedulingCommit& commit) {
                     Flag(g.cordoned)}));
       }
     }
+    auto delete_scrub = [&](const GpuScrubRecord& g) {
+      return c.Exec("DELETE FROM gpu_scrubs WHERE node = $1 AND gpu = $2 AND allocation_id = $3",
+                    {g.node, g.gpu, g.allocation_id});
+    };
+    for (const auto& g : commit.scrubs) {
+      ATRIUM_RETURN_IF_ERROR(delete_scrub(g));
+      ATRIUM_RETURN_IF_ERROR(
+          c.Exec(std::string("INSERT INTO gpu_scrubs (") + kScrubColumns +
+                     ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+                 {g.node, g.gpu, g.allocation_id, g.tenant_id, g.kind, g.model, g.mig_profile,
+                  g.mig_start, g.milli, g.gpu_memory_mib, g.since_ms, g.state, g.reason}));
+    }
+    for (const auto& g : commit.finished_scrubs) ATRIUM_RETURN_IF_ERROR(delete_scrub(g));
     for (const auto& record : commit.audit) {
       ATRIUM_RETURN_IF_ERROR(AppendAuditOn(c, record));
     }

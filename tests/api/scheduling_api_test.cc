@@ -646,3 +646,50 @@ TEST_F(SchedulingApiTest, GpuHealthComesInThroughTheApiAndItsMoveRequestsSurvive
 
 }  // namespace
 }  // namespace atrium::api
+
+namespace atrium::api {
+namespace {
+
+// Issue 18: a GPU an allocation left shows "scrubbing" until its scrub
+// finished, to every reader of the fleet; whose allocation it was is shown
+// to platform staff only, never to a tenant (not even the one it was).
+TEST_F(SchedulingApiTest, AScrubbingGpuShowsItsStateButNoTenantSeesWhoseItWas) {
+  // The workloads are never gone, so the scrub waits and the state stays.
+  h_.scheduling().SetWorkloadProbe([](const std::string&) { return false; });
+  http::Response placed = Allocate(alice_, {{"kind", "gpu"}, {"model", "H100-80GB"}, {"gpus", 2}});
+  ASSERT_EQ(placed.status, 201) << placed.body;
+  Json a = BodyOf(placed);
+  const std::string id = a["id"].get<std::string>();
+  const std::string node = a["placement"][0]["node"].get<std::string>();
+  ASSERT_EQ(h_.Call("DELETE", "/api/v1/allocations/" + id, alice_.key).status, 200);
+
+  for (const Actor* who : {&alice_, &bob_}) {
+    http::Response r = h_.Call("GET", "/api/v1/gpus?node=" + node, who->key);
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.body.find(id), std::string::npos) << r.body;
+    int scrubbing = 0;
+    const Json body = BodyOf(r);
+    for (const auto& g : body["items"]) {
+      if (g["state"] != "scrubbing") continue;
+      ++scrubbing;
+      EXPECT_EQ(g["scrubbing"], true);
+      EXPECT_EQ(g["free"], false);
+      EXPECT_TRUE(g["scrubbing_for"].empty()) << g.dump();
+      EXPECT_TRUE(g["allocations"].empty()) << g.dump();
+    }
+    EXPECT_EQ(scrubbing, 2) << r.body;
+    EXPECT_EQ(h_.Call("GET", "/api/v1/nodes/" + node, who->key).body.find(id), std::string::npos);
+  }
+  Json staff = BodyOf(h_.Call("GET", "/api/v1/gpus?node=" + node, h_.root_key()));
+  int named = 0;
+  for (const auto& g : staff["items"]) {
+    if (g["state"] == "scrubbing") {
+      EXPECT_EQ(g["scrubbing_for"], Json::array({id})) << g.dump();
+      ++named;
+    }
+  }
+  EXPECT_EQ(named, 2);
+}
+
+}  // namespace
+}  // namespace atrium::api

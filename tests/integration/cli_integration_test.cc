@@ -7,12 +7,14 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "common/json_reader.h"
 #include "subprocess.h"
@@ -729,6 +731,17 @@ TEST_F(CliIntegrationTest, FleetQuotasAllocationsAndRestart) {
   // Release one; the queued request fits in its place (within the quota).
   Json released = alice_json({"alloc", "release", ids[0]});
   EXPECT_EQ(released["state"], "released");
+  // Its GPUs are scrubbed first (`atrium dev` runs `sleep 1` for each): wait
+  // until none is, so the restart below finds the queued request placed.
+  auto scrubbing = [&] {
+    int n = 0;
+    for (const auto& g : AdminJson({"gpu", "list", "-o", "json"})) n += g["state"] == "scrubbing";
+    return n;
+  };
+  for (int i = 0; i < 300 && scrubbing() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(scrubbing(), 0);
 
   // Restart on the same data: the same placements and states come back.
   auto placements = [&]() {

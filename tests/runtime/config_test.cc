@@ -54,6 +54,45 @@ TEST(ConfigTest, PendingRequestCapsHaveDefaultsAndBounds) {
   EXPECT_NE(zero.error().message.find("max_pending_per_tenant"), std::string::npos);
 }
 
+TEST(ConfigTest, ScrubSectionTakesArgvPerModelAndRefusesBadPlaceholders) {
+  auto defaults = LoadConfigFile(ATRIUM_EXAMPLE_CONFIG);
+  ASSERT_TRUE(defaults.has_value());
+  const scheduling::ScrubOptions none;
+  EXPECT_TRUE(defaults->scrub.default_command.empty());
+  EXPECT_TRUE(defaults->scrub.commands.empty());
+  EXPECT_EQ(defaults->scrub.timeout_ms, none.timeout_ms);
+  EXPECT_EQ(defaults->scrub.workload_timeout_ms, none.workload_timeout_ms);
+  EXPECT_EQ(defaults->scrub.workers, none.workers);
+  auto c = ParseConfig(
+      "[store]\nurl = \"sqlite:///x.db\"\n[scrub]\n"
+      "command = [\"nvidia-smi\", \"--gpu-reset\", \"-i\", \"{index}\"]\ntimeout_ms = 5000\n"
+      "workers = 2\n[scrub.commands]\n\"A100-80GB\" = [\"clear-mem\", \"{node}\", "
+      "\"{mig_start}\"]\n",
+      "t.toml");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  EXPECT_EQ(c->scrub.default_command,
+            (std::vector<std::string>{"nvidia-smi", "--gpu-reset", "-i", "{index}"}));
+  EXPECT_EQ(c->scrub.commands.at("A100-80GB"),
+            (std::vector<std::string>{"clear-mem", "{node}", "{mig_start}"}));
+  EXPECT_EQ(c->scrub.timeout_ms, 5000);
+  EXPECT_EQ(c->scrub.workers, 2);
+  for (const std::string& bad : {
+           std::string("[scrub]\ncommand = [\"reset\", \"{uuid}\"]\n"),
+           std::string("[scrub]\ncommand = \"nvidia-smi --gpu-reset\"\n"),
+           std::string("[scrub.commands]\n\"B999\" = [\"reset\"]\n"),
+           std::string("[scrub.commands]\n\"L40S\" = []\n"),
+           std::string("[scrub]\ntimeout_ms = 0\n"),
+           std::string("[scrub]\nshell = true\n"),
+       }) {
+    auto refused = ParseConfig("[store]\nurl = \"sqlite:///x.db\"\n" + bad, "t.toml");
+    EXPECT_FALSE(refused.has_value()) << bad;
+    if (!refused.has_value()) {
+      EXPECT_NE(refused.error().message.find("scrub"), std::string::npos)
+          << refused.error().message;
+    }
+  }
+}
+
 TEST(ConfigTest, RolesAndGatewaySection) {
   auto defaults = LoadConfigFile(ATRIUM_EXAMPLE_CONFIG);
   ASSERT_TRUE(defaults.has_value());

@@ -139,6 +139,38 @@ void CheckInvariants(const Scheduler& s, const std::string& where) {
       }
     }
   }
+  // Scrub holds take the room their allocation held (no tenant, power or
+  // host), and a failed scrub's GPU is out of service.
+  for (const ScrubHold& h : s.Scrubs()) {
+    const capacity::GpuModel& model = *capacity::FindGpuModel(h.model);
+    GpuCheck& c = gpus[{h.node, h.gpu}];
+    if (h.state == ScrubState::kFailed) {
+      ASSERT_FALSE(s.fleet().FindNode(h.node)->gpus[size_t(h.gpu)].healthy)
+          << where << ": failed scrub " << DescribeScrub(h) << " on a healthy GPU";
+    }
+    switch (h.kind) {
+      case AllocationKind::kShare:
+        ++c.shares;
+        c.milli += h.milli;
+        c.memory += h.mem_cap_mib;
+        break;
+      case AllocationKind::kMig: {
+        const capacity::MigProfile* prof = model.FindMigProfile(h.mig_profile);
+        ASSERT_NE(prof, nullptr) << where << ": " << DescribeScrub(h);
+        ++c.mig;
+        const uint32_t mask = ((1u << prof->memory_slices) - 1) << h.mig_start;
+        ASSERT_EQ(c.slots & mask, 0u) << where << ": MIG overlap with scrub " << DescribeScrub(h);
+        c.slots |= mask;
+        c.compute += prof->compute_slices;
+        c.milli += MigMilli(prof->compute_slices);
+        break;
+      }
+      default:
+        ++c.whole;
+        c.milli += 1000;
+        break;
+    }
+  }
   for (const auto& [key, c] : gpus) {
     const std::string gpu = where + ": GPU " + key.first + "/" + std::to_string(key.second);
     ASSERT_LE(c.whole, 1) << gpu;
@@ -222,12 +254,13 @@ void CheckInvariants(const Scheduler& s, const std::string& where) {
   }
 }
 
-TEST(SchedulerProperty, RandomStreamsNeverOvercommit) {
+void RandomStreamsNeverOvercommit(bool scrub_gpus) {
   auto base = capacity::ParseFleetSpec("3xH100-80GBx8,2xA100-80GBx8,2xL40Sx4");
   ASSERT_TRUE(base.has_value());
   for (uint64_t seed : {1u, 2u, 3u, 4u, 5u}) {
     SchedulerOptions options;
     options.grace_ms = 10'000;
+    options.scrub_gpus = scrub_gpus;
     auto created = Scheduler::Create(WithPowerBudgets(*base, 14'000, 20'000), options);
     ASSERT_TRUE(created.has_value()) << created.error().message;
     Scheduler& s = **created;
@@ -263,6 +296,7 @@ TEST(SchedulerProperty, RandomStreamsNeverOvercommit) {
     // Host asks come from their own stream, so the rest of the stream is the
     // one these seeds always drew.
     std::mt19937_64 host_rng(seed * 7919);
+    std::mt19937_64 scrub_rng(seed * 104729);
     auto host_ask = [&](int64_t per_node, int64_t num, int64_t den) {
       const int64_t bound = per_node * num / den;
       return host_rng() % 3 == 0 ? 0 : int64_t(host_rng() % uint64_t(bound + bound / 8 + 2));
@@ -344,15 +378,43 @@ TEST(SchedulerProperty, RandomStreamsNeverOvercommit) {
       }
       CheckInvariants(s, "seed " + std::to_string(seed) + " step " + std::to_string(step));
       if (testing::Test::HasFatalFailure()) return;
+      // Scrubs finish from their own stream (so the rest of the stream is
+      // the one these seeds always drew): about one in three per step, one
+      // in ten of them failing.
+      std::vector<ScrubHold> scrubbing;
+      for (const ScrubHold& h : s.Scrubs()) {
+        if (h.state == ScrubState::kScrubbing) scrubbing.push_back(h);
+      }
+      if (!scrubbing.empty() && scrub_rng() % 3 != 0) {
+        const ScrubHold& h = scrubbing[scrub_rng() % scrubbing.size()];
+        ASSERT_OK(s.FinishScrub(h.allocation, h.node, h.gpu, scrub_rng() % 10 != 0, now,
+                                "exit status 1"));
+        CheckInvariants(s, "seed " + std::to_string(seed) + " step " + std::to_string(step) +
+                               " scrub " + DescribeScrub(h));
+        if (testing::Test::HasFatalFailure()) return;
+      }
     }
-    // Restore reproduces the state exactly.
+    if (scrub_gpus) {
+      EXPECT_FALSE(s.Scrubs().empty()) << "seed " << seed << " left no scrub to restore";
+    }
+    // Restore reproduces the state exactly, scrubs in flight included.
     auto fresh = Scheduler::Create(s.fleet(), options);
     ASSERT_TRUE(fresh.has_value());
     for (const auto& [id, t] : s.tenants()) ASSERT_OK((*fresh)->SetTenant(t, now));
-    ASSERT_OK((*fresh)->Restore(s.Allocations()));
+    ASSERT_OK((*fresh)->Restore(s.Allocations(), s.Scrubs()));
     EXPECT_EQ((*fresh)->Allocations(), s.Allocations());
+    EXPECT_EQ((*fresh)->Scrubs(), s.Scrubs());
     EXPECT_TRUE((*fresh)->cluster() == s.cluster());
   }
+}
+
+TEST(SchedulerProperty, RandomStreamsNeverOvercommit) { RandomStreamsNeverOvercommit(false); }
+
+// The same streams with scrub before reuse: an ended allocation's room is
+// held until its scrub finishes (or, failed, until the GPU is healthy
+// again), and never overlaps what is placed meanwhile.
+TEST(SchedulerProperty, RandomStreamsWithScrubsNeverOvercommit) {
+  RandomStreamsNeverOvercommit(true);
 }
 
 // A reclaim planned anew because one of its victims' tenant fell back

@@ -10,6 +10,7 @@
 // {
 //   "grace_s": 30,
 //   "max_pending_per_tenant": 1000, "max_pending_per_project": 500,  // optional
+//   "scrub_gpus": false,  // optional: ended allocations' GPUs wait for their scrub
 //   "fleet": {"spec": "2xH100-80GBx8"}            // or explicit lists:
 //   "fleet": {"sites": [{"name","region","power_budget_watts"}],
 //             "racks": [{"name","site","power_budget_watts"}],
@@ -28,6 +29,7 @@
 //             {"suspend": "x"} | {"resume": "x"} | {"evict": "x"} | {"cordon": "n"} |
 //             {"drain": "n"} | {"uncordon": "n"} | {"gpu_health":
 //             {"node","gpu","healthy","reason"}} |
+//             {"scrub": {"allocation","node","gpu","ok","detail"}} (FinishScrub) |
 //             {"restart": true} |
 //             {"tenant_split": {...tenant...}} (a tenant as the shell hands it over:
 //             its projects' split clamped to its quota by ClampProjectSplit; with
@@ -43,6 +45,8 @@
 //             that allocation in this step contains one), "gpu_used":
 //             {"node/gpu": milli} (the GPU's used milli as node and capacity
 //             views show it),
+//             "scrubs": ["n1 gpu 0 (a) scrubbing", ...] (every scrub hold, as
+//             DescribeScrub and its state, and the reason of a failed one),
 //             "error": "substring" (the call fails and changes nothing)]
 // }
 #include <gtest/gtest.h>
@@ -217,7 +221,22 @@ Result<DecisionRecords> Act(Scheduler& s, const json& step, int64_t now) {
     return s.SetGpuHealth(g.at("node").get<std::string>(), g.at("gpu").get<int>(),
                           g.at("healthy").get<bool>(), now, g.value("reason", ""));
   }
+  if (step.contains("scrub")) {
+    const json& g = step.at("scrub");
+    return s.FinishScrub(g.at("allocation").get<std::string>(), g.at("node").get<std::string>(),
+                         g.at("gpu").get<int>(), g.value("ok", true), now, g.value("detail", ""));
+  }
   return s.AdvanceTime(now);
+}
+
+std::vector<std::string> DescribeScrubs(const Scheduler& s) {
+  std::vector<std::string> out;
+  for (const ScrubHold& h : s.Scrubs()) {
+    std::string line = DescribeScrub(h) + " " + std::string(ScrubStateName(h.state));
+    if (!h.reason.empty()) line += ": " + h.reason;
+    out.push_back(std::move(line));
+  }
+  return out;
 }
 
 std::unique_ptr<Scheduler> Rebuild(const Scheduler& old, const SchedulerOptions& options) {
@@ -225,7 +244,7 @@ std::unique_ptr<Scheduler> Rebuild(const Scheduler& old, const SchedulerOptions&
   EXPECT_TRUE(fresh.has_value());
   if (!fresh) return nullptr;
   for (const auto& [id, t] : old.tenants()) EXPECT_OK((*fresh)->SetTenant(t, 0));
-  EXPECT_OK((*fresh)->Restore(old.Allocations()));
+  EXPECT_OK((*fresh)->Restore(old.Allocations(), old.Scrubs()));
   return std::move(*fresh);
 }
 
@@ -240,6 +259,7 @@ void RunScenario(const fs::path& path) {
       doc.value("max_pending_per_tenant", options.max_pending_per_tenant);
   options.max_pending_per_project =
       doc.value("max_pending_per_project", options.max_pending_per_project);
+  options.scrub_gpus = doc.value("scrub_gpus", false);
   auto created = Scheduler::Create(std::move(*fleet), options);
   ASSERT_TRUE(created.has_value()) << created.error().message;
   std::unique_ptr<Scheduler> sched = std::move(*created);
@@ -276,6 +296,7 @@ void RunScenario(const fs::path& path) {
       EXPECT_TRUE(rebuilt->cluster() == sched->cluster());
       EXPECT_TRUE(rebuilt->ledger() == sched->ledger());
       EXPECT_EQ(rebuilt->Queue(), sched->Queue());
+      EXPECT_EQ(rebuilt->Scrubs(), sched->Scrubs());
       shadow = std::move(sched);
       sched = std::move(rebuilt);
       continue;
@@ -306,6 +327,9 @@ void RunScenario(const fs::path& path) {
             << "record " << k << " is \"" << got[k] << "\", expected to contain \"" << want[k]
             << "\"; records:" << all;
       }
+    }
+    if (step.contains("scrubs")) {
+      EXPECT_EQ(DescribeScrubs(*sched), step.at("scrubs").get<std::vector<std::string>>());
     }
     if (step.contains("queue")) {
       EXPECT_EQ(sched->Queue(), step.at("queue").get<std::vector<std::string>>());

@@ -779,3 +779,105 @@ TEST(Restore, RegressionPreSeventhsMigChargeIsTakenAndChargedAsNow) {
 
 }  // namespace
 }  // namespace atrium::sched
+
+// ------------------------------------------------------------------ scrub
+
+namespace atrium::sched {
+namespace {
+
+std::unique_ptr<Scheduler> ScrubbingScheduler() {
+  auto fleet = capacity::ParseFleetSpec("1xH100-80GBx2");
+  EXPECT_TRUE(fleet.has_value());
+  SchedulerOptions options;
+  options.scrub_gpus = true;
+  auto s = Scheduler::Create(std::move(*fleet), options);
+  EXPECT_TRUE(s.has_value());
+  TenantPolicy t;
+  t.id = "t";
+  t.quotas[kH100] = Quota{2000, 2000};
+  EXPECT_OK((*s)->SetTenant(t, 0));
+  return std::move(*s);
+}
+
+TEST(Scrub, TheTenantStopsBeingChargedAtReleaseNotAfterTheScrub) {
+  auto s = ScrubbingScheduler();
+  ASSERT_OK(s->Submit(Gpus("a", "t", 2, Priority::kBatch), 0));
+  ASSERT_EQ(s->ledger().Tenant("t", kH100).used, 2000);
+  ASSERT_OK(s->Release("a", 1));
+  EXPECT_EQ(s->ledger().Tenant("t", kH100).used, 0);
+  ASSERT_EQ(s->Scrubs().size(), 2u);
+  EXPECT_EQ(s->ScrubsOf("a").size(), 2u);
+  EXPECT_EQ(s->Scrubs()[0].since_ms, 1);
+  // The room is held: the engine and the node views see the GPUs taken.
+  EXPECT_EQ(s->cluster().EngineView(0).FreeMilli(), 0);
+  auto queued = s->Submit(Gpus("b", "t", 1, Priority::kBatch), 2);
+  ASSERT_TRUE(queued.has_value());
+  EXPECT_EQ(s->Queue(), std::vector<std::string>{"b"});
+  auto done = s->FinishScrub("a", s->cluster().node(0).name, 1, /*ok=*/true, 3);
+  ASSERT_TRUE(done.has_value());
+  ASSERT_EQ(done->size(), 1u);
+  EXPECT_EQ(done->at(0).kind, DecisionKind::kPlaced);
+  EXPECT_EQ(done->at(0).placement.at(0).gpus, std::vector<int>{1});
+}
+
+TEST(Scrub, AFailedScrubKeepsTheGpuOutOfServiceUntilAnOperatorClearsIt) {
+  auto s = ScrubbingScheduler();
+  const std::string node = s->cluster().node(0).name;
+  ASSERT_OK(s->Submit(Gpus("a", "t", 1, Priority::kBatch), 0));
+  ASSERT_OK(s->Release("a", 1));
+  ASSERT_OK(s->FinishScrub("a", node, 0, /*ok=*/false, 2, "timed out after 60 s"));
+  EXPECT_FALSE(s->fleet().nodes()[0].gpus[0].healthy);
+  ASSERT_EQ(s->Scrubs().size(), 1u);
+  EXPECT_EQ(s->Scrubs()[0].state, ScrubState::kFailed);
+  EXPECT_EQ(s->Scrubs()[0].reason, "scrub failed: timed out after 60 s");
+  // Not finished twice.
+  EXPECT_FALSE(s->FinishScrub("a", node, 0, true, 3).has_value());
+  ASSERT_OK(s->Submit(Gpus("b", "t", 2, Priority::kBatch), 4));
+  EXPECT_EQ(s->Queue(), std::vector<std::string>{"b"});
+  // Marking it healthy is the operator's word that it is clean.
+  auto healthy = s->SetGpuHealth(node, 0, true, 5);
+  ASSERT_TRUE(healthy.has_value());
+  EXPECT_TRUE(s->Scrubs().empty());
+  EXPECT_TRUE(s->Queue().empty());
+}
+
+TEST(Scrub, RestoreBringsBackTheHoldsAndRefusesOnesThatDoNotFit) {
+  auto s = ScrubbingScheduler();
+  ASSERT_OK(s->Submit(Gpus("a", "t", 1, Priority::kBatch), 0));
+  ASSERT_OK(s->Submit(Gpus("b", "t", 1, Priority::kBatch), 0));
+  ASSERT_OK(s->Release("a", 1));
+
+  auto fresh = ScrubbingScheduler();
+  ASSERT_OK(fresh->Restore(s->Allocations(), s->Scrubs()));
+  EXPECT_EQ(fresh->Scrubs(), s->Scrubs());
+  EXPECT_TRUE(fresh->cluster() == s->cluster());
+  EXPECT_EQ(fresh->cluster().EngineView(0).FreeMilli(), 0);
+
+  // A hold on the GPU a running allocation holds cannot be true.
+  std::vector<ScrubHold> clash = s->Scrubs();
+  clash[0].gpu = s->Find("b")->placement[0].gpus[0];
+  auto other = ScrubbingScheduler();
+  EXPECT_FALSE(other->Restore(s->Allocations(), clash).has_value());
+  EXPECT_TRUE(other->Allocations().empty());
+  EXPECT_TRUE(other->Scrubs().empty());
+  std::vector<ScrubHold> twice = {s->Scrubs()[0], s->Scrubs()[0]};
+  EXPECT_FALSE(ScrubbingScheduler()->Restore({}, twice).has_value());
+}
+
+TEST(Scrub, WithoutTheOptionCapacityIsFreeAtOnce) {
+  auto fleet = capacity::ParseFleetSpec("1xH100-80GBx2");
+  ASSERT_TRUE(fleet.has_value());
+  auto s = Scheduler::Create(std::move(*fleet));
+  ASSERT_TRUE(s.has_value());
+  TenantPolicy t;
+  t.id = "t";
+  t.quotas[kH100] = Quota{2000, 2000};
+  ASSERT_OK((*s)->SetTenant(t, 0));
+  ASSERT_OK((*s)->Submit(Gpus("a", "t", 2, Priority::kBatch), 0));
+  ASSERT_OK((*s)->Release("a", 1));
+  EXPECT_TRUE((*s)->Scrubs().empty());
+  EXPECT_EQ((*s)->cluster().EngineView(0).FreeMilli(), 2000);
+}
+
+}  // namespace
+}  // namespace atrium::sched

@@ -255,6 +255,42 @@ TEST_P(SchedulingStoreTest, AFailedCommitChangesNothing) {
   EXPECT_EQ(gone.error().code, ErrorCode::kNotFound);
 }
 
+TEST_P(SchedulingStoreTest, ScrubHoldsAreUpsertedListedAndDeletedWithTheCommit) {
+  GpuScrubRecord whole{"n1", 3, "alloc_1", "tn_a", "gpu",       "H100-80GB", "",
+                       -1,   0, 0,         10,     "scrubbing", ""};
+  GpuScrubRecord share{"n1", 3,   "alloc_2", "tn_b", "share",     "H100-80GB", "",
+                       -1,   250, 4096,      11,     "scrubbing", ""};
+  GpuScrubRecord mig{"n0", 1, "alloc_3", "tn_a", "mig",       "H100-80GB", "3g.40gb",
+                     4,    0, 0,         12,     "scrubbing", ""};
+  SchedulingCommit first;
+  first.scrubs = {whole, share, mig};
+  ASSERT_TRUE(store_->CommitScheduling(first).has_value());
+  auto listed = store_->ListGpuScrubsForScheduler();
+  ASSERT_TRUE(listed.has_value()) << listed.error().message;
+  EXPECT_EQ(*listed, (std::vector<GpuScrubRecord>{mig, whole, share}));
+
+  // A failure is written over the same key; a finished one goes.
+  GpuScrubRecord failed = whole;
+  failed.state = "failed";
+  failed.reason = "scrub failed: exit status 1";
+  SchedulingCommit second;
+  second.scrubs = {failed};
+  second.finished_scrubs = {share, mig};
+  ASSERT_TRUE(store_->CommitScheduling(second).has_value());
+  listed = store_->ListGpuScrubsForScheduler();
+  ASSERT_TRUE(listed.has_value());
+  EXPECT_EQ(*listed, std::vector<GpuScrubRecord>{failed});
+
+  // Nothing of a commit that fails is kept.
+  SchedulingCommit bad;
+  bad.finished_scrubs = {failed};
+  bad.deleted_projects = {{"tn_a", "nope"}};
+  ASSERT_FALSE(store_->CommitScheduling(bad).has_value());
+  listed = store_->ListGpuScrubsForScheduler();
+  ASSERT_TRUE(listed.has_value());
+  EXPECT_EQ(*listed, std::vector<GpuScrubRecord>{failed});
+}
+
 TEST_P(SchedulingStoreTest, EvictionRemovesTheTenantsQuotasButKeepsItsAllocationHistory) {
   MakeTenant("tn_a", "a");
   MakeTenant("tn_b", "b");
