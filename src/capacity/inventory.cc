@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "capacity/gpu_catalog.h"
+#include "capacity/software_version.h"
 #include "common/strings.h"
 
 namespace atrium::capacity {
@@ -75,6 +76,12 @@ Status ValidateNode(const Fleet& fleet, const Node& node) {
   }
   if (node.idle_power_watts < 0) {
     return Error::InvalidArgument(what + ": idle power must not be negative");
+  }
+  if (!node.driver_version.empty()) {
+    ATRIUM_RETURN_IF_ERROR(SoftwareVersion::Parse(node.driver_version, what + ": driver version"));
+  }
+  if (!node.cuda_version.empty()) {
+    ATRIUM_RETURN_IF_ERROR(SoftwareVersion::Parse(node.cuda_version, what + ": CUDA version"));
   }
   const GpuModel* model = nullptr;
   if (!node.gpu_model.empty()) {
