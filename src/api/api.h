@@ -20,6 +20,7 @@
 #include "identity/roles.h"
 #include "scheduling/scheduling_service.h"
 #include "store/store.h"
+#include "templates/template_service.h"
 #include "tenancy/tenant_service.h"
 
 namespace atrium::api {
@@ -30,6 +31,8 @@ struct Services {
   TenantService* tenants = nullptr;
   const Clock* clock = nullptr;
   scheduling::SchedulingService* scheduling = nullptr;
+  // Environment templates; nullptr: their routes answer Unavailable.
+  templates::TemplateService* templates = nullptr;
   // The last signed audit checkpoint (runtime/audit_checkpointer.h); unset
   // or nullopt when checkpoints are off or none was taken yet.
   std::function<std::optional<audit::Checkpoint>()> audit_checkpoint;
