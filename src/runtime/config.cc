@@ -133,8 +133,9 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
     return Error::InvalidArgument(msg.str());
   }
   Config c;
-  static const std::set<std::string> kTables = {"server",    "store",   "api",   "auth",  "log",
-                                                "scheduler", "gateway", "audit", "egress"};
+  static const std::set<std::string> kTables = {"server", "store",     "api",     "auth",
+                                                "log",    "scheduler", "gateway", "audit",
+                                                "egress", "templates"};
   for (const auto& [k, v] : root) {
     std::string key(k.str());
     if (!kTables.contains(key)) {
@@ -189,6 +190,12 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
   scheduler.Int("max_pending_per_tenant", c.scheduler_max_pending_per_tenant, 1, 1'000'000);
   scheduler.Int("max_pending_per_project", c.scheduler_max_pending_per_project, 1, 1'000'000);
   ATRIUM_RETURN_IF_ERROR(scheduler.Finish());
+  TableReader templates(root["templates"].as_table(), "templates");
+  templates.String("images_dir", c.templates_images_dir);
+  ATRIUM_RETURN_IF_ERROR(templates.Finish());
+  if (!c.templates_images_dir.empty() && c.templates_images_dir.front() != '/') {
+    return Error::InvalidArgument("'templates.images_dir' must be an absolute directory");
+  }
   TableReader gateway(root["gateway"].as_table(), "gateway");
   gateway.String("listen", c.gateway_listen);
   gateway.Int("threads", c.gateway_threads, 1, 256);

@@ -47,6 +47,13 @@ struct Config {
   // beyond): one tenant's backlog must not slow every tenant's scheduling.
   int64_t scheduler_max_pending_per_tenant = 1000;
   int64_t scheduler_max_pending_per_project = 500;
+  // [templates]
+  // The operator's image store: environment templates' root filesystems,
+  // <images_dir>/sha256-<hex>/rootfs (everyone's) and
+  // <images_dir>/tenants/<tenant id>/sha256-<hex>/rootfs (one tenant's).
+  // "" = none: templates still carry environment and node requirements,
+  // but resolve to no root filesystem.
+  std::string templates_images_dir;
   // [gateway]
   std::string gateway_listen = "127.0.0.1:8081";
   int gateway_threads = 2;

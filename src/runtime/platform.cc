@@ -157,11 +157,18 @@ Result<std::string> Platform::StartControlPlane() {
       std::make_unique<scheduling::SchedulingService>(*store_, SystemClock::Instance(), sched_opts);
   ATRIUM_RETURN_IF_ERROR(scheduling_->Start());
   tenants_->SetObserver(scheduling_.get());
+  // The job service adds how many workloads use a template version
+  // (TemplateServiceOptions::uses_in_flight) when it is wired in.
+  templates::TemplateServiceOptions template_opts;
+  template_opts.images_dir = config_.templates_images_dir;
+  templates_ = std::make_unique<templates::TemplateService>(*store_, SystemClock::Instance(),
+                                                            std::move(template_opts));
   api::Services services{.store = store_.get(),
                          .identity = identity_.get(),
                          .tenants = tenants_.get(),
                          .clock = &SystemClock::Instance(),
-                         .scheduling = scheduling_.get()};
+                         .scheduling = scheduling_.get(),
+                         .templates = templates_.get()};
   if (!config_.audit_checkpoint_file.empty()) {
     checkpointer_ = std::make_unique<AuditCheckpointer>(
         *store_, SystemClock::Instance(),
@@ -217,6 +224,7 @@ void Platform::Stop() {
   checkpointer_.reset();
   if (tenants_) tenants_->SetObserver(nullptr);
   scheduling_.reset();
+  templates_.reset();
   tenants_.reset();
   identity_.reset();
   store_.reset();  // closes every pooled connection

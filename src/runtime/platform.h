@@ -19,6 +19,7 @@
 #include "runtime/config.h"
 #include "scheduling/scheduling_service.h"
 #include "store/store.h"
+#include "templates/template_service.h"
 #include "tenancy/tenant_service.h"
 
 namespace atrium {
@@ -59,6 +60,7 @@ class Platform {
   std::unique_ptr<IdentityService> identity_;
   std::unique_ptr<TenantService> tenants_;
   std::unique_ptr<scheduling::SchedulingService> scheduling_;
+  std::unique_ptr<templates::TemplateService> templates_;
   std::unique_ptr<AuditCheckpointer> checkpointer_;
   std::unique_ptr<api::ControlPlaneApi> api_;
   std::unique_ptr<http::Server> server_;

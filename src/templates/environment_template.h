@@ -43,7 +43,7 @@ inline constexpr size_t kMaxDescriptionLength = 256;
 inline constexpr size_t kMaxEnvVariables = 64;
 inline constexpr size_t kMaxEnvNameLength = 128;
 inline constexpr size_t kMaxEnvValueLength = 4096;
-inline constexpr size_t kMaxEnvTotalBytes = 32 * 1024;  // names + values
+inline constexpr size_t kMaxEnvTotalBytes = size_t{32} * 1024;  // names + values
 inline constexpr int64_t kMaxVersion = 1'000'000'000;
 
 inline constexpr std::string_view kStateActive = "active";
