@@ -36,7 +36,9 @@ Status ValidatePool(const Fleet& fleet, const NodePool& pool) {
   }
   for (const std::string& label : pool.labels) {
     if (!IsValidSlug(label)) {
-      return Error::InvalidArgument(what + ": label '" + label + "' is not a slug");
+      std::string message = what;
+      message.append(": label '").append(label).append("' is not a slug");
+      return Error::InvalidArgument(std::move(message));
     }
   }
   for (const std::string& tenant : pool.allowed_tenants) {
@@ -48,8 +50,13 @@ Status ValidatePool(const Fleet& fleet, const NodePool& pool) {
     }
     for (const std::string& tenant : pool.allowed_tenants) {
       if (tenant != *pool.dedicated_tenant) {
-        return Error::InvalidArgument(what + " is dedicated to '" + *pool.dedicated_tenant +
-                                      "' but also allows '" + tenant + "'");
+        std::string message = what;
+        message.append(" is dedicated to '")
+            .append(*pool.dedicated_tenant)
+            .append("' but also allows '")
+            .append(tenant)
+            .append("'");
+        return Error::InvalidArgument(std::move(message));
       }
     }
   }

@@ -137,6 +137,7 @@ std::string_view EndedStateName(DecisionKind kind) {
 const std::vector<std::string>& AllAllocationStateNames() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> out;
+    out.reserve(kStates.size() + kEndedStates.size());
     for (const auto& [name, state] : kStates) out.emplace_back(name);
     for (const auto& [name, kind] : kEndedStates) out.emplace_back(name);
     return out;

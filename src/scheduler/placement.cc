@@ -186,6 +186,7 @@ std::vector<int> PickConnectedGpus(const PlacementContext& ctx, int32_t i, int c
   } else {
     // No group holds them all: the fullest groups first, then ungrouped GPUs.
     std::vector<const std::vector<int>*> order;
+    order.reserve(groups.size());
     for (const auto& group : groups) order.push_back(&group);
     std::stable_sort(order.begin(), order.end(), [&](const auto* a, const auto* b) {
       return std::count_if(a->begin(), a->end(), is_free) >
