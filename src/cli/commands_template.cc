@@ -64,7 +64,9 @@ void PrintTemplate(Context& ctx, const Json& t) {
   line("rootfs_digest", StringAt(t, "rootfs_digest"));
   line("needs", NeedsText(FieldAt(t, "requirements")));
   line("description", StringAt(t, "description"));
-  for (const auto& [name, value] : FieldAt(t, "env").items()) {
+  // A named copy: items() of a temporary would outlive it.
+  const Json env = FieldAt(t, "env");
+  for (const auto& [name, value] : env.items()) {
     line("env " + name, value.is_string() ? value.get<std::string>() : value.dump());
   }
 }
