@@ -21,6 +21,7 @@
 #include "jobs/job_service.h"
 #include "scheduling/scheduling_service.h"
 #include "store/store.h"
+#include "templates/template_service.h"
 #include "tenancy/tenant_service.h"
 
 namespace atrium::api {
@@ -33,6 +34,8 @@ struct Services {
   scheduling::SchedulingService* scheduling = nullptr;
   // Jobs on an execution backend; nullptr: the /jobs routes answer 503.
   jobs::JobService* jobs = nullptr;
+  // Environment templates; nullptr: their routes answer Unavailable.
+  templates::TemplateService* templates = nullptr;
   // The last signed audit checkpoint (runtime/audit_checkpointer.h); unset
   // or nullopt when checkpoints are off or none was taken yet.
   std::function<std::optional<audit::Checkpoint>()> audit_checkpoint;

@@ -88,4 +88,9 @@ Result<http::Response> ListUsage(Context& ctx);
 Result<http::Response> SummarizeUsage(Context& ctx);
 Result<http::Response> SummarizeRefusals(Context& ctx);
 
+Result<http::Response> ListTemplates(Context& ctx);
+Result<http::Response> GetTemplate(Context& ctx);
+Result<http::Response> PublishTemplate(Context& ctx);
+Result<http::Response> RetireTemplate(Context& ctx);
+
 }  // namespace atrium::api

@@ -112,6 +112,26 @@ ApiRouter BuildRoutes() {
   add("GET", "/api/v1/capacity", P::kNodeRead, T::kCaller, "", GetCapacity,
       "Free capacity per pool, GPU model and MIG profile", {.query = {"pool", "model"}});
 
+  // Environment templates: the platform's (every tenant reads them through
+  // its own list) and each tenant's own. {template} is NAME (the newest
+  // active version) or NAME@VERSION; retiring names a version.
+  for (bool platform : {false, true}) {
+    std::string base = platform ? "/api/v1/platform/environment-templates"
+                                : "/api/v1/tenants/{tenant_id}/environment-templates";
+    T coll = platform ? T::kPlatform : T::kTenant;
+    std::string whose = platform ? "the platform's" : "the tenant's";
+    add("GET", base, P::kTemplateRead, coll, "", ListTemplates,
+        platform ? "List the platform's environment templates (every version)"
+                 : "List the environment templates the tenant may use: the platform's and its own");
+    add("POST", base, P::kTemplateManage, coll, "template.publish", PublishTemplate,
+        "Publish the next version of one of " + whose + " environment templates", {.body = true});
+    add("GET", base + "/{template}", P::kTemplateRead, coll, "", GetTemplate,
+        "Get an environment template version (NAME: the newest active one; NAME@VERSION)");
+    add("DELETE", base + "/{template}", P::kTemplateManage, coll, "template.retire", RetireTemplate,
+        "Retire one version of " + whose +
+            " environment templates (refused while pending or running work uses it)");
+  }
+
   // Quotas per tenant and resource class; projects split them.
   add("GET", "/api/v1/tenants/{tenant_id}/quotas", P::kQuotaRead, T::kTenant, "", GetQuotas,
       "The tenant's quotas per GPU model and kind, with usage");

@@ -97,6 +97,12 @@ Json AllocationView(const AllocationRecord& a) {
            a.move_requested.empty()
                ? Json(nullptr)
                : Json{{"reason", a.move_requested}, {"at", FormatTimestamp(a.move_requested_ms)}}},
+          {"node_requirements", a.min_driver_version.empty() && a.min_cuda_version.empty() &&
+                                        a.required_gpu_models.empty()
+                                    ? Json(nullptr)
+                                    : Json{{"min_driver_version", OrNull(a.min_driver_version)},
+                                           {"min_cuda_version", OrNull(a.min_cuda_version)},
+                                           {"gpu_models", a.required_gpu_models}}},
           {"ended_at", TimeOrNull(a.ended_ms)},
           {"reason", a.reason},
           {"created_by", OrNull(a.created_by)}};
@@ -217,6 +223,8 @@ Json NodeView(const scheduling::NodeInfo& n, bool with_gpus) {
             {"cpu_used_milli", n.cpu_used_milli},
             {"memory_used_mib", n.memory_used_mib},
             {"nvlink_groups", n.nvlink_groups},
+            {"driver_version", OrNull(n.driver_version)},
+            {"cuda_version", OrNull(n.cuda_version)},
             {"state", state},
             {"cordoned", n.cordoned},
             {"draining", n.draining}};

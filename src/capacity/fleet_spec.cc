@@ -106,6 +106,8 @@ Node MakeNode(const GpuModel& model, int gpus, const SimulatedNodeShape& shape, 
   node.memory_mib = shape.memory_mib;
   node.idle_power_watts = shape.idle_power_watts;
   node.gpu_model = model.name;
+  node.driver_version = std::string(kSimulatedDriverVersion);
+  node.cuda_version = std::string(kSimulatedCudaVersion);
   for (int i = 0; i < gpus; ++i) {
     node.gpus.push_back(Gpu{.index = i, .model = model.name, .memory_mib = model.memory_mib});
   }

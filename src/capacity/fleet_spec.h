@@ -28,6 +28,12 @@ inline constexpr std::string_view kSimulatedRegion = "local";
 inline constexpr std::string_view kSimulatedSite = "local-1";
 inline constexpr std::string_view kSimulatedPool = "default";  // labels: interactive, batch
 inline constexpr int kSimulatedNodesPerRack = 4;               // racks have no power budget
+// The GPU software every simulated node reports: the R550 production driver
+// and the CUDA version it supports (NVIDIA's release notes: 550.54.15 ships
+// with CUDA 12.4). Environment templates' minimums are checked against them;
+// a real node reports its own through NVML.
+inline constexpr std::string_view kSimulatedDriverVersion = "550.54.15";
+inline constexpr std::string_view kSimulatedCudaVersion = "12.4";
 
 // The host a simulated node of `gpus` GPUs of `model` gets. Figures are for
 // an 8-GPU server of that generation, scaled linearly with the GPU count:
@@ -55,7 +61,8 @@ std::optional<SimulatedNodeShape> SimulatedShapeFor(const GpuModel& model, int g
 // 4 consecutive nodes each. NVLink: SXM models (A100, H100, H200, V100) get
 // one group of all their GPUs; PCIe models (L40S, L4, T4, A10) have no NVLink
 // bridges, so no groups. Models match ignoring case; whitespace around items
-// is ignored. GPUs are whole (MIG off) and healthy.
+// is ignored. GPUs are whole (MIG off) and healthy; every node reports
+// kSimulatedDriverVersion and kSimulatedCudaVersion.
 // Errors (InvalidArgument, naming the offending item): empty spec or item,
 // a malformed item, an unknown model (the message lists the known ones), a
 // count or GPU number of zero or above the limits, a spec over the limits.

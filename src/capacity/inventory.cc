@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "capacity/gpu_catalog.h"
+#include "capacity/software_version.h"
 #include "common/strings.h"
 
 namespace atrium::capacity {
@@ -35,7 +36,9 @@ Status ValidatePool(const Fleet& fleet, const NodePool& pool) {
   }
   for (const std::string& label : pool.labels) {
     if (!IsValidSlug(label)) {
-      return Error::InvalidArgument(what + ": label '" + label + "' is not a slug");
+      std::string message = what;
+      message.append(": label '").append(label).append("' is not a slug");
+      return Error::InvalidArgument(std::move(message));
     }
   }
   for (const std::string& tenant : pool.allowed_tenants) {
@@ -47,8 +50,13 @@ Status ValidatePool(const Fleet& fleet, const NodePool& pool) {
     }
     for (const std::string& tenant : pool.allowed_tenants) {
       if (tenant != *pool.dedicated_tenant) {
-        return Error::InvalidArgument(what + " is dedicated to '" + *pool.dedicated_tenant +
-                                      "' but also allows '" + tenant + "'");
+        std::string message = what;
+        message.append(" is dedicated to '")
+            .append(*pool.dedicated_tenant)
+            .append("' but also allows '")
+            .append(tenant)
+            .append("'");
+        return Error::InvalidArgument(std::move(message));
       }
     }
   }
@@ -75,6 +83,12 @@ Status ValidateNode(const Fleet& fleet, const Node& node) {
   }
   if (node.idle_power_watts < 0) {
     return Error::InvalidArgument(what + ": idle power must not be negative");
+  }
+  if (!node.driver_version.empty()) {
+    ATRIUM_RETURN_IF_ERROR(SoftwareVersion::Parse(node.driver_version, what + ": driver version"));
+  }
+  if (!node.cuda_version.empty()) {
+    ATRIUM_RETURN_IF_ERROR(SoftwareVersion::Parse(node.cuda_version, what + ": CUDA version"));
   }
   const GpuModel* model = nullptr;
   if (!node.gpu_model.empty()) {

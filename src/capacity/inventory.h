@@ -77,6 +77,12 @@ struct Node {
   int64_t idle_power_watts = 0;  // whole node, idle
   bool cordoned = false;         // no new work
   bool draining = false;         // no new work, and running work is being moved off
+  // The GPU software the node runs (capacity/software_version.h), which
+  // environment templates may require a minimum of: NVML reports real ones;
+  // the simulated fleet gets kSimulatedDriverVersion / kSimulatedCudaVersion.
+  // "" = unknown, which satisfies no minimum.
+  std::string driver_version{};  // "550.54.15"
+  std::string cuda_version{};    // "12.4": the newest CUDA the driver supports
 };
 
 // The inventory, indexed by name. Add* keep names unique among their kind;
@@ -132,7 +138,8 @@ class Fleet {
 // model; GPUs whose index or model disagrees with the node; MIG enabled on a
 // model without MIG; an NVLink group with an index out of range, a repeated
 // index, or a GPU in two groups; non-positive CPU, memory or GPU memory; a
-// negative power figure; a label that is not a slug; a sensitive pool that
+// negative power figure; a driver or CUDA version that is set but not a
+// version (SoftwareVersion::Parse); a label that is not a slug; a sensitive pool that
 // names no tenant; a dedicated pool with a different allowed_tenants list.
 Status ValidateFleet(const Fleet& fleet);
 

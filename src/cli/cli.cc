@@ -63,6 +63,7 @@ void RegisterCommands(CLI::App& app, CliOptions& options) {
   AddCapacityCommands(app, verbs);
   AddQuotaCommands(app, verbs);
   AddProjectCommands(app, verbs);
+  AddTemplateCommands(app, verbs);
   AddAllocCommands(app, verbs);
   AddJobCommands(app, verbs);
   AddDeploymentCommands(app, verbs);

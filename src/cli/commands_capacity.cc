@@ -11,7 +11,8 @@ namespace atrium::cli {
 namespace {
 
 const std::vector<std::string> kNodeFieldOrder = {
-    "name", "state", "pool", "rack", "site", "region", "gpu_model", "gpu_count", "gpus_free"};
+    "name",      "state",     "pool",           "rack",         "site",     "region",
+    "gpu_model", "gpu_count", "driver_version", "cuda_version", "gpus_free"};
 const std::vector<Column> kNodeColumns = {
     {"NAME", "name"},       {"STATE", "state"},    {"POOL", "pool"},
     {"MODEL", "gpu_model"}, {"GPUS", "gpu_count"}, {"FREE", "gpus_free"},

@@ -75,6 +75,10 @@ constexpr Grant kGrants[] = {
     // Tenant admins may narrow their own keys; tenant-wide limits are the operator's.
     {Permission::kGatewayLimitSet,   {{P, P, T, N, N}}},
     {Permission::kUsageRead,         {{P, P, T, T, T}}},
+    // Everyone reads the templates they may run in; the platform admin
+    // publishes the platform's, a tenant admin the tenant's own.
+    {Permission::kTemplateRead,      {{P, P, T, T, T}}},
+    {Permission::kTemplateManage,    {{P, N, T, N, N}}},
 };
 // clang-format on
 
@@ -172,6 +176,10 @@ std::string_view PermissionName(Permission p) {
       return "gateway_limit.set";
     case Permission::kUsageRead:
       return "usage.read";
+    case Permission::kTemplateRead:
+      return "template.read";
+    case Permission::kTemplateManage:
+      return "template.manage";
     case Permission::kQuotaRead:
       return "quota.read";
     case Permission::kQuotaSet:

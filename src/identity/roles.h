@@ -70,7 +70,9 @@ enum class Permission {
   kEntitlementManage,
   kGatewayLimitRead,  // request and token limits of a tenant and its keys
   kGatewayLimitSet,
-  kUsageRead,  // usage records and totals
+  kUsageRead,       // usage records and totals
+  kTemplateRead,    // environment templates: the platform's and the tenant's own
+  kTemplateManage,  // publish and retire environment templates
 };
 
 std::string_view PermissionName(Permission p);

@@ -314,6 +314,18 @@ Status JobService::SubmitAllocationLocked(const JobRecord& job) {
   ATRIUM_ASSIGN_OR_RETURN(JobSpec spec, SpecOf(job));
   sched::AllocationRequest request = spec.resources;
   request.id = job.allocation_id;
+  if (!spec.environment.empty() && options_.resolve_environment) {
+    // The pinned version's requirements: the job is placed only on nodes
+    // that run what its environment needs.
+    auto env = options_.resolve_environment(job.tenant_id, spec.environment);
+    if (!env.has_value()) {
+      if (env.error().code == ErrorCode::kUnavailable) return std::move(env).error();
+      ATRIUM_RETURN_IF_ERROR(
+          EndWithoutWorkloadLocked(job, Cause::kAllocationRejected, env.error().message));
+      return std::move(env).error();
+    }
+    request.requirements = env->requirements;
+  }
   auto a = scheduling_.Submit(SystemOrigin(), job.tenant_id, job.created_by, std::move(request));
   if (a.has_value()) return OkStatus();
   Error e = std::move(a).error();

@@ -21,6 +21,8 @@ struct ResolvedEnvironment {
   std::string root_fs;  // the sandbox's root filesystem ("" = the host's)
   // Set before the job's own env; the job's own win on a clash.
   std::vector<std::pair<std::string, std::string>> env;
+  // What a node must run for it: the job's allocation asks for these.
+  sched::NodeRequirements requirements;
 };
 
 // The launch of `job`'s current attempt on `allocation` (which must be

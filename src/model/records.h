@@ -150,6 +150,9 @@ struct FleetNodeRecord {
   int64_t idle_power_watts = 0;
   bool cordoned = false;
   bool draining = false;
+  // GPU software (capacity::Node): "" = unknown, which meets no template's minimum.
+  std::string driver_version;
+  std::string cuda_version;
 
   bool operator==(const FleetNodeRecord&) const = default;
 };
@@ -233,6 +236,11 @@ struct AllocationRecord {
   // and when ("" / -1: not asked).
   std::string move_requested;
   int64_t move_requested_ms = -1;
+  // The node requirements it was placed under (its environment template's),
+  // kept so a restart places queued work on the same terms ("" / empty: none).
+  std::string min_driver_version;
+  std::string min_cuda_version;
+  std::vector<std::string> required_gpu_models;
 
   bool Held() const { return state == "pending" || state == "running" || state == "preempting"; }
 
@@ -258,6 +266,28 @@ struct GpuScrubRecord {
   std::string reason;          // failed: "scrub failed: ..."
 
   bool operator==(const GpuScrubRecord&) const = default;
+};
+
+// One version of an environment template: what a workload's software
+// environment is (a root filesystem pinned by digest, environment variables)
+// and what a node must run for it. Immutable once published, but for its
+// state; publishing the name again makes the next version.
+struct EnvironmentTemplateRecord {
+  std::string tenant_id;  // "" = the platform's, visible to every tenant
+  std::string name;       // a slug, one namespace per tenant's view (templates/)
+  int64_t version = 0;    // 1, 2, ... per (tenant_id, name); never reused
+  std::string description;
+  std::string rootfs_digest;               // "sha256:<64 lower-case hex>"
+  std::map<std::string, std::string> env;  // variable name → value
+  std::string min_driver_version;          // "" = none
+  std::string min_cuda_version;            // "" = none
+  std::vector<std::string> gpu_models;     // catalog names; empty = any
+  std::string state;                       // active | retired
+  std::string created_by;                  // user id
+  int64_t created_at = 0;
+  int64_t updated_at = 0;
+
+  bool operator==(const EnvironmentTemplateRecord&) const = default;
 };
 
 }  // namespace atrium

@@ -93,6 +93,13 @@ struct Config {
   // [scrub.commands] table of argv per GPU model. No command: the scrub is
   // immediate (the GPU still passes through "scrubbing").
   scheduling::ScrubOptions scrub;
+  // [templates]
+  // The operator's image store: environment templates' root filesystems,
+  // <images_dir>/sha256-<hex>/rootfs (everyone's) and
+  // <images_dir>/tenants/<tenant id>/sha256-<hex>/rootfs (one tenant's).
+  // "" = none: templates still carry environment and node requirements,
+  // but resolve to no root filesystem.
+  std::string templates_images_dir;
   // [gateway]
   std::string gateway_listen = "127.0.0.1:8081";
   int gateway_threads = 2;

@@ -171,15 +171,21 @@ Result<std::string> Platform::StartControlPlane() {
     gpu_health_->Start();
   }
   tenants_->SetObserver(scheduling_.get());
-  ATRIUM_ASSIGN_OR_RETURN(workloads_,
-                          Workloads::Create(config_, *store_, *scheduling_, SystemClock::Instance(),
-                                            /*simulated=*/!fleet_discovery_.fleet.has_value()));
+  templates::TemplateServiceOptions template_opts;
+  template_opts.images_dir = config_.templates_images_dir;
+  templates_ = std::make_unique<templates::TemplateService>(*store_, SystemClock::Instance(),
+                                                            std::move(template_opts));
+  ATRIUM_ASSIGN_OR_RETURN(
+      workloads_,
+      Workloads::Create(config_, *store_, *scheduling_, *templates_, SystemClock::Instance(),
+                        /*simulated=*/!fleet_discovery_.fleet.has_value()));
   ATRIUM_RETURN_IF_ERROR(workloads_->Start(*tenants_));
   api::Services services{.store = store_.get(),
                          .identity = identity_.get(),
                          .tenants = tenants_.get(),
                          .clock = &SystemClock::Instance(),
-                         .scheduling = scheduling_.get()};
+                         .scheduling = scheduling_.get(),
+                         .templates = templates_.get()};
   services.jobs = &workloads_->jobs();
   if (!config_.audit_checkpoint_file.empty()) {
     checkpointer_ = std::make_unique<AuditCheckpointer>(
@@ -241,6 +247,7 @@ void Platform::Stop() {
   checkpointer_.reset();
   if (tenants_) tenants_->SetObserver(nullptr);
   workloads_.reset();
+  templates_.reset();
   scheduling_.reset();
   fleet_discovery_ = FleetDiscovery{};  // closes NVML
   tenants_.reset();

@@ -22,6 +22,7 @@
 #include "runtime/workloads.h"
 #include "scheduling/scheduling_service.h"
 #include "store/store.h"
+#include "templates/template_service.h"
 #include "tenancy/tenant_service.h"
 
 namespace atrium {
@@ -68,6 +69,7 @@ class Platform {
   std::unique_ptr<scheduling::SchedulingService> scheduling_;
   std::unique_ptr<Workloads> workloads_;
   std::unique_ptr<GpuHealthWatcher> gpu_health_;  // while the host's GPUs are used
+  std::unique_ptr<templates::TemplateService> templates_;
   std::unique_ptr<AuditCheckpointer> checkpointer_;
   std::unique_ptr<api::ControlPlaneApi> api_;
   std::unique_ptr<http::Server> server_;

@@ -120,6 +120,7 @@ std::string DefaultWorkloadStateDir(const Config& config) {
 
 Result<std::unique_ptr<Workloads>> Workloads::Create(const Config& config, Store& store,
                                                      scheduling::SchedulingService& scheduling,
+                                                     templates::TemplateService& templates,
                                                      const Clock& clock, bool simulated) {
   std::unique_ptr<Workloads> w(new Workloads());
   w->scheduling_ = &scheduling;
@@ -156,6 +157,17 @@ Result<std::unique_ptr<Workloads>> Workloads::Create(const Config& config, Store
   options.tick_ms = config.jobs_tick_ms;
   options.cancel_grace_ms = config.jobs_cancel_grace_s * 1000;
   options.time_limit_grace_ms = config.jobs_cancel_grace_s * 1000;
+  options.resolve_environment =
+      [&templates](const std::string& tenant_id,
+                   const std::string& reference) -> Result<jobs::ResolvedEnvironment> {
+    ATRIUM_ASSIGN_OR_RETURN(templates::ResolvedTemplate resolved,
+                            templates.Resolve(tenant_id, reference));
+    return jobs::ResolvedEnvironment{
+        .pinned = resolved.record.name + "@" + std::to_string(resolved.record.version),
+        .root_fs = std::move(resolved.root_fs),
+        .env = std::move(resolved.env),
+        .requirements = std::move(resolved.requirements)};
+  };
   w->jobs_ = std::make_unique<jobs::JobService>(store, scheduling, *w->backend_, clock,
                                                 std::move(options));
   return w;

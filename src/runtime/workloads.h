@@ -19,6 +19,7 @@
 #include "scheduling/scheduling_service.h"
 #include "slurm/command_runner.h"
 #include "store/store.h"
+#include "templates/template_service.h"
 #include "tenancy/tenant_service.h"
 
 namespace atrium {
@@ -29,8 +30,11 @@ class Workloads {
   // InvalidArgument for a configuration the backend refuses; `simulated`:
   // the fleet is the simulator's, so the local backend runs workloads
   // beside fake GPU device files it makes itself (needs root: mknod).
+  // Jobs name their environment through `templates`, which must outlive
+  // the result.
   static Result<std::unique_ptr<Workloads>> Create(const Config& config, Store& store,
                                                    scheduling::SchedulingService& scheduling,
+                                                   templates::TemplateService& templates,
                                                    const Clock& clock, bool simulated);
   ~Workloads();
   Workloads(const Workloads&) = delete;

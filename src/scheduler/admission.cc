@@ -1,6 +1,7 @@
 #include "scheduler/admission.h"
 
 #include "capacity/gpu_catalog.h"
+#include "capacity/software_version.h"
 
 namespace atrium::sched {
 namespace {
@@ -42,6 +43,36 @@ std::string ShapeRefusal(const AllocationRequest& r, const capacity::GpuModel& m
   return {};
 }
 
+// Malformed requirements (the template service validates them first; this
+// guards every other caller), or a GPU model the requirements do not allow.
+std::string RequirementsRefusal(AllocationRequest& r) {
+  NodeRequirements& q = r.requirements;
+  if (!q.min_driver_version.empty()) {
+    auto v = capacity::SoftwareVersion::Parse(q.min_driver_version, "minimum driver version");
+    if (!v) return v.error().message;
+  }
+  if (!q.min_cuda_version.empty()) {
+    auto v = capacity::SoftwareVersion::Parse(q.min_cuda_version, "minimum CUDA version");
+    if (!v) return v.error().message;
+  }
+  if (q.gpu_models.empty()) return {};
+  if (q.gpu_models.size() > capacity::AllGpuModels().size()) {
+    return "the requirements name " + std::to_string(q.gpu_models.size()) +
+           " GPU models; the catalog has " + std::to_string(capacity::AllGpuModels().size());
+  }
+  std::string allowed;
+  bool found = false;
+  for (std::string& name : q.gpu_models) {
+    const capacity::GpuModel* m = capacity::FindGpuModel(name);
+    if (m == nullptr) return "the requirements name an unknown GPU model \"" + name + "\"";
+    name = m->name;
+    found = found || name == r.model;
+    allowed += (allowed.empty() ? "" : ", ") + name;
+  }
+  if (!found) return "the requirements allow GPU models " + allowed + ", not " + r.model;
+  return {};
+}
+
 }  // namespace
 
 std::string AdmissionRefusal(AllocationRequest& request, const TenantPolicy* tenant,
@@ -56,6 +87,9 @@ std::string AdmissionRefusal(AllocationRequest& request, const TenantPolicy* ten
   }
   request.model = model->name;
   if (std::string s = ShapeRefusal(request, *model); !s.empty()) return s;
+  if (!request.requirements.Empty()) {
+    if (std::string s = RequirementsRefusal(request); !s.empty()) return s;
+  }
   const ResourceClass rc{model->name, request.kind};
   const QuotaCheck q = CheckQuota(*tenant, ledger, request, rc, ChargeMilli(request, *model));
   if (q.verdict == QuotaVerdict::kNeverFits) return q.reason;
@@ -71,8 +105,19 @@ std::string NodeScopeRefusal(const AllocationRequest& request, const TenantPolic
   int in_scope = 0;
   std::string first_reason;
   bool first_outside = false;
+  // Nodes refused only for the requirements: when they are what is short,
+  // the refusal says what the fleet lacks (RequirementsShortfall).
+  std::vector<int32_t> refused_for_requirements;
+  AllocationRequest without_requirements = request;
+  without_requirements.requirements = {};
+  const PlacementContext without_ctx{state, tenants, tenant, without_requirements, model};
   for (int32_t i = 0; i < state.node_count(); ++i) {
     std::string why = StaticNodeRejection(ctx, i);
+    if (!why.empty() && !request.requirements.Empty() &&
+        !RequirementRejection(request.requirements, state.node(i)).empty() &&
+        StaticNodeRejection(without_ctx, i).empty()) {
+      refused_for_requirements.push_back(i);
+    }
     if (why.empty()) {
       ++in_scope;
     } else if (state.node(i).gpu_model == model.name) {
@@ -107,6 +152,17 @@ std::string NodeScopeRefusal(const AllocationRequest& request, const TenantPolic
       for (const auto& p : tenant.pools) scope += " " + p;
     }
     if (!scope.empty()) out += " (tenant" + scope + ")";
+    if (!refused_for_requirements.empty()) {
+      // Hardware the tenant could use exists; the requirements rule it out.
+      out += gang
+                 ? " meeting the environment's requirements (the others: " +
+                       RequirementRejection(request.requirements,
+                                            state.node(refused_for_requirements.front())) +
+                       ")"
+                 : " meeting the environment's requirements: " +
+                       RequirementsShortfall(request.requirements, state, refused_for_requirements);
+      return out;
+    }
     if (!first_reason.empty()) out += " (e.g. " + first_reason + ")";
     return out;
   }

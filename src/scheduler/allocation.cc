@@ -59,6 +59,23 @@ std::string_view NameOf(E e, const std::array<std::pair<std::string_view, E>, N>
 
 }  // namespace
 
+std::string DescribeRequirements(const NodeRequirements& requirements) {
+  std::string out;
+  auto add = [&](const std::string& part) { out += (out.empty() ? "" : ", ") + part; };
+  if (!requirements.min_driver_version.empty()) {
+    add("driver >= " + requirements.min_driver_version);
+  }
+  if (!requirements.min_cuda_version.empty()) add("CUDA >= " + requirements.min_cuda_version);
+  if (!requirements.gpu_models.empty()) {
+    std::string models;
+    for (const std::string& m : requirements.gpu_models) {
+      models += (models.empty() ? "" : " or ") + m;
+    }
+    add((requirements.gpu_models.size() == 1 ? "GPU model " : "GPU models ") + models);
+  }
+  return out;
+}
+
 std::string_view KindName(AllocationKind kind) { return NameOf(kind, kKinds); }
 std::string_view PriorityName(Priority priority) { return NameOf(priority, kPriorities); }
 std::string_view StateName(AllocationState state) { return NameOf(state, kStates); }
@@ -165,6 +182,7 @@ std::string_view EndedStateName(DecisionKind kind) {
 const std::vector<std::string>& AllAllocationStateNames() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> out;
+    out.reserve(kStates.size() + kEndedStates.size());
     for (const auto& [name, state] : kStates) out.emplace_back(name);
     for (const auto& [name, kind] : kEndedStates) out.emplace_back(name);
     return out;

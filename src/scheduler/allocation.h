@@ -61,6 +61,26 @@ int32_t MigMilli(int compute_slices);
 inline constexpr int32_t kMaxGpusPerRequestNode = 8;
 inline constexpr int32_t kMaxGangNodes = 256;
 
+// What the GPU software of a node must be for a request: the requirements
+// of the environment template the work runs in. Each empty member asks
+// nothing; a request with none (Empty) costs placement one branch per node.
+// Versions are capacity::SoftwareVersion text, compared numerically; a node
+// whose version is unknown meets no minimum.
+struct NodeRequirements {
+  std::string min_driver_version;       // "550.54.15"
+  std::string min_cuda_version;         // "12.4"
+  std::vector<std::string> gpu_models;  // catalog names; the request's model must be one
+
+  bool Empty() const {
+    return min_driver_version.empty() && min_cuda_version.empty() && gpu_models.empty();
+  }
+  auto operator<=>(const NodeRequirements&) const = default;
+  bool operator==(const NodeRequirements&) const = default;
+};
+
+// "driver >= 560, CUDA >= 12.6, GPU model H100-80GB or H200-141GB"; "" when Empty.
+std::string DescribeRequirements(const NodeRequirements& requirements);
+
 // A request as the API hands it over. `id` is chosen by the shell and must be
 // unique among the scheduler's allocations.
 struct AllocationRequest {
@@ -79,6 +99,7 @@ struct AllocationRequest {
   int64_t memory_mib = 0;   // host memory per node; both bounded per GPU fraction (placement.h)
   std::string pool;         // optional: only nodes of this pool
   std::string region;       // optional: only nodes of this region
+  NodeRequirements requirements;  // optional: only nodes whose GPU software meets them
 
   bool operator==(const AllocationRequest&) const = default;
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "capacity/mig.h"
+#include "capacity/software_version.h"
 
 namespace atrium::sched {
 namespace {
@@ -186,6 +187,7 @@ std::vector<int> PickConnectedGpus(const PlacementContext& ctx, int32_t i, int c
   } else {
     // No group holds them all: the fullest groups first, then ungrouped GPUs.
     std::vector<const std::vector<int>*> order;
+    order.reserve(groups.size());
     for (const auto& group : groups) order.push_back(&group);
     std::stable_sort(order.begin(), order.end(), [&](const auto* a, const auto* b) {
       return std::count_if(a->begin(), a->end(), is_free) >
@@ -461,6 +463,46 @@ int64_t RequestWattsPerNode(const PlacementContext& ctx, int32_t i) {
   return 0;
 }
 
+std::string RequirementRejection(const NodeRequirements& requirements, const capacity::Node& n) {
+  auto check = [](std::string_view what, const std::string& have, const std::string& minimum) {
+    if (capacity::SatisfiesMinimum(have, minimum)) return std::string();
+    return std::string(what) + " " + (have.empty() ? "version unknown" : have) +
+           ", needs >= " + minimum;
+  };
+  std::string why = check("driver", n.driver_version, requirements.min_driver_version);
+  if (why.empty()) why = check("CUDA", n.cuda_version, requirements.min_cuda_version);
+  return why;
+}
+
+std::string RequirementsShortfall(const NodeRequirements& requirements, const ClusterState& state,
+                                  const std::vector<int32_t>& nodes) {
+  const std::string& driver = requirements.min_driver_version;
+  const std::string& cuda = requirements.min_cuda_version;
+  bool driver_met = driver.empty(), cuda_met = cuda.empty();
+  std::optional<capacity::SoftwareVersion> newest_driver, newest_cuda;
+  auto note = [](std::optional<capacity::SoftwareVersion>& newest, const std::string& text) {
+    auto v = capacity::SoftwareVersion::Parse(text);
+    if (v && (!newest || *v > *newest)) newest = std::move(*v);
+  };
+  for (int32_t i : nodes) {
+    const capacity::Node& n = state.node(i);
+    driver_met = driver_met || capacity::SatisfiesMinimum(n.driver_version, driver);
+    cuda_met = cuda_met || capacity::SatisfiesMinimum(n.cuda_version, cuda);
+    note(newest_driver, n.driver_version);
+    note(newest_cuda, n.cuda_version);
+  }
+  auto newest = [](const std::optional<capacity::SoftwareVersion>& v) {
+    return " (newest: " + (v ? v->text() : std::string("none known")) + ")";
+  };
+  if (!driver_met && !cuda_met) {
+    return "no node has driver >= " + driver + newest(newest_driver) + " or CUDA >= " + cuda +
+           newest(newest_cuda);
+  }
+  if (!driver_met) return "no node has driver >= " + driver + newest(newest_driver);
+  if (!cuda_met) return "no node has CUDA >= " + cuda + newest(newest_cuda);
+  return "no node has both driver >= " + driver + " and CUDA >= " + cuda;
+}
+
 std::string StaticNodeRejection(const PlacementContext& ctx, int32_t i) {
   const capacity::Node& n = ctx.state.node(i);
   const capacity::NodePool& pool = ctx.state.pool(i);
@@ -489,6 +531,10 @@ std::string StaticNodeRejection(const PlacementContext& ctx, int32_t i) {
   if (ctx.tenant.tier == IsolationTier::kDedicatedPool &&
       (!pool.dedicated_tenant || *pool.dedicated_tenant != tenant)) {
     return "tier dedicated-pool: pool " + pool.name + " is not dedicated to the tenant";
+  }
+  // Only requests with requirements pay for the check (the hot path).
+  if (!r.requirements.Empty()) {
+    if (std::string why = RequirementRejection(r.requirements, n); !why.empty()) return why;
   }
   if (r.kind == AllocationKind::kGpu && size_t(r.gpus) > n.gpus.size()) {
     return "has " + std::to_string(n.gpus.size()) + " GPUs";

@@ -50,11 +50,23 @@ struct Placement {
 };
 
 // Why node i can never take the request whatever runs on it (model, pool,
-// region, tenant pools/regions, pool admission, dedicated-pool tier, GPU
-// count, host CPU or memory above the request's GPU fraction of the node's —
-// whole GPUs g/n, a share milli/1000/n, a MIG instance slices/7/n, rounded
-// down — or empty.
+// region, tenant pools/regions, pool admission, dedicated-pool tier, the
+// request's node requirements (RequirementRejection), GPU count, host CPU or memory above the
+// request's GPU fraction of the node's — whole GPUs g/n, a share milli/1000/n, a MIG instance
+// slices/7/n, rounded down — or empty.
 std::string StaticNodeRejection(const PlacementContext& ctx, int32_t i);
+
+// Why node `n`'s GPU software does not meet `requirements`, e.g. "driver
+// 550.54.15, needs >= 560" or "CUDA version unknown, needs >= 12.6"; empty
+// when it does (always, for Empty() requirements). The GPU-model list is the
+// request's business (admission), not the node's.
+std::string RequirementRejection(const NodeRequirements& requirements, const capacity::Node& n);
+
+// For a request whose requirements no node in `nodes` meets (each otherwise
+// usable by it): what is missing, in words, e.g. "no node has driver >= 560
+// (newest: 550.54.15)" or "no node has both driver >= 560 and CUDA >= 12.6".
+std::string RequirementsShortfall(const NodeRequirements& requirements, const ClusterState& state,
+                                  const std::vector<int32_t>& nodes);
 
 // Why node i cannot take the request now, before looking at its GPUs:
 // the static reasons, cordon, drain, lease, dedicated-node isolation either

@@ -70,6 +70,9 @@ Result<std::string> Scheduler::Explain(std::string_view id, Audience audience) c
                     (project ? "project " + a->request.project + " of " : std::string()) +
                     "tenant " + a->request.tenant + "; it waits behind them");
   }
+  if (!a->request.requirements.Empty()) {
+    lines.push_back("needs nodes with " + DescribeRequirements(a->request.requirements));
+  }
   if (auto ctx = ContextFor(*a, state_)) {
     if (auto p = FindPlacement(*ctx, nullptr)) {
       if (q.verdict == QuotaVerdict::kWaits || q.verdict == QuotaVerdict::kNeverFits) {

@@ -12,8 +12,8 @@ auto QuotaKeyOf(const AllocationRequest& r) {
 }
 
 auto ShapeOf(const AllocationRequest& r) {
-  return std::tuple_cat(QuotaKeyOf(r),
-                        std::tie(r.mem_cap_mib, r.cpu_milli, r.memory_mib, r.pool, r.region));
+  return std::tuple_cat(QuotaKeyOf(r), std::tie(r.mem_cap_mib, r.cpu_milli, r.memory_mib, r.pool,
+                                                r.region, r.requirements));
 }
 
 }  // namespace

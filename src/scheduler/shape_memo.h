@@ -4,7 +4,8 @@
 //
 // A shape is everything a placement search reads from a request: tenant
 // (its tier, pools, regions), project, kind, priority, model, sizes, host
-// CPU and memory, pool and region — the request without its id. Two
+// CPU and memory, pool, region and node requirements — the request without
+// its id. Two
 // requests of one shape find a placement in the same cluster state or both
 // fail, and a failed search changes nothing (no random draw is made when no
 // node is feasible), so skipping the second search decides exactly what

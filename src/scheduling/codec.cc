@@ -21,6 +21,8 @@ FleetNodeRecord NodeFlagsOf(const capacity::Node& n) {
   r.idle_power_watts = n.idle_power_watts;
   r.cordoned = n.cordoned;
   r.draining = n.draining;
+  r.driver_version = n.driver_version;
+  r.cuda_version = n.cuda_version;
   return r;
 }
 
@@ -83,7 +85,9 @@ Result<capacity::Fleet> FleetFromRecord(const FleetRecord& record) {
                         .nvlink_groups = n.nvlink_groups,
                         .idle_power_watts = n.idle_power_watts,
                         .cordoned = n.cordoned,
-                        .draining = n.draining};
+                        .draining = n.draining,
+                        .driver_version = n.driver_version,
+                        .cuda_version = n.cuda_version};
     for (const auto& g : n.gpus) {
       node.gpus.push_back({.index = static_cast<int>(g.index),
                            .model = g.model,
@@ -130,6 +134,9 @@ AllocationRecord AllocationToRecord(const sched::Allocation& a, const std::strin
   r.preempted_for = a.preempted_for;
   r.move_requested = a.move_requested;
   r.move_requested_ms = a.move_requested_ms;
+  r.min_driver_version = q.requirements.min_driver_version;
+  r.min_cuda_version = q.requirements.min_cuda_version;
+  r.required_gpu_models = q.requirements.gpu_models;
   r.created_by = created_by;
   r.updated_at = now_ms;
   return r;
@@ -192,6 +199,9 @@ Result<sched::Allocation> AllocationFromRecord(const AllocationRecord& r) {
   q.memory_mib = r.memory_mib;
   q.pool = r.pool;
   q.region = r.region;
+  q.requirements.min_driver_version = r.min_driver_version;
+  q.requirements.min_cuda_version = r.min_cuda_version;
+  q.requirements.gpu_models = r.required_gpu_models;
   ATRIUM_ASSIGN_OR_RETURN(a.state, sched::ParseState(r.state));
   a.seq = static_cast<uint64_t>(r.seq);
   a.submitted_ms = r.submitted_ms;

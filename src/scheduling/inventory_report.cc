@@ -29,6 +29,8 @@ NodeInfo DescribeNode(const sched::Scheduler& s, int32_t i, std::string_view vie
   info.cpu_used_milli = rt.cpu_used;
   info.memory_used_mib = rt.memory_used;
   info.nvlink_groups = n.nvlink_groups;
+  info.driver_version = n.driver_version;
+  info.cuda_version = n.cuda_version;
   info.cordoned = n.cordoned;
   info.draining = n.draining;
   std::vector<sched::ScrubHold> scrubs;

@@ -62,6 +62,8 @@ struct NodeInfo {
   int64_t cpu_used_milli = 0;
   int64_t memory_used_mib = 0;
   std::vector<std::vector<int>> nvlink_groups;
+  std::string driver_version;  // "" = unknown
+  std::string cuda_version;
   bool cordoned = false;
   bool draining = false;
   int gpus_free = 0;

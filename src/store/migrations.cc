@@ -389,6 +389,37 @@ CREATE TABLE gpu_scrubs (
   PRIMARY KEY (node, gpu, allocation_id)
 );
 )sql"},
+    // Environment templates require minimum driver and CUDA versions: nodes
+    // carry theirs, and an allocation keeps the requirements it was asked
+    // with so a restart places it on the same terms. A fleet built from a
+    // spec before this migration is simulated: it gets the versions a
+    // simulated node reports (capacity::kSimulatedDriverVersion / CUDA).
+    {11, "environment templates; node GPU software; allocations' node requirements", R"sql(
+ALTER TABLE fleet_nodes ADD COLUMN driver_version TEXT NOT NULL DEFAULT '';
+ALTER TABLE fleet_nodes ADD COLUMN cuda_version TEXT NOT NULL DEFAULT '';
+UPDATE fleet_nodes SET driver_version = '550.54.15', cuda_version = '12.4'
+  WHERE EXISTS (SELECT 1 FROM fleet WHERE id = 1 AND spec <> '');
+ALTER TABLE allocations ADD COLUMN min_driver_version TEXT NOT NULL DEFAULT '';
+ALTER TABLE allocations ADD COLUMN min_cuda_version TEXT NOT NULL DEFAULT '';
+ALTER TABLE allocations ADD COLUMN required_gpu_models TEXT NOT NULL DEFAULT '[]';
+CREATE TABLE environment_templates (
+  tenant_id TEXT NOT NULL,
+  name TEXT NOT NULL,
+  version BIGINT NOT NULL,
+  description TEXT NOT NULL,
+  rootfs_digest TEXT NOT NULL,
+  env TEXT NOT NULL,
+  min_driver_version TEXT NOT NULL,
+  min_cuda_version TEXT NOT NULL,
+  gpu_models TEXT NOT NULL,
+  state TEXT NOT NULL,
+  created_by TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  updated_at BIGINT NOT NULL,
+  PRIMARY KEY (tenant_id, name, version)
+);
+CREATE INDEX environment_templates_name ON environment_templates (name);
+)sql"},
 };
 
 }  // namespace

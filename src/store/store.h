@@ -27,6 +27,10 @@
 
 namespace atrium {
 
+// Versions one owner (a tenant, or the platform) may hold, retired ones
+// included: a tenant cannot grow the store without bound.
+inline constexpr int64_t kMaxEnvironmentTemplateVersions = 1000;
+
 struct TenantFilter {
   std::string state;      // "" = any
   std::string label_key;  // "" = no label filter
@@ -190,6 +194,32 @@ class Store {
   // a tenant: its dedicated one). Visibility and tenant never change.
   Status UpdateDeployment(const TenantScope& scope, const DeploymentRecord& d);
   Status DeleteDeployment(const TenantScope& scope, const std::string& id);
+
+  // --- Environment templates (tenant_id "": the platform's, which every
+  // tenant sees; otherwise visible only to its tenant). Rules in templates/.
+  // Publishes the next version of `scope`'s template t.name: one more than
+  // any version that name ever had in the scope (retired ones count), so a
+  // version is never reused; the stored record is returned. Refused with
+  // kAlreadyExists when the name is the other side's (a tenant's name the
+  // platform holds, or a platform name some tenant holds): a name means one
+  // template family in every tenant's view. kFailedPrecondition when the
+  // scope already holds kMaxEnvironmentTemplateVersions versions.
+  // t.tenant_id and t.version are ignored: the scope and the store decide.
+  Result<EnvironmentTemplateRecord> PublishEnvironmentTemplate(const TenantScope& scope,
+                                                               EnvironmentTemplateRecord t);
+  // Every version named `name` that `scope` may use: the platform's, then,
+  // for a tenant, its own; version ascending within each.
+  Result<std::vector<EnvironmentTemplateRecord>> EnvironmentTemplateVersions(
+      const TenantScope& scope, const std::string& name);
+  // Every version `scope` may use, ordered as above by name: the platform's
+  // (when include_platform or the scope is the platform) and its own. At
+  // most kMaxEnvironmentTemplateVersions per owner, so unpaged.
+  Result<std::vector<EnvironmentTemplateRecord>> ListEnvironmentTemplates(const TenantScope& scope,
+                                                                          bool include_platform);
+  // Marks `scope`'s version retired (kept as history; no longer resolved).
+  // kNotFound when the scope has no such version.
+  Status RetireEnvironmentTemplate(const TenantScope& scope, const std::string& name,
+                                   int64_t version, int64_t at);
 
   // --- Entitlements (tenant-owned): the models a tenant may call on shared
   // deployments ---

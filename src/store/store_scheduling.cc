@@ -64,7 +64,8 @@ constexpr char kAllocationColumns[] =
     "id, tenant_id, project, kind, priority, model, gpus, nodes, mig_profile, milli, "
     "gpu_memory_mib, cpu_milli, memory_mib, pool, region, state, seq, submitted_ms, placed_ms, "
     "placement, mig_start, charge_milli, preempt_at_ms, preempted_for, reason, ended_ms, "
-    "created_by, updated_at, move_requested, move_requested_ms";
+    "created_by, updated_at, move_requested, move_requested_ms, min_driver_version, "
+    "min_cuda_version, required_gpu_models";
 
 AllocationRecord AllocationFromRow(const Row& r) {
   AllocationRecord a;
@@ -98,6 +99,9 @@ AllocationRecord AllocationFromRow(const Row& r) {
   a.updated_at = r.Int(27);
   a.move_requested = r.Text(28);
   a.move_requested_ms = r.Int(29);
+  a.min_driver_version = r.Text(30);
+  a.min_cuda_version = r.Text(31);
+  a.required_gpu_models = DecodeList(r.Text(32));
   return a;
 }
 
@@ -131,7 +135,10 @@ std::vector<Value> AllocationValues(const AllocationRecord& a) {
           a.created_by,
           a.updated_at,
           a.move_requested,
-          a.move_requested_ms};
+          a.move_requested_ms,
+          a.min_driver_version,
+          a.min_cuda_version,
+          EncodeList(a.required_gpu_models)};
 }
 
 QuotaRecord QuotaFromRow(const Row& r) {
@@ -177,9 +184,9 @@ Result<std::optional<FleetRecord>> Store::LoadFleet() {
   }
   ATRIUM_ASSIGN_OR_RETURN(
       auto nodes,
-      db_->Exec(
-          "SELECT name, pool, rack, cpu_milli, memory_mib, gpu_model, gpu_count, "
-          "nvlink_groups, idle_power_watts, cordoned, draining FROM fleet_nodes ORDER BY ord"));
+      db_->Exec("SELECT name, pool, rack, cpu_milli, memory_mib, gpu_model, gpu_count, "
+                "nvlink_groups, idle_power_watts, cordoned, draining, driver_version, cuda_version "
+                "FROM fleet_nodes ORDER BY ord"));
   std::map<std::string, size_t> index;
   for (const auto& r : nodes.rows) {
     FleetNodeRecord n;
@@ -194,6 +201,8 @@ Result<std::optional<FleetRecord>> Store::LoadFleet() {
     n.idle_power_watts = r.Int(8);
     n.cordoned = r.Int(9) != 0;
     n.draining = r.Int(10) != 0;
+    n.driver_version = r.Text(11);
+    n.cuda_version = r.Text(12);
     index[n.name] = f.nodes.size();
     f.nodes.push_back(std::move(n));
   }
@@ -240,13 +249,14 @@ Status Store::ReplaceFleet(const FleetRecord& f) {
                   pool.dedicated_tenant, EncodeList(pool.allowed_tenants)}));
     }
     for (const auto& n : f.nodes) {
-      ATRIUM_RETURN_IF_ERROR(
-          c.Exec("INSERT INTO fleet_nodes (name, ord, pool, rack, cpu_milli, memory_mib, "
-                 "gpu_model, gpu_count, nvlink_groups, idle_power_watts, cordoned, draining) "
-                 "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-                 {n.name, ord++, n.pool, n.rack, n.cpu_milli, n.memory_mib, n.gpu_model,
-                  static_cast<int64_t>(n.gpus.size()), EncodeGroups(n.nvlink_groups),
-                  n.idle_power_watts, Flag(n.cordoned), Flag(n.draining)}));
+      ATRIUM_RETURN_IF_ERROR(c.Exec(
+          "INSERT INTO fleet_nodes (name, ord, pool, rack, cpu_milli, memory_mib, "
+          "gpu_model, gpu_count, nvlink_groups, idle_power_watts, cordoned, draining, "
+          "driver_version, cuda_version) "
+          "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+          {n.name, ord++, n.pool, n.rack, n.cpu_milli, n.memory_mib, n.gpu_model,
+           static_cast<int64_t>(n.gpus.size()), EncodeGroups(n.nvlink_groups), n.idle_power_watts,
+           Flag(n.cordoned), Flag(n.draining), n.driver_version, n.cuda_version}));
       for (size_t i = 0; i < n.gpus.size(); ++i) {
         const auto& g = n.gpus[i];
         ATRIUM_RETURN_IF_ERROR(
@@ -477,7 +487,8 @@ Status Store::CommitScheduling(const SchedulingCommit& commit) {
       ATRIUM_RETURN_IF_ERROR(c.Exec(
           std::string("INSERT INTO allocations (") + kAllocationColumns +
               ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, "
-              "$17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30)",
+              "$17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, "
+              "$33)",
           AllocationValues(a)));
     }
     for (const auto& n : commit.node_flags) {

@@ -154,6 +154,10 @@ Result<EvictionSummary> Store::DeleteTenantAndData(const std::string& tenant_id,
     ATRIUM_RETURN_IF_ERROR(c.Exec("DELETE FROM quotas WHERE tenant_id = $1", {tenant_id}));
     ATRIUM_RETURN_IF_ERROR(c.Exec("DELETE FROM projects WHERE tenant_id = $1", {tenant_id}));
     ATRIUM_RETURN_IF_ERROR(c.Exec("DELETE FROM tenant_labels WHERE tenant_id = $1", {tenant_id}));
+    // The tenant's environment templates; the platform's (tenant_id "")
+    // never match a tenant id.
+    ATRIUM_RETURN_IF_ERROR(c.Exec(
+        "DELETE FROM environment_templates WHERE tenant_id = $1 AND tenant_id <> ''", {tenant_id}));
     // The gateway's rows. Shared deployments (tenant_id "") are the
     // platform's and never match a tenant id.
     ATRIUM_ASSIGN_OR_RETURN(

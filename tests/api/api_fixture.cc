@@ -83,11 +83,14 @@ ApiHarness::ApiHarness(IdentityOptions identity_options) {
   rules.allowed_networks = {*gateway::ParseIpNetwork("10.0.0.0/8")};
   egress_ = std::make_shared<gateway::EgressPolicy>(rules);
   egress_->AddPlatformListener({"10.0.0.1", 8080});  // where the rig's API would listen
+  templates_ = std::make_unique<templates::TemplateService>(*store_, clock_,
+                                                            templates::TemplateServiceOptions{});
   services_ = Services{.store = store_.get(),
                        .identity = identity_.get(),
                        .tenants = tenants_.get(),
                        .clock = &clock_,
-                       .scheduling = scheduling_.get()};
+                       .scheduling = scheduling_.get(),
+                       .templates = templates_.get()};
   services_.egress = egress_.get();
   services_.jobs = jobs_.get();
   api_ = std::make_unique<ControlPlaneApi>(services_);
@@ -278,6 +281,15 @@ std::string ApiHarness::CreateDeployment(const std::string& model, const std::st
   return MustCall("POST", "/api/v1/deployments", body, 201)["id"].get<std::string>();
 }
 
+std::string ApiHarness::PublishTemplate(const std::string& tenant_id, const std::string& name) {
+  const std::string base = tenant_id.empty()
+                               ? "/api/v1/platform/environment-templates"
+                               : "/api/v1/tenants/" + tenant_id + "/environment-templates";
+  Json t = MustCall("POST", base,
+                    {{"name", name}, {"rootfs_digest", "sha256:" + std::string(64, 'f')}}, 201);
+  return t.value("reference", "");
+}
+
 std::string ApiHarness::AddUsage(const Actor& key_owner, const std::string& model) {
   UsageRecord u;
   u.id = UniqueName("req");
@@ -312,6 +324,7 @@ std::string ApiHarness::Login(const Actor& actor) {
 World ApiHarness::BuildWorld(const WorldOptions& options) {
   World w;
   w.shared_deployment_id = CreateDeployment(kSharedModel, "");
+  w.platform_template_ref = PublishTemplate("", "platform-env");
   auto seed_tenant = [&](const std::string& prefix, bool members) {
     TenantSeed t = CreateTenant(prefix);
     if (members) {
@@ -336,6 +349,7 @@ World ApiHarness::BuildWorld(const WorldOptions& options) {
     t.allocation_id = CreateAllocation(t.object);
     t.job_id = CreateJob(t.object);
     t.deployment_id = CreateDeployment(kDedicatedModel, t.id);
+    t.template_ref = PublishTemplate(t.id, "tenant-env");
     MustCall("PUT", "/api/v1/tenants/" + t.id + "/entitlements/" + kSharedModel, nullptr, 200);
     t.usage_ids.push_back(AddUsage(t.object, kSharedModel));
     t.usage_ids.push_back(AddUsage(t.object, kDedicatedModel));

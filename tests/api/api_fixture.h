@@ -83,6 +83,8 @@ struct TenantSeed {
   // of the object user's key.
   std::string deployment_id;
   std::vector<std::string> usage_ids;
+  // The tenant's environment template, as "name@1".
+  std::string template_ref;
 };
 
 // Everything one isolation case needs: an own tenant, another tenant, the
@@ -102,6 +104,8 @@ struct World {
   std::string own_admin_token;
   // The world's shared deployment (of kSharedModel).
   std::string shared_deployment_id;
+  // A platform environment template, as "name@1".
+  std::string platform_template_ref;
 };
 
 struct WorldOptions {
@@ -164,6 +168,9 @@ class ApiHarness {
   // A deployment of `model` with one endpoint: shared (tenant_id "") or
   // dedicated to the tenant. Returns its id.
   std::string CreateDeployment(const std::string& model, const std::string& tenant_id);
+  // Publishes an environment template of `tenant_id` ("" = the platform's)
+  // named `name`; returns "name@version".
+  std::string PublishTemplate(const std::string& tenant_id, const std::string& name);
   // Stores a usage record of `key` (through the store, as the gateway
   // does) at the clock's time; returns its id.
   std::string AddUsage(const Actor& key_owner, const std::string& model);
@@ -212,6 +219,7 @@ class ApiHarness {
   // Starts the job service over scheduling_ and hands the tenant service
   // the observer that stops jobs before the scheduler evicts.
   void StartJobs();
+  std::unique_ptr<templates::TemplateService> templates_;
   std::shared_ptr<gateway::EgressPolicy> egress_;
   Services services_;
   std::unique_ptr<ControlPlaneApi> api_;

@@ -303,6 +303,7 @@ std::string Expand(const std::string& pattern, const World& w, const Target& t) 
   sub("{project}", "research");
   sub("{node}", fixture::kTestNode);
   sub("{model}", "power-model");
+  sub("{template}", "no-such-template@1");
   return out;
 }
 

@@ -109,6 +109,7 @@ struct Case {
   std::string node = fixture::kTestNode;  // for {node}
   std::string deployment_id;              // for {deployment_id}
   std::string model = kMatrixModel;       // for {model}
+  std::string template_ref;               // for {template}
   const Actor* caller = nullptr;          // whose identity the request uses (login body, self)
   std::string bearer;
 };
@@ -208,6 +209,15 @@ Json NewAllocationBody(ApiHarness&, const Case& c) {
 void MarkGpuUnhealthyFirst(ApiHarness& h, const Case& c) {
   (void)h.scheduling().SetGpuHealth(RequestOrigin{}, c.node, 0, false);
 }
+// The next version of the world's templates (names stay on their side:
+// a tenant's name is never the platform's).
+Json TenantTemplateBody(ApiHarness&, const Case&) {
+  return {{"name", "tenant-env"}, {"rootfs_digest", "sha256:" + std::string(64, 'e')}};
+}
+Json PlatformTemplateBody(ApiHarness&, const Case&) {
+  return {{"name", "platform-env"}, {"rootfs_digest", "sha256:" + std::string(64, 'e')}};
+}
+
 Json GpuHealthBody(ApiHarness&, const Case&) {
   return {{"healthy", true}, {"reason", "isolation matrix"}};
 }
@@ -462,6 +472,25 @@ const std::map<std::string, Row>& Expectations() {
         .other = "200 200 m m m",
         .body = KeyLimitBody}},
 
+      // Environment templates: everyone reads the platform's and the
+      // tenant's own; a tenant admin publishes and retires the tenant's,
+      // the platform admin the platform's (and, naming it, a tenant's).
+      // Another tenant's answers like one that does not exist.
+      {"GET /api/v1/tenants/{tenant_id}/environment-templates",
+       {.own = "200 200 200 200 200", .other = "200 200 m m m"}},
+      {"POST /api/v1/tenants/{tenant_id}/environment-templates",
+       {.own = "201 403 201 403 403", .other = "201 403 m m m", .body = TenantTemplateBody}},
+      {"GET /api/v1/tenants/{tenant_id}/environment-templates/{template}",
+       {.own = "200 200 200 200 200", .other = "200 200 m m m"}},
+      {"DELETE /api/v1/tenants/{tenant_id}/environment-templates/{template}",
+       {.own = "200 403 200 403 403", .other = "200 403 m m m", .fresh_world = true}},
+      {"GET /api/v1/platform/environment-templates", {.own = "200 200 404 404 404"}},
+      {"POST /api/v1/platform/environment-templates",
+       {.own = "201 403 404 404 404", .body = PlatformTemplateBody}},
+      {"GET /api/v1/platform/environment-templates/{template}", {.own = "200 200 404 404 404"}},
+      {"DELETE /api/v1/platform/environment-templates/{template}",
+       {.own = "200 403 404 404 404", .fresh_world = true}},
+
       // Usage: everyone in the tenant reads the tenant's; nobody else's.
       {"GET /api/v1/tenants/{tenant_id}/usage",
        {.own = "200 200 200 200 200", .other = "200 200 m m m"}},
@@ -556,6 +585,7 @@ std::string Expand(const std::string& pattern, const Case& c) {
   // A project's quota row: the class the world's project has a row for.
   sub("/quotas/{model}/{kind}", "/quotas/L40S/share");
   sub("{model}", c.model);
+  sub("{template}", c.template_ref);
   return out;
 }
 
@@ -585,6 +615,7 @@ Case MakeCase(ApiHarness& h, const Row& row, const Shape& shape, Role role, Scen
   c.job_id = w.own.job_id;
   c.project = w.own.project;
   c.deployment_id = w.own.deployment_id;
+  c.template_ref = shape.platform ? w.platform_template_ref : w.own.template_ref;
   switch (sc) {
     case Scenario::kOwn:
       if (row.session_caller) c.bearer = h.Login(*c.caller);
@@ -606,6 +637,7 @@ Case MakeCase(ApiHarness& h, const Row& row, const Shape& shape, Role role, Scen
       c.job_id = w.other.job_id;
       c.project = w.other.project;
       c.deployment_id = w.other.deployment_id;
+      if (!shape.platform) c.template_ref = w.other.template_ref;
       break;
     case Scenario::kCross:
       c.user_id = w.other.object.user_id;
@@ -638,6 +670,7 @@ Case MakeCase(ApiHarness& h, const Row& row, const Shape& shape, Role role, Scen
         c.job_id = w.suspended.job_id;
         c.project = w.suspended.project;
         c.deployment_id = w.suspended.deployment_id;
+        c.template_ref = w.suspended.template_ref;
       }
       break;
     }
@@ -657,6 +690,7 @@ Case MissingVariant(ApiHarness& h, const Case& c, const Shape& shape) {
   m.project = h.UniqueName("no-such-project");
   m.node = h.UniqueName("no-such-node");
   m.deployment_id = NewId("dep", h.clock());
+  m.template_ref = h.UniqueName("no-such-template") + "@1";
   return m;
 }
 
@@ -695,7 +729,7 @@ std::string Snapshot(Store& store, const std::vector<std::string>& tenant_ids,
       "(SELECT COUNT(*) FROM projects), (SELECT COUNT(*) FROM deployments), "
       "(SELECT COUNT(*) FROM entitlements), (SELECT COUNT(*) FROM gateway_limits), "
       "(SELECT COUNT(*) FROM usage_records), (SELECT COUNT(*) FROM jobs), "
-      "(SELECT COUNT(*) FROM job_events)",
+      "(SELECT COUNT(*) FROM job_events), (SELECT COUNT(*) FROM environment_templates)",
       {});
   std::vector<sql::Value> tenants(tenant_ids.begin(), tenant_ids.end());
   std::string in = Placeholders(tenants.size());
@@ -713,6 +747,9 @@ std::string Snapshot(Store& store, const std::vector<std::string>& tenant_ids,
   dump("SELECT * FROM entitlements WHERE tenant_id IN (" + in + ") ORDER BY tenant_id, model",
        tenants);
   dump("SELECT * FROM gateway_limits WHERE tenant_id IN (" + in + ") ORDER BY tenant_id, key_id",
+       tenants);
+  dump("SELECT * FROM environment_templates WHERE tenant_id = '' OR tenant_id IN (" + in +
+           ") ORDER BY tenant_id, name, version",
        tenants);
   dump("SELECT name, cordoned, draining FROM fleet_nodes ORDER BY name", {});
   dump("SELECT node, idx, healthy FROM fleet_gpus ORDER BY node, idx", {});

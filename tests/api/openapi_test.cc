@@ -198,6 +198,7 @@ class OpenApiTest : public ::testing::Test {
     sub("{gpu}", "0");
     sub("{deployment_id}", world_->own.deployment_id);
     sub("{model}", fixture::kSharedModel);
+    sub("{template}", platform ? world_->platform_template_ref : world_->own.template_ref);
     return out;
   }
   std::string AdminKey() { return world_->platform.at(Role::kPlatformAdmin).key; }

@@ -116,6 +116,10 @@ TEST(InventoryTest, ValidateFleetNamesTheProblem) {
          ASSERT_OK(f.AddRack({.name = "r9", .site = "eu-1", .power_budget_watts = -5}));
        },
        "rack 'r9': power budget must not be negative"},
+      {"driver version not a version", [&](Fleet& f) { node(f)->driver_version = "550.x"; },
+       "node 'n1': driver version \"550.x\": not a number"},
+      {"CUDA version with a path in it", [&](Fleet& f) { node(f)->cuda_version = "../12.4"; },
+       "node 'n1': CUDA version \"../12.4\": empty component"},
       {"label not a slug",
        [](Fleet& f) {
          ASSERT_OK(

@@ -632,6 +632,53 @@ TEST_F(CliIntegrationTest, TenantAdminExportVerifiesOnItsOwn) {
   EXPECT_NE(no_acme.out.find("gap in the global sequence"), std::string::npos) << no_acme.out;
 }
 
+// Environment templates end to end: the operator publishes one with node
+// requirements, a tenant lists it beside its own, reads one version exactly,
+// and retires its own; another tenant sees none of the first one's.
+TEST_F(CliIntegrationTest, EnvironmentTemplatesPublishListGetDelete) {
+  const std::string digest = "sha256:" + std::string(64, 'a');
+  Json platform = AdminJson({"template", "publish", "cuda-base", "--digest", digest, "--env",
+                             "PYTHONUNBUFFERED=1", "--min-driver", "550.54.15", "--min-cuda",
+                             "12.4", "--gpu-model", "H100-80GB", "-o", "json"});
+  EXPECT_EQ(platform["reference"], "cuda-base@1") << platform.dump();
+  EXPECT_EQ(platform["owner"], "platform");
+
+  AdminJson({"tenant", "create", "acme", "-o", "json"});
+  AdminJson({"tenant", "create", "globex", "-o", "json"});
+  As alice{"", LoginAsNewTenantAdmin("acme", "alice"), true};
+  As bob{"", LoginAsNewTenantAdmin("globex", "bob"), true};
+  ProcessResult mine =
+      Run(alice, {"template", "publish", "mine", "--digest", digest, "--env", "HF_HOME=/work/hf"});
+  EXPECT_EQ(mine.exit_code, 0) << Describe(mine);
+  EXPECT_NE(mine.out.find("Published mine@1."), std::string::npos) << mine.out;
+  ProcessResult again = Run(alice, {"template", "publish", "mine", "--digest", digest});
+  EXPECT_EQ(again.exit_code, 0) << Describe(again);
+
+  ProcessResult list = Run(alice, {"template", "list"});
+  EXPECT_EQ(list.exit_code, 0) << Describe(list);
+  EXPECT_NE(list.out.find("cuda-base@1"), std::string::npos) << list.out;
+  EXPECT_NE(list.out.find("driver>=550.54.15 cuda>=12.4 H100-80GB"), std::string::npos) << list.out;
+  EXPECT_NE(list.out.find("mine@2"), std::string::npos) << list.out;
+  ProcessResult exact = Run(alice, {"template", "get", "mine@1"});
+  EXPECT_EQ(exact.exit_code, 0) << Describe(exact);
+  EXPECT_NE(exact.out.find("env HF_HOME: /work/hf"), std::string::npos) << exact.out;
+
+  ProcessResult bob_list = Run(bob, {"template", "list"});
+  EXPECT_EQ(bob_list.exit_code, 0) << Describe(bob_list);
+  EXPECT_EQ(bob_list.out.find("mine@"), std::string::npos) << bob_list.out;
+  ProcessResult bob_get = Run(bob, {"template", "get", "mine"});
+  EXPECT_EQ(bob_get.exit_code, 1) << Describe(bob_get);
+  ProcessResult traversal = Run(bob, {"template", "publish", "x", "--digest", "../../etc"});
+  EXPECT_EQ(traversal.exit_code, 1) << Describe(traversal);
+  EXPECT_NE(traversal.err.find("rootfs_digest"), std::string::npos) << traversal.err;
+
+  ProcessResult retired = Run(alice, {"template", "delete", "mine@2"});
+  EXPECT_EQ(retired.exit_code, 0) << Describe(retired);
+  EXPECT_NE(retired.out.find("Retired mine@2."), std::string::npos) << retired.out;
+  Json latest = ParsedJson(Run(alice, {"template", "get", "mine", "-o", "json"}));
+  EXPECT_EQ(latest["version"], 1) << latest.dump();
+}
+
 // GPU capacity end to end: a simulated fleet from --fleet, quotas, a
 // project, allocations of every kind, a queued one explained, release, the
 // fleet views, and a restart that brings the same placements back.

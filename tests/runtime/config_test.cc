@@ -13,6 +13,21 @@ TEST(ConfigTest, ExampleConfigInTheRepoLoads) {
   EXPECT_EQ(c->access_token_ttl_s, 3600);
 }
 
+TEST(ConfigTest, TemplatesSectionNamesAnAbsoluteImageStore) {
+  auto defaults = LoadConfigFile(ATRIUM_EXAMPLE_CONFIG);
+  ASSERT_TRUE(defaults.has_value());
+  EXPECT_EQ(defaults->templates_images_dir, "");
+  auto c = ParseConfig(
+      "[store]\nurl = \"sqlite:///x.db\"\n[templates]\nimages_dir = \"/srv/images\"\n", "t");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  EXPECT_EQ(c->templates_images_dir, "/srv/images");
+  auto relative =
+      ParseConfig("[store]\nurl = \"sqlite:///x.db\"\n[templates]\nimages_dir = \"images\"\n", "t");
+  ASSERT_FALSE(relative.has_value());
+  EXPECT_NE(relative.error().message.find("'templates.images_dir' must be an absolute"),
+            std::string::npos);
+}
+
 TEST(ConfigTest, SchedulerSection) {
   auto defaults = LoadConfigFile(ATRIUM_EXAMPLE_CONFIG);
   ASSERT_TRUE(defaults.has_value());

@@ -16,7 +16,8 @@
 //             "racks": [{"name","site","power_budget_watts"}],
 //             "pools": [{"name","region","site","labels","dedicated_tenant","allowed_tenants"}],
 //             "nodes": [{"name","pool","rack","model","gpus","mig":[gpu...],
-//                        "nvlink":[[...]],"idle_power_watts","cordoned"}]},
+//                        "nvlink":[[...]],"idle_power_watts","cordoned",
+//                        "driver","cuda"}]},  // versions default to the simulated fleet's
 //   "tenants": [{"id","tier","weight","regions","pools","suspended",
 //                "quotas": {"H100-80GB/gpu": [guarantee, limit]},
 //                "projects": {"p": {"H100-80GB/gpu": [g, l]}}}],
@@ -24,6 +25,7 @@
 //     // optional: running allocations restored (Scheduler::Restore) before
 //     // the first step, as a store written by an earlier version holds them
 //     // (placed whatever today's admission rules say); charged ChargeMilli
+//   // a request may carry "requirements": {"min_driver", "min_cuda", "gpu_models": [...]}
 //   "steps": [{"t": 0, "submit": {...request...}, "expect": ["queued a", "placed a on n gpu 0"]},
 //             {"t": 1, "release": "a"} | {"advance": true} | {"tenant": {...}} |
 //             {"suspend": "x"} | {"resume": "x"} | {"evict": "x"} | {"cordon": "n"} |
@@ -106,6 +108,8 @@ Result<capacity::Fleet> BuildFleet(const json& j) {
     node.memory_mib = n.value("memory_mib", shape->memory_mib);
     node.idle_power_watts = n.value("idle_power_watts", shape->idle_power_watts);
     node.cordoned = n.value("cordoned", false);
+    node.driver_version = n.value("driver", std::string(capacity::kSimulatedDriverVersion));
+    node.cuda_version = n.value("cuda", std::string(capacity::kSimulatedCudaVersion));
     const auto mig = n.value("mig", std::vector<int>{});
     for (int g = 0; g < gpus; ++g) {
       capacity::Gpu gpu;
@@ -175,6 +179,12 @@ AllocationRequest ParseRequest(const json& j) {
   r.memory_mib = j.value("memory_mib", int64_t{0});
   r.pool = j.value("pool", "");
   r.region = j.value("region", "");
+  if (j.contains("requirements")) {
+    const json& q = j.at("requirements");
+    r.requirements.min_driver_version = q.value("min_driver", "");
+    r.requirements.min_cuda_version = q.value("min_cuda", "");
+    r.requirements.gpu_models = q.value("gpu_models", std::vector<std::string>{});
+  }
   return r;
 }
 

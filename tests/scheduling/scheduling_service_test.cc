@@ -295,6 +295,49 @@ TEST_P(SchedulingServiceTest, ARestartRestoresTheSamePlacements) {
   EXPECT_EQ(next.state, "running");
 }
 
+// Environment templates' node requirements: what no node of the fleet can
+// meet is refused at submit naming what is missing; a queued request keeps
+// its requirements in the store and across a restart, and nodes keep their
+// driver and CUDA versions in the stored fleet.
+TEST_P(SchedulingServiceTest, NodeRequirementsAreRefusedStoredAndRestored) {
+  SetQuota("tn_a", "H100-80GB", "gpu", 8000, 8000);
+  sched::AllocationRequest too_new = Gpus(1);
+  too_new.requirements.min_driver_version = "560";
+  auto refused = service_->Submit(by_, "tn_a", "usr_1", too_new);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_NE(refused.error().message.find("no node has driver >= 560 (newest: 550.54.15)"),
+            std::string::npos)
+      << refused.error().message;
+
+  sched::AllocationRequest needs = Gpus(8);
+  needs.requirements = {"535.104.05", "12.4", {"H100-80GB"}};
+  AllocationRecord first = Submit("tn_a", needs);
+  EXPECT_EQ(first.state, "running");
+  AllocationRecord queued = Submit("tn_a", needs);  // over the quota: waits
+  EXPECT_EQ(queued.state, "pending");
+  EXPECT_EQ(queued.min_driver_version, "535.104.05");
+
+  ASSERT_NO_FATAL_FAILURE(StartService(""));  // the stored fleet
+  auto fleet = store_->LoadFleet();
+  ASSERT_TRUE(fleet.has_value() && fleet->has_value());
+  EXPECT_EQ((**fleet).nodes.at(0).driver_version, capacity::kSimulatedDriverVersion);
+  EXPECT_EQ((**fleet).nodes.at(0).cuda_version, capacity::kSimulatedCudaVersion);
+  auto stored = store_->GetAllocation(TenantScope::Of("tn_a"), queued.id);
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_EQ(stored->min_driver_version, "535.104.05");
+  EXPECT_EQ(stored->min_cuda_version, "12.4");
+  EXPECT_EQ(stored->required_gpu_models, std::vector<std::string>{"H100-80GB"});
+  auto why = service_->Explain("tn_a", queued.id);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("needs nodes with driver >= 535.104.05, CUDA >= 12.4, GPU model H100-80GB"),
+            std::string::npos)
+      << *why;
+  ASSERT_TRUE(service_->Release(by_, "tn_a", first.id).has_value());
+  auto placed = store_->GetAllocation(TenantScope::Of("tn_a"), queued.id);
+  ASSERT_TRUE(placed.has_value());
+  EXPECT_EQ(placed->state, "running");
+}
+
 // Issue 16 item 11 (the store's part): a move request is stored with the
 // allocation on both stores, so a restart shows it and does not ask again,
 // and one nobody made (health set by hand in the store) is made at start,

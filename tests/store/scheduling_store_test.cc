@@ -56,8 +56,12 @@ class SchedulingStoreTest : public ::testing::TestWithParam<Backend> {
     for (int i = 0; i < 4; ++i) n.gpus.push_back({i, "H100-80GB", 81'920, i == 3, i != 2, false});
     n.nvlink_groups = {{0, 1, 2, 3}};
     n.idle_power_watts = 1200;
+    n.driver_version = "550.54.15";
+    n.cuda_version = "12.4";
     f.nodes.push_back(n);
     n.name = "h100-80gb-1";
+    n.driver_version = "";  // unknown: kept as unknown
+    n.cuda_version = "";
     n.cordoned = true;
     n.draining = true;
     f.nodes.push_back(n);
@@ -86,6 +90,10 @@ class SchedulingStoreTest : public ::testing::TestWithParam<Backend> {
     a.reason = "placed";
     a.created_by = "usr_" + id;
     a.updated_at = 7;
+    // The requirements it was asked with survive a restart.
+    a.min_driver_version = "535.104.05";
+    a.min_cuda_version = "12.2";
+    a.required_gpu_models = {"H100-80GB", "H200-141GB"};
     return a;
   }
 
