@@ -80,4 +80,7 @@ Result<http::Response> ListUsage(Context& ctx);
 Result<http::Response> SummarizeUsage(Context& ctx);
 Result<http::Response> SummarizeRefusals(Context& ctx);
 
+Result<http::Response> ListGpuUsage(Context& ctx);
+Result<http::Response> SummarizeGpuUsage(Context& ctx);
+
 }  // namespace atrium::api

@@ -470,7 +470,8 @@ TEST_F(OpenApiTest, ListQueryParametersMatchTheHandlers) {
                                                {"from", "2026-01-01T00:00:00Z"},
                                                {"to", "4102444800000"},
                                                {"key_id", world_->own.object.key_id},
-                                               {"group_by", "model"}};
+                                               {"group_by", "model"},
+                                               {"project", "research"}};
     if (route.pattern == "/api/v1/allocations") good["state"] = "running";
     for (const auto& name : query) {
       ASSERT_TRUE(good.count(name)) << key << ": the test knows no value for " << name;
