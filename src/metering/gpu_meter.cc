@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "threads/thread_name.h"
 
@@ -48,7 +49,7 @@ Result<std::vector<MeterSubject>> AllocationSubjectSource::SubjectsToMeter(
 }
 
 GpuMeter::GpuMeter(Store& store, const Clock& clock, GpuMeterOptions options)
-    : store_(store), clock_(clock), options_(options) {}
+    : store_(store), clock_(clock), options_(std::move(options)) {}
 
 GpuMeter::~GpuMeter() { Stop(); }
 

@@ -86,7 +86,7 @@ struct GpuMeterOptions {
   // round's start minus this much: room for a writer that read its clock
   // before that round and committed after it. The first round looks at
   // every row.
-  int64_t rescan_overlap_ms = 10 * 60'000;
+  int64_t rescan_overlap_ms = 600'000;  // 10 minutes
   size_t max_records_per_subject = kDefaultMaxRecordsPerSubject;
   // Called on the timer thread after each of its rounds (tests wait on it).
   std::function<void()> on_round;

@@ -133,8 +133,9 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
     return Error::InvalidArgument(msg.str());
   }
   Config c;
-  static const std::set<std::string> kTables = {"server",    "store",   "api",   "auth",  "log",
-                                                "scheduler", "gateway", "audit", "egress"};
+  static const std::set<std::string> kTables = {"server", "store",     "api",     "auth",
+                                                "log",    "scheduler", "gateway", "audit",
+                                                "egress", "metering"};
   for (const auto& [k, v] : root) {
     std::string key(k.str());
     if (!kTables.contains(key)) {
@@ -189,6 +190,10 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
   scheduler.Int("max_pending_per_tenant", c.scheduler_max_pending_per_tenant, 1, 1'000'000);
   scheduler.Int("max_pending_per_project", c.scheduler_max_pending_per_project, 1, 1'000'000);
   ATRIUM_RETURN_IF_ERROR(scheduler.Finish());
+  TableReader metering(root["metering"].as_table(), "metering");
+  metering.Int("interval_ms", c.metering_interval_ms, 100, 3'600'000);
+  metering.Int("open_lag_ms", c.metering_open_lag_ms, 0, 3'600'000);
+  ATRIUM_RETURN_IF_ERROR(metering.Finish());
   TableReader gateway(root["gateway"].as_table(), "gateway");
   gateway.String("listen", c.gateway_listen);
   gateway.Int("threads", c.gateway_threads, 1, 256);

@@ -47,6 +47,12 @@ struct Config {
   // beyond): one tenant's backlog must not slow every tenant's scheduling.
   int64_t scheduler_max_pending_per_tenant = 1000;
   int64_t scheduler_max_pending_per_project = 500;
+  // [metering] The GPU meter (metering/gpu_meter.h): how often it writes
+  // the GPU usage records due, and how long after an hour boundary a
+  // held allocation's record for that hour is written (an end recorded up
+  // to that late is still billed exactly).
+  int64_t metering_interval_ms = 60'000;
+  int64_t metering_open_lag_ms = 60'000;
   // [gateway]
   std::string gateway_listen = "127.0.0.1:8081";
   int gateway_threads = 2;

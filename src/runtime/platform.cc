@@ -157,6 +157,12 @@ Result<std::string> Platform::StartControlPlane() {
       std::make_unique<scheduling::SchedulingService>(*store_, SystemClock::Instance(), sched_opts);
   ATRIUM_RETURN_IF_ERROR(scheduling_->Start());
   tenants_->SetObserver(scheduling_.get());
+  metering::GpuMeterOptions meter_opts;
+  meter_opts.interval_ms = config_.metering_interval_ms;
+  meter_opts.open_lag_ms = config_.metering_open_lag_ms;
+  meter_ = std::make_unique<metering::GpuMeter>(*store_, SystemClock::Instance(), meter_opts);
+  meter_->AddSource(std::make_unique<metering::AllocationSubjectSource>(*store_));
+  ATRIUM_RETURN_IF_ERROR(meter_->Start());
   api::Services services{.store = store_.get(),
                          .identity = identity_.get(),
                          .tenants = tenants_.get(),
@@ -212,6 +218,10 @@ void Platform::Stop() {
   api_.reset();
   // The scheduler's timer writes to the store: stop it before the store closes.
   if (scheduling_) scheduling_->Stop();
+  // The meter writes to the store too; what it did not write, the next
+  // start's meter does (it keeps nothing of its own).
+  if (meter_) meter_->Stop();
+  meter_.reset();
   // After every writer of audit records, before the store closes.
   if (checkpointer_) checkpointer_->Stop();
   checkpointer_.reset();

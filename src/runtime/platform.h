@@ -14,6 +14,7 @@
 #include "gateway_server/usage_journal.h"
 #include "http/server.h"
 #include "identity/identity_service.h"
+#include "metering/gpu_meter.h"
 #include "runtime/audit_checkpointer.h"
 #include "runtime/bootstrap_admin.h"
 #include "runtime/config.h"
@@ -60,6 +61,7 @@ class Platform {
   std::unique_ptr<TenantService> tenants_;
   std::unique_ptr<scheduling::SchedulingService> scheduling_;
   std::unique_ptr<AuditCheckpointer> checkpointer_;
+  std::unique_ptr<metering::GpuMeter> meter_;
   std::unique_ptr<api::ControlPlaneApi> api_;
   std::unique_ptr<http::Server> server_;
   std::unique_ptr<gateway_server::UsageJournal> journal_;
