@@ -170,7 +170,7 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
   TableReader api(root["api"].as_table(), "api");
   api.String("listen", c.api_listen);
   api.Int("threads", c.api_threads, 1, 256);
-  api.Int("max_body_bytes", c.api_max_body_bytes, 1024, 64 * 1024 * 1024);
+  api.Int("max_body_bytes", c.api_max_body_bytes, 1024, int64_t{64} * 1024 * 1024);
   api.Int("read_timeout_ms", c.api_read_timeout_ms, 100, 3'600'000);
   api.Int("idle_timeout_ms", c.api_idle_timeout_ms, 100, 3'600'000);
   api.Int("max_connections", c.api_max_connections, 1, 1'000'000);
@@ -199,7 +199,7 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
   gateway.Int("threads", c.gateway_threads, 1, 256);
   gateway.String("journal_dir", c.gateway_journal_dir);
   gateway.String("queue", c.gateway_queue);
-  gateway.Int("max_body_bytes", c.gateway_max_body_bytes, 1024, 64 * 1024 * 1024);
+  gateway.Int("max_body_bytes", c.gateway_max_body_bytes, 1024, int64_t{64} * 1024 * 1024);
   gateway.Int("default_deadline_ms", c.gateway_default_deadline_ms, 1, 600'000);
   gateway.Int("policy_poll_ms", c.gateway_policy_poll_ms, 10, 10'000);
   gateway.Int("max_connections", c.gateway_max_connections, 1, 1'000'000);
