@@ -152,6 +152,12 @@ int main(int argc, char** argv) {
                   "in DIR (default: the local sandbox backend). Give --fleet a node named as "
                   "its node (SLURM_DEV_NODE)")
       ->check(CLI::ExistingDirectory);
+  int64_t metering_interval_ms = 60'000;
+  dev->add_option("--metering-interval-ms", metering_interval_ms,
+                  "How often the GPU meter writes the GPU usage records due ([metering] "
+                  "interval_ms)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{100}, int64_t{3'600'000}));
 
   std::string config_path;
   auto* server = app.add_subcommand(
@@ -243,6 +249,7 @@ int main(int argc, char** argv) {
     config.audit_signing_key_file = (dir / "audit-signing.key").string();
     config.egress_allowed_networks = egress_allow;
     config.gateway_dedicated_requires_entitlement = dedicated_requires_entitlement;
+    config.metering_interval_ms = metering_interval_ms;
     if (auto rules = atrium::EgressRulesOf(config); !rules.has_value()) {
       std::cerr << "atrium: --egress-allow: " << rules.error().message << "\n";
       return 2;

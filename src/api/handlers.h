@@ -92,5 +92,7 @@ Result<http::Response> ListTemplates(Context& ctx);
 Result<http::Response> GetTemplate(Context& ctx);
 Result<http::Response> PublishTemplate(Context& ctx);
 Result<http::Response> RetireTemplate(Context& ctx);
+Result<http::Response> ListGpuUsage(Context& ctx);
+Result<http::Response> SummarizeGpuUsage(Context& ctx);
 
 }  // namespace atrium::api

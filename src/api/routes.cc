@@ -233,6 +233,14 @@ ApiRouter BuildRoutes() {
       SummarizeRefusals,
       "The tenant's requests the gateway refused before serving them, counted per key and reason",
       {.query = {"from", "to", "key_id"}});
+  add("GET", "/api/v1/tenants/{tenant_id}/usage/gpu", P::kUsageRead, T::kTenant, "", ListGpuUsage,
+      "The tenant's GPU usage records (GPU time its allocations and jobs held, per hour), newest "
+      "first",
+      {.query = {"limit", "cursor", "from", "to", "model", "project"}});
+  add("GET", "/api/v1/tenants/{tenant_id}/usage/gpu/summary", P::kUsageRead, T::kTenant, "",
+      SummarizeGpuUsage,
+      "The tenant's GPU usage totals, overall or per GPU model and kind or per project",
+      {.query = {"group_by", "from", "to", "model", "project"}});
   return r;
 }
 

@@ -47,6 +47,17 @@ void AddDeploymentCommands(CLI::App& app, VerbTable& verbs);  // deployment ...
 void AddGatewayCommands(CLI::App& app, VerbTable& verbs);   // entitlement ..., limit ..., usage ...
 void AddTemplateCommands(CLI::App& app, VerbTable& verbs);  // template ...
 
+// usage gpu and usage gpu-summary (commands_metering.cc), under `usage`.
+void AddGpuUsageCommands(CLI::App* usage, VerbTable& verbs);
+// GPU-seconds from milli-GPU·ms, exact to the thousandth (truncated):
+// 1234567 → "1.234".
+std::string GpuSecondsText(int64_t gpu_milli_ms);
+// The rows and header of a GPU usage summary's table (group_by "", "model"
+// or "project"). InvalidArgument when a row carries no integer amount.
+Result<std::vector<std::vector<std::string>>> GpuTotalsRows(const Json& summary,
+                                                            const std::string& group_by);
+std::vector<std::string> GpuTotalsHeader(const std::string& group_by);
+
 // Shared by `quota set` and `project quota` (commands_quota.cc): the
 // --model/--kind/--guarantee/--limit options, the PUT body they make
 // (InvalidArgument for a bad amount), and quota rows as a table.

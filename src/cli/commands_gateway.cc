@@ -2,7 +2,7 @@
 // list (which models it may call), limit get | set (request, token,
 // concurrency and queue limits of the tenant or one key) and usage list |
 // summary | refusals (what it used, and what was refused; each tenant sees
-// only its own).
+// only its own; the GPU usage verbs are in commands_metering.cc).
 #include <memory>
 
 #include "cli/args.h"
@@ -209,6 +209,21 @@ int Summary(Context& ctx, const UsageArgs& args) {
   ctx.out() << FormatTable({group.empty() ? "GROUP" : group, "REQUESTS", "INPUT_TOKENS",
                             "OUTPUT_TOKENS", "CACHED_TOKENS"},
                            rows);
+  // Beside the tokens, the GPU time held over the same period: GPU usage
+  // has no API key and its models are GPU models, so only without those
+  // filters.
+  if (!args.key.empty() || !args.model.empty()) return kExitOk;
+  auto gpu = api->Get(WithQuery(*base + "/usage/gpu/summary",
+                                {{"group_by", "model"}, {"from", args.from}, {"to", args.to}}));
+  if (!gpu.has_value()) return ctx.Fail(gpu.error());
+  auto gpu_rows = GpuTotalsRows(*gpu, "model");
+  if (!gpu_rows.has_value()) return ctx.Fail(gpu_rows.error());
+  ctx.out() << "\nGPU time held (atrium usage gpu-summary):\n";
+  if (gpu_rows->empty()) {
+    ctx.out() << "none\n";
+  } else {
+    ctx.out() << FormatTable(GpuTotalsHeader("model"), *gpu_rows);
+  }
   return kExitOk;
 }
 
@@ -289,7 +304,8 @@ void AddGatewayCommands(CLI::App& app, VerbTable& verbs) {
       ->check(CLI::IsMember({"interactive", "batch", "none"}));
   verbs.Add(set, [set_args](Context& ctx) { return SetLimits(ctx, *set_args); });
 
-  CLI::App* usage = AddGroup(app, "usage", "What a tenant used through the gateway");
+  CLI::App* usage =
+      AddGroup(app, "usage", "What a tenant used: the gateway's tokens and the GPU time it held");
   auto usage_list_args = std::make_shared<UsageArgs>();
   CLI::App* usage_list = usage->add_subcommand("list", "List usage records, newest first");
   AddUsageFilters(usage_list, *usage_list_args);
@@ -311,6 +327,7 @@ void AddGatewayCommands(CLI::App& app, VerbTable& verbs) {
   refusals->add_option("--to", refusals_args->to, "Only refusals before this time: RFC 3339 or ms");
   refusals->add_option("--key", refusals_args->key, "Only refusals of this API key id");
   verbs.Add(refusals, [refusals_args](Context& ctx) { return Refusals(ctx, *refusals_args); });
+  AddGpuUsageCommands(usage, verbs);
 }
 
 }  // namespace atrium::cli

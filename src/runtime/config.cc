@@ -144,8 +144,8 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
   }
   Config c;
   static const std::set<std::string> kTables = {
-      "server", "store",  "api",   "auth", "log",   "scheduler", "gateway",
-      "audit",  "egress", "fleet", "jobs", "slurm", "scrub",     "templates"};
+      "server", "store", "api",  "auth",  "log",   "scheduler", "gateway", "audit",
+      "egress", "fleet", "jobs", "slurm", "scrub", "templates", "metering"};
   for (const auto& [k, v] : root) {
     std::string key(k.str());
     if (!kTables.contains(key)) {
@@ -180,7 +180,7 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
   TableReader api(root["api"].as_table(), "api");
   api.String("listen", c.api_listen);
   api.Int("threads", c.api_threads, 1, 256);
-  api.Int("max_body_bytes", c.api_max_body_bytes, 1024, 64 * 1024 * 1024);
+  api.Int("max_body_bytes", c.api_max_body_bytes, 1024, int64_t{64} * 1024 * 1024);
   api.Int("read_timeout_ms", c.api_read_timeout_ms, 100, 3'600'000);
   api.Int("idle_timeout_ms", c.api_idle_timeout_ms, 100, 3'600'000);
   api.Int("max_connections", c.api_max_connections, 1, 1'000'000);
@@ -242,161 +242,166 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
   ATRIUM_RETURN_IF_ERROR(scrub.Finish());
   if (auto valid = scheduling::ValidateScrubOptions(c.scrub); !valid.has_value()) {
     return Error::InvalidArgument("[scrub]: " + valid.error().message);
-    TableReader templates(root["templates"].as_table(), "templates");
-    templates.String("images_dir", c.templates_images_dir);
-    ATRIUM_RETURN_IF_ERROR(templates.Finish());
-    if (!c.templates_images_dir.empty() && c.templates_images_dir.front() != '/') {
-      return Error::InvalidArgument("'templates.images_dir' must be an absolute directory");
+  }
+  TableReader metering(root["metering"].as_table(), "metering");
+  metering.Int("interval_ms", c.metering_interval_ms, 100, 3'600'000);
+  metering.Int("open_lag_ms", c.metering_open_lag_ms, 0, 3'600'000);
+  ATRIUM_RETURN_IF_ERROR(metering.Finish());
+  TableReader templates(root["templates"].as_table(), "templates");
+  templates.String("images_dir", c.templates_images_dir);
+  ATRIUM_RETURN_IF_ERROR(templates.Finish());
+  if (!c.templates_images_dir.empty() && c.templates_images_dir.front() != '/') {
+    return Error::InvalidArgument("'templates.images_dir' must be an absolute directory");
+  }
+  TableReader gateway(root["gateway"].as_table(), "gateway");
+  gateway.String("listen", c.gateway_listen);
+  gateway.Int("threads", c.gateway_threads, 1, 256);
+  gateway.String("journal_dir", c.gateway_journal_dir);
+  gateway.String("queue", c.gateway_queue);
+  gateway.Int("max_body_bytes", c.gateway_max_body_bytes, 1024, int64_t{64} * 1024 * 1024);
+  gateway.Int("default_deadline_ms", c.gateway_default_deadline_ms, 1, 600'000);
+  gateway.Int("policy_poll_ms", c.gateway_policy_poll_ms, 10, 10'000);
+  gateway.Int("max_connections", c.gateway_max_connections, 1, 1'000'000);
+  gateway.Int("first_byte_timeout_ms", c.gateway_first_byte_timeout_ms, 100, 3'600'000);
+  gateway.Int("upstream_body_timeout_ms", c.gateway_upstream_body_timeout_ms, 100, 3'600'000);
+  gateway.Int("body_memory_bytes", c.gateway_body_memory_bytes, 1024, int64_t{1} << 40);
+  gateway.Int("queued_body_bytes_per_tenant", c.gateway_queued_body_bytes_per_tenant, 1024,
+              int64_t{1} << 40);
+  gateway.String("upstream_ca_file", c.gateway_upstream_ca_file);
+  gateway.Bool("dedicated_requires_entitlement", c.gateway_dedicated_requires_entitlement);
+  ATRIUM_RETURN_IF_ERROR(gateway.Finish());
+  TableReader audit(root["audit"].as_table(), "audit");
+  audit.String("checkpoint_file", c.audit_checkpoint_file);
+  audit.String("signing_key_file", c.audit_signing_key_file);
+  audit.Int("checkpoint_interval_s", c.audit_checkpoint_interval_s, 1, 86'400);
+  ATRIUM_RETURN_IF_ERROR(audit.Finish());
+  if (c.audit_checkpoint_file.empty() != c.audit_signing_key_file.empty()) {
+    return Error::InvalidArgument(
+        "'audit.checkpoint_file' and 'audit.signing_key_file' go together");
+  }
+  TableReader egress(root["egress"].as_table(), "egress");
+  egress.StringArray("allowed_networks", c.egress_allowed_networks);
+  egress.StringArray("denied_networks", c.egress_denied_networks);
+  egress.StringArray("allowed_hosts", c.egress_allowed_hosts);
+  ATRIUM_RETURN_IF_ERROR(egress.Finish());
+  ATRIUM_RETURN_IF_ERROR(EgressRulesOf(c));
+  if (c.gateway_queue != "fair" && c.gateway_queue != "fifo") {
+    return Error::InvalidArgument("'gateway.queue' must be fair or fifo");
+  }
+  if (c.run_gateway) {
+    ATRIUM_RETURN_IF_ERROR(ParseListenAddress(c.gateway_listen));
+    if (c.gateway_journal_dir.empty()) {
+      return Error::InvalidArgument("'gateway.journal_dir' is required with the gateway role");
     }
-    TableReader gateway(root["gateway"].as_table(), "gateway");
-    gateway.String("listen", c.gateway_listen);
-    gateway.Int("threads", c.gateway_threads, 1, 256);
-    gateway.String("journal_dir", c.gateway_journal_dir);
-    gateway.String("queue", c.gateway_queue);
-    gateway.Int("max_body_bytes", c.gateway_max_body_bytes, 1024, 64 * 1024 * 1024);
-    gateway.Int("default_deadline_ms", c.gateway_default_deadline_ms, 1, 600'000);
-    gateway.Int("policy_poll_ms", c.gateway_policy_poll_ms, 10, 10'000);
-    gateway.Int("max_connections", c.gateway_max_connections, 1, 1'000'000);
-    gateway.Int("first_byte_timeout_ms", c.gateway_first_byte_timeout_ms, 100, 3'600'000);
-    gateway.Int("upstream_body_timeout_ms", c.gateway_upstream_body_timeout_ms, 100, 3'600'000);
-    gateway.Int("body_memory_bytes", c.gateway_body_memory_bytes, 1024, int64_t{1} << 40);
-    gateway.Int("queued_body_bytes_per_tenant", c.gateway_queued_body_bytes_per_tenant, 1024,
-                int64_t{1} << 40);
-    gateway.String("upstream_ca_file", c.gateway_upstream_ca_file);
-    gateway.Bool("dedicated_requires_entitlement", c.gateway_dedicated_requires_entitlement);
-    ATRIUM_RETURN_IF_ERROR(gateway.Finish());
-    TableReader audit(root["audit"].as_table(), "audit");
-    audit.String("checkpoint_file", c.audit_checkpoint_file);
-    audit.String("signing_key_file", c.audit_signing_key_file);
-    audit.Int("checkpoint_interval_s", c.audit_checkpoint_interval_s, 1, 86'400);
-    ATRIUM_RETURN_IF_ERROR(audit.Finish());
-    if (c.audit_checkpoint_file.empty() != c.audit_signing_key_file.empty()) {
+  }
+
+  if (c.store_url.empty()) return Error::InvalidArgument("'store.url' is required");
+  if (!StartsWith(c.store_url, "sqlite:///") && !StartsWith(c.store_url, "postgresql://") &&
+      !StartsWith(c.store_url, "postgres://")) {
+    return Error::InvalidArgument("'store.url' must start with sqlite:/// or postgresql://");
+  }
+  if (c.signing_key_file.empty()) {
+    if (!StartsWith(c.store_url, "sqlite:///")) {
       return Error::InvalidArgument(
-          "'audit.checkpoint_file' and 'audit.signing_key_file' go together");
+          "'auth.signing_key_file' is required with a PostgreSQL store (the same file on every "
+          "server sharing it)");
     }
-    TableReader egress(root["egress"].as_table(), "egress");
-    egress.StringArray("allowed_networks", c.egress_allowed_networks);
-    egress.StringArray("denied_networks", c.egress_denied_networks);
-    egress.StringArray("allowed_hosts", c.egress_allowed_hosts);
-    ATRIUM_RETURN_IF_ERROR(egress.Finish());
-    ATRIUM_RETURN_IF_ERROR(EgressRulesOf(c));
-    if (c.gateway_queue != "fair" && c.gateway_queue != "fifo") {
-      return Error::InvalidArgument("'gateway.queue' must be fair or fifo");
-    }
-    if (c.run_gateway) {
-      ATRIUM_RETURN_IF_ERROR(ParseListenAddress(c.gateway_listen));
-      if (c.gateway_journal_dir.empty()) {
-        return Error::InvalidArgument("'gateway.journal_dir' is required with the gateway role");
-      }
-    }
-
-    if (c.store_url.empty()) return Error::InvalidArgument("'store.url' is required");
-    if (!StartsWith(c.store_url, "sqlite:///") && !StartsWith(c.store_url, "postgresql://") &&
-        !StartsWith(c.store_url, "postgres://")) {
-      return Error::InvalidArgument("'store.url' must start with sqlite:/// or postgresql://");
-    }
-    if (c.signing_key_file.empty()) {
-      if (!StartsWith(c.store_url, "sqlite:///")) {
-        return Error::InvalidArgument(
-            "'auth.signing_key_file' is required with a PostgreSQL store (the same file on every "
-            "server sharing it)");
-      }
-      std::string db_path = c.store_url.substr(std::string_view("sqlite://").size());
-      db_path = db_path.substr(0, db_path.find('?'));
-      c.signing_key_file = (std::filesystem::path(db_path).parent_path() / "signing.key").string();
-    }
-    ATRIUM_RETURN_IF_ERROR(ParseListenAddress(c.api_listen));
-    if (!c.scheduler_fleet.empty()) {
-      if (auto fleet = capacity::ParseFleetSpec(c.scheduler_fleet); !fleet.has_value()) {
-        return Error::InvalidArgument("'scheduler.fleet': " + fleet.error().message);
-      }
-    }
-    static const std::set<std::string> kLevels = {"trace", "debug", "info", "warn", "error", "off"};
-    if (!kLevels.contains(c.log_level)) {
-      return Error::InvalidArgument(
-          "'log.level' must be one of trace, debug, info, warn, error, off");
-    }
-    return c;
+    std::string db_path = c.store_url.substr(std::string_view("sqlite://").size());
+    db_path = db_path.substr(0, db_path.find('?'));
+    c.signing_key_file = (std::filesystem::path(db_path).parent_path() / "signing.key").string();
   }
-
-  Status ValidateJobs(const Config& c) {
-    if (c.jobs_backend != "local" && c.jobs_backend != "slurm") {
-      return Error::InvalidArgument("'jobs.backend' must be local or slurm");
+  ATRIUM_RETURN_IF_ERROR(ParseListenAddress(c.api_listen));
+  if (!c.scheduler_fleet.empty()) {
+    if (auto fleet = capacity::ParseFleetSpec(c.scheduler_fleet); !fleet.has_value()) {
+      return Error::InvalidArgument("'scheduler.fleet': " + fleet.error().message);
     }
-    for (const auto& [key, path] :
-         {std::pair{"jobs.state_dir", &c.jobs_state_dir},
-          std::pair{"jobs.device_dir", &c.jobs_device_dir}, std::pair{"slurm.conf", &c.slurm_conf},
-          std::pair{"slurm.workload_root", &c.slurm_workload_root}}) {
-      if (!path->empty() && path->front() != '/') {
-        return Error::InvalidArgument(std::string("'") + key + "' must be an absolute path");
-      }
-    }
-    if (c.jobs_backend == "slurm" && (c.slurm_conf.empty() || c.slurm_workload_root.empty())) {
-      return Error::InvalidArgument(
-          "'jobs.backend' = slurm needs 'slurm.conf' and 'slurm.workload_root'");
-    }
-    return OkStatus();
   }
-
-  Status ValidateFleetDiscovery(const Config& c) {
-    if (c.fleet_discover != "auto" && c.fleet_discover != "nvml" && c.fleet_discover != "off") {
-      return Error::InvalidArgument("'fleet.discover' must be auto, nvml or off");
-    }
-    if (c.fleet_nvml_library.empty()) {
-      return Error::InvalidArgument("'fleet.nvml_library' must not be empty");
-    }
-    if (!c.fleet_node_name.empty()) {
-      if (auto valid = ValidateNodeName(c.fleet_node_name); !valid) {
-        return Error::InvalidArgument("'fleet.node_name': " + valid.error().message);
-      }
-    }
-    return OkStatus();
+  static const std::set<std::string> kLevels = {"trace", "debug", "info", "warn", "error", "off"};
+  if (!kLevels.contains(c.log_level)) {
+    return Error::InvalidArgument(
+        "'log.level' must be one of trace, debug, info, warn, error, off");
   }
+  return c;
+}
 
-  Status ValidateNodeName(const std::string& name) {
-    if (name.empty() || name.size() > 253) {
-      return Error::InvalidArgument("a node name has 1 to 253 characters");
-    }
-    for (char ch : name) {
-      const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-                      (ch >= '0' && ch <= '9') || ch == '-' || ch == '.' || ch == '_';
-      if (!ok) {
-        return Error::InvalidArgument("node name '" + name +
-                                      "' may hold only letters, digits, '-', '.' and '_'");
-      }
-    }
-    return OkStatus();
+Status ValidateJobs(const Config& c) {
+  if (c.jobs_backend != "local" && c.jobs_backend != "slurm") {
+    return Error::InvalidArgument("'jobs.backend' must be local or slurm");
   }
+  for (const auto& [key, path] :
+       {std::pair{"jobs.state_dir", &c.jobs_state_dir},
+        std::pair{"jobs.device_dir", &c.jobs_device_dir}, std::pair{"slurm.conf", &c.slurm_conf},
+        std::pair{"slurm.workload_root", &c.slurm_workload_root}}) {
+    if (!path->empty() && path->front() != '/') {
+      return Error::InvalidArgument(std::string("'") + key + "' must be an absolute path");
+    }
+  }
+  if (c.jobs_backend == "slurm" && (c.slurm_conf.empty() || c.slurm_workload_root.empty())) {
+    return Error::InvalidArgument(
+        "'jobs.backend' = slurm needs 'slurm.conf' and 'slurm.workload_root'");
+  }
+  return OkStatus();
+}
 
-  Result<gateway::EgressRules> EgressRulesOf(const Config& c) {
-    gateway::EgressRules rules;
-    for (const auto& [key, texts, out] :
-         {std::tuple{"allowed_networks", &c.egress_allowed_networks, &rules.allowed_networks},
-          std::tuple{"denied_networks", &c.egress_denied_networks, &rules.denied_networks}}) {
-      for (const std::string& text : *texts) {
-        auto network = gateway::ParseIpNetwork(text);
-        if (!network.has_value()) {
-          return Error::InvalidArgument(std::string("'egress.") + key +
-                                        "': " + network.error().message);
-        }
-        out->push_back(std::move(*network));
-      }
-    }
-    for (const std::string& pattern : c.egress_allowed_hosts) {
-      if (auto valid = gateway::ValidateHostPattern(pattern); !valid.has_value()) {
-        return Error::InvalidArgument("'egress.allowed_hosts': " + valid.error().message);
-      }
-    }
-    rules.allowed_hosts = c.egress_allowed_hosts;
-    return rules;
+Status ValidateFleetDiscovery(const Config& c) {
+  if (c.fleet_discover != "auto" && c.fleet_discover != "nvml" && c.fleet_discover != "off") {
+    return Error::InvalidArgument("'fleet.discover' must be auto, nvml or off");
   }
+  if (c.fleet_nvml_library.empty()) {
+    return Error::InvalidArgument("'fleet.nvml_library' must not be empty");
+  }
+  if (!c.fleet_node_name.empty()) {
+    if (auto valid = ValidateNodeName(c.fleet_node_name); !valid) {
+      return Error::InvalidArgument("'fleet.node_name': " + valid.error().message);
+    }
+  }
+  return OkStatus();
+}
 
-  Result<Config> LoadConfigFile(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) return Error::InvalidArgument("cannot read configuration file '" + path + "'");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ParseConfig(ss.str(), path);
+Status ValidateNodeName(const std::string& name) {
+  if (name.empty() || name.size() > 253) {
+    return Error::InvalidArgument("a node name has 1 to 253 characters");
   }
+  for (char ch : name) {
+    const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                    (ch >= '0' && ch <= '9') || ch == '-' || ch == '.' || ch == '_';
+    if (!ok) {
+      return Error::InvalidArgument("node name '" + name +
+                                    "' may hold only letters, digits, '-', '.' and '_'");
+    }
+  }
+  return OkStatus();
+}
+
+Result<gateway::EgressRules> EgressRulesOf(const Config& c) {
+  gateway::EgressRules rules;
+  for (const auto& [key, texts, out] :
+       {std::tuple{"allowed_networks", &c.egress_allowed_networks, &rules.allowed_networks},
+        std::tuple{"denied_networks", &c.egress_denied_networks, &rules.denied_networks}}) {
+    for (const std::string& text : *texts) {
+      auto network = gateway::ParseIpNetwork(text);
+      if (!network.has_value()) {
+        return Error::InvalidArgument(std::string("'egress.") + key +
+                                      "': " + network.error().message);
+      }
+      out->push_back(std::move(*network));
+    }
+  }
+  for (const std::string& pattern : c.egress_allowed_hosts) {
+    if (auto valid = gateway::ValidateHostPattern(pattern); !valid.has_value()) {
+      return Error::InvalidArgument("'egress.allowed_hosts': " + valid.error().message);
+    }
+  }
+  rules.allowed_hosts = c.egress_allowed_hosts;
+  return rules;
+}
+
+Result<Config> LoadConfigFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Error::InvalidArgument("cannot read configuration file '" + path + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ParseConfig(ss.str(), path);
+}
 
 }  // namespace atrium

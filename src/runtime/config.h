@@ -24,7 +24,7 @@ struct Config {
   // [api]
   std::string api_listen = "127.0.0.1:8080";
   int api_threads = 4;
-  int64_t api_max_body_bytes = 1024 * 1024;
+  int64_t api_max_body_bytes = int64_t{1024} * 1024;
   int64_t api_read_timeout_ms = 30'000;
   int64_t api_idle_timeout_ms = 60'000;
   int64_t api_max_connections = 10'000;
@@ -100,19 +100,26 @@ struct Config {
   // "" = none: templates still carry environment and node requirements,
   // but resolve to no root filesystem.
   std::string templates_images_dir;
+  // [metering] The GPU meter (metering/gpu_meter.h): how often it writes
+  // the GPU usage records due, and how long after an hour boundary a
+  // held allocation's record for that hour is written (an end recorded up
+  // to that late is still billed exactly).
+  int64_t metering_interval_ms = 60'000;
+  int64_t metering_open_lag_ms = 60'000;
   // [gateway]
   std::string gateway_listen = "127.0.0.1:8081";
   int gateway_threads = 2;
   std::string gateway_journal_dir;     // usage journal (required with the gateway role)
   std::string gateway_queue = "fair";  // fair (VTC) | fifo (a baseline for benchmarks)
-  int64_t gateway_max_body_bytes = 4 * 1024 * 1024;
+  int64_t gateway_max_body_bytes = int64_t{4} * 1024 * 1024;
   int64_t gateway_default_deadline_ms = 60'000;
   int64_t gateway_policy_poll_ms = 250;  // how soon control-plane changes reach the gateway
   int64_t gateway_max_connections = 20'000;
   int64_t gateway_first_byte_timeout_ms = 120'000;
-  int64_t gateway_upstream_body_timeout_ms = 300'000;     // a whole non-streamed answer
-  int64_t gateway_body_memory_bytes = 256 * 1024 * 1024;  // request bodies in memory, in all
-  int64_t gateway_queued_body_bytes_per_tenant = 64 * 1024 * 1024;  // one tenant's, queued
+  int64_t gateway_upstream_body_timeout_ms = 300'000;  // a whole non-streamed answer
+  int64_t gateway_body_memory_bytes =
+      int64_t{256} * 1024 * 1024;  // request bodies in memory, in all
+  int64_t gateway_queued_body_bytes_per_tenant = int64_t{64} * 1024 * 1024;  // one tenant's, queued
   std::string gateway_upstream_ca_file;  // extra CAs (PEM) trusted for https endpoints
   // [audit] Signed checkpoints of the audit trail (runtime/audit_checkpointer.h),
   // kept outside the database. Both files or neither; "" = no checkpoints

@@ -180,6 +180,12 @@ Result<std::string> Platform::StartControlPlane() {
       Workloads::Create(config_, *store_, *scheduling_, *templates_, SystemClock::Instance(),
                         /*simulated=*/!fleet_discovery_.fleet.has_value()));
   ATRIUM_RETURN_IF_ERROR(workloads_->Start(*tenants_));
+  metering::GpuMeterOptions meter_opts;
+  meter_opts.interval_ms = config_.metering_interval_ms;
+  meter_opts.open_lag_ms = config_.metering_open_lag_ms;
+  meter_ = std::make_unique<metering::GpuMeter>(*store_, SystemClock::Instance(), meter_opts);
+  meter_->AddSource(std::make_unique<metering::AllocationSubjectSource>(*store_));
+  ATRIUM_RETURN_IF_ERROR(meter_->Start());
   api::Services services{.store = store_.get(),
                          .identity = identity_.get(),
                          .tenants = tenants_.get(),
@@ -242,6 +248,10 @@ void Platform::Stop() {
   if (workloads_) workloads_->Stop(*tenants_);
   // The scheduler's timer writes to the store: stop it before the store closes.
   if (scheduling_) scheduling_->Stop();
+  // The meter writes to the store too; what it did not write, the next
+  // start's meter does (it keeps nothing of its own).
+  if (meter_) meter_->Stop();
+  meter_.reset();
   // After every writer of audit records, before the store closes.
   if (checkpointer_) checkpointer_->Stop();
   checkpointer_.reset();

@@ -14,6 +14,7 @@
 #include "gateway_server/usage_journal.h"
 #include "http/server.h"
 #include "identity/identity_service.h"
+#include "metering/gpu_meter.h"
 #include "runtime/audit_checkpointer.h"
 #include "runtime/bootstrap_admin.h"
 #include "runtime/config.h"
@@ -71,6 +72,7 @@ class Platform {
   std::unique_ptr<GpuHealthWatcher> gpu_health_;  // while the host's GPUs are used
   std::unique_ptr<templates::TemplateService> templates_;
   std::unique_ptr<AuditCheckpointer> checkpointer_;
+  std::unique_ptr<metering::GpuMeter> meter_;
   std::unique_ptr<api::ControlPlaneApi> api_;
   std::unique_ptr<http::Server> server_;
   std::unique_ptr<gateway_server::UsageJournal> journal_;

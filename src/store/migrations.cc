@@ -420,6 +420,30 @@ CREATE TABLE environment_templates (
 );
 CREATE INDEX environment_templates_name ON environment_templates (name);
 )sql"},
+    // GPU time held, per subject (allocation or job) and hour, written by
+    // the meter (src/metering) exactly once: the id is derived from the
+    // subject and the record's start, so a record written twice is stored
+    // once. Kept when the tenant is evicted (billing records).
+    {12, "gpu_usage_records: GPU time held per allocation or job and hour", R"sql(
+CREATE TABLE gpu_usage_records (
+  id TEXT PRIMARY KEY,
+  tenant_id TEXT NOT NULL,
+  project TEXT NOT NULL,
+  subject_kind TEXT NOT NULL,
+  subject_id TEXT NOT NULL,
+  model TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  mig_profile TEXT NOT NULL,
+  milli BIGINT NOT NULL,
+  from_ms BIGINT NOT NULL,
+  to_ms BIGINT NOT NULL,
+  gpu_milli_ms BIGINT NOT NULL,
+  closes_subject INTEGER NOT NULL,
+  created_at BIGINT NOT NULL
+);
+CREATE INDEX gpu_usage_tenant_time ON gpu_usage_records (tenant_id, from_ms);
+CREATE INDEX gpu_usage_subject ON gpu_usage_records (subject_kind, subject_id, to_ms);
+)sql"},
 };
 
 }  // namespace

@@ -54,6 +54,13 @@ struct UsageFilter {
   std::string key_id;
 };
 
+struct GpuUsageFilter {
+  int64_t from = 0;  // from_ms >= from; 0 = no bound
+  int64_t to = 0;    // from_ms <  to;   0 = no bound
+  std::string model;
+  std::string project;
+};
+
 // Everything one scheduling call changes, written in one transaction.
 struct SchedulingCommit {
   // Upserted by id: an existing row (same tenant) is updated in its

@@ -13,6 +13,7 @@
 // unreachable. Thread-safe.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,6 +22,7 @@
 #include "common/result.h"
 #include "model/gateway_records.h"
 #include "model/job_records.h"
+#include "model/metering_records.h"
 #include "model/records.h"
 #include "store/queries.h"
 #include "store/sql.h"
@@ -169,6 +171,12 @@ class Store {
 
   // Applies one scheduling call's changes and audit records atomically.
   Status CommitScheduling(const SchedulingCommit& commit);
+  // The GPU meter's reads (src/metering): every allocation that was placed
+  // and whose closing GPU usage record is not stored yet, and that is still
+  // held, or has some records (a catch-up under way), or whose row changed
+  // at or after `changed_since_ms` (0: every one), ordered by id. Never-placed (pending, rejected)
+  // allocations are not billed and never listed.
+  Result<std::vector<AllocationRecord>> ListAllocationsToMeterForMetering(int64_t changed_since_ms);
 
   // --- Model deployments (shared: the platform's; dedicated: tenant-owned) ---
   // A shared deployment has tenant_id "" and belongs to the platform scope;
@@ -262,6 +270,36 @@ class Store {
   Result<std::vector<UsageTotals>> SummarizeUsage(const TenantScope& scope,
                                                   const UsageFilter& filter,
                                                   const std::string& group_by);
+
+  // --- GPU usage records (tenant-owned, written by the GPU meter) ---
+  // Stores the records in ONE transaction, in order. Idempotent by id: a
+  // record whose id is stored is skipped (its stored values win), so a
+  // meter that recomputes after a crash stores each stretch of time once.
+  // A record that does not continue its subject's stored chain (the
+  // subject's closing record is stored, or its records end elsewhere than
+  // where this one starts) is skipped too: a meter with a stale view
+  // cannot bill past an end or twice over a stretch.
+  // Unlike token usage, records of an unknown tenant are stored too: they
+  // come from the store's own allocation and job rows, which outlive an
+  // eviction. Errors: kInvalidArgument for a record without id, tenant or
+  // subject, with to < from, a negative amount, or text that is not UTF-8
+  // or holds a NUL byte (nothing is stored).
+  Status InsertGpuUsageRecords(const std::vector<GpuUsageRecord>& records);
+  // The tenant's records matching `filter` (its from/to bound the records'
+  // from_ms), newest first (from_ms, then id, descending).
+  Result<Page<GpuUsageRecord>> ListGpuUsage(const TenantScope& scope, const GpuUsageFilter& filter,
+                                            const ListOptions& opts);
+  // Sums of the records matching `filter`: per GPU model and kind
+  // (group_by "model"), per project ("project"), or one grand-total row
+  // (""). Errors: kInvalidArgument for another group_by.
+  Result<std::vector<GpuUsageTotals>> SummarizeGpuUsage(const TenantScope& scope,
+                                                        const GpuUsageFilter& filter,
+                                                        const std::string& group_by);
+  // How far each of `subject_ids` (of one subject kind) is metered, read
+  // from its records; an id without records is absent from the map. The
+  // meter's only memory (src/metering): nothing else is kept.
+  Result<std::map<std::string, GpuMeteredPoint>> GpuMeteredPointsForMetering(
+      const std::string& subject_kind, const std::vector<std::string>& subject_ids);
 
   // --- Refusal counts (tenant-owned, written by the gateway) ---
   // Adds each count to its (tenant, key, reason, minute) row, creating it,

@@ -388,6 +388,23 @@ Result<std::vector<AllocationRecord>> Store::ListHeldAllocationsForScheduler() {
   return out;
 }
 
+Result<std::vector<AllocationRecord>> Store::ListAllocationsToMeterForMetering(
+    int64_t changed_since_ms) {
+  ATRIUM_ASSIGN_OR_RETURN(
+      auto rows,
+      db_->Exec(std::string("SELECT ") + kAllocationColumns +
+                    " FROM allocations a WHERE a.placed_ms >= 0 AND (a.state IN ('pending', "
+                    "'running', 'preempting') OR a.updated_at >= $1 OR EXISTS (SELECT 1 FROM "
+                    "gpu_usage_records g WHERE g.subject_kind = 'allocation' AND g.subject_id = "
+                    "a.id)) AND NOT EXISTS (SELECT 1 FROM gpu_usage_records g WHERE "
+                    "g.subject_kind = 'allocation' AND g.subject_id = a.id AND g.closes_subject = "
+                    "1) ORDER BY a.id",
+                {changed_since_ms}));
+  std::vector<AllocationRecord> out;
+  for (const auto& r : rows.rows) out.push_back(AllocationFromRow(r));
+  return out;
+}
+
 Result<std::vector<AllocationRecord>> Store::ListRecentAllocationsForScheduler(int64_t limit) {
   // Ids are time-ordered, so the largest are the newest.
   ATRIUM_ASSIGN_OR_RETURN(auto rows, db_->Exec(std::string("SELECT ") + kAllocationColumns +

@@ -310,6 +310,27 @@ std::string ApiHarness::AddUsage(const Actor& key_owner, const std::string& mode
   return u.id;
 }
 
+std::string ApiHarness::AddGpuUsage(const std::string& tenant_id, const std::string& project,
+                                    const std::string& subject_id) {
+  GpuUsageRecord g;
+  g.subject_kind = "allocation";
+  g.subject_id = subject_id;
+  g.tenant_id = tenant_id;
+  g.project = project;
+  g.model = "H100-80GB";
+  g.kind = "whole";
+  g.milli = 1000;
+  g.to_ms = clock_.NowMillis();
+  g.from_ms = g.to_ms - 60'000;
+  g.id = "allocation:" + subject_id + ":" + std::to_string(g.from_ms);
+  g.gpu_milli_ms = g.milli * (g.to_ms - g.from_ms);
+  g.closes_subject = true;
+  g.created_at = g.to_ms;
+  auto stored = store_->InsertGpuUsageRecords({g});
+  if (!stored.has_value()) throw std::runtime_error("GPU usage insert: " + stored.error().message);
+  return g.id;
+}
+
 std::string ApiHarness::Login(const Actor& actor) {
   Json body = {{"username", actor.username}, {"password", actor.password}};
   if (!actor.tenant_name.empty()) body["tenant"] = actor.tenant_name;
@@ -353,6 +374,7 @@ World ApiHarness::BuildWorld(const WorldOptions& options) {
     MustCall("PUT", "/api/v1/tenants/" + t.id + "/entitlements/" + kSharedModel, nullptr, 200);
     t.usage_ids.push_back(AddUsage(t.object, kSharedModel));
     t.usage_ids.push_back(AddUsage(t.object, kDedicatedModel));
+    AddGpuUsage(t.id, t.project, "al_past_" + t.name);
     for (auto& [role, actor] : t.members) {
       if (role == Role::kTenantAdmin || role == Role::kTenantMember) {
         actor.allocation_id = CreateAllocation(actor);

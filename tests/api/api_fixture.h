@@ -174,6 +174,11 @@ class ApiHarness {
   // Stores a usage record of `key` (through the store, as the gateway
   // does) at the clock's time; returns its id.
   std::string AddUsage(const Actor& key_owner, const std::string& model);
+  // Stores a closed GPU usage record (through the store, as the GPU meter
+  // does): `subject_id` held one H100-80GB GPU in `project` for the minute
+  // before the clock's time. Returns its id.
+  std::string AddGpuUsage(const std::string& tenant_id, const std::string& project,
+                          const std::string& subject_id);
   // Logs `actor` in with kTestPassword; returns the access token.
   std::string Login(const Actor& actor);
   World BuildWorld(const WorldOptions& options = {});

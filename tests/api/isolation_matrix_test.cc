@@ -498,6 +498,10 @@ const std::map<std::string, Row>& Expectations() {
        {.own = "200 200 200 200 200", .other = "200 200 m m m"}},
       {"GET /api/v1/tenants/{tenant_id}/usage/refusals",
        {.own = "200 200 200 200 200", .other = "200 200 m m m"}},
+      {"GET /api/v1/tenants/{tenant_id}/usage/gpu",
+       {.own = "200 200 200 200 200", .other = "200 200 m m m"}},
+      {"GET /api/v1/tenants/{tenant_id}/usage/gpu/summary",
+       {.own = "200 200 200 200 200", .other = "200 200 m m m"}},
   };
   return *table;
 }

@@ -484,7 +484,8 @@ TEST_F(OpenApiTest, ListQueryParametersMatchTheHandlers) {
                                                {"from", "2026-01-01T00:00:00Z"},
                                                {"to", "4102444800000"},
                                                {"key_id", world_->own.object.key_id},
-                                               {"group_by", "model"}};
+                                               {"group_by", "model"},
+                                               {"project", "research"}};
     if (route.pattern == "/api/v1/allocations") good["state"] = "running";
     if (route.pattern == "/api/v1/jobs") good["state"] = "running";
     good["project"] = "research";

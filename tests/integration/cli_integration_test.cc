@@ -16,8 +16,10 @@
 #include <sstream>
 #include <thread>
 
+#include "common/clock.h"
 #include "common/json_reader.h"
 #include "subprocess.h"
+#include "support/wait.h"
 
 namespace atrium {
 namespace {
@@ -826,6 +828,112 @@ TEST_F(CliIntegrationTest, FleetQuotasAllocationsAndRestart) {
       testing::RunProcess({ATRIUM_BINARY, "dev", "--data", data_dir_, "--fleet", "2xB300x8"},
                           {"HOME=" + root_, "PATH=/usr/bin:/bin"}, "", kServerTimeout);
   EXPECT_EQ(bad_spec.exit_code, 2) << Describe(bad_spec);
+}
+
+// GPU time through the real binary: allocations held and released are
+// billed from placement to release, the meter is killed (-9 of the whole
+// server) between rounds, and after the restart every allocation is billed
+// exactly once — one closing record each, the amounts what it held. The
+// tenant reads it with `usage gpu`, `usage gpu-summary` and `usage summary`;
+// another tenant cannot.
+TEST_F(CliIntegrationTest, GpuTimeIsBilledOnceAcrossAKill9) {
+  ASSERT_EQ(StopServer(), 0) << server_->Output();
+  server_args_ = {"--metering-interval-ms", "100"};
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  const std::string acme_id = AdminJson({"tenant", "create", "acme", "-o", "json"}).value("id", "");
+  AdminJson({"tenant", "create", "globex", "-o", "json"});
+  for (std::vector<std::string> quota :
+       {std::vector<std::string>{"--model", "H100-80GB", "--kind", "gpu", "--guarantee", "8"},
+        {"--model", "L40S", "--kind", "share", "--guarantee", "1"}}) {
+    quota.insert(quota.begin(), {"quota", "set", "acme"});
+    ASSERT_EQ(Admin(quota).exit_code, 0);
+  }
+  const std::string home = LoginAsNewTenantAdmin("acme", "alice");
+  const std::string bob_home = LoginAsNewTenantAdmin("globex", "bob");
+  auto alice = [&](std::vector<std::string> args) {
+    args.insert(args.end(), {"-o", "json"});
+    ProcessResult r = Run({"", home, false}, args);
+    EXPECT_EQ(r.exit_code, 0) << Describe(r);
+    return ParsedJson(r);
+  };
+  std::vector<std::string> ids;
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"--model", "H100-80GB", "--gpus", "2"},
+           {"--kind", "share", "--model", "L40S", "--share", "0.25", "--gpu-memory-mib", "8192"},
+           {"--model", "H100-80GB", "--gpus", "1"}}) {
+    std::vector<std::string> argv = {"alloc", "create"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    Json a = alice(argv);
+    ASSERT_EQ(a["state"], "running") << a.dump();
+    ids.push_back(a.value("id", ""));
+  }
+  // Closing records of `want` allocations, waited for (the meter runs on
+  // its own timer in the server; nothing tells the test when).
+  auto closed = [&](size_t want) {
+    Json records;
+    EXPECT_TRUE(testing_support::WaitUntil(
+        [&] {
+          records = alice({"usage", "gpu", "--all"});
+          size_t closing = 0;
+          for (const auto& r : records) closing += r.value("closes_subject", false) ? 1 : 0;
+          return closing >= want;
+        },
+        kServerTimeout))
+        << records.dump();
+    return records;
+  };
+  alice({"alloc", "release", ids[0]});
+  alice({"alloc", "release", ids[1]});
+  Json before_kill = closed(2);
+  // kill -9 between (or during) the meter's rounds, then a restart.
+  EXPECT_EQ(server_->Stop(SIGKILL, kServerTimeout), 128 + SIGKILL);
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  ProcessResult login = Run(
+      {"", home, false},
+      {"login", "--server", url_, "--tenant", "acme", "--username", "alice", "--password-stdin"},
+      std::string(kPassword) + "\n");
+  ASSERT_EQ(login.exit_code, 0) << Describe(login);
+  alice({"alloc", "release", ids[2]});
+  Json records = closed(3);
+
+  // Each allocation: one closing record, the records tile placement to
+  // release, the amount its charge times what it held; no id twice.
+  std::set<std::string> record_ids;
+  for (const std::string& id : ids) {
+    Json a = alice({"alloc", "get", id});
+    auto placed = ParseTimestamp(a.value("placed_at", ""), "placed_at");
+    auto ended = ParseTimestamp(a.value("ended_at", ""), "ended_at");
+    ASSERT_TRUE(placed.has_value() && ended.has_value()) << a.dump();
+    int64_t billed = 0;
+    int closing = 0;
+    for (const auto& r : records) {
+      if (r.value("subject_id", "") != id) continue;
+      EXPECT_TRUE(record_ids.insert(r.value("id", "")).second) << r.dump();
+      billed += r["gpu_milli_ms"].get<int64_t>();
+      closing += r.value("closes_subject", false) ? 1 : 0;
+    }
+    EXPECT_EQ(closing, 1) << id;
+    EXPECT_EQ(billed, a["charge_milli"].get<int64_t>() * (*ended - *placed)) << id;
+  }
+  // What was stored before the kill is still there, unchanged.
+  for (const auto& r : before_kill) {
+    bool kept = false;
+    for (const auto& now : records) kept = kept || now == r;
+    EXPECT_TRUE(kept) << r.dump();
+  }
+
+  Json by_model = alice({"usage", "gpu-summary", "--group-by", "model"});
+  ASSERT_EQ(by_model["items"].size(), 2u) << by_model.dump();
+  ProcessResult table = Run({"", home, false}, {"usage", "summary"});
+  EXPECT_EQ(table.exit_code, 0) << Describe(table);
+  EXPECT_NE(table.out.find("GPU time held"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("H100-80GB"), std::string::npos) << table.out;
+  // Another tenant's user: as if acme did not exist.
+  ProcessResult other = Run({"", bob_home, false}, {"usage", "gpu", "--tenant", acme_id});
+  EXPECT_EQ(other.exit_code, 1) << Describe(other);
+  ProcessResult other_summary =
+      Run({"", bob_home, false}, {"usage", "gpu-summary", "--tenant", "acme"});
+  EXPECT_EQ(other_summary.exit_code, 1) << Describe(other_summary);
 }
 
 }  // namespace

@@ -51,6 +51,27 @@ TEST(ConfigTest, SchedulerSection) {
   EXPECT_NE(typo.error().message.find("'scheduler.grace'"), std::string::npos);
 }
 
+TEST(ConfigTest, MeteringSectionHasDefaultsAndBounds) {
+  auto defaults = LoadConfigFile(ATRIUM_EXAMPLE_CONFIG);
+  ASSERT_TRUE(defaults.has_value());
+  EXPECT_EQ(defaults->metering_interval_ms, 60'000);
+  EXPECT_EQ(defaults->metering_open_lag_ms, 60'000);
+  auto c = ParseConfig(
+      "[store]\nurl = \"sqlite:///x.db\"\n[metering]\ninterval_ms = 500\nopen_lag_ms = 0\n",
+      "t.toml");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  EXPECT_EQ(c->metering_interval_ms, 500);
+  EXPECT_EQ(c->metering_open_lag_ms, 0);
+  for (const char* bad :
+       {"interval_ms = 0", "interval_ms = 3600001", "open_lag_ms = -1", "interval = 5"}) {
+    auto refused = ParseConfig(
+        std::string("[store]\nurl = \"sqlite:///x.db\"\n[metering]\n") + bad + "\n", "t.toml");
+    ASSERT_FALSE(refused.has_value()) << bad;
+    EXPECT_NE(refused.error().message.find("metering."), std::string::npos)
+        << bad << ": " << refused.error().message;
+  }
+}
+
 TEST(ConfigTest, PendingRequestCapsHaveDefaultsAndBounds) {
   auto defaults = LoadConfigFile(ATRIUM_EXAMPLE_CONFIG);
   ASSERT_TRUE(defaults.has_value());

@@ -1,0 +1,197 @@
+// GPU usage through the API: the meter bills the world's running
+// allocations, and each tenant reads its own records and totals (platform
+// staff any tenant's); another tenant's id answers like a tenant that does
+// not exist; bad query parameters are refused naming the problem.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "api/api_fixture.h"
+#include "metering/gpu_meter.h"
+
+namespace atrium::api {
+namespace {
+
+using fixture::Actor;
+using fixture::ApiHarness;
+using fixture::BodyOf;
+using fixture::World;
+
+constexpr int64_t kHourMs = metering::kHourMs;
+
+std::string ErrorMessage(const http::Response& r) {
+  Json j = BodyOf(r);
+  return j.is_object() && j.contains("error") ? j["error"].value("message", "") : "";
+}
+
+class GpuUsageApiTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    harness_ = new ApiHarness();
+    world_ = new World(harness_->BuildWorld());
+    // Two hours and a bit of the world's allocations, metered.
+    harness_->clock().AdvanceMillis(2 * kHourMs + 60'000);
+    metering::GpuMeterOptions o;
+    o.interval_ms = 0;
+    o.open_lag_ms = 0;
+    metering::GpuMeter meter(harness_->store(), harness_->clock(), o);
+    meter.AddSource(std::make_unique<metering::AllocationSubjectSource>(harness_->store()));
+    auto round = meter.Tick();
+    ASSERT_TRUE(round.has_value()) << round.error().message;
+    ASSERT_GT(round->records, 0);
+  }
+  static void TearDownTestSuite() {
+    delete world_;
+    delete harness_;
+  }
+  void TearDown() override {
+    const auto& v = harness_->error_shape_violations();
+    EXPECT_TRUE(v.empty()) << "an error answer lacked the common shape: " << v.front();
+  }
+
+  ApiHarness& h() { return *harness_; }
+  const World& w() { return *world_; }
+  const std::string& Admin() { return w().platform.at(Role::kPlatformAdmin).key; }
+  const Actor& Member() { return w().own.members.at(Role::kTenantMember); }
+  const Actor& Viewer() { return w().own.members.at(Role::kTenantViewer); }
+  std::string Gpu(const std::string& tenant_id) {
+    return "/api/v1/tenants/" + tenant_id + "/usage/gpu";
+  }
+
+  // Every record of the answer's pages, walking the cursor.
+  std::vector<Json> Walk(const std::string& path, const std::string& bearer) {
+    std::vector<Json> out;
+    std::string cursor;
+    for (int guard = 0; guard < 100; ++guard) {
+      const char sep = path.find('?') == std::string::npos ? '?' : '&';
+      http::Response r = h().Call(
+          "GET", path + sep + "limit=2" + (cursor.empty() ? "" : "&cursor=" + cursor), bearer);
+      EXPECT_EQ(r.status, 200) << r.body;
+      Json page = BodyOf(r);
+      for (const auto& item : page["items"]) out.push_back(item);
+      if (!page["next_cursor"].is_string()) break;
+      cursor = page["next_cursor"];
+    }
+    return out;
+  }
+
+  static ApiHarness* harness_;
+  static World* world_;
+};
+ApiHarness* GpuUsageApiTest::harness_ = nullptr;
+World* GpuUsageApiTest::world_ = nullptr;
+
+TEST_F(GpuUsageApiTest, TheTenantReadsWhatItsAllocationsHeldNewestFirst) {
+  const std::vector<Json> records = Walk(Gpu(w().own.id), Member().key);
+  std::map<std::string, int64_t> billed;
+  std::string previous_from = "9999";
+  for (const auto& r : records) {
+    EXPECT_EQ(r["tenant_id"], w().own.id);
+    EXPECT_LE(r["from"].get<std::string>(), previous_from) << "newest first";
+    previous_from = r["from"];
+    billed[r["subject_id"]] += r["gpu_milli_ms"].get<int64_t>();
+    EXPECT_DOUBLE_EQ(r["gpu_seconds"].get<double>(), r["gpu_milli_ms"].get<int64_t>() / 1e6);
+  }
+  // The object's allocation: a 1-milli L40S share, held from its placement
+  // to the last hour boundary before now.
+  auto a = h().store().GetAllocation(TenantScope::Of(w().own.id), w().own.allocation_id);
+  ASSERT_TRUE(a.has_value());
+  ASSERT_GE(a->placed_ms, 0);
+  const int64_t last_boundary = h().clock().NowMillis() / kHourMs * kHourMs;
+  EXPECT_EQ(billed[w().own.allocation_id], a->charge_milli * (last_boundary - a->placed_ms));
+  EXPECT_EQ(billed["al_past_" + w().own.name], 1000 * 60'000);
+  // No record of the other tenant's allocation.
+  EXPECT_EQ(billed.count(w().other.allocation_id), 0u);
+
+  // Filters: model, project, time.
+  for (const auto& r : Walk(Gpu(w().own.id) + "?model=L40S", Viewer().key)) {
+    EXPECT_EQ(r["model"], "L40S");
+    EXPECT_EQ(r["kind"], "share");
+    EXPECT_TRUE(r["mig_profile"].is_null());
+  }
+  EXPECT_EQ(Walk(Gpu(w().own.id) + "?model=H100-80GB", Viewer().key).size(), 1u);
+  EXPECT_TRUE(Walk(Gpu(w().own.id) + "?project=no-such-project", Viewer().key).empty());
+  const std::string from = FormatTimestamp(last_boundary - kHourMs);
+  for (const auto& r : Walk(Gpu(w().own.id) + "?from=" + from, Viewer().key)) {
+    EXPECT_GE(r["from"].get<std::string>(), from);
+  }
+}
+
+TEST_F(GpuUsageApiTest, TotalsAddUpPerModelAndKindAndPerProject) {
+  int64_t sum = 0;
+  for (const auto& r : Walk(Gpu(w().own.id), Member().key)) sum += r["gpu_milli_ms"].get<int64_t>();
+  Json total = BodyOf(h().Call("GET", Gpu(w().own.id) + "/summary", Viewer().key));
+  ASSERT_EQ(total["items"].size(), 1u) << total.dump();
+  EXPECT_EQ(total["items"][0]["gpu_milli_ms"], sum);
+  EXPECT_TRUE(total["group_by"].is_null());
+
+  Json by_model =
+      BodyOf(h().Call("GET", Gpu(w().own.id) + "/summary?group_by=model", Viewer().key));
+  ASSERT_EQ(by_model["items"].size(), 2u) << by_model.dump();
+  EXPECT_EQ(by_model["items"][0]["model"], "H100-80GB");
+  EXPECT_EQ(by_model["items"][0]["kind"], "whole");
+  EXPECT_EQ(by_model["items"][0]["gpu_milli_ms"], 1000 * 60'000);
+  EXPECT_EQ(by_model["items"][1]["model"], "L40S");
+  EXPECT_EQ(by_model["items"][1]["kind"], "share");
+  EXPECT_EQ(by_model["items"][0]["gpu_milli_ms"].get<int64_t>() +
+                by_model["items"][1]["gpu_milli_ms"].get<int64_t>(),
+            sum);
+
+  Json by_project =
+      BodyOf(h().Call("GET", Gpu(w().own.id) + "/summary?group_by=project", Viewer().key));
+  int64_t project_sum = 0;
+  for (const auto& t : by_project["items"]) project_sum += t["gpu_milli_ms"].get<int64_t>();
+  EXPECT_EQ(project_sum, sum);
+}
+
+TEST_F(GpuUsageApiTest, AnotherTenantsUsageAnswersLikeATenantThatDoesNotExist) {
+  for (const std::string suffix : {"", "/summary"}) {
+    http::Response other = h().Call("GET", Gpu(w().other.id) + suffix, Member().key);
+    EXPECT_EQ(other.status, 404) << suffix;
+    EXPECT_EQ(ErrorMessage(other),
+              ErrorMessage(h().Call("GET", Gpu("tn_nope") + suffix, Member().key)));
+  }
+  // Platform staff read any tenant's, and only that tenant's.
+  const std::vector<Json> others = Walk(Gpu(w().other.id), Admin());
+  ASSERT_FALSE(others.empty());
+  for (const auto& r : others) EXPECT_EQ(r["tenant_id"], w().other.id);
+}
+
+TEST_F(GpuUsageApiTest, BadQueryParametersAreRefusedNamingTheProblem) {
+  struct Probe {
+    std::string query;
+    std::string says;
+  };
+  const std::vector<Probe> list_probes = {
+      {"?from=yesterday", "from"},
+      {"?to=2026-02-30T00:00:00Z", "to"},
+      {"?from=2000&to=1000", "'to' must be after 'from'"},
+      {"?cursor=garbage", "cursor"},
+      {"?cursor=12.", "cursor"},
+      {"?limit=0", "limit"},
+      {"?model=" + std::string(201, 'm'), "at most 200"},
+      {"?project=" + std::string(201, 'p'), "at most 200"},
+      {"?group_by=model", "group_by"},  // a summary parameter, not a list one
+  };
+  for (const auto& p : list_probes) {
+    http::Response r = h().Call("GET", Gpu(w().own.id) + p.query, Member().key);
+    EXPECT_EQ(r.status, 400) << p.query;
+    EXPECT_NE(ErrorMessage(r).find(p.says), std::string::npos) << p.query << ": " << r.body;
+  }
+  const std::vector<Probe> summary_probes = {
+      {"?group_by=key", "group_by must be model or project"},
+      {"?group_by=tenant", "group_by must be model or project"},
+      {"?from=2000&to=1000", "'to' must be after 'from'"},
+      {"?limit=5", "limit"},
+  };
+  for (const auto& p : summary_probes) {
+    http::Response r = h().Call("GET", Gpu(w().own.id) + "/summary" + p.query, Member().key);
+    EXPECT_EQ(r.status, 400) << p.query;
+    EXPECT_NE(ErrorMessage(r).find(p.says), std::string::npos) << p.query << ": " << r.body;
+  }
+}
+
+}  // namespace
+}  // namespace atrium::api

@@ -1,0 +1,85 @@
+// The GPU usage verbs: registered under `usage`, what they refuse (exit 2)
+// before calling the server, and the exact GPU-seconds text of the tables.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "cli/cli.h"
+#include "cli/commands.h"
+
+namespace atrium::cli {
+namespace {
+
+int RunAtrium(std::vector<std::string> args) {
+  CLI::App app{"atrium"};
+  CliOptions options;
+  RegisterCommands(app, options);
+  args.insert(args.begin(), "atrium");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  testing::internal::CaptureStderr();
+  int code = -1;
+  try {
+    app.parse(static_cast<int>(argv.size()), argv.data());
+    code = RunSelected(app, options);
+  } catch (const CLI::ParseError& e) {
+    code = e.get_exit_code() == 0 ? 0 : 2;
+  }
+  testing::internal::GetCapturedStderr();
+  return code;
+}
+
+TEST(MeteringCommandsTest, GpuVerbsAreRegisteredUnderUsage) {
+  CLI::App app{"atrium"};
+  CliOptions options;
+  RegisterCommands(app, options);
+  for (const char* verb : {"gpu", "gpu-summary", "summary", "list", "refusals"}) {
+    EXPECT_NO_THROW(app.get_subcommand("usage")->get_subcommand(verb)) << verb;
+  }
+}
+
+TEST(MeteringCommandsTest, BadArgumentsExit2BeforeAnyCall) {
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"usage", "gpu-summary", "--group-by", "key"},
+           {"usage", "gpu-summary", "--group-by", "tenant"},
+           {"usage", "gpu", "--limit", "0"},
+           {"usage", "gpu", "--limit", "1001"},
+           {"usage", "gpu", "--all", "--cursor", "x"},
+           {"usage", "gpu", "--key", "k_1"},  // GPU time has no API key
+       }) {
+    std::string line;
+    for (const auto& a : args) line += a + " ";
+    EXPECT_EQ(RunAtrium(args), 2) << line;
+  }
+}
+
+TEST(MeteringCommandsTest, GpuSecondsAreExactToTheThousandth) {
+  EXPECT_EQ(GpuSecondsText(0), "0.000");
+  EXPECT_EQ(GpuSecondsText(999), "0.000");  // truncated, never rounded up
+  EXPECT_EQ(GpuSecondsText(1000), "0.001");
+  EXPECT_EQ(GpuSecondsText(1'234'567), "1.234");
+  EXPECT_EQ(GpuSecondsText(3'600'000'000), "3600.000");  // one GPU for an hour
+  EXPECT_EQ(GpuSecondsText(INT64_MAX), "9223372036854.775");
+  EXPECT_EQ(GpuSecondsText(INT64_MIN), "-9223372036854.775");
+}
+
+TEST(MeteringCommandsTest, TotalsRowsNameTheirGroupAndRefuseAMissingAmount) {
+  Json summary = Json::parse(R"({"items": [
+      {"model": "H100-80GB", "kind": "whole", "records": 3, "gpu_milli_ms": 7200000000},
+      {"model": "L40S", "kind": "share", "records": 1, "gpu_milli_ms": 250000}]})");
+  auto rows = GpuTotalsRows(summary, "model");
+  ASSERT_TRUE(rows.has_value());
+  EXPECT_EQ(*rows, (std::vector<std::vector<std::string>>{{"H100-80GB", "whole", "3", "7200.000"},
+                                                          {"L40S", "share", "1", "0.250"}}));
+  EXPECT_EQ(GpuTotalsHeader("model").size(), rows->front().size());
+  Json total = Json::parse(R"({"items": [{"records": 2, "gpu_milli_ms": 5}]})");
+  rows = GpuTotalsRows(total, "");
+  ASSERT_TRUE(rows.has_value());
+  EXPECT_EQ(rows->front().front(), "total");
+  Json broken = Json::parse(R"({"items": [{"records": 2, "gpu_seconds": 1.5}]})");
+  EXPECT_FALSE(GpuTotalsRows(broken, "").has_value());
+}
+
+}  // namespace
+}  // namespace atrium::cli
