@@ -175,11 +175,19 @@ Result<std::string> Platform::StartControlPlane() {
   template_opts.images_dir = config_.templates_images_dir;
   templates_ = std::make_unique<templates::TemplateService>(*store_, SystemClock::Instance(),
                                                             std::move(template_opts));
-  ATRIUM_ASSIGN_OR_RETURN(
-      workloads_,
+  auto workloads =
       Workloads::Create(config_, *store_, *scheduling_, *templates_, SystemClock::Instance(),
-                        /*simulated=*/!fleet_discovery_.fleet.has_value()));
-  ATRIUM_RETURN_IF_ERROR(workloads_->Start(*tenants_));
+                        /*simulated=*/!fleet_discovery_.fleet.has_value());
+  if (workloads.has_value()) {
+    workloads_ = std::move(*workloads);
+    ATRIUM_RETURN_IF_ERROR(workloads_->Start(*tenants_));
+  } else if (workloads.error().code == ErrorCode::kInvalidArgument) {
+    return std::move(workloads).error();  // the configuration is wrong: say so and stop
+  } else {
+    // The host cannot run this backend (not root, no bubblewrap, Slurm
+    // down at start): everything else serves; the job routes answer 503.
+    spdlog::error("jobs are not available on this server: {}", workloads.error().message);
+  }
   metering::GpuMeterOptions meter_opts;
   meter_opts.interval_ms = config_.metering_interval_ms;
   meter_opts.open_lag_ms = config_.metering_open_lag_ms;
@@ -192,7 +200,7 @@ Result<std::string> Platform::StartControlPlane() {
                          .clock = &SystemClock::Instance(),
                          .scheduling = scheduling_.get(),
                          .templates = templates_.get()};
-  services.jobs = &workloads_->jobs();
+  if (workloads_) services.jobs = &workloads_->jobs();
   if (!config_.audit_checkpoint_file.empty()) {
     checkpointer_ = std::make_unique<AuditCheckpointer>(
         *store_, SystemClock::Instance(),

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <system_error>
@@ -24,6 +26,8 @@ namespace {
 constexpr unsigned kNvidiaMajor = 195;
 // The most GPUs a node of the catalog has.
 constexpr int kMostGpusPerNode = 8;
+// Where workloads live when the data dir is out of their users' reach.
+constexpr char kHostWorkloadRoot[] = "/var/lib/atrium/workloads";
 
 std::string DirOfThisProgram() {
   std::error_code ec;
@@ -61,6 +65,11 @@ Result<std::unique_ptr<exec::ExecutionBackend>> MakeLocalBackend(const Config& c
       config.jobs_state_dir.empty() ? DefaultWorkloadStateDir(config) : config.jobs_state_dir;
   if (options.state_dir.empty()) {
     return Error::InvalidArgument("'jobs.state_dir' is required with a PostgreSQL store");
+  }
+  if (options.state_dir.rfind(kHostWorkloadRoot, 0) == 0) {
+    std::error_code ec;
+    std::filesystem::create_directories(kHostWorkloadRoot, ec);
+    for (const char* dir : {"/var/lib/atrium", kHostWorkloadRoot}) ::chmod(dir, 0711);
   }
   options.WithHelpersIn(DirOfThisProgram());
   options.require_full_confinement = config.jobs_require_full_confinement;
@@ -115,7 +124,28 @@ std::string DefaultWorkloadStateDir(const Config& config) {
   if (config.store_url.rfind(kSqlite, 0) != 0) return "";
   std::string db_path = config.store_url.substr(kSqlite.size());
   db_path = db_path.substr(0, db_path.find('?'));
-  return (std::filesystem::path(db_path).parent_path() / "workloads").string();
+  const std::filesystem::path db_dir =
+      std::filesystem::absolute(std::filesystem::path(db_path).parent_path());
+  // Workloads run as their own unprivileged users, who must be able to
+  // reach their directories: beside the database when every folder above
+  // it lets others search it, else in a folder of the host's named after
+  // the database's (a data dir under a private home or a 0700 temp dir).
+  bool reachable = true;
+  for (std::filesystem::path dir = db_dir; dir != dir.parent_path(); dir = dir.parent_path()) {
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) != 0 || (st.st_mode & S_IXOTH) == 0) {
+      // The data dir itself is made searchable at start (atrium dev).
+      if (dir != db_dir) reachable = false;
+    }
+  }
+  if (reachable) return (db_dir / "workloads").string();
+  uint64_t hash = 1469598103934665603ULL;  // FNV-1a: stable across builds and runs
+  for (unsigned char ch : db_dir.string()) {
+    hash = (hash ^ ch) * 1099511628211ULL;
+  }
+  char name[17];
+  std::snprintf(name, sizeof name, "%016llx", static_cast<unsigned long long>(hash));
+  return std::string(kHostWorkloadRoot) + "/" + name;
 }
 
 Result<std::unique_ptr<Workloads>> Workloads::Create(const Config& config, Store& store,

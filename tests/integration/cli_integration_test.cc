@@ -936,5 +936,74 @@ TEST_F(CliIntegrationTest, GpuTimeIsBilledOnceAcrossAKill9) {
   EXPECT_EQ(other_summary.exit_code, 1) << Describe(other_summary);
 }
 
+// The whole path under `atrium dev`: a tenant's job runs in the local
+// sandbox on the GPU the scheduler chose, its log is the tenant's only,
+// a cancel stops it, and a `kill -9` of the control plane loses no job.
+TEST_F(CliIntegrationTest, JobsRunInSandboxesAndSurviveAKill9) {
+  AdminJson({"tenant", "create", "acme", "-o", "json"});
+  AdminJson({"tenant", "create", "globex", "-o", "json"});
+  ASSERT_EQ(Admin({"quota", "set", "acme", "--model", "H100-80GB", "--guarantee", "4"}).exit_code,
+            0);
+  const std::string home = LoginAsNewTenantAdmin("acme", "alice");
+  const std::string bob_home = LoginAsNewTenantAdmin("globex", "bob");
+  auto alice = [&](std::vector<std::string> args) {
+    // Before a job's own command (after `--`), not after it.
+    args.insert(args.begin() + 2, {"-o", "json"});
+    ProcessResult r = Run({"", home, false}, args);
+    EXPECT_EQ(r.exit_code, 0) << Describe(r);
+    return ParsedJson(r);
+  };
+  auto state_of = [&](const std::string& id) {
+    return alice({"job", "get", id}).value("state", std::string());
+  };
+  auto wait_for_state = [&](const std::string& id, const std::string& want) {
+    std::string state;
+    EXPECT_TRUE(testing_support::WaitUntil(
+        [&] {
+          state = state_of(id);
+          return state == want;
+        },
+        kServerTimeout))
+        << id << " is " << state << ", not " << want << "\n"
+        << server_->Output();
+  };
+
+  Json hello = alice({"job", "submit", "--name", "hello", "--model", "H100-80GB", "--gpus", "1",
+                      "--", "/bin/sh", "-c",
+                      "echo CUDA=$CUDA_VISIBLE_DEVICES; ls /dev; ls /work >/dev/null && id -u"});
+  const std::string hello_id = hello.value("id", "");
+  ASSERT_FALSE(hello_id.empty()) << hello.dump();
+  wait_for_state(hello_id, "succeeded");
+  ProcessResult log = Run({"", home, false}, {"job", "logs", hello_id});
+  ASSERT_EQ(log.exit_code, 0) << Describe(log);
+  EXPECT_NE(log.out.find("CUDA=0"), std::string::npos) << log.out;
+  EXPECT_NE(log.out.find("nvidia0"), std::string::npos) << log.out;  // its one GPU
+  EXPECT_EQ(log.out.find("nvidia1"), std::string::npos) << log.out;  // and no other
+  EXPECT_EQ(log.out.find("\n0\n"), std::string::npos) << "ran as root:\n" << log.out;
+  // Another tenant neither reads its log nor cancels it.
+  EXPECT_EQ(Run({"", bob_home, false}, {"job", "logs", hello_id}).exit_code, 1);
+  EXPECT_EQ(Run({"", bob_home, false}, {"job", "cancel", hello_id}).exit_code, 1);
+  Json events = alice({"job", "events", hello_id});
+  EXPECT_GE(events["items"].size(), 4u) << events.dump();
+
+  Json sleeper = alice({"job", "submit", "--name", "sleeper", "--model", "H100-80GB", "--gpus", "1",
+                        "--", "/bin/sleep", "600"});
+  const std::string sleeper_id = sleeper.value("id", "");
+  wait_for_state(sleeper_id, "running");
+  // kill -9 of the control plane: the workload runs on, and is adopted.
+  EXPECT_EQ(server_->Stop(SIGKILL, kServerTimeout), 128 + SIGKILL);
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  ProcessResult login = Run(
+      {"", home, false},
+      {"login", "--server", url_, "--tenant", "acme", "--username", "alice", "--password-stdin"},
+      std::string(kPassword) + "\n");
+  ASSERT_EQ(login.exit_code, 0) << Describe(login);
+  EXPECT_EQ(state_of(sleeper_id), "running");
+  EXPECT_EQ(alice({"job", "get", sleeper_id}).value("attempt", 0), 1);  // not started again
+  alice({"job", "cancel", sleeper_id});
+  wait_for_state(sleeper_id, "cancelled");
+  EXPECT_EQ(state_of(hello_id), "succeeded");
+}
+
 }  // namespace
 }  // namespace atrium
