@@ -19,18 +19,18 @@ namespace atrium::jobs {
 // Bounds on a spec. Every field a tenant writes has one, so a job row, a
 // launch and an audit trail stay small whatever a hostile tenant sends.
 struct JobLimits {
-  size_t max_args = 256;              // command + args
-  size_t max_arg_bytes = 4096;        // each
-  size_t max_argv_bytes = 64 * 1024;  // all together
+  size_t max_args = 256;                      // command + args
+  size_t max_arg_bytes = 4096;                // each
+  size_t max_argv_bytes = size_t{64} * 1024;  // all together
   size_t max_env_vars = 128;
   size_t max_env_name_bytes = 128;
   size_t max_env_value_bytes = 4096;
-  size_t max_env_bytes = 64 * 1024;  // names and values together
-  size_t max_script_bytes = 64 * 1024;
+  size_t max_env_bytes = size_t{64} * 1024;  // names and values together
+  size_t max_script_bytes = size_t{64} * 1024;
   // The largest archive a job may name (an upload of at most this size).
   int64_t max_archive_bytes = int64_t{1} << 30;
-  int64_t default_time_limit_s = 24 * 3600;
-  int64_t max_time_limit_s = 7 * 24 * 3600;
+  int64_t default_time_limit_s = int64_t{24} * 3600;
+  int64_t max_time_limit_s = int64_t{7} * 24 * 3600;
   int64_t max_restarts = 100;
 };
 

@@ -12,7 +12,8 @@
 
 namespace atrium {
 
-struct Config {
+// Fields follow the file's sections, not the best packing: one per process.
+struct Config {  // NOLINT(clang-analyzer-optin.performance.Padding)
   // [server]
   // Roles this process runs: "control-plane" (API, scheduler), "gateway"
   // (the OpenAI-compatible data plane), or both, comma-separated.
@@ -64,7 +65,9 @@ struct Config {
   // = a Slurm cluster Atrium drives ([slurm] below).
   std::string jobs_backend = "local";
   // local: where workloads' records, logs and directories live. "" =
-  // "workloads" beside a SQLite database; required with PostgreSQL.
+  // "workloads" beside a SQLite database when its users can reach it there,
+  // else /var/lib/atrium/workloads/<hash of its folder>; with PostgreSQL
+  // /var/lib/atrium/workloads/server.
   std::string jobs_state_dir;
   // local: where GPU device files are. "" = /dev on a discovered host; on a
   // simulated fleet, fake GPU devices made beside the state dir.

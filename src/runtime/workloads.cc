@@ -63,9 +63,6 @@ Result<std::unique_ptr<exec::ExecutionBackend>> MakeLocalBackend(const Config& c
   exec_local::LocalBackendOptions options;
   options.state_dir =
       config.jobs_state_dir.empty() ? DefaultWorkloadStateDir(config) : config.jobs_state_dir;
-  if (options.state_dir.empty()) {
-    return Error::InvalidArgument("'jobs.state_dir' is required with a PostgreSQL store");
-  }
   if (options.state_dir.rfind(kHostWorkloadRoot, 0) == 0) {
     std::error_code ec;
     std::filesystem::create_directories(kHostWorkloadRoot, ec);
@@ -121,7 +118,9 @@ class Workloads::TenantSyncObserver final : public TenantObserver {
 
 std::string DefaultWorkloadStateDir(const Config& config) {
   constexpr std::string_view kSqlite = "sqlite://";
-  if (config.store_url.rfind(kSqlite, 0) != 0) return "";
+  // A PostgreSQL store names no folder of this host: one folder for the
+  // control planes on it (they share the store, so also its workloads).
+  if (config.store_url.rfind(kSqlite, 0) != 0) return std::string(kHostWorkloadRoot) + "/server";
   std::string db_path = config.store_url.substr(kSqlite.size());
   db_path = db_path.substr(0, db_path.find('?'));
   const std::filesystem::path db_dir =

@@ -81,7 +81,9 @@ class Workloads {
 };
 
 // Where the local backend keeps workloads by default: "workloads" beside a
-// SQLite database. "" with a PostgreSQL store (the key is required then).
+// SQLite database when the workloads' users can reach it, else a folder
+// under /var/lib/atrium/workloads (named after the database's folder; "server"
+// with PostgreSQL).
 std::string DefaultWorkloadStateDir(const Config& config);
 
 }  // namespace atrium
