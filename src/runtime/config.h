@@ -84,7 +84,7 @@ struct Config {  // NOLINT(clang-analyzer-optin.performance.Padding)
   std::string slurm_conf;
   std::string slurm_workload_root;
   std::string slurm_partition;
-  std::string slurm_unix_user_prefix = "atr_";
+  std::string slurm_unix_user_prefix;  // tenant ids are 29 characters; user names 32 at most
   bool slurm_create_unix_users = false;
   int64_t slurm_log_max_bytes = 8 << 20;
   int64_t slurm_command_timeout_ms = 30'000;

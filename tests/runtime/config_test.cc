@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include "common/clock.h"
+#include "crypto/ids.h"
+#include "slurm/slurm_commands.h"
+
 namespace atrium {
 namespace {
 
@@ -290,4 +294,14 @@ TEST(ConfigTest, FleetSection) {
 }
 
 }  // namespace
+// Regression: the default prefix made "atr_" + a 29-character tenant id, one
+// more than a Unix user name may have, so no tenant could sync into Slurm.
+TEST(ConfigTest, DefaultSlurmUserPrefixFitsARealTenantId) {
+  ManualClock clock(1'700'000'000'000);
+  const std::string tenant_id = NewId("tn", clock);
+  auto user = slurm::UnixUserForTenant(Config{}.slurm_unix_user_prefix, tenant_id);
+  ASSERT_TRUE(user.has_value()) << user.error().message;
+  EXPECT_EQ(*user, tenant_id);
+}
+
 }  // namespace atrium
