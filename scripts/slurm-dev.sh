@@ -228,6 +228,7 @@ render_all() {
   render "$TEMPLATES/cgroup.conf.in" "$S/cgroup.conf"
   render "$TEMPLATES/job_container.conf.in" "$S/job_container.conf"
   render "$TEMPLATES/slurmdbd.conf.in" "$S/slurmdbd.conf"
+  cp "$TEMPLATES/job_submit.lua" "$S/job_submit.lua"
   chmod 600 "$S/slurmdbd.conf"
 }
 

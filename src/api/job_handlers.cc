@@ -2,6 +2,8 @@
 // events and logs and ask why one waits. The tenant is always the caller's;
 // platform staff read and cancel any tenant's job but never read its logs.
 #include <algorithm>
+#include <charconv>
+#include <system_error>
 
 #include "api/handler_util.h"
 #include "api/handlers.h"
@@ -30,11 +32,12 @@ Result<int64_t> IntQuery(const http::Request& req, const std::string& name, int6
   auto it = req.query.find(name);
   if (it == req.query.end()) return fallback;
   const std::string& text = it->second;
-  if (text.empty() || text.size() > 19 ||
-      !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+  int64_t v = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || text[0] == '-' || ec != std::errc() || ptr != end) {
     return Error::InvalidArgument("query parameter '" + name + "' must be an integer");
   }
-  const int64_t v = std::stoll(text);
   if (v < min || v > max) {
     return Error::InvalidArgument("query parameter '" + name + "' must be " + std::to_string(min) +
                                   ".." + std::to_string(max));
@@ -121,8 +124,9 @@ Result<http::Response> GetJobLogs(Context& ctx) {
   if (!follow.empty() && follow != "true" && follow != "false") {
     return Error::InvalidArgument("query parameter 'follow' must be true or false");
   }
-  // A follower waits (bounded by the service) for more before answering.
-  const int64_t wait_ms = follow == "true" ? 20'000 : 0;
+  // A follower waits (bounded by the service, and only while a waiter's
+  // place is free) for more before answering.
+  const int64_t wait_ms = follow == "true" ? 10'000 : 0;
   ATRIUM_ASSIGN_OR_RETURN(exec::LogChunk chunk, jobs->ReadLog(ctx.scope.tenant_id, ctx.job->id,
                                                               attempt, offset, max_bytes, wait_ms));
   Json body = {{"data", chunk.data},

@@ -1,8 +1,10 @@
 // job submit | list | get | cancel | logs [-f] | events | why: jobs of the
 // caller's tenant (platform staff list, read and cancel any tenant's).
+#include <chrono>
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <thread>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -203,6 +205,9 @@ int Logs(Context& ctx, const LogArgs& args) {
     const bool more = next.is_number_integer() && next.get<int64_t>() > offset;
     if (next.is_number_integer()) offset = next.get<int64_t>();
     if (complete || (!args.follow && !more)) break;
+    // Nothing new: the server waited, or had no waiter's place free and
+    // answered at once; either way, ask again after a breath.
+    if (!more) std::this_thread::sleep_for(std::chrono::seconds(1));
   }
   return kExitOk;
 }

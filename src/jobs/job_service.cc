@@ -659,6 +659,16 @@ Result<exec::LogChunk> JobService::ReadLog(const std::string& tenant_id, const s
   if (max_bytes < 1) return Error::InvalidArgument("max_bytes must be positive");
   max_bytes = std::min(max_bytes, options_.max_log_read_bytes);
   wait_ms = std::clamp<int64_t>(wait_ms, 0, options_.max_log_wait_ms);
+  const bool waiter = wait_ms > 0 && EnterLogWait(tenant_id);
+  if (!waiter) wait_ms = 0;
+  struct LeaveOnReturn {
+    JobService* service;
+    const std::string& tenant;
+    bool active;
+    ~LeaveOnReturn() {
+      if (active) service->LeaveLogWait(tenant);
+    }
+  } leave{this, tenant_id, waiter};
   const std::string wid = job.id + "." + std::to_string(attempt);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
   for (;;) {
@@ -682,6 +692,30 @@ Result<exec::LogChunk> JobService::ReadLog(const std::string& tenant_id, const s
     std::unique_lock<std::mutex> lock(log_mu_);
     log_cv_.wait_until(lock, deadline);
   }
+}
+
+bool JobService::EnterLogWait(const std::string& tenant_id) {
+  std::lock_guard<std::mutex> lock(log_mu_);
+  int& mine = tenant_waiters_[tenant_id];
+  if (log_waiters_ >= options_.max_log_waiters || mine >= options_.max_log_waiters_per_tenant) {
+    if (mine == 0) tenant_waiters_.erase(tenant_id);
+    return false;
+  }
+  ++log_waiters_;
+  ++mine;
+  return true;
+}
+
+int JobService::log_waiters() {
+  std::lock_guard<std::mutex> lock(log_mu_);
+  return log_waiters_;
+}
+
+void JobService::LeaveLogWait(const std::string& tenant_id) {
+  std::lock_guard<std::mutex> lock(log_mu_);
+  --log_waiters_;
+  auto it = tenant_waiters_.find(tenant_id);
+  if (it != tenant_waiters_.end() && --it->second <= 0) tenant_waiters_.erase(it);
 }
 
 Result<std::string> JobService::Explain(const std::string& tenant_id, const std::string& job_id,

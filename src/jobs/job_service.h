@@ -81,6 +81,12 @@ struct JobServiceOptions {
   // The most log bytes one read returns, and the longest a follow waits.
   int64_t max_log_read_bytes = int64_t{1} << 20;
   int64_t max_log_wait_ms = 30'000;
+  // Log follows that may wait at once, in all and per tenant. A follow
+  // waits on one of the API server's threads, so the runtime keeps these
+  // below its thread count; a follow over either bound answers at once
+  // (the client asks again), so followers can never hold every thread.
+  int max_log_waiters = 2;
+  int max_log_waiters_per_tenant = 1;
   // Unset: a job naming an environment (or an archive) is refused
   // (FailedPrecondition) — the server has no templates (uploads).
   EnvironmentResolver resolve_environment;
@@ -127,11 +133,14 @@ class JobService {
                            const std::string& job_id);
   // A piece of the job's log for `attempt` (0 = the current one), at most
   // min(max_bytes, max_log_read_bytes) from `offset`. wait_ms > 0 (bounded
-  // by max_log_wait_ms) waits for data while the workload lives. NotFound
+  // by max_log_wait_ms) waits for data while the workload lives, when a
+  // waiter's place is free (max_log_waiters); otherwise it answers at once. NotFound
   // for another tenant's job; InvalidArgument for a bad attempt or range.
   Result<exec::LogChunk> ReadLog(const std::string& tenant_id, const std::string& job_id,
                                  int64_t attempt, int64_t offset, int64_t max_bytes,
                                  int64_t wait_ms = 0);
+  // Log follows waiting now (tests and metrics).
+  int log_waiters();
   // Pending: why its allocation waits (the scheduler's words); otherwise
   // where it runs or how it ended.
   Result<std::string> Explain(
@@ -187,6 +196,11 @@ class JobService {
   // Log followers wait here; every Tick wakes them.
   std::mutex log_mu_;
   std::condition_variable log_cv_;
+  int log_waiters_ = 0;                        // GUARDED_BY(log_mu_)
+  std::map<std::string, int> tenant_waiters_;  // GUARDED_BY(log_mu_)
+  // Takes a waiter's place for `tenant_id`; false when none is free.
+  bool EnterLogWait(const std::string& tenant_id);
+  void LeaveLogWait(const std::string& tenant_id);
 
   std::mutex timer_mu_;
   std::condition_variable timer_cv_;

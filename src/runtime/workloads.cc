@@ -186,6 +186,8 @@ Result<std::unique_ptr<Workloads>> Workloads::Create(const Config& config, Store
   options.tick_ms = config.jobs_tick_ms;
   options.cancel_grace_ms = config.jobs_cancel_grace_s * 1000;
   options.time_limit_grace_ms = config.jobs_cancel_grace_s * 1000;
+  // Log follows wait on API threads: at most half of them.
+  options.max_log_waiters = std::max(1, config.api_threads / 2);
   options.resolve_environment =
       [&templates](const std::string& tenant_id,
                    const std::string& reference) -> Result<jobs::ResolvedEnvironment> {

@@ -54,37 +54,89 @@ Status MakeDir(const std::string& path, mode_t mode, uid_t uid, gid_t gid) {
   return OkStatus();
 }
 
-// Creates (or truncates) `path`, never through a symbolic link, with
-// `contents`, then gives it to uid:gid with `mode`.
-Status WriteOwnedFile(const std::string& path, std::string_view contents, mode_t mode, uid_t uid,
-                      gid_t gid) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+// Opens `path` for writing as a fresh, empty regular file, refusing what a
+// tenant's user could have planted there first (the workload's directory is
+// its own): a symbolic link (O_NOFOLLOW), a FIFO or device (O_NONBLOCK so
+// opening one cannot block, then S_ISREG), or a hard link to a file
+// elsewhere (one link only) — and truncates only after those checks.
+Result<int> OpenFreshFile(const std::string& path) {
+  const std::string planted = path + " is not a plain file of its own: refusing to write it";
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+  // ELOOP: a symbolic link; ENXIO: a FIFO nobody reads.
+  if (fd < 0 && (errno == ELOOP || errno == ENXIO)) return Error::Unavailable(planted);
   if (fd < 0) return Error::Unavailable(OsError("open", path));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
+    ::close(fd);
+    return Error::Unavailable(planted);
+  }
+  if (::ftruncate(fd, 0) != 0) {
+    ::close(fd);
+    return Error::Unavailable(OsError("ftruncate", path));
+  }
+  return fd;
+}
+
+Status WriteAll(int fd, std::string_view contents, const std::string& path) {
   size_t done = 0;
   while (done < contents.size()) {
     ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      ::close(fd);
-      return Error::Unavailable(OsError("write", path));
-    }
+    if (n < 0) return Error::Unavailable(OsError("write", path));
     done += static_cast<size_t>(n);
   }
+  return OkStatus();
+}
+
+// Gives the open file to uid:gid with `mode` and closes it.
+Status HandOver(int fd, mode_t mode, uid_t uid, gid_t gid, const std::string& path) {
   bool ok = ::fchown(fd, uid, gid) == 0 && ::fchmod(fd, mode) == 0;
   ::close(fd);
   if (!ok) return Error::Unavailable(OsError("fchown/fchmod", path));
   return OkStatus();
 }
 
+// Creates (or truncates) `path` as OpenFreshFile does, with `contents`,
+// then gives it to uid:gid with `mode`.
+Status WriteOwnedFile(const std::string& path, std::string_view contents, mode_t mode, uid_t uid,
+                      gid_t gid) {
+  ATRIUM_ASSIGN_OR_RETURN(int fd, OpenFreshFile(path));
+  if (auto written = WriteAll(fd, contents, path); !written.has_value()) {
+    ::close(fd);
+    return written;
+  }
+  return HandOver(fd, mode, uid, gid, path);
+}
+
+// Copies `from` (the platform's own file) to `to` as WriteOwnedFile writes.
 Status CopyOwnedFile(const std::string& from, const std::string& to, mode_t mode, uid_t uid,
                      gid_t gid) {
-  std::error_code ec;
-  std::filesystem::copy_file(from, to, std::filesystem::copy_options::overwrite_existing, ec);
-  if (ec) return Error::InvalidArgument("archive_path: " + from + ": " + ec.message());
-  if (::chown(to.c_str(), uid, gid) != 0 || ::chmod(to.c_str(), mode) != 0) {
-    return Error::Unavailable(OsError("chown/chmod", to));
+  int in = ::open(from.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (in < 0) return Error::InvalidArgument("archive_path: " + OsError("open", from));
+  auto out = OpenFreshFile(to);
+  if (!out.has_value()) {
+    ::close(in);
+    return std::move(out).error();
   }
-  return OkStatus();
+  std::string buffer(1 << 16, '\0');
+  Status copied = OkStatus();
+  for (;;) {
+    ssize_t n = ::read(in, buffer.data(), buffer.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      copied = Error::Unavailable(OsError("read", from));
+      break;
+    }
+    if (n == 0) break;
+    copied = WriteAll(*out, std::string_view(buffer.data(), static_cast<size_t>(n)), to);
+    if (!copied.has_value()) break;
+  }
+  ::close(in);
+  if (!copied.has_value()) {
+    ::close(*out);
+    return copied;
+  }
+  return HandOver(*out, mode, uid, gid, to);
 }
 
 bool PathExists(const std::string& path) {

@@ -126,6 +126,10 @@ TEST_F(JobApiTest, CancelStopsThenTheJobEndsCancelled) {
   EXPECT_EQ(h_.Call("GET", path + "/logs?follow=maybe", alice_.key).status, 400);
   EXPECT_EQ(h_.Call("GET", path + "/logs?max_bytes=0", alice_.key).status, 400);
   EXPECT_EQ(h_.Call("GET", path + "/logs?attempt=2", alice_.key).status, 400);
+  // Numbers past int64, signs and junk are a 400, never a 500.
+  for (const char* offset : {"9999999999999999999", "99999999999999999999999", "-1", "+1", "1x"}) {
+    EXPECT_EQ(h_.Call("GET", path + "/logs?offset=" + offset, alice_.key).status, 400) << offset;
+  }
 
   http::Response cancelled = h_.Call("POST", path + "/cancel", alice_.key);
   ASSERT_EQ(cancelled.status, 202) << cancelled.body;

@@ -7,8 +7,11 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <future>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/clock.h"
@@ -475,6 +478,52 @@ TEST_P(JobServiceTest, LogsPageByOffsetAndEndComplete) {
   // Follow with nothing new returns when the wait is over.
   auto waited = jobs_->ReadLog("tn_a", j.id, 0, rest->next_offset, 10, 1);
   EXPECT_TRUE(waited->data.empty());
+}
+
+// A follow waits on one of the API server's threads: a tenant (or all
+// tenants together) past the bound answers at once instead of holding
+// another thread, so followers can never stall the API.
+TEST_P(JobServiceTest, LogFollowersCannotHoldEveryApiThread) {
+  JobServiceOptions o;
+  o.max_log_waiters = 2;
+  o.max_log_waiters_per_tenant = 1;
+  o.max_log_wait_ms = 60'000;
+  StartJobs(o);
+  JobRecord a = Submit("tn_a", Spec(1));
+  JobRecord b = Submit("tn_b", Spec(1));
+  ASSERT_EQ(Row(a).state, "running");
+  ASSERT_EQ(Row(b).state, "running");
+  auto follow = [&](const JobRecord& j) {
+    return std::async(std::launch::async,
+                      [&, j] { return jobs_->ReadLog(j.tenant_id, j.id, 0, 0, 100, 60'000); });
+  };
+  auto wait_for_waiters = [&](int n) {
+    for (int i = 0; i < 5000 && jobs_->log_waiters() != n; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return jobs_->log_waiters();
+  };
+  auto first_a = follow(a);
+  ASSERT_EQ(wait_for_waiters(1), 1);
+  // The same tenant again: no place, an empty answer at once.
+  auto second_a = follow(a);
+  ASSERT_EQ(second_a.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_TRUE(second_a.get().value().data.empty());
+  // Another tenant still gets one; then every place is taken.
+  auto first_b = follow(b);
+  ASSERT_EQ(wait_for_waiters(2), 2);
+  JobRecord c = Submit("tn_b", Spec(1));
+  auto third = std::async(std::launch::async,
+                          [&] { return jobs_->ReadLog("tn_b", c.id, 0, 0, 100, 60'000); });
+  ASSERT_EQ(third.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_TRUE(third.get().value().data.empty());
+  // Output wakes the waiters, and their places are free again.
+  backend_.AppendLog(a.workload_id(), "a\n");
+  backend_.AppendLog(b.workload_id(), "b\n");
+  Tick();
+  EXPECT_EQ(first_a.get().value().data, "a\n");
+  EXPECT_EQ(first_b.get().value().data, "b\n");
+  EXPECT_EQ(jobs_->log_waiters(), 0);
 }
 
 TEST_P(JobServiceTest, AnEnvironmentNeedsAResolver) {

@@ -325,6 +325,36 @@ TEST_F(SlurmBackendTest, AFreshStartIsOneSbatchAndItsFilesBelongToTheTenantsUser
   EXPECT_NE(text.find(std::string("SECRET=a b;c\0", 13)), std::string::npos);
 }
 
+// The workload's directory belongs to the tenant's user, whose other jobs
+// may plant files there before root writes the launch files: a FIFO (an
+// open that never returns would stall every job), a symbolic link or a
+// hard link to a file elsewhere. Each is refused, nothing is submitted and
+// nothing outside is written.
+TEST_F(SlurmBackendTest, StartRefusesFilesATenantPlantedInsteadOfWritingThroughThem) {
+  const std::string outside = root_ + "/outside";
+  std::ofstream(outside) << "keep";
+  const std::string target = root_ + "/wl.1/work/launch.argv";
+  for (const std::string& plant : {"fifo", "symlink", "hardlink"}) {
+    std::filesystem::remove_all(root_ + "/wl.1");
+    std::filesystem::create_directories(root_ + "/wl.1/work");
+    if (plant == "fifo") {
+      ASSERT_EQ(::mkfifo(target.c_str(), 0666), 0);
+    } else if (plant == "symlink") {
+      std::filesystem::create_symlink(outside, target);
+    } else {
+      std::filesystem::create_hard_link(outside, target);
+    }
+    auto status = backend_->Start(NobodysSpec());
+    ASSERT_FALSE(status.has_value()) << plant;
+    EXPECT_NE(status.error().message.find("not a plain file"), std::string::npos)
+        << plant << ": " << status.error().message;
+    EXPECT_TRUE(runner_.calls.empty()) << plant;
+    std::ifstream kept(outside);
+    std::string text((std::istreambuf_iterator<char>(kept)), {});
+    EXPECT_EQ(text, "keep") << plant;
+  }
+}
+
 TEST_F(SlurmBackendTest, FullConfinementIsRefusedOnAClusterWithoutCgroups) {
   runner_.On("scontrol show config",
              {0, "ProctrackType = proctrack/linuxproc\nTaskPlugin = task/none\n", ""});

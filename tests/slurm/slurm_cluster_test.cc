@@ -322,6 +322,28 @@ TEST_F(SlurmClusterTest, AWorkloadCannotTouchAnotherTenantsGpuFilesOrProcesses) 
   WaitForExit(victim.workload_id);
 }
 
+// A workload runs as its tenant's user, whom munge vouches for: without
+// the cluster's job_submit.lua it could sbatch GPUs Atrium believes free
+// (unplaced, unmetered) or raise its own job's time limit.
+TEST_F(SlurmClusterTest, AWorkloadCannotSubmitOrChangeSlurmJobsItself) {
+  auto rogue = Spec(tenant_a_, "rogue");
+  rogue.gpus = {Gpu(1)};
+  rogue.env = {{"CONF", slurm_dir_ + "/slurm.conf"}, {"NODE", node_}};
+  rogue.script =
+      "export SLURM_CONF=\"$CONF\"\n"
+      "if sbatch --parsable --nodelist=\"$NODE\" --gres=gpu:idx3:1 --wrap 'sleep 60' "
+      ">out 2>err; then echo \"ALLOWED sbatch $(cat out)\"; else echo \"refused: $(cat err)\"; fi\n"
+      "if scontrol update JobId=\"$SLURM_JOB_ID\" TimeLimit=UNLIMITED 2>err; then "
+      "echo 'ALLOWED update'; else echo \"refused: $(cat err)\"; fi\n"
+      "echo done\n";
+  ASSERT_TRUE(backend_->Start(rogue).has_value());
+  WaitForExit(rogue.workload_id);
+  std::string log = Log(rogue.workload_id);
+  EXPECT_EQ(log.find("ALLOWED"), std::string::npos) << log;
+  EXPECT_NE(log.find("submitted through Atrium"), std::string::npos) << log;
+  EXPECT_NE(log.find("done"), std::string::npos) << log;
+}
+
 TEST_F(SlurmClusterTest, APreemptibleJobIsPreemptedThroughItsQosWithTermFirst) {
   auto low = Spec(tenant_a_, "low");
   low.priority = "preemptible";
