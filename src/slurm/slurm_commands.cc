@@ -199,8 +199,8 @@ Result<std::string> BuildSandboxedLaunchFile(const exec::LaunchSpec& spec,
   if (spec.root_fs.empty()) return Error::InvalidArgument("root_fs: none to sandbox");
   if (sandbox.init_path.empty()) {
     return Error::FailedPrecondition(
-        "root_fs: this Slurm backend has no sandbox init for its nodes (slurm.sandbox_init_path),"
-        " so it cannot run an environment template's root");
+        "root_fs: this Slurm backend knows no atrium-sandbox-init on its nodes, so it cannot run"
+        " an environment template's root");
   }
   exec::SandboxHost host;
   host.bwrap_path = sandbox.bwrap_path;

@@ -361,7 +361,7 @@ TEST_F(SlurmBackendTest, AnEnvironmentTemplatesRootIsRefusedWithoutASandboxInit)
   auto refused = backend_->Start(spec);
   ASSERT_FALSE(refused.has_value());
   EXPECT_EQ(refused.error().code, ErrorCode::kFailedPrecondition);
-  EXPECT_NE(refused.error().message.find("sandbox init"), std::string::npos);
+  EXPECT_NE(refused.error().message.find("atrium-sandbox-init"), std::string::npos);
   EXPECT_TRUE(runner_.calls.empty());
   EXPECT_FALSE(std::filesystem::exists(root_ + "/wl.1"));
 }
