@@ -219,7 +219,12 @@ Result<std::string> BuildSandboxedLaunchFile(const exec::LaunchSpec& spec,
   if (!plan) return std::move(plan).error();
   Argv entries = {"/usr/bin/env", "-i", "--"};
   // PlanSandbox checked the names ([A-Za-z_][A-Za-z0-9_]*) and the values.
-  for (const auto& [name, value] : plan->env) entries.push_back(name + "=" + value);
+  for (const auto& [name, value] : plan->env) {
+    std::string entry = name;
+    entry += '=';
+    entry += value;
+    entries.push_back(std::move(entry));
+  }
   entries.insert(entries.end(), plan->argv.begin(), plan->argv.end());
   std::string file;
   for (const auto& entry : entries) {
