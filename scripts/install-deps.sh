@@ -42,13 +42,19 @@ PACKAGES=(
   # (slurmdbd over MariaDB: accounts, QOS, GrpTRES, sacct), slurmrestd,
   # munge for authentication; the cgroup plugins are in slurm-wlm's
   # basic plugins.
-  slurm-wlm slurmdbd slurmrestd munge mariadb-server
+  # slurm.conf names auth/jwt (slurmrestd's tokens): without its plugin
+  # slurmdbd and slurmctld refuse to start.
+  slurm-wlm slurm-wlm-jwt-plugin slurmdbd slurmrestd munge mariadb-server
   # Small helper scripts (free-port lookup in pg-test-server.sh).
   python3
   # bubblewrap: the local execution backend runs every workload in a bwrap
   # sandbox (namespaces, only its GPUs in /dev, private /tmp); its tests run
-  # real sandboxes and fail without it (src/exec_local).
+  # real sandboxes and fail without it (src/exec_local). Slurm nodes run
+  # environment templates' jobs in it too (src/slurm).
   bubblewrap
+  # A static busybox: the root filesystem of the tests' environment
+  # template (tests/exec/backend_conformance.h), on both backends.
+  busybox-static
 )
 
 missing=()

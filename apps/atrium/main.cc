@@ -233,6 +233,8 @@ int main(int argc, char** argv) {
       config.slurm_conf = (slurm / "slurm.conf").string();
       config.slurm_workload_root = (slurm / "jobs" / "atrium").string();
       config.slurm_create_unix_users = true;  // one host: tenants' users are made here
+      // The cluster's fake GPUs (gres.conf File=), for template jobs' sandboxes.
+      config.jobs_device_dir = (slurm / "fakedev").string();
     }
     // The simulated fleet has no GPU to reset: a one-second stand-in keeps
     // "scrubbing" visible in `atrium gpu list` without slowing anyone down.

@@ -237,11 +237,15 @@ Result<SandboxPlan> PlanSandbox(const LaunchSpec& spec, const SandboxHost& host)
     device_names.insert(device_names.end(), host.control_devices.begin(),
                         host.control_devices.end());
   }
-  for (const auto& device : device_names) {
+  for (size_t i = 0; i < device_names.size(); ++i) {
+    const auto& device = device_names[i];
     std::string source = host.device_dir;
     if (source.back() != '/') source += '/';
     source += device;
-    a.insert(a.end(), {"--dev-bind", source, "/dev/" + device});
+    const bool control = i >= indices.size();
+    const char* bind =
+        control && host.control_devices_may_be_absent ? "--dev-bind-try" : "--dev-bind";
+    a.insert(a.end(), {bind, source, "/dev/" + device});
     plan.device_paths.push_back(source);
   }
 

@@ -46,6 +46,10 @@ struct SandboxHost {
   // "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset"): bound when the
   // workload has at least one GPU.
   std::vector<std::string> control_devices;
+  // The control devices are bound only where they exist when the sandbox
+  // starts (`--dev-bind-try`): for a shell that cannot look at the node
+  // (Slurm's control plane plans the sandbox of a job on another host).
+  bool control_devices_may_be_absent = false;
   // The workload's own directory on the host: bound writable at
   // kSandboxWorkDir and the working directory. Owned by `uid`, 0700.
   std::string work_dir;

@@ -70,7 +70,8 @@ struct Config {  // NOLINT(clang-analyzer-optin.performance.Padding)
   // /var/lib/atrium/workloads/server.
   std::string jobs_state_dir;
   // local: where GPU device files are. "" = /dev on a discovered host; on a
-  // simulated fleet, fake GPU devices made beside the state dir.
+  // simulated fleet, fake GPU devices made beside the state dir. slurm:
+  // where they are on the nodes ("" = /dev), for template jobs' sandboxes.
   std::string jobs_device_dir;
   // Refuse to start a workload the host cannot fully confine (cgroups).
   bool jobs_require_full_confinement = false;

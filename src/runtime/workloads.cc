@@ -170,6 +170,10 @@ Result<std::unique_ptr<Workloads>> Workloads::Create(const Config& config, Store
     options.partition = config.slurm_partition;
     options.log_max_bytes = config.slurm_log_max_bytes;
     options.preempt_grace_s = config.scheduler_grace_s;
+    // Jobs with an environment template run in bubblewrap on their node,
+    // under the init installed beside atrium (the same path on every node).
+    options.sandbox.init_path = DirOfThisProgram() + "/atrium-sandbox-init";
+    if (!config.jobs_device_dir.empty()) options.sandbox.device_dir = config.jobs_device_dir;
     std::error_code ec;
     std::filesystem::create_directories(options.workload_root, ec);
     if (ec) {

@@ -139,6 +139,22 @@ Status CopyOwnedFile(const std::string& from, const std::string& to, mode_t mode
   return HandOver(*out, mode, uid, gid, to);
 }
 
+// The first bytes of a regular file, never through a symbolic link; ""
+// when there is none.
+std::string ReadSmallFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return "";
+  struct stat st {};
+  std::string text;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    char buf[64];
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n > 0) text.assign(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return text;
+}
+
 bool PathExists(const std::string& path) {
   struct stat st {};
   return ::lstat(path.c_str(), &st) == 0;
@@ -307,6 +323,9 @@ Result<exec::WorkloadStatus> SlurmBackend::InspectPaths(const std::string& workl
   if (status.phase == exec::WorkloadPhase::kExited && state->killed_at_ms > status.ended_ms) {
     status.ended_ms = state->killed_at_ms;
   }
+  if (status.phase == exec::WorkloadPhase::kExited && status.exit_code > 128) {
+    ApplySandboxReport(ReadSmallFile(paths.report), status);
+  }
   TrimLog(paths);
   return status;
 }
@@ -315,10 +334,6 @@ Result<exec::WorkloadStatus> SlurmBackend::Start(const exec::LaunchSpec& spec) {
   if (!IsSafeWorkloadId(spec.workload_id)) {
     return Error::InvalidArgument(
         "workload_id: 1..128 of [A-Za-z0-9_.-], not starting with . or -");
-  }
-  if (!spec.root_fs.empty()) {
-    return Error::InvalidArgument(
-        "root_fs: the slurm backend cannot run an environment template's root yet");
   }
   auto account = AccountForTenant(spec.tenant_id);
   if (!account) return std::move(account).error();
@@ -339,7 +354,13 @@ Result<exec::WorkloadStatus> SlurmBackend::Start(const exec::LaunchSpec& spec) {
   // anything is written.
   auto sbatch = BuildSbatchArgv(spec, context);
   if (!sbatch) return std::move(sbatch).error();
-  auto launch = BuildLaunchFile(spec, paths);
+  // A template's sandbox is planned for the tenant's uid, known below; a
+  // stand-in checks the spec before anything is looked up or written.
+  constexpr uint32_t kNobody = 65534;
+  const bool sandboxed = !spec.root_fs.empty();
+  auto launch = sandboxed
+                    ? BuildSandboxedLaunchFile(spec, paths, options_.sandbox, kNobody, kNobody)
+                    : BuildLaunchFile(spec, paths);
   if (!launch) return std::move(launch).error();
 
   if (auto known = ReadState(paths); known) {
@@ -370,6 +391,10 @@ Result<exec::WorkloadStatus> SlurmBackend::Start(const exec::LaunchSpec& spec) {
   context.group = found_group->gr_name;
   sbatch = BuildSbatchArgv(spec, context);
   if (!sbatch) return std::move(sbatch).error();
+  if (sandboxed) {
+    launch = BuildSandboxedLaunchFile(spec, paths, options_.sandbox, ids->uid, ids->gid);
+    if (!launch) return std::move(launch).error();
+  }
 
   ATRIUM_RETURN_IF_ERROR(MakeDir(paths.dir, 0711, 0, 0));
   StateRecord state;
@@ -385,6 +410,9 @@ Result<exec::WorkloadStatus> SlurmBackend::Start(const exec::LaunchSpec& spec) {
     ATRIUM_RETURN_IF_ERROR(WriteOwnedFile(paths.log, "", 0600, ids->uid, ids->gid));
   }
   ATRIUM_RETURN_IF_ERROR(WriteOwnedFile(paths.launch, *launch, 0400, ids->uid, ids->gid));
+  if (sandboxed) {
+    ATRIUM_RETURN_IF_ERROR(WriteOwnedFile(paths.report, "", 0600, ids->uid, ids->gid));
+  }
   if (!spec.script.empty()) {
     ATRIUM_RETURN_IF_ERROR(WriteOwnedFile(paths.script, spec.script, 0500, ids->uid, ids->gid));
   }

@@ -6,6 +6,12 @@
 // (cgroup devices) and accounts. README "Running on Slurm" says why CLIs
 // rather than slurmrestd, what is confined and how the grace maps.
 //
+// A job with an environment template (spec.root_fs) runs in a bubblewrap
+// sandbox the batch script execs on the node, the local backend's sandbox
+// plan: the template's root as /, only its GPUs in /dev, under the same
+// cgroup device confinement (docs/slurm.md says why not Slurm's OCI
+// `--container` on 22.05).
+//
 // Durable state is the workload's folder (slurm_commands.h, PathsFor) plus
 // Slurm's own: `state` there records the Slurm job id and the tenant; a
 // Start interrupted between sbatch and that record finds the job again by
@@ -46,6 +52,10 @@ struct SlurmBackendOptions {
   // The scheduler's preemption grace period, mirrored as the preemptible
   // QOS's GraceTime (SIGTERM, then SIGKILL that much later).
   int64_t preempt_grace_s = 30;
+  // How a job with an environment template's root filesystem is sandboxed
+  // on its node (bubblewrap; slurm_commands.h). Without an init path such
+  // jobs are refused.
+  NodeSandbox sandbox;
 };
 
 class SlurmBackend : public exec::ExecutionBackend {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "exec/sandbox.h"
 #include "slurm/slurm_text.h"
 
 namespace atrium::slurm {
@@ -47,6 +48,7 @@ WorkloadPaths PathsFor(std::string_view root, std::string_view workload_id) {
   p.batch_script = p.dir + "/job.sbatch";
   p.log = p.dir + "/log";
   p.archive = p.dir + "/archive";
+  p.report = p.dir + "/report";
   p.work = p.dir + "/work";
   p.launch = p.work + "/launch.argv";
   p.script = p.work + "/.atrium-job.sh";
@@ -191,6 +193,48 @@ Result<std::string> BuildLaunchFile(const exec::LaunchSpec& spec, const Workload
   return file;
 }
 
+Result<std::string> BuildSandboxedLaunchFile(const exec::LaunchSpec& spec,
+                                             const WorkloadPaths& paths, const NodeSandbox& sandbox,
+                                             uint32_t uid, uint32_t gid) {
+  if (spec.root_fs.empty()) return Error::InvalidArgument("root_fs: none to sandbox");
+  if (sandbox.init_path.empty()) {
+    return Error::FailedPrecondition(
+        "root_fs: this Slurm backend knows no atrium-sandbox-init on its nodes, so it cannot run"
+        " an environment template's root");
+  }
+  exec::SandboxHost host;
+  host.bwrap_path = sandbox.bwrap_path;
+  host.device_dir = sandbox.device_dir;
+  host.control_devices = sandbox.control_devices;
+  host.control_devices_may_be_absent = true;
+  host.work_dir = paths.work;
+  host.init_path = sandbox.init_path;
+  host.report_fd = kReportFd;
+  host.uid = uid;
+  host.gid = gid;
+  // The jobs' network is the node's today (README "Running on Slurm"); the
+  // sandbox gives a template's job a namespace of its own, as locally.
+  host.unshare_network = true;
+  auto plan = exec::PlanSandbox(spec, host);
+  if (!plan) return std::move(plan).error();
+  Argv entries = {"/usr/bin/env", "-i", "--"};
+  // PlanSandbox checked the names ([A-Za-z_][A-Za-z0-9_]*) and the values.
+  for (const auto& [name, value] : plan->env) {
+    std::string entry = name;
+    entry += '=';
+    entry += value;
+    entries.push_back(std::move(entry));
+  }
+  entries.insert(entries.end(), plan->argv.begin(), plan->argv.end());
+  std::string file;
+  for (const auto& entry : entries) {
+    if (HasNul(entry)) return Error::InvalidArgument("an argument contains a NUL byte");
+    file += entry;
+    file.push_back('\0');
+  }
+  return file;
+}
+
 std::string_view BatchScript() {
   return "#!/bin/bash\n"
          "# Atrium's Slurm backend: the same text for every workload. The command,\n"
@@ -200,6 +244,8 @@ std::string_view BatchScript() {
          "if [ -f ../archive ]; then\n"
          "  /usr/bin/tar --no-same-owner --no-same-permissions -xf ../archive\n"
          "fi\n"
+         "# A sandboxed command's init reports how it ended on fd 3 (root_fs only).\n"
+         "if [ -f ../report ]; then exec 3>../report; fi\n"
          "mapfile -d '' -t atrium_argv < launch.argv\n"
          "exec \"${atrium_argv[@]}\"\n";
 }

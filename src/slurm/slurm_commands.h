@@ -27,6 +27,8 @@ using Argv = std::vector<std::string>;
 //   <root>/<workload id>/job.sbatch  root, 0644: BatchScript()
 //   <root>/<workload id>/log         the tenant's user, 0600: stdout+stderr
 //   <root>/<workload id>/archive     the tenant's user, 0400 (optional)
+//   <root>/<workload id>/report      the tenant's user, 0600: how a
+//                                    sandboxed command ended (root_fs only)
 //   <root>/<workload id>/work/       the tenant's user, 0700: the working
 //                                    directory, with launch.argv and the script
 struct WorkloadPaths {
@@ -35,6 +37,7 @@ struct WorkloadPaths {
   std::string batch_script;
   std::string log;
   std::string archive;
+  std::string report;
   std::string work;
   std::string launch;
   std::string script;
@@ -87,6 +90,40 @@ Result<Argv> BuildSbatchArgv(const exec::LaunchSpec& spec, const SubmitContext& 
 // command whose first word contains '=' (env would read it as a variable).
 Result<std::string> BuildLaunchFile(const exec::LaunchSpec& spec, const WorkloadPaths& paths,
                                     const Argv& wrapper = {});
+
+// How a job whose spec has an environment template's root filesystem
+// (spec.root_fs) is sandboxed on its node: the batch script execs
+// bubblewrap with the same plan as the local backend's (exec::PlanSandbox):
+// the template's root read-only as /, a fresh /dev with only the granted
+// GPUs (and the control devices the node has), a private /tmp, the working
+// directory at /work, new pid, ipc, uts and network namespaces, the tenant's
+// own uid. Every path here is the node's.
+struct NodeSandbox {
+  std::string bwrap_path = "/usr/bin/bwrap";
+  // atrium-sandbox-init, installed at this path on every node; "" = the
+  // cluster cannot run templates (Start refuses them).
+  std::string init_path;
+  // Where the GPU device files of the gres.conf `File=` lines are.
+  std::string device_dir = "/dev";
+  // Bound when present on the node (bubblewrap's --dev-bind-try).
+  std::vector<std::string> control_devices = {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools",
+                                              "nvidia-modeset"};
+};
+
+// The launch file of a spec with root_fs (same format as BuildLaunchFile):
+//   /usr/bin/env -i -- <the sandbox's environment> <bubblewrap's argv>
+// The environment is exactly the one the local backend gives a workload
+// (the spec's, PATH, HOME=/work, TMPDIR, ATRIUM_*, CUDA_/NVIDIA_VISIBLE_
+// DEVICES). The sandbox's init reports "exit N" / "signal N" on fd 3,
+// which the batch script opens on paths.report. InvalidArgument (naming the
+// field) for whatever exec::PlanSandbox refuses, and for a sandbox without
+// an init or a uid/gid of 0.
+Result<std::string> BuildSandboxedLaunchFile(const exec::LaunchSpec& spec,
+                                             const WorkloadPaths& paths, const NodeSandbox& sandbox,
+                                             uint32_t uid, uint32_t gid);
+
+// The file descriptor the batch script opens on paths.report.
+inline constexpr int kReportFd = 3;
 
 // The batch script every workload is submitted with: the same text for
 // all, no tenant data in it.

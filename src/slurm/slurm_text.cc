@@ -259,6 +259,16 @@ exec::WorkloadStatus StatusFromRecord(const std::string& workload_id, const Slur
   return status;
 }
 
+void ApplySandboxReport(std::string_view report, exec::WorkloadStatus& status) {
+  if (status.phase != exec::WorkloadPhase::kExited || status.exit_code <= 128) return;
+  constexpr std::string_view kSignal = "signal ";
+  if (report.substr(0, kSignal.size()) != kSignal) return;
+  const std::string expected = std::to_string(status.exit_code - 128) + "\n";
+  if (report.substr(kSignal.size()) != expected) return;
+  status.signal = status.exit_code - 128;
+  status.exit_code = -1;
+}
+
 int64_t GpuSecondsFromSacct(const std::vector<SlurmJobRecord>& records, std::string_view job_id) {
   for (const auto& job : records) {
     if (job.job_id == job_id) return job.elapsed_s > 0 ? job.gpus * job.elapsed_s : 0;

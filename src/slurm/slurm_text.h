@@ -71,6 +71,13 @@ exec::WorkloadPhase PhaseOfSlurmState(std::string_view state);
 // TIMEOUT with no signal recorded ended by Slurm's SIGTERM (15).
 exec::WorkloadStatus StatusFromRecord(const std::string& workload_id, const SlurmJobRecord& job);
 
+// A sandboxed job (root_fs) exits as bubblewrap does: a command killed by
+// signal N makes it exit 128+N. Its init's report ("signal N\n", the
+// workload's `report` file) tells that apart from a plain `exit 128+N`:
+// when the report says signal N and the exit code is 128+N, `status`
+// becomes "killed by N". Anything else leaves it as it is.
+void ApplySandboxReport(std::string_view report, exec::WorkloadStatus& status);
+
 // GPU-seconds a finished job held according to Slurm's accounting: the
 // allocation line of job `job_id` (not its steps), AllocTRES gres/gpu ×
 // ElapsedRaw. The metering cross-check; 0 when sacct has none. By id, not

@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -631,6 +632,101 @@ TEST_P(BackendConformanceTest, IsolationRunsAsAnUnprivilegedUser) {
   const auto status = WaitUntilEnded(id);
   EXPECT_EQ(status.exit_code, 0) << WholeLog(id);
   EXPECT_TRUE(Contains(WholeLog(id), "uid=")) << WholeLog(id);
+}
+
+// --- Environment templates -------------------------------------------
+
+// A template's root filesystem under the control plane's folder (which
+// workloads may traverse, not list): a static busybox as /bin/sh and the
+// few commands the scripts use, a marker file, and the mount points the
+// sandbox needs (the root is read-only, so none can be made there).
+inline std::string MakeTemplateRoot(const std::string& dir) {
+  const std::string busybox = "/bin/busybox";
+  EXPECT_TRUE(PathExists(busybox)) << "the template tests need busybox-static "
+                                      "(scripts/install-deps.sh)";
+  for (const char* sub : {"/bin", "/etc", "/proc", "/dev", "/tmp", "/work"}) {
+    std::filesystem::create_directories(dir + sub);
+    ::chmod((dir + sub).c_str(), 0755);
+  }
+  ::chmod(dir.c_str(), 0755);
+  std::filesystem::copy_file(busybox, dir + "/bin/busybox",
+                             std::filesystem::copy_options::overwrite_existing);
+  ::chmod((dir + "/bin/busybox").c_str(), 0755);
+  for (const char* applet : {"sh", "cat", "ls", "id", "mknod", "sleep"}) {
+    std::filesystem::create_symlink("busybox", dir + "/bin/" + applet);
+  }
+  std::ofstream(dir + "/etc/atrium-template-marker") << "template-marker-4242\n";
+  ::chmod((dir + "/etc/atrium-template-marker").c_str(), 0644);
+  return dir;
+}
+
+TEST_P(BackendConformanceTest, ATemplatesRootFilesystemIsTheWorkloadsRootWithOnlyItsGpu) {
+  const auto gpus = harness_->GpuIndices();
+  ASSERT_GE(gpus.size(), 2u);
+  const auto id = NewId("template");
+  const std::string root = MakeTemplateRoot(harness_->ControlPlaneDir() + "/template-" + id);
+  const std::string granted = "/dev/nvidia" + std::to_string(gpus[0]);
+  const std::string forbidden = "/dev/nvidia" + std::to_string(gpus[1]);
+  auto spec = ScriptSpec(
+      id, kTenantA,
+      "cat /etc/atrium-template-marker || exit 80\n"
+      // Nothing of the host's: its system folders, the control plane's.
+      "for p in /usr /lib /etc/passwd '" +
+          harness_->ControlPlaneDir() + "' '" + harness_->DevicePathInWorkload(gpus[1]) +
+          "'; do\n"
+          "  if [ -e \"$p\" ]; then echo \"SEES-HOST $p\"; exit 81; fi\n"
+          "done\n"
+          "echo \"dev: $(ls /dev)\"\n"
+          "if [ ! -c " +
+          granted +
+          " ]; then echo GRANTED-MISSING; exit 82; fi\n"
+          "if ( : < " +
+          granted +
+          " ) 2>/tmp/err; then :; else\n"
+          "  case \"$(cat /tmp/err)\" in *'No such device or address'*) ;;\n"
+          "    *) echo \"GRANTED-REFUSED $(cat /tmp/err)\"; exit 83;; esac\n"
+          "fi\n"
+          "if [ -e " +
+          forbidden +
+          " ]; then echo SEES-FORBIDDEN; exit 84; fi\n"
+          "if mknod /tmp/gpu c 195 " +
+          std::to_string(gpus[1]) +
+          " 2>/dev/null && ( : < /tmp/gpu ) 2>/tmp/err; then echo OPENED-MKNOD; exit 85; fi\n"
+          "for f in /etc/planted /planted /bin/planted; do\n"
+          "  if ( echo x > \"$f\" ) 2>/dev/null; then echo \"WROTE $f\"; exit 86; fi\n"
+          "done\n"
+          "echo own > own-file || exit 87\n"
+          "echo \"uid=$(id -u) CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES\"\n"
+          "echo template-ok\n");
+  spec.root_fs = root;
+  GpuGrant grant;
+  grant.index = gpus[0];
+  spec.gpus = {grant};
+  Start(spec);
+  const auto status = WaitUntilEnded(id);
+  const auto log = WholeLog(id);
+  EXPECT_EQ(status.exit_code, 0) << log;
+  EXPECT_TRUE(Contains(log, "template-marker-4242\n")) << log;
+  EXPECT_TRUE(Contains(log, "template-ok")) << log;
+  EXPECT_TRUE(Contains(log, "CUDA_VISIBLE_DEVICES=0\n")) << log;
+  EXPECT_FALSE(Contains(log, "uid=0 ")) << log;
+  for (const char* planted : {"/etc/planted", "/planted", "/bin/planted"}) {
+    EXPECT_FALSE(PathExists(root + planted)) << planted;
+  }
+  EXPECT_EQ(ReadHostFile(harness_->WorkDirOnHost(id) + "/own-file"), "own\n");
+}
+
+TEST_P(BackendConformanceTest, ATemplatesWorkloadStoppedWithSigtermEndsBySigterm) {
+  const auto id = NewId("tplstop");
+  const std::string root = MakeTemplateRoot(harness_->ControlPlaneDir() + "/template-" + id);
+  auto spec = ScriptSpec(id, kTenantA, kSleeper);
+  spec.root_fs = root;
+  Start(spec);
+  WaitUntilLogged(id, "ready");
+  ASSERT_TRUE(backend_->Stop(id, 30000).has_value());
+  const auto status = WaitUntilEnded(id);
+  EXPECT_EQ(status.signal, SIGTERM) << status.detail << "\n" << WholeLog(id);
+  EXPECT_EQ(status.exit_code, -1);
 }
 
 }  // namespace atrium::exec::conformance

@@ -78,6 +78,22 @@ TEST(SandboxPlan, BindsOnlyTheGrantedGpusAndTheControlDevices) {
                                       "/tmp/fake-dev/nvidiactl", "/tmp/fake-dev/nvidia-uvm"}));
 }
 
+TEST(SandboxPlan, ControlDevicesThatMayBeAbsentAreTriedButGpusNeverAre) {
+  auto host = Host();
+  host.control_devices_may_be_absent = true;
+  auto plan = PlanSandbox(Spec(), host);
+  ASSERT_TRUE(plan.has_value()) << plan.error().message;
+  // A granted GPU missing on the node fails the start; a control device
+  // the node lacks is left out.
+  EXPECT_TRUE(HasSequence(plan->argv, {"--dev-bind", "/tmp/fake-dev/nvidia0", "/dev/nvidia0"}));
+  EXPECT_TRUE(HasSequence(plan->argv, {"--dev-bind", "/tmp/fake-dev/nvidia2", "/dev/nvidia2"}));
+  EXPECT_TRUE(
+      HasSequence(plan->argv, {"--dev-bind-try", "/tmp/fake-dev/nvidiactl", "/dev/nvidiactl"}));
+  EXPECT_TRUE(
+      HasSequence(plan->argv, {"--dev-bind-try", "/tmp/fake-dev/nvidia-uvm", "/dev/nvidia-uvm"}));
+  EXPECT_FALSE(HasSequence(plan->argv, {"--dev-bind-try", "/tmp/fake-dev/nvidia0"}));
+}
+
 TEST(SandboxPlan, VisibleDevicesNameTheGrantedGpus) {
   auto plan = PlanSandbox(Spec(), Host());
   ASSERT_TRUE(plan.has_value());

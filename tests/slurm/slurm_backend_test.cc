@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -367,11 +368,102 @@ TEST_F(SlurmBackendTest, FullConfinementIsRefusedOnAClusterWithoutCgroups) {
   for (const auto& call : runner_.calls) EXPECT_EQ(call.rfind("sbatch", 0), std::string::npos);
 }
 
-TEST_F(SlurmBackendTest, AnEnvironmentTemplatesRootIsRefusedNotIgnored) {
+// The launch file's NUL-terminated entries.
+std::vector<std::string> LaunchEntries(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  std::vector<std::string> entries;
+  size_t start = 0;
+  for (size_t end = text.find('\0'); end != std::string::npos; end = text.find('\0', start)) {
+    entries.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return entries;
+}
+
+bool HasSequence(const std::vector<std::string>& all, const std::vector<std::string>& seq) {
+  return std::search(all.begin(), all.end(), seq.begin(), seq.end()) != all.end();
+}
+
+TEST_F(SlurmBackendTest, AnEnvironmentTemplatesRootIsRefusedWithoutASandboxInit) {
   auto spec = NobodysSpec();
   spec.root_fs = "/srv/templates/pytorch";
-  EXPECT_EQ(backend_->Start(spec).error().code, ErrorCode::kInvalidArgument);
+  auto refused = backend_->Start(spec);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kFailedPrecondition);
+  EXPECT_NE(refused.error().message.find("atrium-sandbox-init"), std::string::npos);
   EXPECT_TRUE(runner_.calls.empty());
+  EXPECT_FALSE(std::filesystem::exists(root_ + "/wl.1"));
+}
+
+TEST_F(SlurmBackendTest, AnEnvironmentTemplatesRootBecomesTheRootOfABubblewrapSandbox) {
+  SlurmBackendOptions options;
+  options.workload_root = root_;
+  options.sandbox.init_path = "/opt/atrium/atrium-sandbox-init";
+  options.sandbox.device_dir = "/srv/fakedev";
+  SlurmBackend backend(options, runner_, clock_);
+  runner_.On("sbatch", {0, "78\n", ""});
+  auto spec = NobodysSpec();
+  spec.root_fs = "/srv/templates/pytorch";
+  auto status = backend.Start(spec);
+  ASSERT_TRUE(status.has_value()) << status.error().message;
+  const auto entries = LaunchEntries(root_ + "/wl.1/work/launch.argv");
+  ASSERT_GE(entries.size(), 4u);
+  // A clean environment: the sandbox's, nothing of the batch script's.
+  EXPECT_EQ((std::vector<std::string>(entries.begin(), entries.begin() + 3)),
+            (std::vector<std::string>{"/usr/bin/env", "-i", "--"}));
+  const auto has = [&](const std::string& e) {
+    return std::find(entries.begin(), entries.end(), e) != entries.end();
+  };
+  EXPECT_TRUE(has("SECRET=a b;c"));
+  EXPECT_TRUE(has("HOME=/work"));
+  EXPECT_TRUE(has("CUDA_VISIBLE_DEVICES=0"));
+  EXPECT_TRUE(has("NVIDIA_VISIBLE_DEVICES=2"));
+  EXPECT_TRUE(has("/usr/bin/bwrap"));
+  EXPECT_TRUE(HasSequence(entries, {"--ro-bind", "/srv/templates/pytorch", "/"}));
+  EXPECT_TRUE(HasSequence(entries, {"--dev-bind", "/srv/fakedev/nvidia2", "/dev/nvidia2"}));
+  EXPECT_TRUE(HasSequence(entries, {"--dev-bind-try", "/srv/fakedev/nvidiactl", "/dev/nvidiactl"}));
+  EXPECT_TRUE(HasSequence(entries, {"--bind", root_ + "/wl.1/work", "/work"}));
+  EXPECT_TRUE(HasSequence(entries, {"--ro-bind", "/opt/atrium/atrium-sandbox-init"}));
+  EXPECT_TRUE(HasSequence(entries, {"--report-fd", "3", "--", "/bin/echo", "$(id)"}));
+  for (const auto& e : entries) {
+    EXPECT_EQ(e.find("/srv/fakedev/nvidia0"), std::string::npos) << "only the granted GPU";
+    EXPECT_NE(e, "/usr") << "no host system path in a template's sandbox";
+  }
+  // The init's report goes to a file of the tenant's beside its directory.
+  struct stat report {};
+  ASSERT_EQ(::stat((root_ + "/wl.1/report").c_str(), &report), 0);
+  EXPECT_EQ(report.st_uid, 65534u);
+  EXPECT_EQ(report.st_mode & 0777, 0600u);
+}
+
+TEST_F(SlurmBackendTest, ATemplatesSpecTheSandboxCannotConfineIsRefusedBeforeAnything) {
+  SlurmBackendOptions options;
+  options.workload_root = root_;
+  options.sandbox.init_path = "/opt/atrium/atrium-sandbox-init";
+  SlurmBackend backend(options, runner_, clock_);
+  auto spec = NobodysSpec();
+  spec.root_fs = "/srv/templates/../../etc";
+  EXPECT_EQ(backend.Start(spec).error().code, ErrorCode::kInvalidArgument);
+  spec.root_fs = "/srv/templates/pytorch";
+  spec.env = {{"CUDA_VISIBLE_DEVICES", "0,1,2,3"}};
+  EXPECT_EQ(backend.Start(spec).error().code, ErrorCode::kInvalidArgument);
+  EXPECT_TRUE(runner_.calls.empty());
+  EXPECT_FALSE(std::filesystem::exists(root_ + "/wl.1"));
+}
+
+TEST_F(SlurmBackendTest, ASandboxedJobKilledByASignalSaysSoThoughBubblewrapExited128PlusN) {
+  Known("wl.1", "42");
+  std::ofstream(root_ + "/wl.1/report") << "signal 9\n";
+  runner_.On("scontrol show job -d -o 42",
+             {0,
+              "JobId=42 JobName=wl.1 JobState=FAILED Reason=NonZeroExitCode ExitCode=137:0 "
+              "StartTime=1700000000 EndTime=1700000060 Nodes=n1\n",
+              ""});
+  auto status = backend_->Inspect("wl.1");
+  ASSERT_TRUE(status.has_value()) << status.error().message;
+  EXPECT_EQ(status->signal, 9);
+  EXPECT_EQ(status->exit_code, -1);
 }
 
 TEST_F(SlurmBackendTest, AStartThatDiedAfterSbatchIsAdoptedNotSubmittedAgain) {

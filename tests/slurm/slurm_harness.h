@@ -60,6 +60,10 @@ class SlurmHarness final : public exec::conformance::BackendHarness {
     options_.create_unix_users = true;
     options_.log_max_bytes = log_max_bytes;
     options_.preempt_grace_s = 5;
+    // Template jobs run in bubblewrap on the node: this build's init, the
+    // cluster's fake GPUs.
+    options_.sandbox.init_path = ATRIUM_SANDBOX_INIT_PATH;
+    options_.sandbox.device_dir = dir_ + "/fakedev";
   }
   ~SlurmHarness() override {
     std::error_code ignored;

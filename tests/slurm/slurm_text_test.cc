@@ -142,6 +142,39 @@ TEST(Phase, MapsSlurmStates) {
   EXPECT_EQ(PhaseOfSlurmState("NODE_FAIL"), WorkloadPhase::kLost);
 }
 
+TEST(Status, ASandboxReportTurnsExit128PlusNIntoSignalNOnlyWhenTheyAgree) {
+  const auto exited = [](int code) {
+    exec::WorkloadStatus status;
+    status.phase = WorkloadPhase::kExited;
+    status.exit_code = code;
+    return status;
+  };
+  auto killed = exited(143);
+  ApplySandboxReport("signal 15\n", killed);
+  EXPECT_EQ(killed.signal, 15);
+  EXPECT_EQ(killed.exit_code, -1);
+  // The command itself said `exit 143`: an exit, not a signal.
+  auto plain = exited(143);
+  ApplySandboxReport("exit 143\n", plain);
+  EXPECT_EQ(plain.exit_code, 143);
+  EXPECT_EQ(plain.signal, 0);
+  // A report that does not match the exit code (forged, or of another
+  // run) changes nothing; neither does one for a low exit code.
+  for (const char* report : {"signal 9\n", "signal 15", "signal 15\nsignal 9\n", ""}) {
+    auto other = exited(143);
+    ApplySandboxReport(report, other);
+    EXPECT_EQ(other.exit_code, 143) << report;
+    EXPECT_EQ(other.signal, 0) << report;
+  }
+  auto low = exited(1);
+  ApplySandboxReport("signal 1\n", low);
+  EXPECT_EQ(low.exit_code, 1);
+  auto running = exited(143);
+  running.phase = WorkloadPhase::kRunning;
+  ApplySandboxReport("signal 15\n", running);
+  EXPECT_EQ(running.signal, 0);
+}
+
 TEST(Status, ExitCodeOrSignalAndTimesFromTheRecord) {
   auto jobs = ParseScontrolJobs(Data("scontrol_show_job_d_o.txt"));
   ASSERT_TRUE(jobs.has_value());
