@@ -218,7 +218,7 @@ int JobWhy(Context& ctx, const std::string& id) {
     ctx.PrintJson(*why);
     return kExitOk;
   }
-  ctx.out() << EscapeForTerminal(StringAt(*why, "why")) << "\n";
+  ctx.out() << EscapeLinesForTerminal(StringAt(*why, "why")) << "\n";
   return kExitOk;
 }
 

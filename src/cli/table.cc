@@ -46,6 +46,19 @@ std::string EscapeForTerminal(std::string_view text) {
   return out;
 }
 
+std::string EscapeLinesForTerminal(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t begin = 0; begin <= text.size();) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string_view::npos) end = text.size();
+    out += EscapeForTerminal(text.substr(begin, end - begin));
+    if (end < text.size()) out += '\n';
+    begin = end + 1;
+  }
+  return out;
+}
+
 std::string EscapeJsonForTerminal(std::string_view json_text) {
   std::string out;
   out.reserve(json_text.size());
