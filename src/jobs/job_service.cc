@@ -511,6 +511,8 @@ Status JobService::FinishAttemptLocked(JobRecord job, const exec::WorkloadStatus
   change.job.exit_code = st.phase == exec::WorkloadPhase::kExited ? st.exit_code : -1;
   change.job.signal = st.phase == exec::WorkloadPhase::kExited ? st.signal : 0;
   change.job.ended_ms = st.ended_ms >= 0 ? st.ended_ms : clock_.NowMillis();
+  // Started and ended between two looks: never seen running, but it ran.
+  if (change.job.started_ms < 0 && st.started_ms >= 0) change.job.started_ms = st.started_ms;
   stops_sent_.erase(job.workload_id());
   return CommitEndLocked(change, cause);
 }
