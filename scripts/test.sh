@@ -6,7 +6,8 @@
 #      one-host Slurm 22.05 with fake GPUs (scripts/slurm-dev.sh) in another,
 #   4. runs every test with ctest — the store suites on SQLite AND on that
 #      PostgreSQL (ATRIUM_TEST_REQUIRE_PG=1 makes a skipped PostgreSQL a failure),
-#      the `slurm` backend's tests on that Slurm (ATRIUM_TEST_REQUIRE_SLURM=1
+#      the `slurm` backend's tests and the jobs' end-to-end test through
+#      `atrium dev --slurm` on that Slurm (ATRIUM_TEST_REQUIRE_SLURM=1
 #      likewise),
 #      The official `openai` npm client (tests/node, `npm ci`) drives the gateway.
 #   5. builds the libFuzzer targets with clang and runs each for a bounded time,
@@ -54,8 +55,10 @@ export ATRIUM_TEST_PG_URL="$PG_URL"
 export ATRIUM_TEST_REQUIRE_PG=1
 
 echo "== start a one-host Slurm for the slurm backend's tests"
-# Prints SLURM_CONF, ATRIUM_TEST_SLURM_DIR and ATRIUM_SLURM_NODE exports.
-eval "$(bash scripts/slurm-dev.sh start "$SLURMDIR")"
+# Prints SLURM_CONF, ATRIUM_TEST_SLURM_DIR and ATRIUM_SLURM_NODE exports. The
+# node is named as the first node of `atrium dev --fleet 1xH100-80GBx4`, so
+# the end-to-end test's scheduler places its jobs on it (slurm_e2e_test).
+eval "$(SLURM_DEV_NODE=h100-80gb-0 bash scripts/slurm-dev.sh start "$SLURMDIR")"
 export ATRIUM_TEST_REQUIRE_SLURM=1
 
 echo "== unit, store, API and integration tests"

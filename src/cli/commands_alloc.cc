@@ -175,7 +175,7 @@ int Why(Context& ctx, const std::string& id) {
     return kExitOk;
   }
   ctx.out() << EscapeForTerminal(id) << " (" << EscapeForTerminal(StringAt(*why, "state"))
-            << "): " << EscapeForTerminal(StringAt(*why, "explanation")) << "\n";
+            << "): " << EscapeLinesForTerminal(StringAt(*why, "explanation")) << "\n";
   return kExitOk;
 }
 

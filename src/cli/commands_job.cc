@@ -223,7 +223,7 @@ int JobWhy(Context& ctx, const std::string& id) {
     ctx.PrintJson(*why);
     return kExitOk;
   }
-  ctx.out() << EscapeForTerminal(StringAt(*why, "why")) << "\n";
+  ctx.out() << EscapeLinesForTerminal(StringAt(*why, "why")) << "\n";
   return kExitOk;
 }
 
@@ -252,7 +252,7 @@ void AddJobCommands(CLI::App& app, VerbTable& verbs) {
   submit->add_option("--priority", s->priority, "Priority class (default batch)")
       ->check(CLI::IsMember({"interactive", "batch", "preemptible"}));
   submit->add_option("--time-limit", s->time_limit_s, "Seconds before it is stopped")
-      ->check(CLI::Range(int64_t{1}, int64_t{7 * 24 * 3600}));
+      ->check(CLI::Range(int64_t{1}, int64_t{7} * 24 * 3600));
   submit->add_option("--restart", s->restart, "Restart policy (default never)")
       ->check(CLI::IsMember({"never", "on-failure", "requeue-on-preemption"}));
   submit->add_option("--max-restarts", s->max_restarts, "Requeues the policy may make")

@@ -46,6 +46,19 @@ std::string EscapeForTerminal(std::string_view text) {
   return out;
 }
 
+std::string EscapeLinesForTerminal(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t begin = 0; begin <= text.size();) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string_view::npos) end = text.size();
+    out += EscapeForTerminal(text.substr(begin, end - begin));
+    if (end < text.size()) out += '\n';
+    begin = end + 1;
+  }
+  return out;
+}
+
 std::string EscapeJsonForTerminal(std::string_view json_text) {
   std::string out;
   out.reserve(json_text.size());
@@ -101,10 +114,13 @@ std::string FormatTable(const std::vector<std::string>& raw_header,
   // Escaping is idempotent on text without controls, so cells that came
   // through CellText are unchanged; anything else is made safe here.
   std::vector<std::string> header;
+  header.reserve(raw_header.size());
   for (const auto& cell : raw_header) header.push_back(EscapeForTerminal(cell));
   std::vector<std::vector<std::string>> rows;
+  rows.reserve(raw_rows.size());
   for (const auto& raw_row : raw_rows) {
     std::vector<std::string> row;
+    row.reserve(raw_row.size());
     for (const auto& cell : raw_row) row.push_back(EscapeForTerminal(cell));
     rows.push_back(std::move(row));
   }
@@ -149,10 +165,13 @@ Json FieldAt(const Json& object, const std::string& path) {
 
 std::string FormatObjects(const std::vector<Column>& columns, const std::vector<Json>& items) {
   std::vector<std::string> header;
+  header.reserve(columns.size());
   for (const auto& column : columns) header.push_back(column.header);
   std::vector<std::vector<std::string>> rows;
+  rows.reserve(items.size());
   for (const auto& item : items) {
     std::vector<std::string> row;
+    row.reserve(columns.size());
     for (const auto& column : columns) row.push_back(CellText(FieldAt(item, column.field)));
     rows.push_back(std::move(row));
   }
@@ -195,7 +214,11 @@ std::string FormatDetail(const Json& object, const std::vector<std::string>& fir
   for (const auto& field : ordered) width = std::max(width, field.first.size() + 1);
   std::string out;
   for (const auto& [name, value] : ordered) {
-    out += name + ":" + std::string(width - name.size() - 1 + 2, ' ') + value + "\n";
+    out += name;
+    out += ':';
+    out.append(width - name.size() - 1 + 2, ' ');
+    out += value;
+    out += '\n';
   }
   return out;
 }

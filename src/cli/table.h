@@ -21,6 +21,10 @@ namespace atrium::cli {
 // window title.
 std::string EscapeForTerminal(std::string_view text);
 
+// EscapeForTerminal for text of several lines (a server's explanation):
+// its line breaks ("\n") are kept, everything else is escaped.
+std::string EscapeLinesForTerminal(std::string_view text);
+
 // JSON text (a dump with ensure_ascii off) with DEL and the C1 controls,
 // which JSON leaves raw, written as \u escapes; still valid JSON.
 std::string EscapeJsonForTerminal(std::string_view json_text);

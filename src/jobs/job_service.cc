@@ -362,7 +362,7 @@ Status JobService::ReconcileLocked(JobRecord job) {
     return std::move(status).error();
   }
   if (st.phase == exec::WorkloadPhase::kExited || st.phase == exec::WorkloadPhase::kLost) {
-    return FinishAttemptLocked(std::move(job), st, allocation);
+    return FinishAttemptLocked(job, st, allocation);
   }
 
   const int64_t now = clock_.NowMillis();
@@ -499,7 +499,7 @@ Status JobService::ReleaseAllocationLocked(const JobRecord& job, const RequestOr
   return OkStatus();
 }
 
-Status JobService::FinishAttemptLocked(JobRecord job, const exec::WorkloadStatus& st,
+Status JobService::FinishAttemptLocked(const JobRecord& job, const exec::WorkloadStatus& st,
                                        const Result<AllocationRecord>& allocation) {
   ATRIUM_ASSIGN_OR_RETURN(Cause cause, CauseOfEnd(st, job.stop_cause));
   // The backend says every process is gone: only now do the GPUs go back.
@@ -511,6 +511,8 @@ Status JobService::FinishAttemptLocked(JobRecord job, const exec::WorkloadStatus
   change.job.exit_code = st.phase == exec::WorkloadPhase::kExited ? st.exit_code : -1;
   change.job.signal = st.phase == exec::WorkloadPhase::kExited ? st.signal : 0;
   change.job.ended_ms = st.ended_ms >= 0 ? st.ended_ms : clock_.NowMillis();
+  // Started and ended between two looks: never seen running, but it ran.
+  if (change.job.started_ms < 0 && st.started_ms >= 0) change.job.started_ms = st.started_ms;
   stops_sent_.erase(job.workload_id());
   return CommitEndLocked(change, cause);
 }

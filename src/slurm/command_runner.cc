@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <string_view>
 
 namespace atrium::slurm {
 namespace {
@@ -22,6 +23,25 @@ void CloseIfOpen(int& fd) {
 
 }  // namespace
 
+std::string FindProgram(const std::string& name, std::string_view search_path) {
+  if (name.empty()) return "";
+  if (name.find('/') != std::string::npos) return name;
+  size_t begin = 0;
+  while (begin <= search_path.size()) {
+    size_t end = search_path.find(':', begin);
+    if (end == std::string_view::npos) end = search_path.size();
+    // An empty entry is the current directory: never for a control plane.
+    if (end > begin) {
+      std::string candidate(search_path.substr(begin, end - begin));
+      candidate += '/';
+      candidate += name;
+      if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    }
+    begin = end + 1;
+  }
+  return "";
+}
+
 ProcessCommandRunner::ProcessCommandRunner(
     const std::vector<std::pair<std::string, std::string>>& env, int64_t timeout_ms)
     : timeout_ms_(timeout_ms) {
@@ -30,11 +50,19 @@ ProcessCommandRunner::ProcessCommandRunner(
     entry += '=';
     entry += value;
     env_.push_back(std::move(entry));
+    if (name == "PATH") search_path_ = value;
   }
 }
 
 Result<CommandOutput> ProcessCommandRunner::Run(const std::vector<std::string>& argv) {
   if (argv.empty()) return Error::InvalidArgument("empty command");
+  // Looked up in the commands' PATH, not the control plane's (execvpe
+  // would search the caller's): a server started with PATH=/usr/bin:/bin
+  // still finds /usr/sbin/useradd.
+  const std::string program = FindProgram(argv[0], search_path_);
+  if (program.empty()) {
+    return Error::Unavailable("could not run " + argv[0] + ": not found in PATH=" + search_path_);
+  }
   int out_pipe[2];
   int err_pipe[2];
   if (::pipe2(out_pipe, O_CLOEXEC) != 0)
@@ -68,7 +96,7 @@ Result<CommandOutput> ProcessCommandRunner::Run(const std::vector<std::string>& 
     if (devnull >= 0) ::dup2(devnull, 0);
     ::dup2(out_pipe[1], 1);
     ::dup2(err_pipe[1], 2);
-    ::execvpe(args[0], args.data(), envp.data());
+    ::execve(program.c_str(), args.data(), envp.data());
     _exit(127);
   }
   ::close(out_pipe[1]);

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -22,15 +23,20 @@ struct CommandOutput {
 class CommandRunner {
  public:
   virtual ~CommandRunner() = default;
-  // Runs argv[0] (looked up in PATH) with argv. A non-zero exit is an
+  // Runs argv[0] (looked up in the commands' PATH) with argv. A non-zero exit is an
   // output, not an error; Unavailable when the program could not be started
   // or ran past the runner's time limit (it is killed then).
   virtual Result<CommandOutput> Run(const std::vector<std::string>& argv) = 0;
 };
 
-// Runs programs with fork + execvpe and a fixed environment (no variable of
+// The executable file `name` in the ':'-separated `search_path` (the first
+// that may be run), `name` itself when it holds a '/', "" when none.
+std::string FindProgram(const std::string& name, std::string_view search_path);
+
+// Runs programs with fork + execve and a fixed environment (no variable of
 // the control plane leaks into Slurm's commands), capturing stdout and
-// stderr (each up to 16 MiB; the rest is dropped).
+// stderr (each up to 16 MiB; the rest is dropped). argv[0] is looked up in
+// that environment's PATH (none: nothing but paths with a '/' runs).
 class ProcessCommandRunner : public CommandRunner {
  public:
   // `env`: the whole environment of every command (e.g. PATH, SLURM_CONF,
@@ -41,6 +47,7 @@ class ProcessCommandRunner : public CommandRunner {
 
  private:
   std::vector<std::string> env_;
+  std::string search_path_;  // env_'s PATH
   int64_t timeout_ms_;
 };
 

@@ -82,6 +82,15 @@ TEST(CliEscapeTest, ControlCharactersBecomeVisibleEscapes) {
   EXPECT_EQ(EscapeForTerminal("nbsp\xc2\xa0ok"), "nbsp\xc2\xa0ok");  // U+00A0 is not a control
 }
 
+// `atrium why` printed a multi-line explanation as one line with "\n" in it.
+TEST(CliEscapeTest, ExplanationsKeepTheirLinesAndNothingElse) {
+  EXPECT_EQ(EscapeLinesForTerminal("queued\nplacement: no node fits"),
+            "queued\nplacement: no node fits");
+  EXPECT_EQ(EscapeLinesForTerminal("a\n\x1b[2Jb\r\n"), "a\n\\x1b[2Jb\\r\n");
+  EXPECT_EQ(EscapeLinesForTerminal(""), "");
+  EXPECT_EQ(EscapeLinesForTerminal("\n"), "\n");
+}
+
 bool HasRawControl(const std::string& text, bool allow_newline) {
   for (size_t i = 0; i < text.size(); ++i) {
     auto c = static_cast<unsigned char>(text[i]);

@@ -198,6 +198,26 @@ TEST_P(JobServiceTest, StartingUntilTheBackendRunsItThenFailsWithItsCodeOrSignal
   EXPECT_EQ(AllocationState("tn_a", k.allocation_id), "released");
 }
 
+// Regression: a workload that started and ended between two looks (a short
+// job on Slurm) went starting -> succeeded with no start time, so its
+// start-to-end, what per-job GPU time is billed on, was lost.
+TEST_P(JobServiceTest, AWorkloadThatRanBetweenTwoTicksKeepsTheBackendsStartTime) {
+  backend_.set_start_running(false);
+  JobRecord j = Submit("tn_a", Spec(1));
+  ASSERT_EQ(j.state, "starting");
+  clock_.AdvanceMillis(500);
+  backend_.Run(j.workload_id());
+  const int64_t started = clock_.NowMillis();
+  clock_.AdvanceMillis(300);
+  backend_.Exit(j.workload_id(), 0);
+  clock_.AdvanceMillis(200);
+  Tick();
+  JobRecord done = Row(j);
+  EXPECT_EQ(done.state, "succeeded");
+  EXPECT_EQ(done.started_ms, started);
+  EXPECT_EQ(done.ended_ms, started + 300);
+}
+
 TEST_P(JobServiceTest, OnFailureRequeuesUntilTheCountIsSpent) {
   JobRecord j =
       Submit("tn_a", Spec(1, "preemptible", R"(,"restart_policy":"on-failure","max_restarts":1)"));
