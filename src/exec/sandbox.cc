@@ -215,6 +215,7 @@ struct GrantDevices {
 Result<GrantDevices> DevicesOfGrants(const std::vector<GpuGrant>& gpus, const SandboxHost& host) {
   GrantDevices out;
   std::vector<int> indices;
+  indices.reserve(gpus.size());
   for (const auto& gpu : gpus) indices.push_back(gpu.index);
   std::sort(indices.begin(), indices.end());
   for (int index : indices) out.gpus.push_back("nvidia" + std::to_string(index));
@@ -267,6 +268,7 @@ void AddDeviceEnvironment(const std::vector<GpuGrant>& gpus,
   // just those, from 0 in PCI order; NVIDIA_VISIBLE_DEVICES keeps the node's
   // own indices (what `atrium gpu list` and nvidia-smi on the host call them).
   std::vector<int> indices;
+  indices.reserve(gpus.size());
   for (const auto& gpu : gpus) indices.push_back(gpu.index);
   std::sort(indices.begin(), indices.end());
   std::vector<int> cuda_ordinals;
