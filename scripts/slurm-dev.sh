@@ -107,6 +107,11 @@ EOF
     NODE_GRES+="${NODE_GRES:+,}gpu:idx$i:1"
     GPU_LINES+="NodeName=$NODE Name=gpu Type=idx$i File=$S/fakedev/nvidia$i"$'\n'
   done
+  # Time-sliced shares: 1000 shards (milli-GPUs) per GPU, typed like it.
+  for ((i = 0; i < GPUS; i++)); do
+    NODE_GRES+=",shard:idx$i:1000"
+    GPU_LINES+="NodeName=$NODE Name=shard Type=idx$i Count=1000 File=$S/fakedev/nvidia$i"$'\n'
+  done
 }
 
 print_env() {

@@ -2,6 +2,19 @@
 
 namespace atrium::exec {
 
+std::vector<std::pair<std::string, std::string>> ShareEnvironment(const GpuGrant& grant) {
+  std::vector<std::pair<std::string, std::string>> env;
+  if (grant.share_milli <= 0 || !grant.mig_profile.empty()) return env;
+  env.emplace_back("ATRIUM_GPU_SHARE_MILLI", std::to_string(grant.share_milli));
+  env.emplace_back("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
+                   std::to_string((static_cast<int64_t>(grant.share_milli) + 9) / 10));
+  if (grant.memory_cap_mib > 0) {
+    env.emplace_back("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
+                     "0=" + std::to_string(grant.memory_cap_mib) + "MB");
+  }
+  return env;
+}
+
 std::string_view PhaseName(WorkloadPhase phase) {
   switch (phase) {
     case WorkloadPhase::kStarting:

@@ -26,14 +26,35 @@
 
 namespace atrium::exec {
 
-// One GPU the workload may use, as the scheduler placed it.
+// One GPU the workload may use, as the scheduler placed it. A workload
+// holds whole GPUs, or exactly one MIG instance, or exactly one share.
 struct GpuGrant {
   int index = 0;            // device index on the node (the scheduler's)
   std::string mig_profile;  // "" = the whole GPU or a share of it
-  int mig_start = -1;       // MIG: memory slot where the instance starts
-  int32_t share_milli = 0;  // share: the fraction of the GPU (0 = whole)
+  int mig_start = -1;       // MIG: memory slot where the instance starts (0..7)
+  // MIG: the GPU instance and compute instance ids the driver gave the
+  // instance at mig_start (their capability device files are the workload's
+  // way in); -1 = not known yet: the backend finds them on the node
+  // (exec_local: LocalBackendOptions::resolve_mig) or refuses.
+  int mig_gi = -1;
+  int mig_ci = -1;
+  // MIG: the MIG device's UUID ("MIG-..."), and the parent GPU's ("GPU-..."),
+  // when discovery knows them; "" otherwise.
+  std::string mig_uuid;
+  std::string gpu_uuid;
+  int32_t share_milli = 0;  // share: the fraction of the GPU, 1..999 (0 = whole)
   int64_t memory_cap_mib = 0;
 };
+
+// What every backend tells a workload that holds a time-sliced share of a
+// GPU (share_milli > 0), beside the visible devices: ATRIUM_GPU_SHARE_MILLI,
+// and the MPS client limits CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
+// (ceil(milli / 10), 1..100) and, with a memory cap,
+// CUDA_MPS_PINNED_DEVICE_MEM_LIMIT ("0=<cap>MB", for the one device the
+// workload sees). The MPS limits bind only where an MPS server serves the
+// workload; without one a share's compute and memory are not capped.
+// Empty for any other grant.
+std::vector<std::pair<std::string, std::string>> ShareEnvironment(const GpuGrant& grant);
 
 // Everything needed to start one workload. Validated by the job service
 // before it reaches a backend; a backend still refuses (InvalidArgument)

@@ -50,9 +50,103 @@ bool IsValidEnvName(std::string_view name) {
 
 // Names Atrium sets itself: a tenant's value would point the workload at
 // GPUs it does not hold or fake the ids it is told.
+// CUDA_MPS_* too: a share's limits are Atrium's to set, and a pipe
+// directory of the tenant's choosing could point at another's MPS server.
 bool IsReservedEnvName(std::string_view name) {
   return name == "CUDA_VISIBLE_DEVICES" || name == "NVIDIA_VISIBLE_DEVICES" ||
-         name == "CUDA_DEVICE_ORDER" || name.substr(0, 7) == "ATRIUM_";
+         name == "CUDA_DEVICE_ORDER" || name.substr(0, 7) == "ATRIUM_" ||
+         name.substr(0, 9) == "CUDA_MPS_";
+}
+
+// The highest GPU instance and compute instance ids the driver numbers
+// (mig-minors lists gi0..gi14, ci0..ci7 per GPU), and memory slots.
+constexpr int kMaxMigGi = 14;
+constexpr int kMaxMigCi = 7;
+constexpr int kMigSlots = 8;
+constexpr int kMaxMinor = (1 << 20) - 1;
+
+// "MIG-..." or "GPU-...": letters, digits, '-', '/', at most 96 bytes.
+bool IsValidUuid(std::string_view uuid, std::string_view prefix) {
+  if (uuid.size() <= prefix.size() || uuid.size() > 96 || uuid.substr(0, prefix.size()) != prefix) {
+    return false;
+  }
+  return std::all_of(uuid.begin(), uuid.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '/';
+  });
+}
+
+bool IsValidMigProfile(std::string_view profile) {
+  return !profile.empty() && profile.size() <= 32 &&
+         std::all_of(profile.begin(), profile.end(), [](char c) {
+           return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '+';
+         });
+}
+
+Status ValidateMigGrant(const GpuGrant& gpu) {
+  const std::string which = "MIG grant on GPU " + std::to_string(gpu.index);
+  if (!IsValidMigProfile(gpu.mig_profile)) {
+    return Error::InvalidArgument(which + ": profile must be 1..32 of [a-z0-9.+]");
+  }
+  if (gpu.mig_start < 0 || gpu.mig_start >= kMigSlots) {
+    return Error::InvalidArgument(which + ": start must be a memory slot 0.." +
+                                  std::to_string(kMigSlots - 1));
+  }
+  if (gpu.mig_gi < -1 || gpu.mig_gi > kMaxMigGi || gpu.mig_ci < -1 || gpu.mig_ci > kMaxMigCi) {
+    return Error::InvalidArgument(which + ": GPU instance must be 0.." + std::to_string(kMaxMigGi) +
+                                  " and compute instance 0.." + std::to_string(kMaxMigCi));
+  }
+  if (!gpu.mig_uuid.empty() && !IsValidUuid(gpu.mig_uuid, "MIG-")) {
+    return Error::InvalidArgument(which + ": MIG UUID must be MIG- then [A-Za-z0-9/-]");
+  }
+  if (gpu.share_milli != 0) {
+    return Error::InvalidArgument(which + ": a MIG instance is not also a share");
+  }
+  return OkStatus();
+}
+
+// Whole GPUs, exactly one MIG instance, or exactly one share: what the
+// scheduler allocates, and what one set of visible-device variables can say.
+Status ValidateGpuGrants(const std::vector<GpuGrant>& gpus) {
+  std::set<int> seen;
+  size_t mig = 0;
+  size_t share = 0;
+  for (const auto& gpu : gpus) {
+    if (gpu.index < 0 || gpu.index > kMaxGpuIndex) {
+      return Error::InvalidArgument("GPU index " + std::to_string(gpu.index) + " is out of range");
+    }
+    if (!seen.insert(gpu.index).second) {
+      return Error::InvalidArgument("GPU " + std::to_string(gpu.index) + " is granted twice");
+    }
+    if (!gpu.gpu_uuid.empty() && !IsValidUuid(gpu.gpu_uuid, "GPU-")) {
+      return Error::InvalidArgument("GPU " + std::to_string(gpu.index) +
+                                    ": UUID must be GPU- then [A-Za-z0-9/-]");
+    }
+    if (gpu.memory_cap_mib < 0 || gpu.memory_cap_mib > kMaxMemoryMib) {
+      return Error::InvalidArgument("GPU " + std::to_string(gpu.index) +
+                                    ": memory cap is out of range");
+    }
+    if (!gpu.mig_profile.empty()) {
+      ATRIUM_RETURN_IF_ERROR(ValidateMigGrant(gpu));
+      ++mig;
+      continue;
+    }
+    if (gpu.mig_gi != -1 || gpu.mig_ci != -1 || !gpu.mig_uuid.empty()) {
+      return Error::InvalidArgument("GPU " + std::to_string(gpu.index) +
+                                    ": MIG instance ids on a grant without a MIG profile");
+    }
+    if (gpu.share_milli < 0 || gpu.share_milli >= 1000) {
+      return Error::InvalidArgument("GPU " + std::to_string(gpu.index) +
+                                    ": a share is 1..999 milli-GPU");
+    }
+    if (gpu.share_milli > 0) ++share;
+  }
+  if ((mig > 0 || share > 0) && gpus.size() > 1) {
+    return Error::InvalidArgument(
+        "a workload holds whole GPUs, one MIG instance or one share, not several kinds or "
+        "several instances or shares");
+  }
+  return OkStatus();
 }
 
 bool IsValidDeviceName(std::string_view name) {
@@ -74,7 +168,8 @@ Status ValidateHost(const SandboxHost& host) {
        {std::pair<const char*, const std::string&>{"bwrap path", host.bwrap_path},
         {"device dir", host.device_dir},
         {"work dir", host.work_dir},
-        {"init path", host.init_path}}) {
+        {"init path", host.init_path},
+        {"caps dir", host.caps_dir}}) {
     if (!IsCleanAbsolutePath(path)) {
       return Error::InvalidArgument(std::string("sandbox ") + what +
                                     " must be an absolute path without '..': '" + path + "'");
@@ -110,7 +205,142 @@ Status ValidateHost(const SandboxHost& host) {
   return OkStatus();
 }
 
+// The device files of the grants, as names under the device dir
+// ("nvidia2") and under the caps dir ("nvidia-cap21"), in bind order.
+struct GrantDevices {
+  std::vector<std::string> gpus;
+  std::vector<std::string> caps;
+};
+
+Result<GrantDevices> DevicesOfGrants(const std::vector<GpuGrant>& gpus, const SandboxHost& host) {
+  GrantDevices out;
+  std::vector<int> indices;
+  indices.reserve(gpus.size());
+  for (const auto& gpu : gpus) indices.push_back(gpu.index);
+  std::sort(indices.begin(), indices.end());
+  for (int index : indices) out.gpus.push_back("nvidia" + std::to_string(index));
+  if (!indices.empty()) {
+    out.gpus.insert(out.gpus.end(), host.control_devices.begin(), host.control_devices.end());
+  }
+  for (const auto& gpu : gpus) {
+    if (gpu.mig_profile.empty()) continue;
+    if (gpu.mig_gi < 0 || gpu.mig_ci < 0) {
+      return Error::InvalidArgument(
+          "MIG grant " + gpu.mig_profile + "@" + std::to_string(gpu.mig_start) + " on GPU " +
+          std::to_string(gpu.index) + ": its GPU and compute instance ids are not known");
+    }
+    for (const auto& cap : {MigGpuInstanceCap(gpu.index, gpu.mig_gi),
+                            MigComputeInstanceCap(gpu.index, gpu.mig_gi, gpu.mig_ci)}) {
+      auto minor = host.mig_minors.find(cap);
+      if (minor == host.mig_minors.end()) {
+        return Error::InvalidArgument("the driver lists no MIG capability device for " + cap);
+      }
+      out.caps.push_back("nvidia-cap" + std::to_string(minor->second));
+    }
+  }
+  return out;
+}
+
+std::string JoinPath(const std::string& dir, const std::string& name) {
+  return dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+// CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES and what else tells the
+// workload about its GPUs (see PlanSandbox in the header).
+void AddDeviceEnvironment(const std::vector<GpuGrant>& gpus,
+                          std::vector<std::pair<std::string, std::string>>& env) {
+  env.emplace_back("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+  if (gpus.size() == 1 && !gpus.front().mig_profile.empty()) {
+    const GpuGrant& mig = gpus.front();
+    const std::string ids = std::to_string(mig.mig_gi) + "/" + std::to_string(mig.mig_ci);
+    std::string name;
+    if (!mig.mig_uuid.empty()) {
+      name = mig.mig_uuid;
+    } else if (!mig.gpu_uuid.empty()) {
+      name = "MIG-" + mig.gpu_uuid + "/" + ids;
+    }
+    env.emplace_back("CUDA_VISIBLE_DEVICES", name.empty() ? "0" : name);
+    env.emplace_back("NVIDIA_VISIBLE_DEVICES", name.empty() ? std::to_string(mig.index) : name);
+    env.emplace_back("ATRIUM_MIG_DEVICE", std::to_string(mig.index) + "/" + ids);
+    return;
+  }
+  // Only the granted device files exist in the sandbox, so CUDA enumerates
+  // just those, from 0 in PCI order; NVIDIA_VISIBLE_DEVICES keeps the node's
+  // own indices (what `atrium gpu list` and nvidia-smi on the host call them).
+  std::vector<int> indices;
+  indices.reserve(gpus.size());
+  for (const auto& gpu : gpus) indices.push_back(gpu.index);
+  std::sort(indices.begin(), indices.end());
+  std::vector<int> cuda_ordinals;
+  for (size_t i = 0; i < indices.size(); ++i) cuda_ordinals.push_back(static_cast<int>(i));
+  env.emplace_back("CUDA_VISIBLE_DEVICES", JoinInts(cuda_ordinals));
+  env.emplace_back("NVIDIA_VISIBLE_DEVICES", indices.empty() ? "void" : JoinInts(indices));
+  if (gpus.size() == 1) {
+    for (auto& entry : ShareEnvironment(gpus.front())) env.push_back(std::move(entry));
+  }
+}
+
 }  // namespace
+
+std::string MigGpuInstanceCap(int gpu, int gi) {
+  return "gpu" + std::to_string(gpu) + "/gi" + std::to_string(gi) + "/access";
+}
+
+std::string MigComputeInstanceCap(int gpu, int gi, int ci) {
+  return "gpu" + std::to_string(gpu) + "/gi" + std::to_string(gi) + "/ci" + std::to_string(ci) +
+         "/access";
+}
+
+Result<std::map<std::string, int>> ParseMigMinors(std::string_view text) {
+  std::map<std::string, int> out;
+  size_t line_no = 0;
+  while (!text.empty()) {
+    ++line_no;
+    size_t end = text.find('\n');
+    std::string_view line = text.substr(0, end);
+    text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.remove_suffix(1);
+    if (line.empty()) continue;
+    const size_t space = line.find(' ');
+    const std::string_view name = line.substr(0, space);
+    const std::string_view number =
+        space == std::string_view::npos ? std::string_view() : line.substr(space + 1);
+    const bool name_ok =
+        !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+          return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '/' || c == '-' ||
+                 c == '_';
+        });
+    int minor = 0;
+    bool number_ok = !number.empty() && number.size() <= 7;
+    for (char c : number) {
+      if (c < '0' || c > '9') {
+        number_ok = false;
+        break;
+      }
+      minor = minor * 10 + (c - '0');
+    }
+    if (!name_ok || !number_ok || minor > kMaxMinor) {
+      return Error::InvalidArgument("mig-minors line " + std::to_string(line_no) +
+                                    " is not '<name> <minor>'");
+    }
+    out[std::string(name)] = minor;
+  }
+  return out;
+}
+
+std::string MigMinorsTable(int gpus) {
+  std::string out = "config 1\nmonitor 2\n";
+  int minor = 3;
+  for (int gpu = 0; gpu < gpus; ++gpu) {
+    for (int gi = 0; gi <= kMaxMigGi; ++gi) {
+      out += MigGpuInstanceCap(gpu, gi) + " " + std::to_string(minor++) + "\n";
+      for (int ci = 0; ci <= kMaxMigCi; ++ci) {
+        out += MigComputeInstanceCap(gpu, gi, ci) + " " + std::to_string(minor++) + "\n";
+      }
+    }
+  }
+  return out;
+}
 
 bool IsValidWorkloadId(std::string_view id) {
   if (id.empty() || id.size() > kMaxWorkloadIdBytes || id.front() == '.') return false;
@@ -171,20 +401,7 @@ Status ValidateLaunchSpec(const LaunchSpec& spec) {
     return Error::InvalidArgument("arguments and environment together exceed " +
                                   std::to_string(kMaxCommandBytes) + " bytes");
   }
-  std::set<int> seen;
-  for (const auto& gpu : spec.gpus) {
-    if (gpu.index < 0 || gpu.index > kMaxGpuIndex) {
-      return Error::InvalidArgument("GPU index " + std::to_string(gpu.index) + " is out of range");
-    }
-    if (!gpu.mig_profile.empty()) {
-      return Error::InvalidArgument("the local backend cannot confine a MIG instance (" +
-                                    gpu.mig_profile + "): it would expose the whole GPU " +
-                                    std::to_string(gpu.index));
-    }
-    if (!seen.insert(gpu.index).second) {
-      return Error::InvalidArgument("GPU " + std::to_string(gpu.index) + " is granted twice");
-    }
-  }
+  ATRIUM_RETURN_IF_ERROR(ValidateGpuGrants(spec.gpus));
   if (!spec.archive_path.empty() && !IsCleanAbsolutePath(spec.archive_path)) {
     return Error::InvalidArgument("archive_path must be an absolute path without '..'");
   }
@@ -227,25 +444,20 @@ Result<SandboxPlan> PlanSandbox(const LaunchSpec& spec, const SandboxHost& host)
   }
   a.insert(a.end(), {"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"});
 
-  std::vector<int> indices;
-  for (const auto& gpu : spec.gpus) indices.push_back(gpu.index);
-  std::sort(indices.begin(), indices.end());
-  std::vector<std::string> device_names;
-  device_names.reserve(indices.size() + host.control_devices.size());
-  for (int index : indices) device_names.push_back("nvidia" + std::to_string(index));
-  if (!indices.empty()) {
-    device_names.insert(device_names.end(), host.control_devices.begin(),
-                        host.control_devices.end());
-  }
-  for (size_t i = 0; i < device_names.size(); ++i) {
-    const auto& device = device_names[i];
-    std::string source = host.device_dir;
-    if (source.back() != '/') source += '/';
-    source += device;
-    const bool control = i >= indices.size();
+  ATRIUM_ASSIGN_OR_RETURN(const GrantDevices devices, DevicesOfGrants(spec.gpus, host));
+  for (size_t i = 0; i < devices.gpus.size(); ++i) {
+    const auto& device = devices.gpus[i];
+    const std::string source = JoinPath(host.device_dir, device);
+    // The GPUs come first, then the control devices.
+    const bool control = i >= spec.gpus.size();
     const char* bind =
         control && host.control_devices_may_be_absent ? "--dev-bind-try" : "--dev-bind";
     a.insert(a.end(), {bind, source, "/dev/" + device});
+    plan.device_paths.push_back(source);
+  }
+  for (const auto& cap : devices.caps) {
+    const std::string source = JoinPath(host.caps_dir, cap);
+    a.insert(a.end(), {"--dev-bind", source, "/dev/nvidia-caps/" + cap});
     plan.device_paths.push_back(source);
   }
 
@@ -276,14 +488,7 @@ Result<SandboxPlan> PlanSandbox(const LaunchSpec& spec, const SandboxHost& host)
   set_default("TMPDIR", "/tmp");
   env.emplace_back("ATRIUM_WORKLOAD_ID", spec.workload_id);
   env.emplace_back("ATRIUM_JOB_ID", spec.job_id);
-  // Only the granted device files exist in the sandbox, so CUDA enumerates
-  // just those, from 0 in PCI order; NVIDIA_VISIBLE_DEVICES keeps the node's
-  // own indices (what `atrium gpu list` and nvidia-smi on the host call them).
-  std::vector<int> cuda_ordinals;
-  for (size_t i = 0; i < indices.size(); ++i) cuda_ordinals.push_back(static_cast<int>(i));
-  env.emplace_back("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
-  env.emplace_back("CUDA_VISIBLE_DEVICES", JoinInts(cuda_ordinals));
-  env.emplace_back("NVIDIA_VISIBLE_DEVICES", indices.empty() ? "void" : JoinInts(indices));
+  AddDeviceEnvironment(spec.gpus, env);
   return plan;
 }
 

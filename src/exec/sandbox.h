@@ -12,6 +12,9 @@
 //    from /etc) or the environment template's root filesystem, read-only;
 //  - a private /tmp (tmpfs), a fresh /dev holding only the standard nodes,
 //    the GPUs it was granted (as /dev/nvidiaN) and the control devices;
+//    for a MIG instance, its parent GPU's device file plus the capability
+//    device files of its GPU instance and compute instance
+//    (/dev/nvidia-caps/nvidia-capN), and no other instance's;
 //  - one writable directory, its own, as the working directory (/work);
 //  - `--die-with-parent`: the sandbox ends with its supervisor.
 // Running as an unprivileged uid and the cgroup limits are the shell's: the
@@ -19,7 +22,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -65,7 +70,31 @@ struct SandboxHost {
   uint32_t uid = 0;  // must not be 0: the shell runs bwrap as this user
   uint32_t gid = 0;
   bool unshare_network = true;  // false only where the host refuses it
+  // MIG: where the capability device files live ("/dev/nvidia-caps"; tests:
+  // a folder of fakes) and the driver's table of their minors
+  // (ParseMigMinors of /proc/driver/nvidia-caps/mig-minors). Only read for
+  // a MIG grant.
+  std::string caps_dir = "/dev/nvidia-caps";
+  std::map<std::string, int> mig_minors;
 };
+
+// MIG capability names as the driver's mig-minors table spells them: the
+// GPU instance `gi` of GPU `gpu` ("gpu0/gi1/access") and its compute
+// instance `ci` ("gpu0/gi1/ci0/access"). `gpu` is the GPU's device minor
+// (/dev/nvidiaN).
+std::string MigGpuInstanceCap(int gpu, int gi);
+std::string MigComputeInstanceCap(int gpu, int gi, int ci);
+
+// The driver's /proc/driver/nvidia-caps/mig-minors: one "<name> <minor>"
+// per line ("config 1", "gpu0/gi1/access 12"). InvalidArgument for a line
+// that is not a name and a minor 0..1048575.
+Result<std::map<std::string, int>> ParseMigMinors(std::string_view text);
+
+// The mig-minors table the driver writes for `gpus` GPUs (GPU instances
+// 0..14, compute instances 0..7 each, numbered as the driver numbers
+// them: config 1, monitor 2, then gpu0/gi0/access 3, gpu0/gi0/ci0..7 4..11,
+// gpu0/gi1/access 12, ...): what the simulated fleet and the tests fake.
+std::string MigMinorsTable(int gpus);
 
 inline constexpr char kSandboxWorkDir[] = "/work";
 inline constexpr char kSandboxInitPath[] = "/dev/.atrium-init";
@@ -103,10 +132,28 @@ struct SandboxPlan {
 // a workload id that is not [A-Za-z0-9_.-] (or starts with '.'), an empty
 // command, arguments or environment with NUL bytes or beyond the bounds
 // above, an environment name that is not [A-Za-z_][A-Za-z0-9_]* or that
-// Atrium sets itself (CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES), a GPU
-// index out of range or granted twice, a MIG grant (the local backend cannot
-// confine a MIG instance yet), a root_fs or host path that is not absolute
-// or has a ".." component, a control device with a '/', uid or gid 0.
+// Atrium sets itself (CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES,
+// CUDA_MPS_*, ATRIUM_*), a GPU index out of range or granted twice, grants
+// that mix kinds (whole GPUs, one MIG instance, one share), a MIG grant
+// without its GPU and compute instance ids or whose capability files the
+// host's mig-minors table does not list, a share outside 1..999 milli, a
+// root_fs or host path that is not absolute or has a ".." component, a
+// control device with a '/', uid or gid 0.
+//
+// What the workload is told about its GPUs:
+//  - whole GPUs: CUDA_VISIBLE_DEVICES = 0..n-1 (only the granted device
+//    files exist, so CUDA enumerates just those), NVIDIA_VISIBLE_DEVICES =
+//    the node's indices;
+//  - a MIG instance: both name the MIG device as CUDA accepts it: its UUID
+//    ("MIG-<uuid>", R470+ drivers) when known, else
+//    "MIG-<GPU uuid>/<gi>/<ci>" (R450/R460 form) when the parent's UUID is
+//    known, else CUDA_VISIBLE_DEVICES=0 (the only MIG device whose
+//    capabilities the sandbox holds) and NVIDIA_VISIBLE_DEVICES = the
+//    parent's index; ATRIUM_MIG_DEVICE = "<gpu>/<gi>/<ci>";
+//  - a share: the GPU as for a whole one, ATRIUM_GPU_SHARE_MILLI, and the
+//    MPS client limits CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (ceil(milli/10))
+//    and, with a memory cap, CUDA_MPS_PINNED_DEVICE_MEM_LIMIT ("0=<cap>MB"):
+//    they bind only where an MPS server serves the workload.
 Result<SandboxPlan> PlanSandbox(const LaunchSpec& spec, const SandboxHost& host);
 
 // Where the archive of a spec with `archive_path` is shown while it is

@@ -271,12 +271,89 @@ Result<uint32_t> LocalBackend::AllocateUidLocked() {
   return Error::ResourceExhausted("every workload uid in the local backend's range is in use", 60);
 }
 
-Result<WorkloadStatus> LocalBackend::Start(const LaunchSpec& spec) {
-  ATRIUM_RETURN_IF_ERROR(exec::ValidateLaunchSpec(spec));
+Status MakeSimulatedMigDevices(const std::string& caps_dir, const std::string& minors_path,
+                               int gpus) {
+  const std::string table = exec::MigMinorsTable(gpus);
+  ATRIUM_ASSIGN_OR_RETURN(const auto minors, exec::ParseMigMinors(table));
+  std::error_code ec;
+  std::filesystem::create_directories(caps_dir, ec);
+  if (ec) return Error::Unavailable("cannot create " + caps_dir + ": " + ec.message());
+  ::chmod(caps_dir.c_str(), 0755);
+  for (const auto& [name, number] : minors) {
+    // config and monitor create and watch instances: no workload gets them.
+    if (name == "config" || name == "monitor") continue;
+    const std::string path = caps_dir + "/nvidia-cap" + std::to_string(number);
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) == 0) {
+      if (S_ISCHR(st.st_mode) && major(st.st_rdev) == kSimulatedMigCapMajor &&
+          static_cast<int>(minor(st.st_rdev)) == number) {
+        continue;
+      }
+      return Error::FailedPrecondition(path + " exists and is not a simulated MIG capability");
+    }
+    // 0444, as the driver makes them (r--r--r--: access is by opening).
+    if (::mknod(path.c_str(), S_IFCHR | 0444,
+                makedev(kSimulatedMigCapMajor, static_cast<unsigned>(number))) != 0) {
+      return Error::FailedPrecondition("cannot make the simulated MIG capability " + path +
+                                       " (mknod needs root): " + std::strerror(errno));
+    }
+    ::chmod(path.c_str(), 0444);
+  }
+  return ReplaceFileAtomically(minors_path, table, 0644);
+}
+
+Result<exec::GpuGrant> SimulatedMigInstance(const exec::GpuGrant& grant) {
+  if (grant.mig_profile.empty() || grant.mig_start < 0) {
+    return Error::InvalidArgument("not a MIG grant: no profile or start slot");
+  }
+  exec::GpuGrant out = grant;
+  out.mig_gi = grant.mig_start;
+  out.mig_ci = 0;
+  return out;
+}
+
+Result<LaunchSpec> LocalBackend::ResolveMig(const LaunchSpec& spec, exec::SandboxHost& host) const {
+  LaunchSpec resolved = spec;
+  bool any = false;
+  for (auto& gpu : resolved.gpus) {
+    if (gpu.mig_profile.empty()) continue;
+    any = true;
+    if (gpu.mig_gi >= 0 && gpu.mig_ci >= 0) continue;
+    if (!options_.resolve_mig) {
+      return Error::FailedPrecondition(
+          "this node cannot tell which GPU instance holds MIG " + gpu.mig_profile + "@" +
+          std::to_string(gpu.mig_start) + " on GPU " + std::to_string(gpu.index) +
+          " (no MIG layout is known here); the workload is not started");
+    }
+    ATRIUM_ASSIGN_OR_RETURN(exec::GpuGrant found, options_.resolve_mig(gpu));
+    if (found.index != gpu.index || found.mig_profile != gpu.mig_profile ||
+        found.mig_start != gpu.mig_start || found.mig_gi < 0 || found.mig_ci < 0) {
+      return Error::Internal("the MIG layout answered for another instance than " +
+                             gpu.mig_profile + "@" + std::to_string(gpu.mig_start));
+    }
+    gpu = std::move(found);
+  }
+  if (!any) return resolved;
+  ATRIUM_RETURN_IF_ERROR(
+      CheckSearchableByOthers(options_.mig_caps_dir, true, "MIG capability dir"));
+  auto table = ReadSmallFile(options_.mig_minors_path);
+  if (!table.has_value()) {
+    return Error::FailedPrecondition("MIG is not usable on this node: " + table.error().message);
+  }
+  ATRIUM_ASSIGN_OR_RETURN(host.mig_minors, exec::ParseMigMinors(*table));
+  host.caps_dir = options_.mig_caps_dir;
+  return resolved;
+}
+
+Result<WorkloadStatus> LocalBackend::Start(const LaunchSpec& requested) {
+  ATRIUM_RETURN_IF_ERROR(exec::ValidateLaunchSpec(requested));
   std::lock_guard lock(mu_);
-  const std::string record_dir = RecordDirOf(spec.workload_id);
-  if (Exists(record_dir)) return InspectLocked(spec.workload_id);
+  const std::string record_dir = RecordDirOf(requested.workload_id);
+  if (Exists(record_dir)) return InspectLocked(requested.workload_id);
   ATRIUM_RETURN_IF_ERROR(ProbeSandboxLocked());
+  exec::SandboxHost host;
+  ATRIUM_ASSIGN_OR_RETURN(const LaunchSpec spec, ResolveMig(requested, host));
+  ATRIUM_RETURN_IF_ERROR(exec::ValidateLaunchSpec(spec));
 
   ATRIUM_ASSIGN_OR_RETURN(const uint32_t uid, AllocateUidLocked());
   bool keep_uid = false;
@@ -305,7 +382,6 @@ Result<WorkloadStatus> LocalBackend::Start(const LaunchSpec& spec) {
     if (::chown(script.c_str(), uid, uid) != 0) return Error::Unavailable(OsError("chown", script));
   }
 
-  exec::SandboxHost host;
   host.bwrap_path = options_.bwrap_path;
   host.device_dir = options_.device_dir;
   for (const auto& device : options_.control_devices) {
@@ -358,8 +434,11 @@ Result<WorkloadStatus> LocalBackend::Start(const LaunchSpec& spec) {
   cgroup_dirs = cgroups.dirs;
   for (const auto& gpu : spec.gpus) {
     if (gpu.share_milli > 0 || gpu.memory_cap_mib > 0) {
+      // A time-sliced share: the MPS limits in its environment bind only
+      // where an MPS server serves the sandbox, and none does here.
       cgroups.not_enforced.push_back(
-          "GPU share limits (the local backend cannot cap a GPU's memory or compute)");
+          "GPU share limits (a time-sliced share's compute and memory are not capped: no MPS "
+          "server serves the sandbox)");
       break;
     }
   }

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -41,6 +42,16 @@ struct LocalBackendOptions {
   // NVIDIA control devices bound into a sandbox with GPUs, when present.
   std::vector<std::string> control_devices = {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools",
                                               "nvidia-modeset"};
+  // MIG: where the capability device files live (the driver's, with
+  // nv_cap_enable_devfs=1; tests: `mknod` fakes) and the driver's table of
+  // their minors, read at each start of a MIG workload.
+  std::string mig_caps_dir = "/dev/nvidia-caps";
+  std::string mig_minors_path = "/proc/driver/nvidia-caps/mig-minors";
+  // The GPU instance and compute instance (and UUIDs) of a MIG grant that
+  // does not name them: the node's MIG layout as discovery knows it, or
+  // SimulatedMigInstance on the simulated fleet. Unset: such a grant is
+  // refused (FailedPrecondition), never guessed.
+  std::function<Result<exec::GpuGrant>(const exec::GpuGrant&)> resolve_mig;
   // Each workload runs as its own uid (and gid) from [uid_base, uid_base + uid_count).
   uint32_t uid_base = 200000;
   uint32_t uid_count = 50000;
@@ -62,6 +73,25 @@ struct LocalBackendOptions {
     return *this;
   }
 };
+
+// The character-device major of simulated MIG capability files: one the
+// kernel reserves for local use (Documentation/admin-guide/devices.txt),
+// so no driver answers an open of a fake (ENXIO), as for the fake GPUs.
+inline constexpr unsigned kSimulatedMigCapMajor = 60;
+
+// Fakes of the driver's MIG capability files for `gpus` GPUs: a `mknod`
+// character device per GPU instance and compute instance in `caps_dir`
+// (nvidia-capN, as exec::MigMinorsTable numbers them; not the config and
+// monitor ones) and the table itself at `minors_path`. Idempotent; needs
+// root. FailedPrecondition when a file in the way is not such a fake.
+Status MakeSimulatedMigDevices(const std::string& caps_dir, const std::string& minors_path,
+                               int gpus);
+
+// The simulated fleet's MIG layout: the instance at memory slot S of a GPU
+// is GPU instance S with compute instance 0 (instances of one GPU never
+// share a start slot, so no two hold the same ids), with no UUIDs. The
+// fakes of its capability files follow exec::MigMinorsTable.
+Result<exec::GpuGrant> SimulatedMigInstance(const exec::GpuGrant& grant);
 
 class LocalBackend final : public exec::ExecutionBackend {
  public:
@@ -92,6 +122,9 @@ class LocalBackend final : public exec::ExecutionBackend {
   Result<exec::WorkloadStatus> InspectLocked(const std::string& workload_id);
   Status ProbeSandboxLocked();
   Result<uint32_t> AllocateUidLocked();
+  // The spec's MIG grants with their instance ids, and the host's MIG
+  // capability table in `host` (only when the spec has a MIG grant).
+  Result<exec::LaunchSpec> ResolveMig(const exec::LaunchSpec& spec, exec::SandboxHost& host) const;
   std::vector<exec::HostPath> SystemPaths() const;
 
   const LocalBackendOptions options_;

@@ -72,11 +72,12 @@ Result<RestartPolicyKind> ParseRestartPolicy(std::string_view name) {
 }
 
 bool IsReservedEnvName(std::string_view name) {
-  for (std::string_view reserved : {"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "LD_PRELOAD",
-                                    "LD_AUDIT", "LD_LIBRARY_PATH"}) {
+  for (std::string_view reserved :
+       {"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "LD_PRELOAD",
+        "LD_AUDIT", "LD_LIBRARY_PATH"}) {
     if (name == reserved) return true;
   }
-  return StartsWith(name, "ATRIUM_");
+  return StartsWith(name, "ATRIUM_") || StartsWith(name, "CUDA_MPS_");
 }
 
 std::vector<std::string> JobSpec::Argv() const {

@@ -52,7 +52,8 @@ struct RestartPolicy {
 // ones from the grant (a job that set them could name GPUs it was not
 // given, however the backend confines devices), the loader's injection
 // hooks could run code in the backend's supervisor before the sandbox is
-// entered, and ATRIUM_* is the platform's namespace (ATRIUM_JOB_ID ...).
+// entered, ATRIUM_* is the platform's namespace (ATRIUM_JOB_ID ...), and
+// CUDA_MPS_* carry a share's limits (or would point at another's MPS server).
 bool IsReservedEnvName(std::string_view name);
 
 struct JobSpec {

@@ -79,6 +79,17 @@ Result<std::unique_ptr<exec::ExecutionBackend>> MakeLocalBackend(const Config& c
       // with the backend's words about the missing device file.
       spdlog::warn("jobs: {}; jobs that ask for GPUs will not start", made.error().message);
     }
+    // MIG instances of the simulated fleet: fake capability files beside
+    // the fake GPUs, and the simulator's layout (instance = start slot).
+    options.mig_caps_dir = options.device_dir + "/nvidia-caps";
+    options.mig_minors_path = options.device_dir + "/mig-minors";
+    options.resolve_mig = exec_local::SimulatedMigInstance;
+    if (auto made = exec_local::MakeSimulatedMigDevices(options.mig_caps_dir,
+                                                        options.mig_minors_path, kMostGpusPerNode);
+        !made) {
+      spdlog::warn("jobs: {}; jobs that ask for a MIG instance will not start",
+                   made.error().message);
+    }
   }
   ATRIUM_ASSIGN_OR_RETURN(auto backend, exec_local::LocalBackend::Create(std::move(options)));
   return std::unique_ptr<exec::ExecutionBackend>(std::move(backend));

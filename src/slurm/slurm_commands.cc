@@ -105,14 +105,24 @@ Result<Argv> BuildSbatchArgv(const exec::LaunchSpec& spec, const SubmitContext& 
     return Error::InvalidArgument("cpu_milli, memory_mib, pids_max, time_limit_s: must be >= 0");
   }
   std::set<int> indices;
+  int32_t share_milli = 0;
   for (const auto& gpu : spec.gpus) {
-    if (!gpu.mig_profile.empty() || gpu.share_milli != 0) {
+    if (!gpu.mig_profile.empty()) {
       return Error::InvalidArgument(
-          "gpus: the slurm backend runs whole GPUs only (no MIG instance, no share)");
+          "gpus: a MIG instance (" + gpu.mig_profile.substr(0, 32) +
+          ") does not run on the slurm backend: Slurm 22.05 fixes a node's MIG instances in "
+          "gres.conf while Atrium places them as tenants ask (docs/slurm.md, MIG)");
+    }
+    if (gpu.share_milli < 0 || gpu.share_milli >= 1000) {
+      return Error::InvalidArgument("gpus: a share is 1..999 milli-GPU");
     }
     if (gpu.index < 0 || gpu.index > kMaxGpuIndex || !indices.insert(gpu.index).second) {
       return Error::InvalidArgument("gpus: index out of range or granted twice");
     }
+    share_milli = std::max(share_milli, gpu.share_milli);
+  }
+  if (share_milli > 0 && spec.gpus.size() > 1) {
+    return Error::InvalidArgument("gpus: a share is one GPU's, alone in its workload");
   }
   Argv argv = {context.sbatch,
                "--parsable",
@@ -135,7 +145,14 @@ Result<Argv> BuildSbatchArgv(const exec::LaunchSpec& spec, const SubmitContext& 
   }
   if (spec.memory_mib > 0) argv.push_back("--mem=" + std::to_string(spec.memory_mib) + "M");
   if (spec.time_limit_s > 0) argv.push_back("--time=" + SlurmTimeLimit(spec.time_limit_s));
-  if (!indices.empty()) {
+  if (share_milli > 0) {
+    // A time-sliced share: shards of that GPU, one per milli-GPU
+    // (deploy/slurm/gres.conf: 1000 shards per GPU, typed like it).
+    const std::string count = std::to_string(share_milli);
+    argv.push_back("--gres=shard:" + (context.gpu_types_are_indices
+                                          ? "idx" + std::to_string(*indices.begin()) + ":" + count
+                                          : count));
+  } else if (!indices.empty()) {
     std::string gres;
     if (context.gpu_types_are_indices) {
       for (int index : indices) {
@@ -173,7 +190,12 @@ Result<std::string> BuildLaunchFile(const exec::LaunchSpec& spec, const Workload
   Argv entries = wrapper;
   entries.insert(entries.end(),
                  {"/usr/bin/env", "--", "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + paths.work});
-  for (const auto& [name, value] : spec.env) {
+  // Atrium's own variables last: env(1) keeps the last of a name given twice.
+  std::vector<std::pair<std::string, std::string>> env = spec.env;
+  if (spec.gpus.size() == 1) {
+    for (auto& entry : exec::ShareEnvironment(spec.gpus.front())) env.push_back(std::move(entry));
+  }
+  for (const auto& [name, value] : env) {
     if (!IsEnvName(name)) {
       return Error::InvalidArgument("env: '" + name.substr(0, 64) +
                                     "' is not a variable name ([A-Za-z_][A-Za-z0-9_]*)");

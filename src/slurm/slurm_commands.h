@@ -75,14 +75,16 @@ struct SubmitContext {
   bool gpu_types_are_indices = true;
 };
 
-// `sbatch --parsable ...` for the spec. InvalidArgument (naming the field)
-// for a workload id or node outside the alphabets above, a GPU index out
-// of range or granted twice, a MIG instance or a GPU share (this backend
-// runs whole GPUs only), negative resources or time limit.
+// `sbatch --parsable ...` for the spec. Whole GPUs are `--gres=gpu:idxN:1`
+// each; a time-sliced share of GPU N is `--gres=shard:idxN:<milli>` (1000
+// shards per GPU). InvalidArgument (naming the field) for a workload id or
+// node outside the alphabets above, a GPU index out of range or granted
+// twice, a MIG instance (docs/slurm.md says why), a share outside 1..999
+// milli or beside other GPUs, negative resources or time limit.
 Result<Argv> BuildSbatchArgv(const exec::LaunchSpec& spec, const SubmitContext& context);
 
 // The launch file: NUL-terminated entries the batch script runs as one argv:
-//   /usr/bin/env -- PATH=... HOME=<work> <spec env...> <command...>
+//   /usr/bin/env -- PATH=... HOME=<work> <spec env...> <share env...> <command...>
 // where the command is spec.argv, or `/bin/sh <script name> spec.argv...`
 // when the spec has a script. `wrapper` (e.g. a sandbox's argv) goes in
 // front when not empty. InvalidArgument for an empty command, a NUL byte

@@ -729,4 +729,168 @@ TEST_P(BackendConformanceTest, ATemplatesWorkloadStoppedWithSigtermEndsBySigterm
   EXPECT_EQ(status.exit_code, -1);
 }
 
+// --- MIG instances and GPU shares ---------------------------------------
+
+// A script that says what the workload sees of the GPUs: the device files
+// it holds (GPUs and MIG capabilities, sorted) and the variables that name
+// them, then checks that what it holds is reachable (an open that reaches
+// the fake's absent driver: ENXIO) and that `forbidden` is refused.
+inline std::string DeviceReport(const std::string& forbidden) {
+  return "reached_driver() { grep -q 'No such device or address' /tmp/err; }\n"
+         "caps=$(ls /dev/nvidia-caps 2>/dev/null | sort | tr '\\n' ' ')\n"
+         "echo \"caps=[$caps]\"\n"
+         "for c in /dev/nvidia-caps/*; do [ -e \"$c\" ] || continue\n"
+         "  if ( : < \"$c\" ) 2>/tmp/err || reached_driver; then echo \"reachable $c\"; "
+         "else echo \"CAP-REFUSED $c\"; cat /tmp/err; exit 80; fi\n"
+         "done\n"
+         "if ( : < '" +
+         forbidden +
+         "' ) 2>/tmp/err; then echo OPENED-FORBIDDEN; exit 81; fi\n"
+         "if reached_driver; then echo FORBIDDEN-REACHED-DRIVER; exit 82; fi\n"
+         "echo \"CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES\"\n"
+         "echo \"NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES\"\n"
+         "echo \"ATRIUM_MIG_DEVICE=${ATRIUM_MIG_DEVICE-unset}\"\n"
+         "echo \"ATRIUM_GPU_SHARE_MILLI=${ATRIUM_GPU_SHARE_MILLI-unset}\"\n"
+         "echo \"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=${CUDA_MPS_ACTIVE_THREAD_PERCENTAGE-unset}\"\n"
+         "echo \"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=${CUDA_MPS_PINNED_DEVICE_MEM_LIMIT-unset}\"\n";
+}
+
+// The file names of `paths`, sorted as `ls | sort` lists them, each
+// followed by a space.
+inline std::string SortedNames(const std::vector<std::string>& paths) {
+  std::vector<std::string> names;
+  for (const auto& path : paths) names.push_back(path.substr(path.rfind('/') + 1));
+  std::sort(names.begin(), names.end());
+  std::string out;
+  for (const auto& name : names) out += name + " ";
+  return out;
+}
+
+inline GpuGrant MigGrant(int index, int start) {
+  GpuGrant grant;
+  grant.index = index;
+  grant.mig_profile = "1g.10gb";
+  grant.mig_start = start;
+  return grant;
+}
+
+TEST_P(BackendConformanceTest, AMigWorkloadSeesItsParentGpuAndOnlyItsOwnCapabilities) {
+  const auto gpus = harness_->GpuIndices();
+  ASSERT_GE(gpus.size(), 2u);
+  const auto id = NewId("mig");
+  auto spec = ScriptSpec(id, kTenantA,
+                         "if [ ! -c '" + harness_->DevicePathInWorkload(gpus[1]) +
+                             "' ]; then echo PARENT-MISSING; exit 83; fi\n" +
+                             DeviceReport(harness_->DevicePathInWorkload(gpus[0])));
+  spec.gpus = {MigGrant(gpus[1], 2)};
+  if (!harness_->RunsMig()) {
+    auto refused = backend_->Start(spec);
+    ASSERT_FALSE(refused.has_value()) << GetParam().name << " must refuse what it cannot confine";
+    EXPECT_TRUE(refused.error().code == ErrorCode::kInvalidArgument ||
+                refused.error().code == ErrorCode::kFailedPrecondition)
+        << refused.error().message;
+    EXPECT_NE(refused.error().message.find("MIG"), std::string::npos) << refused.error().message;
+    EXPECT_FALSE(backend_->Inspect(id).has_value()) << "nothing was started";
+    return;
+  }
+  const auto started = Start(spec);
+  EXPECT_EQ(started.gpus, std::vector<int>{gpus[1]});
+  const auto status = WaitUntilEnded(id);
+  const auto log = WholeLog(id);
+  EXPECT_EQ(status.exit_code, 0) << log;
+  const auto caps = harness_->MigCapsInWorkload(gpus[1], 2);
+  ASSERT_EQ(caps.size(), 2u);
+  const std::string listed = SortedNames(caps);
+  EXPECT_TRUE(Contains(log, "caps=[" + listed + "]")) << "exactly its two capabilities\n" << log;
+  for (const auto& cap : caps) EXPECT_TRUE(Contains(log, "reachable " + cap)) << log;
+  EXPECT_TRUE(Contains(log, "CUDA_VISIBLE_DEVICES=0\n")) << "no UUID known: the only MIG device\n"
+                                                         << log;
+  EXPECT_TRUE(Contains(log, "NVIDIA_VISIBLE_DEVICES=" + std::to_string(gpus[1]) + "\n")) << log;
+  EXPECT_TRUE(Contains(log, "ATRIUM_MIG_DEVICE=" + std::to_string(gpus[1]) + "/")) << log;
+  EXPECT_TRUE(Contains(log, "ATRIUM_GPU_SHARE_MILLI=unset")) << log;
+}
+
+TEST_P(BackendConformanceTest, IsolationTwoMigWorkloadsOnOneGpuCannotReachEachOther) {
+  const int gpu = harness_->GpuIndices().front();
+  const auto victim = NewId("migvictim");
+  auto victim_spec = ScriptSpec(victim, kTenantB, kSleeper);
+  victim_spec.gpus = {MigGrant(gpu, 0)};
+  if (!harness_->RunsMig()) {
+    // A backend that runs no MIG instance has none to reach: it refuses it.
+    EXPECT_FALSE(backend_->Start(victim_spec).has_value());
+    EXPECT_FALSE(backend_->Inspect(victim).has_value());
+    return;
+  }
+  Start(victim_spec);
+  WaitUntilLogged(victim, "ready");
+  const auto theirs = harness_->MigCapsInWorkload(gpu, 0);
+  const auto mine = harness_->MigCapsInWorkload(gpu, 1);
+  ASSERT_EQ(theirs.size(), 2u);
+  for (const auto& cap : theirs) ASSERT_FALSE(std::count(mine.begin(), mine.end(), cap)) << cap;
+
+  const auto attacker = NewId("migattacker");
+  // The capabilities' major, read off its own (the driver's is dynamic).
+  std::string script =
+      "reached_driver() { grep -q 'No such device or address' /tmp/err; }\n"
+      "own=$(ls /dev/nvidia-caps | head -1)\n"
+      "CAP_MAJOR=$((0x$(stat -c %t /dev/nvidia-caps/$own)))\n";
+  for (const auto& cap : theirs) {
+    const std::string minor = cap.substr(cap.rfind("nvidia-cap") + 10);
+    script += "if [ -e '" + cap + "' ]; then echo 'SEES " + cap + "'; exit 90; fi\n";
+    // A node of its own making for the other instance's capability.
+    script += "if mknod /tmp/cap" + minor + " c $CAP_MAJOR " + minor +
+              " 2>/tmp/err; then\n"
+              "  if ( : < /tmp/cap" +
+              minor + " ) 2>/tmp/err; then echo 'OPENED-MKNOD " + minor +
+              "'; exit 91; fi\n"
+              "  if reached_driver; then echo 'MKNOD-REACHED-DRIVER " +
+              minor +
+              "'; exit 92; fi\n"
+              "fi\n";
+  }
+  script += "echo \"mine=[$(ls /dev/nvidia-caps | sort | tr '\\n' ' ')]\"\necho refused-all\n";
+  auto spec = ScriptSpec(attacker, kTenantA, script);
+  spec.gpus = {MigGrant(gpu, 1)};
+  Start(spec);
+  const auto status = WaitUntilEnded(attacker);
+  const auto log = WholeLog(attacker);
+  EXPECT_EQ(status.exit_code, 0) << log;
+  EXPECT_TRUE(Contains(log, "refused-all")) << log;
+  EXPECT_TRUE(Contains(log, "mine=[" + SortedNames(mine) + "]")) << log;
+  auto victim_status = backend_->Inspect(victim);
+  ASSERT_TRUE(victim_status.has_value());
+  EXPECT_EQ(victim_status->phase, WorkloadPhase::kRunning);
+}
+
+TEST_P(BackendConformanceTest, AShareWorkloadSeesItsGpuAndItsShareLimits) {
+  const auto gpus = harness_->GpuIndices();
+  ASSERT_GE(gpus.size(), 2u);
+  const auto id = NewId("share");
+  auto spec = ScriptSpec(id, kTenantA,
+                         "if [ ! -c '" + harness_->DevicePathInWorkload(gpus[1]) +
+                             "' ]; then echo GPU-MISSING; exit 84; fi\n"
+                             "if ( : < '" +
+                             harness_->DevicePathInWorkload(gpus[1]) +
+                             "' ) 2>/tmp/err || grep -q 'No such device or address' /tmp/err; "
+                             "then echo gpu-reachable; else echo GPU-REFUSED; exit 85; fi\n" +
+                             DeviceReport(harness_->DevicePathInWorkload(gpus[0])));
+  GpuGrant share;
+  share.index = gpus[1];
+  share.share_milli = 250;
+  share.memory_cap_mib = 1024;
+  spec.gpus = {share};
+  const auto started = Start(spec);
+  EXPECT_EQ(started.gpus, std::vector<int>{gpus[1]});
+  const auto status = WaitUntilEnded(id);
+  const auto log = WholeLog(id);
+  EXPECT_EQ(status.exit_code, 0) << log;
+  EXPECT_TRUE(Contains(log, "gpu-reachable")) << log;
+  EXPECT_TRUE(Contains(log, "caps=[]")) << "a share holds no MIG capability\n" << log;
+  EXPECT_TRUE(Contains(log, "CUDA_VISIBLE_DEVICES=0\n")) << log;
+  EXPECT_TRUE(Contains(log, "ATRIUM_GPU_SHARE_MILLI=250\n")) << log;
+  EXPECT_TRUE(Contains(log, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=25\n")) << log;
+  EXPECT_TRUE(Contains(log, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=1024MB\n")) << log;
+  EXPECT_TRUE(Contains(log, "ATRIUM_MIG_DEVICE=unset")) << log;
+}
+
 }  // namespace atrium::exec::conformance

@@ -52,6 +52,15 @@ class BackendHarness {
   virtual std::string DevicePathInWorkload(int index) {
     return "/dev/nvidia" + std::to_string(index);
   }
+  // Whether the backend runs MIG grants (else it must refuse them, starting
+  // nothing), and the capability device files, as the workload sees them,
+  // of the MIG instance at memory slot `start` of GPU `index`.
+  virtual bool RunsMig() { return false; }
+  virtual std::vector<std::string> MigCapsInWorkload(int index, int start) {
+    (void)index;
+    (void)start;
+    return {};
+  }
   virtual std::chrono::milliseconds WaitTimeout() { return std::chrono::seconds(60); }
   virtual std::chrono::milliseconds PollInterval() { return std::chrono::milliseconds(10); }
 };

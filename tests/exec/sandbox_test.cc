@@ -17,6 +17,22 @@ GpuGrant Gpu(int index) {
   return gpu;
 }
 
+GpuGrant Mig(int index, const char* profile, int start, int gi, int ci) {
+  GpuGrant gpu = Gpu(index);
+  gpu.mig_profile = profile;
+  gpu.mig_start = start;
+  gpu.mig_gi = gi;
+  gpu.mig_ci = ci;
+  return gpu;
+}
+
+GpuGrant Share(int index, int32_t milli, int64_t memory_cap_mib) {
+  GpuGrant gpu = Gpu(index);
+  gpu.share_milli = milli;
+  gpu.memory_cap_mib = memory_cap_mib;
+  return gpu;
+}
+
 LaunchSpec Spec() {
   LaunchSpec spec;
   spec.workload_id = "job-1.0";
@@ -111,6 +127,161 @@ TEST(SandboxPlan, ACpuOnlyWorkloadGetsNoGpuDevicesAtAll) {
   EXPECT_TRUE(plan->device_paths.empty());
   EXPECT_EQ(EnvOf(*plan, "CUDA_VISIBLE_DEVICES"), "");
   EXPECT_EQ(EnvOf(*plan, "NVIDIA_VISIBLE_DEVICES"), "void");
+}
+
+// --- MIG instances and shares ------------------------------------------
+
+SandboxHost MigHost() {
+  auto host = Host();
+  host.caps_dir = "/tmp/fake-caps";
+  auto minors = ParseMigMinors(MigMinorsTable(4));
+  EXPECT_TRUE(minors.has_value());
+  host.mig_minors = *minors;
+  return host;
+}
+
+TEST(SandboxPlan, MigMinorsAreNumberedAsTheDriverNumbersThem) {
+  auto minors = ParseMigMinors(MigMinorsTable(2));
+  ASSERT_TRUE(minors.has_value()) << minors.error().message;
+  // The driver's table: config 1, monitor 2, then 9 minors per GPU instance
+  // (its access file and 8 compute instances), 15 instances per GPU.
+  EXPECT_EQ(minors->at("config"), 1);
+  EXPECT_EQ(minors->at("monitor"), 2);
+  EXPECT_EQ(minors->at("gpu0/gi0/access"), 3);
+  EXPECT_EQ(minors->at("gpu0/gi0/ci0/access"), 4);
+  EXPECT_EQ(minors->at("gpu0/gi0/ci7/access"), 11);
+  EXPECT_EQ(minors->at("gpu0/gi2/access"), 21);
+  EXPECT_EQ(minors->at("gpu0/gi2/ci0/access"), 22);
+  EXPECT_EQ(minors->at("gpu1/gi0/access"), 3 + 15 * 9);
+  EXPECT_EQ(minors->size(), 2u + 2 * 15 * 9);
+  EXPECT_EQ(MigGpuInstanceCap(3, 14), "gpu3/gi14/access");
+  EXPECT_EQ(MigComputeInstanceCap(3, 14, 7), "gpu3/gi14/ci7/access");
+}
+
+TEST(SandboxPlan, MigMinorsParserRefusesWhatIsNotTheDriversTable) {
+  EXPECT_TRUE(ParseMigMinors("").has_value());
+  EXPECT_TRUE(ParseMigMinors("config 1\r\n\ngpu0/gi1/access 12 \n").has_value());
+  for (const char* bad : {"config", "config x", "config -1", "config 1 2", "gpu0 gi1 12",
+                          "config 99999999", "Config 1", "../x 3"}) {
+    auto parsed = ParseMigMinors(std::string(bad) + "\n");
+    ASSERT_FALSE(parsed.has_value()) << bad;
+    EXPECT_EQ(parsed.error().code, ErrorCode::kInvalidArgument);
+  }
+}
+
+TEST(SandboxPlan, AMigInstanceSeesItsParentGpuAndOnlyItsOwnCapabilities) {
+  auto spec = Spec();
+  spec.gpus = {Mig(2, "3g.40gb", 4, 2, 0)};
+  auto plan = PlanSandbox(spec, MigHost());
+  ASSERT_TRUE(plan.has_value()) << plan.error().message;
+  const int gi_minor = 3 + 2 * 135 + 2 * 9;  // gpu2/gi2/access
+  const std::string gi_cap = "nvidia-cap" + std::to_string(gi_minor);
+  const std::string ci_cap = "nvidia-cap" + std::to_string(gi_minor + 1);  // gpu2/gi2/ci0
+  EXPECT_TRUE(HasSequence(plan->argv, {"--dev-bind", "/tmp/fake-dev/nvidia2", "/dev/nvidia2"}));
+  EXPECT_TRUE(HasSequence(plan->argv, {"--dev-bind", "/tmp/fake-dev/nvidiactl", "/dev/nvidiactl"}));
+  EXPECT_TRUE(HasSequence(
+      plan->argv, {"--dev-bind", "/tmp/fake-caps/" + gi_cap, "/dev/nvidia-caps/" + gi_cap}));
+  EXPECT_TRUE(HasSequence(
+      plan->argv, {"--dev-bind", "/tmp/fake-caps/" + ci_cap, "/dev/nvidia-caps/" + ci_cap}));
+  // Nothing else of the GPU's or the driver's: no other instance, not the
+  // config or monitor capabilities (which create and watch instances).
+  EXPECT_EQ(std::count(plan->argv.begin(), plan->argv.end(), "--dev-bind"), 5);
+  EXPECT_FALSE(HasArg(plan->argv, "/tmp/fake-caps/nvidia-cap1"));
+  EXPECT_FALSE(HasArg(plan->argv, "/tmp/fake-caps/nvidia-cap2"));
+  EXPECT_EQ(plan->device_paths,
+            (std::vector<std::string>{"/tmp/fake-dev/nvidia2", "/tmp/fake-dev/nvidiactl",
+                                      "/tmp/fake-dev/nvidia-uvm", "/tmp/fake-caps/" + gi_cap,
+                                      "/tmp/fake-caps/" + ci_cap}))
+      << "the cgroup's allow-list holds the capabilities too";
+}
+
+TEST(SandboxPlan, TwoMigInstancesOnOneGpuGetDisjointCapabilities) {
+  auto first = Spec();
+  first.gpus = {Mig(0, "1g.10gb", 0, 7, 0)};
+  auto second = Spec();
+  second.gpus = {Mig(0, "1g.10gb", 1, 8, 0)};
+  auto a = PlanSandbox(first, MigHost());
+  auto b = PlanSandbox(second, MigHost());
+  ASSERT_TRUE(a.has_value() && b.has_value());
+  for (const auto& path : a->device_paths) {
+    if (path.find("nvidia-cap") == std::string::npos) continue;
+    EXPECT_FALSE(HasArg(b->device_paths, path)) << path << " is in both";
+  }
+  EXPECT_EQ(a->device_paths.front(), b->device_paths.front()) << "the parent GPU is shared";
+}
+
+TEST(SandboxPlan, MigVisibleDevicesPreferTheUuid) {
+  auto spec = Spec();
+  spec.gpus = {Mig(1, "1g.10gb", 3, 9, 0)};
+  spec.gpus[0].mig_uuid = "MIG-4bb2b2ad-2a4d-5ee5-9bd4-6f4b2e1a1c0f";
+  spec.gpus[0].gpu_uuid = "GPU-5a0d3e0e-1d3c-4c3b-9a3e-0b0c1d2e3f40";
+  auto plan = PlanSandbox(spec, MigHost());
+  ASSERT_TRUE(plan.has_value()) << plan.error().message;
+  EXPECT_EQ(EnvOf(*plan, "CUDA_VISIBLE_DEVICES"), spec.gpus[0].mig_uuid);
+  EXPECT_EQ(EnvOf(*plan, "NVIDIA_VISIBLE_DEVICES"), spec.gpus[0].mig_uuid);
+  EXPECT_EQ(EnvOf(*plan, "ATRIUM_MIG_DEVICE"), "1/9/0");
+
+  spec.gpus[0].mig_uuid.clear();
+  plan = PlanSandbox(spec, MigHost());
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(EnvOf(*plan, "CUDA_VISIBLE_DEVICES"),
+            "MIG-GPU-5a0d3e0e-1d3c-4c3b-9a3e-0b0c1d2e3f40/9/0");
+
+  spec.gpus[0].gpu_uuid.clear();
+  plan = PlanSandbox(spec, MigHost());
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(EnvOf(*plan, "CUDA_VISIBLE_DEVICES"), "0") << "the only MIG device it can open";
+  EXPECT_EQ(EnvOf(*plan, "NVIDIA_VISIBLE_DEVICES"), "1");
+  EXPECT_EQ(EnvOf(*plan, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "<unset>");
+}
+
+TEST(SandboxPlan, AMigGrantIsRefusedWithoutItsInstanceOrItsCapabilityFiles) {
+  auto spec = Spec();
+  spec.gpus = {Mig(0, "1g.10gb", 0, -1, -1)};
+  EXPECT_TRUE(ValidateLaunchSpec(spec).has_value()) << "the backend may still find the ids";
+  auto plan = PlanSandbox(spec, MigHost());
+  ASSERT_FALSE(plan.has_value());
+  EXPECT_EQ(plan.error().code, ErrorCode::kInvalidArgument);
+
+  spec.gpus = {Mig(0, "1g.10gb", 0, 1, 0)};
+  plan = PlanSandbox(spec, Host());  // a host whose driver lists no MIG capabilities
+  ASSERT_FALSE(plan.has_value());
+  EXPECT_NE(plan.error().message.find("gpu0/gi1/access"), std::string::npos)
+      << plan.error().message;
+
+  auto host = MigHost();
+  host.caps_dir = "/dev/../tmp";
+  plan = PlanSandbox(spec, host);
+  ASSERT_FALSE(plan.has_value());
+  EXPECT_EQ(plan.error().code, ErrorCode::kInvalidArgument);
+}
+
+TEST(SandboxPlan, AShareSeesItsWholeDeviceFileAndGetsMpsLimits) {
+  auto spec = Spec();
+  spec.gpus = {Share(3, 250, 20480)};
+  auto plan = PlanSandbox(spec, Host());
+  ASSERT_TRUE(plan.has_value()) << plan.error().message;
+  EXPECT_TRUE(HasSequence(plan->argv, {"--dev-bind", "/tmp/fake-dev/nvidia3", "/dev/nvidia3"}));
+  EXPECT_FALSE(HasArg(plan->argv, "/dev/nvidia0"));
+  EXPECT_EQ(EnvOf(*plan, "CUDA_VISIBLE_DEVICES"), "0");
+  EXPECT_EQ(EnvOf(*plan, "NVIDIA_VISIBLE_DEVICES"), "3");
+  EXPECT_EQ(EnvOf(*plan, "ATRIUM_GPU_SHARE_MILLI"), "250");
+  EXPECT_EQ(EnvOf(*plan, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "25");
+  EXPECT_EQ(EnvOf(*plan, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=20480MB");
+
+  spec.gpus = {Share(3, 1, 0)};
+  plan = PlanSandbox(spec, Host());
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(EnvOf(*plan, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "1") << "rounded up, never 0";
+  EXPECT_EQ(EnvOf(*plan, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "<unset>");
+  spec.gpus = {Share(3, 999, 0)};
+  plan = PlanSandbox(spec, Host());
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(EnvOf(*plan, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "100");
+
+  plan = PlanSandbox(Spec(), Host());
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(EnvOf(*plan, "ATRIUM_GPU_SHARE_MILLI"), "<unset>") << "whole GPUs have no share";
 }
 
 TEST(SandboxPlan, NamespacesPrivateTmpAndDieWithParent) {
@@ -303,10 +474,52 @@ const BadSpecCase kBadSpecs[] = {
      [](LaunchSpec& s) {
        s.gpus = {Gpu(1), Gpu(1)};
      }},
-    {"MigInstance",
+    {"MigStartOutsideTheSlots", [](LaunchSpec& s) { s.gpus = {Mig(0, "1g.10gb", 8, 1, 0)}; }},
+    {"MigInstanceIdOutOfRange", [](LaunchSpec& s) { s.gpus = {Mig(0, "1g.10gb", 0, 15, 0)}; }},
+    {"MigComputeInstanceOutOfRange", [](LaunchSpec& s) { s.gpus = {Mig(0, "1g.10gb", 0, 1, 8)}; }},
+    {"MigProfileWithAPath", [](LaunchSpec& s) { s.gpus = {Mig(0, "../../x", 0, 1, 0)}; }},
+    {"MigUuidThatIsNotOne",
+     [](LaunchSpec& s) {
+       s.gpus = {Mig(0, "1g.10gb", 0, 1, 0)};
+       s.gpus[0].mig_uuid = "GPU-1234";
+     }},
+    {"MigAndWholeGpuTogether",
+     [](LaunchSpec& s) {
+       s.gpus = {Mig(0, "1g.10gb", 0, 1, 0), Gpu(1)};
+     }},
+    {"TwoMigInstances",
+     [](LaunchSpec& s) {
+       s.gpus = {Mig(0, "1g.10gb", 0, 1, 0), Mig(1, "1g.10gb", 0, 1, 0)};
+     }},
+    {"MigThatIsAlsoAShare",
+     [](LaunchSpec& s) {
+       s.gpus = {Mig(0, "1g.10gb", 0, 1, 0)};
+       s.gpus[0].share_milli = 500;
+     }},
+    {"MigIdsWithoutAProfile",
      [](LaunchSpec& s) {
        s.gpus = {Gpu(0)};
-       s.gpus[0].mig_profile = "1g.10gb";
+       s.gpus[0].mig_gi = 1;
+     }},
+    {"ShareOfAWholeGpu", [](LaunchSpec& s) { s.gpus = {Share(0, 1000, 0)}; }},
+    {"NegativeShare", [](LaunchSpec& s) { s.gpus = {Share(0, -5, 0)}; }},
+    {"ShareAndWholeGpuTogether",
+     [](LaunchSpec& s) {
+       s.gpus = {Share(0, 500, 0), Gpu(1)};
+     }},
+    {"NegativeGpuMemoryCap", [](LaunchSpec& s) { s.gpus = {Share(0, 500, -1)}; }},
+    {"GpuUuidThatIsNotOne",
+     [](LaunchSpec& s) {
+       s.gpus = {Gpu(0)};
+       s.gpus[0].gpu_uuid = "GPU-$(reboot)";
+     }},
+    {"TenantRaisesItsMpsShare",
+     [](LaunchSpec& s) {
+       s.env = {{"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "100"}};
+     }},
+    {"TenantPointsAtAnotherMpsServer",
+     [](LaunchSpec& s) {
+       s.env = {{"CUDA_MPS_PIPE_DIRECTORY", "/tmp/other-tenant"}};
      }},
     {"RelativeRootFs", [](LaunchSpec& s) { s.root_fs = "templates/x"; }},
     {"RootFsEscaping", [](LaunchSpec& s) { s.root_fs = "/var/lib/atrium/templates/../../../etc"; }},

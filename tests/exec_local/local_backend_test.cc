@@ -226,6 +226,70 @@ TEST_F(LocalBackendTest, AGpuShareIsRefusedUnderFullConfinement) {
   EXPECT_TRUE(Contains(refused.error().message, "GPU share")) << refused.error().message;
 }
 
+TEST_F(LocalBackendTest, AShareRunsAndItsStatusSaysWhatIsNotEnforced) {
+  auto spec = Spec("share-runs", "exit 0\n");
+  exec::GpuGrant gpu;
+  gpu.index = 1;
+  gpu.share_milli = 250;
+  spec.gpus = {gpu};
+  auto started = backend_->Start(spec);
+  ASSERT_TRUE(started.has_value()) << started.error().message;
+  EXPECT_TRUE(Contains(started->detail, "not enforced: GPU share limits")) << started->detail;
+  EXPECT_EQ(Ended("share-runs").exit_code, 0) << Log("share-runs");
+}
+
+TEST_F(LocalBackendTest, AMigInstanceAdmitsExactlyItsCapabilitiesInTheDeviceCgroup) {
+  auto spec = Spec("mig-cgroup", "echo ready\nexec sleep 100000\n");
+  exec::GpuGrant gpu;
+  gpu.index = 3;
+  gpu.mig_profile = "2g.20gb";
+  gpu.mig_start = 4;
+  spec.gpus = {gpu};
+  auto started = backend_->Start(spec);
+  ASSERT_TRUE(started.has_value()) << started.error().message;
+  EXPECT_EQ(started->detail, "") << "a MIG instance is confined by the hardware";
+  WaitLogged("mig-cgroup", "ready");
+  // Simulated layout: GPU instance 4 (its start slot), compute instance 0.
+  const int gi_minor = 3 + 3 * 135 + 4 * 9;
+  const auto devices = ReadHostFile(CgroupFile("devices", "mig-cgroup", "devices.list"));
+  EXPECT_TRUE(Contains(devices, "c 195:3 rw")) << devices;
+  EXPECT_TRUE(Contains(devices, "c 60:" + std::to_string(gi_minor) + " rw")) << devices;
+  EXPECT_TRUE(Contains(devices, "c 60:" + std::to_string(gi_minor + 1) + " rw")) << devices;
+  EXPECT_EQ(std::count(devices.begin(), devices.end(), '\n'), 8 + 1 + 1 + 2)
+      << "the standard nodes, the GPU, nvidiactl, two capabilities: " << devices;
+  ASSERT_TRUE(backend_->Stop("mig-cgroup", 0).has_value());
+  Ended("mig-cgroup");
+}
+
+TEST_F(LocalBackendTest, AMigGrantIsRefusedWhereNoMigLayoutIsKnown) {
+  harness_.options().resolve_mig = nullptr;
+  auto backend = harness_.NewLocalBackend();
+  ASSERT_TRUE(backend.has_value());
+  auto spec = Spec("mig-unknown", "exit 0\n");
+  exec::GpuGrant gpu;
+  gpu.index = 0;
+  gpu.mig_profile = "1g.10gb";
+  gpu.mig_start = 0;
+  spec.gpus = {gpu};
+  auto refused = (*backend)->Start(spec);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kFailedPrecondition);
+  EXPECT_TRUE(Contains(refused.error().message, "1g.10gb@0")) << refused.error().message;
+  EXPECT_FALSE((*backend)->Inspect("mig-unknown").has_value());
+
+  // Ids given with the grant need no layout, but do need the driver's table.
+  gpu.mig_gi = 1;
+  gpu.mig_ci = 0;
+  spec.gpus = {gpu};
+  harness_.options().mig_minors_path = harness_.root() + "/no-such-table";
+  backend = harness_.NewLocalBackend();
+  ASSERT_TRUE(backend.has_value());
+  refused = (*backend)->Start(spec);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kFailedPrecondition);
+  EXPECT_TRUE(Contains(refused.error().message, "MIG is not usable")) << refused.error().message;
+}
+
 TEST_F(LocalBackendTest, AGpuWithoutADeviceFileOnThisNodeIsRefused) {
   auto spec = Spec("nodevice", "exit 0\n");
   exec::GpuGrant gpu;

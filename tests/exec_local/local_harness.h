@@ -35,6 +35,13 @@ class LocalHarness final : public exec::conformance::BackendHarness {
     ::chmod((root_ + "/dev").c_str(), 0755);
     for (int i = 0; i < kFakeGpus; ++i) MakeDevice("nvidia" + std::to_string(i), i);
     MakeDevice("nvidiactl", 255);
+    // MIG: fake capability files and the driver's table of their minors,
+    // with the simulated fleet's layout (GPU instance = start slot).
+    options_.mig_caps_dir = root_ + "/dev/nvidia-caps";
+    options_.mig_minors_path = root_ + "/mig-minors";
+    auto caps = MakeSimulatedMigDevices(options_.mig_caps_dir, options_.mig_minors_path, kFakeGpus);
+    EXPECT_TRUE(caps.has_value()) << caps.error().message;
+    options_.resolve_mig = SimulatedMigInstance;
     options_.state_dir = root_ + "/state";
     options_.WithHelpersIn(std::filesystem::path(ATRIUM_SUPERVISOR_PATH).parent_path());
     EXPECT_EQ(options_.sandbox_init_path, ATRIUM_SANDBOX_INIT_PATH)
@@ -76,6 +83,22 @@ class LocalHarness final : public exec::conformance::BackendHarness {
     return pids.has_value() ? *pids : std::vector<int>{};
   }
   std::string ControlPlaneDir() override { return options_.state_dir; }
+  bool RunsMig() override { return true; }
+  std::vector<std::string> MigCapsInWorkload(int index, int start) override {
+    exec::GpuGrant grant;
+    grant.index = index;
+    grant.mig_profile = "1g.10gb";
+    grant.mig_start = start;
+    auto ids = SimulatedMigInstance(grant);
+    auto minors = exec::ParseMigMinors(exec::MigMinorsTable(kFakeGpus));
+    if (!ids.has_value() || !minors.has_value()) return {};
+    std::vector<std::string> out;
+    for (const auto& cap : {exec::MigGpuInstanceCap(index, ids->mig_gi),
+                            exec::MigComputeInstanceCap(index, ids->mig_gi, ids->mig_ci)}) {
+      out.push_back("/dev/nvidia-caps/nvidia-cap" + std::to_string(minors->at(cap)));
+    }
+    return out;
+  }
   int64_t LogMaxBytes() override { return options_.log_max_bytes; }
 
  private:

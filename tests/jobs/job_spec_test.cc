@@ -75,6 +75,16 @@ TEST(JobSpecTest, RefusesWhatAHostileTenantSends) {
          j["env"] = {{"ATRIUM_JOB_ID", "x"}};
        },
        "reserved"},
+      {"a share's MPS limit",
+       [](Json& j) {
+         j["env"] = {{"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "100"}};
+       },
+       "reserved"},
+      {"another tenant's MPS server",
+       [](Json& j) {
+         j["env"] = {{"CUDA_MPS_PIPE_DIRECTORY", "/tmp/mps-of-b"}};
+       },
+       "reserved"},
       {"bad env name",
        [](Json& j) {
          j["env"] = {{"A=B", "x"}};
@@ -190,6 +200,19 @@ TEST(LaunchSpecTest, GrantsThePlacedGpusAndMergesTheTemplate) {
   ASSERT_TRUE(launch.has_value());
   EXPECT_EQ(launch->gpus[0].share_milli, 250);
   EXPECT_EQ(launch->gpus[0].memory_cap_mib, 1024);
+
+  a.kind = "mig";
+  a.milli = 0;
+  a.mig_profile = "3g.40gb";
+  a.mig_start = 4;
+  launch = BuildLaunchSpec(job, spec, a, env, "");
+  ASSERT_TRUE(launch.has_value());
+  ASSERT_EQ(launch->gpus.size(), 1u);
+  EXPECT_EQ(launch->gpus[0].index, 5);
+  EXPECT_EQ(launch->gpus[0].mig_profile, "3g.40gb");
+  EXPECT_EQ(launch->gpus[0].mig_start, 4);
+  EXPECT_EQ(launch->gpus[0].share_milli, 0);
+  EXPECT_EQ(launch->gpus[0].mig_gi, -1) << "the node's backend finds which instance that is";
 
   a.placement.clear();
   EXPECT_FALSE(BuildLaunchSpec(job, spec, a, env, "").has_value());

@@ -132,15 +132,61 @@ TEST(SbatchArgv, RefusesIdsAndNodesThatCouldBreakAnOption) {
   }
 }
 
+TEST(SbatchArgv, AShareIsShardsOfItsGpuOneForEachMilliGpu) {
+  auto spec = BasicSpec();
+  spec.gpus = {Gpu(2)};
+  spec.gpus[0].share_milli = 250;
+  auto argv = BuildSbatchArgv(spec, Context());
+  ASSERT_TRUE(argv.has_value()) << argv.error().message;
+  EXPECT_TRUE(Has(*argv, "--gres=shard:idx2:250"));
+  EXPECT_EQ(std::count_if(argv->begin(), argv->end(),
+                          [](const std::string& a) { return a.rfind("--gres=", 0) == 0; }),
+            1)
+      << "shards only, no whole GPU beside them";
+  auto context = Context();
+  context.gpu_types_are_indices = false;
+  argv = BuildSbatchArgv(spec, context);
+  ASSERT_TRUE(argv.has_value());
+  EXPECT_TRUE(Has(*argv, "--gres=shard:250"));
+}
+
+TEST(LaunchFile, AShareIsToldItsShareAndItsMpsLimitsAfterTheTenantsVariables) {
+  auto spec = BasicSpec();
+  spec.gpus = {Gpu(1)};
+  spec.gpus[0].share_milli = 333;
+  spec.gpus[0].memory_cap_mib = 4096;
+  spec.env = {{"A", "1"}};
+  auto file = BuildLaunchFile(spec, Context().paths);
+  ASSERT_TRUE(file.has_value()) << file.error().message;
+  auto entries = Entries(*file);
+  EXPECT_EQ(Argv(entries.begin() + 4, entries.begin() + 8),
+            (Argv{"A=1", "ATRIUM_GPU_SHARE_MILLI=333", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=34",
+                  "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=4096MB"}));
+  auto whole = BasicSpec();
+  whole.gpus = {Gpu(1)};
+  file = BuildLaunchFile(whole, Context().paths);
+  ASSERT_TRUE(file.has_value());
+  for (const auto& entry : Entries(*file)) EXPECT_EQ(entry.find("CUDA_MPS"), std::string::npos);
+}
+
 TEST(SbatchArgv, RefusesWhatItCannotConfine) {
   auto mig = BasicSpec();
   mig.gpus = {Gpu(0)};
   mig.gpus[0].mig_profile = "1g.10gb";
-  EXPECT_EQ(BuildSbatchArgv(mig, Context()).error().code, ErrorCode::kInvalidArgument);
-  auto share = BasicSpec();
-  share.gpus = {Gpu(0)};
-  share.gpus[0].share_milli = 500;
-  EXPECT_FALSE(BuildSbatchArgv(share, Context()).has_value());
+  auto refused = BuildSbatchArgv(mig, Context());
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(refused.error().message.find("MIG"), std::string::npos) << refused.error().message;
+  for (int32_t milli : {-1, 1000, 5000}) {
+    auto share = BasicSpec();
+    share.gpus = {Gpu(0)};
+    share.gpus[0].share_milli = milli;
+    EXPECT_FALSE(BuildSbatchArgv(share, Context()).has_value()) << milli;
+  }
+  auto share_and_whole = BasicSpec();
+  share_and_whole.gpus = {Gpu(0), Gpu(1)};
+  share_and_whole.gpus[0].share_milli = 500;
+  EXPECT_FALSE(BuildSbatchArgv(share_and_whole, Context()).has_value());
   auto twice = BasicSpec();
   twice.gpus = {Gpu(1), Gpu(1)};
   EXPECT_FALSE(BuildSbatchArgv(twice, Context()).has_value());
