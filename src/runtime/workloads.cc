@@ -117,14 +117,11 @@ class Workloads::TenantSyncObserver final : public TenantObserver {
 };
 
 std::string DefaultWorkloadStateDir(const Config& config) {
-  constexpr std::string_view kSqlite = "sqlite://";
   // A PostgreSQL store names no folder of this host: one folder for the
   // control planes on it (they share the store, so also its workloads).
-  if (config.store_url.rfind(kSqlite, 0) != 0) return std::string(kHostWorkloadRoot) + "/server";
-  std::string db_path = config.store_url.substr(kSqlite.size());
-  db_path = db_path.substr(0, db_path.find('?'));
-  const std::filesystem::path db_dir =
-      std::filesystem::absolute(std::filesystem::path(db_path).parent_path());
+  const auto sqlite_dir = SqliteDirOf(config.store_url);
+  if (!sqlite_dir) return std::string(kHostWorkloadRoot) + "/server";
+  const std::filesystem::path db_dir = std::filesystem::absolute(*sqlite_dir);
   // Workloads run as their own unprivileged users, who must be able to
   // reach their directories: beside the database when every folder above
   // it lets others search it, else in a folder of the host's named after
