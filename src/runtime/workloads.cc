@@ -274,19 +274,21 @@ void Workloads::SyncLoop() {
 
 Status Workloads::SyncTenants() {
   std::lock_guard lock(sync_mu_);
+  // Every tenant's whole-GPU limits by model, from one query.
+  std::map<std::string, std::map<std::string, int64_t>> whole_gpus;
+  ATRIUM_ASSIGN_OR_RETURN(auto quotas, store_->ListAllQuotasForScheduler());
+  for (const QuotaRecord& quota : quotas) {
+    if (!quota.project.empty() || (quota.kind != "gpu" && quota.kind != "node")) continue;
+    whole_gpus[quota.tenant_id][quota.model] += quota.limit_milli / 1000;
+  }
   std::map<std::string, exec::TenantAccount> now;
   ListOptions page{.after = "", .limit = 500};
   do {
     ATRIUM_ASSIGN_OR_RETURN(auto tenants, store_->ListTenants(TenantFilter{}, page));
     for (const Tenant& tenant : tenants.items) {
       exec::TenantAccount account{.tenant_id = tenant.id, .state = tenant.state};
-      ATRIUM_ASSIGN_OR_RETURN(auto quotas, store_->ListQuotas(TenantScope::Of(tenant.id)));
-      std::map<std::string, int64_t> whole_gpus;
-      for (const QuotaRecord& quota : quotas) {
-        if (!quota.project.empty() || (quota.kind != "gpu" && quota.kind != "node")) continue;
-        whole_gpus[quota.model] += quota.limit_milli / 1000;
-      }
-      account.gpu_limits.assign(whole_gpus.begin(), whole_gpus.end());
+      const auto& limits = whole_gpus[tenant.id];
+      account.gpu_limits.assign(limits.begin(), limits.end());
       now.emplace(tenant.id, std::move(account));
     }
     page.after = tenants.next_cursor;

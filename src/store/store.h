@@ -142,7 +142,8 @@ class Store {
   Result<std::vector<QuotaRecord>> ListQuotas(const TenantScope& scope);
   Result<std::vector<ProjectRecord>> ListProjects(const TenantScope& scope);
   Result<ProjectRecord> GetProject(const TenantScope& scope, const std::string& name);
-  // Every tenant's rows, for the scheduler's start-up (platform only).
+  // Every tenant's rows, for the scheduler's start-up and the execution
+  // backend's tenant sync (platform only).
   Result<std::vector<QuotaRecord>> ListAllQuotasForScheduler();
   Result<std::vector<ProjectRecord>> ListAllProjectsForScheduler();
 
