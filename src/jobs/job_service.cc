@@ -70,6 +70,43 @@ struct JobService::Change {
   }
 };
 
+// One job's claim: while it is held, no other operation changes the job.
+// kWait waits for another holder to finish; kTry gives up (held() false).
+class JobService::Claim {
+ public:
+  enum class Mode { kWait, kTry };
+  Claim(JobService& service, std::string job_id, Mode mode, bool by_tick = false)
+      : service_(service), job_id_(std::move(job_id)), by_tick_(by_tick) {
+    std::unique_lock<std::mutex> lock(service_.mu_);
+    if (mode == Mode::kWait) {
+      service_.claim_cv_.wait(lock, [this] { return !service_.claimed_.contains(job_id_); });
+    } else if (service_.claimed_.contains(job_id_)) {
+      return;
+    }
+    service_.claimed_.insert(job_id_);
+    held_ = true;
+  }
+  ~Claim() {
+    if (!held_) return;
+    {
+      std::lock_guard<std::mutex> lock(service_.mu_);
+      service_.claimed_.erase(job_id_);
+      if (!by_tick_) ++service_.other_changes_;
+    }
+    service_.claim_cv_.notify_all();
+  }
+  Claim(const Claim&) = delete;
+  Claim& operator=(const Claim&) = delete;
+
+  bool held() const { return held_; }
+
+ private:
+  JobService& service_;
+  const std::string job_id_;
+  const bool by_tick_;
+  bool held_ = false;
+};
+
 JobService::JobService(Store& store, scheduling::SchedulingService& scheduling,
                        exec::ExecutionBackend& backend, const Clock& clock,
                        JobServiceOptions options)
@@ -83,7 +120,6 @@ JobService::~JobService() { Stop(); }
 
 Status JobService::Start() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
     ATRIUM_ASSIGN_OR_RETURN(std::vector<exec::WorkloadStatus> known, backend_.List());
     for (const exec::WorkloadStatus& st : known) {
       const size_t dot = st.workload_id.rfind('.');
@@ -105,6 +141,7 @@ Status JobService::Start() {
         // kept for it.
         spdlog::warn("jobs: workload {} has no job; stopping and forgetting it", st.workload_id);
         if (alive) (void)backend_.Stop(st.workload_id, 0);
+        std::lock_guard<std::mutex> lock(mu_);
         to_forget_.insert(st.workload_id);
       } else if (attempt < job->attempt && alive) {
         // An attempt the job moved past (a crash before its stop): its log
@@ -152,13 +189,31 @@ void JobService::TimerLoop() {
 Status JobService::Tick() {
   Status first = OkStatus();
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    ForgetGoneLocked();
+    std::lock_guard<std::mutex> ticking(tick_mu_);
+    ForgetGone();
+    auto other_changes = [this] {
+      std::lock_guard<std::mutex> lock(mu_);
+      return other_changes_;
+    };
+    const uint64_t listed_after = other_changes();
     auto live = store_.ListLiveJobsForJobs();
     if (!live.has_value()) return std::move(live).error();
     for (JobRecord& job : *live) {
       const std::string id = job.id;
-      if (auto s = ReconcileLocked(std::move(job)); !s) {
+      Claim claim(*this, id, Claim::Mode::kTry, /*by_tick=*/true);
+      if (!claim.held()) continue;  // another operation changes it now: the next tick sees it
+      if (other_changes() != listed_after) {
+        // Another operation may have changed it since the list: act on
+        // the row as it is now.
+        auto now = store_.GetJobForJobs(id);
+        if (!now.has_value()) {
+          if (now.error().code == ErrorCode::kNotFound) continue;  // deleted with its tenant
+          if (first.has_value()) first = Status(std::move(now).error());
+          continue;
+        }
+        job = std::move(*now);
+      }
+      if (auto s = ReconcileClaimed(std::move(job)); !s) {
         spdlog::warn("jobs: job {}: {}", id, s.error().message);
         if (first.has_value()) first = std::move(s);
       }
@@ -168,19 +223,40 @@ Status JobService::Tick() {
   return first;
 }
 
-void JobService::ForgetGoneLocked() {
-  for (auto it = to_forget_.begin(); it != to_forget_.end();) {
-    auto st = backend_.Inspect(*it);
-    bool done = false;
+void JobService::ForgetGone() {
+  std::lock_guard<std::mutex> forgetting(forget_mu_);
+  std::vector<std::string> pending;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending.assign(to_forget_.begin(), to_forget_.end());
+  }
+  std::vector<std::string> done;
+  for (const std::string& wid : pending) {
+    auto st = backend_.Inspect(wid);
     if (!st.has_value()) {
-      done = st.error().code == ErrorCode::kNotFound;
+      if (st.error().code == ErrorCode::kNotFound) done.push_back(wid);
     } else if (st->phase == exec::WorkloadPhase::kExited ||
                st->phase == exec::WorkloadPhase::kLost) {
-      done = backend_.Forget(*it).has_value();
+      if (backend_.Forget(wid).has_value()) done.push_back(wid);
     } else {
-      (void)backend_.Stop(*it, 0);
+      (void)backend_.Stop(wid, 0);
     }
-    it = done ? to_forget_.erase(it) : std::next(it);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const std::string& wid : done) to_forget_.erase(wid);
+}
+
+bool JobService::StopSent(const std::string& workload_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stops_sent_.contains(workload_id);
+}
+
+void JobService::SetStopSent(const std::string& workload_id, bool sent) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (sent) {
+    stops_sent_.insert(workload_id);
+  } else {
+    stops_sent_.erase(workload_id);
   }
 }
 
@@ -208,7 +284,6 @@ Result<JobService::Submitted> JobService::Submit(const RequestOrigin& by,
     return Error::InvalidArgument("the idempotency key is longer than 255 bytes");
   }
   const TenantScope scope = TenantScope::Of(tenant_id);
-  std::lock_guard<std::mutex> lock(mu_);
 
   auto same_request = [&](const JobRecord& earlier) -> Result<Submitted> {
     auto earlier_spec = SpecOf(earlier);
@@ -282,6 +357,9 @@ Result<JobService::Submitted> JobService::Submit(const RequestOrigin& by,
   audit.outcome = "allowed";
   audit.request_id = by.request_id;
   audit.source = by.source;
+  // Claimed before the row exists: a Tick never finds the new job
+  // unclaimed before this submission has submitted and started it.
+  Claim claim(*this, job.id, Claim::Mode::kWait);
   auto created = store_.CreateJob(job, event, audit);
   if (!created.has_value()) {
     if (created.error().code == ErrorCode::kAlreadyExists && !idempotency_key.empty()) {
@@ -293,7 +371,7 @@ Result<JobService::Submitted> JobService::Submit(const RequestOrigin& by,
   }
 
   // The row holds the allocation's id: from here a crash loses nothing.
-  if (auto submitted = SubmitAllocationLocked(job); !submitted) {
+  if (auto submitted = SubmitAllocationClaimed(job); !submitted) {
     if (submitted.error().code == ErrorCode::kUnavailable) {
       // Submitted again by the reconcile.
       return Submitted{job, true};
@@ -303,14 +381,14 @@ Result<JobService::Submitted> JobService::Submit(const RequestOrigin& by,
   auto stored = store_.GetJob(scope, job.id);
   if (!stored.has_value()) return std::move(stored).error();
   // Placed at once: start it now rather than at the next tick.
-  if (auto s = ReconcileLocked(*stored); !s) {
+  if (auto s = ReconcileClaimed(*stored); !s) {
     spdlog::warn("jobs: job {}: {}", job.id, s.error().message);
   }
   ATRIUM_ASSIGN_OR_RETURN(JobRecord now_row, store_.GetJob(scope, job.id));
   return Submitted{std::move(now_row), true};
 }
 
-Status JobService::SubmitAllocationLocked(const JobRecord& job) {
+Status JobService::SubmitAllocationClaimed(const JobRecord& job) {
   ATRIUM_ASSIGN_OR_RETURN(JobSpec spec, SpecOf(job));
   sched::AllocationRequest request = spec.resources;
   request.id = job.allocation_id;
@@ -321,7 +399,7 @@ Status JobService::SubmitAllocationLocked(const JobRecord& job) {
     if (!env.has_value()) {
       if (env.error().code == ErrorCode::kUnavailable) return std::move(env).error();
       ATRIUM_RETURN_IF_ERROR(
-          EndWithoutWorkloadLocked(job, Cause::kAllocationRejected, env.error().message));
+          EndWithoutWorkloadClaimed(job, Cause::kAllocationRejected, env.error().message));
       return std::move(env).error();
     }
     request.requirements = env->requirements;
@@ -333,16 +411,16 @@ Status JobService::SubmitAllocationLocked(const JobRecord& job) {
   if (e.code == ErrorCode::kUnavailable || e.code == ErrorCode::kInternal) return e;
   // Refused for good (never fits, unknown project, too many pending, the
   // tenant is suspended): the job ends with the scheduler's words.
-  ATRIUM_RETURN_IF_ERROR(EndWithoutWorkloadLocked(job, Cause::kAllocationRejected, e.message));
+  ATRIUM_RETURN_IF_ERROR(EndWithoutWorkloadClaimed(job, Cause::kAllocationRejected, e.message));
   return e;
 }
 
 // ------------------------------------------------------------------ reconcile
 
-Status JobService::ReconcileLocked(JobRecord job) {
+Status JobService::ReconcileClaimed(JobRecord job) {
   auto state = ParseState(job.state);
   if (!state) return Error::Internal("job " + job.id + " has unknown state " + job.state);
-  if (*state == JobState::kPending) return ReconcilePendingLocked(std::move(job));
+  if (*state == JobState::kPending) return ReconcilePendingClaimed(std::move(job));
   if (!IsLive(*state)) return OkStatus();
 
   const TenantScope scope = TenantScope::Of(job.tenant_id);
@@ -362,7 +440,7 @@ Status JobService::ReconcileLocked(JobRecord job) {
     return std::move(status).error();
   }
   if (st.phase == exec::WorkloadPhase::kExited || st.phase == exec::WorkloadPhase::kLost) {
-    return FinishAttemptLocked(job, st, allocation);
+    return FinishAttemptClaimed(std::move(job), st, allocation);
   }
 
   const int64_t now = clock_.NowMillis();
@@ -377,42 +455,42 @@ Status JobService::ReconcileLocked(JobRecord job) {
   if (!job.stop_cause.empty()) {
     // A stop asked before this process started: ask again with what is
     // left of its grace.
-    if (!stops_sent_.contains(job.workload_id())) {
+    if (!StopSent(job.workload_id())) {
       ATRIUM_RETURN_IF_ERROR(
           backend_.Stop(job.workload_id(), std::max<int64_t>(0, job.stop_deadline_ms - now)));
-      stops_sent_.insert(job.workload_id());
+      SetStopSent(job.workload_id(), true);
     }
     return OkStatus();
   }
   if (!allocation.has_value()) {
-    return RequestStopLocked(std::move(job), "allocation-released", 0, kJobsActor);
+    return RequestStopClaimed(std::move(job), "allocation-released", 0, kJobsActor);
   }
   if (allocation->state == "preempting") {
-    return RequestStopLocked(std::move(job), "preemption",
-                             std::max<int64_t>(0, allocation->preempt_at_ms - now), kJobsActor);
+    return RequestStopClaimed(std::move(job), "preemption",
+                              std::max<int64_t>(0, allocation->preempt_at_ms - now), kJobsActor);
   }
   if (allocation->state == "preempted") {
-    return RequestStopLocked(std::move(job), "preemption", 0, kJobsActor);
+    return RequestStopClaimed(std::move(job), "preemption", 0, kJobsActor);
   }
   if (!allocation->Held()) {
-    return RequestStopLocked(std::move(job), "allocation-released", 0, kJobsActor);
+    return RequestStopClaimed(std::move(job), "allocation-released", 0, kJobsActor);
   }
   ATRIUM_ASSIGN_OR_RETURN(JobSpec spec, SpecOf(job));
   if (job.started_ms >= 0 && now >= job.started_ms + spec.time_limit_s * 1000) {
-    return RequestStopLocked(std::move(job), "time-limit", options_.time_limit_grace_ms,
-                             kJobsActor);
+    return RequestStopClaimed(std::move(job), "time-limit", options_.time_limit_grace_ms,
+                              kJobsActor);
   }
   return OkStatus();
 }
 
-Status JobService::ReconcilePendingLocked(JobRecord job) {
+Status JobService::ReconcilePendingClaimed(JobRecord job) {
   const TenantScope scope = TenantScope::Of(job.tenant_id);
   auto allocation = store_.GetAllocation(scope, job.allocation_id);
   if (!allocation.has_value()) {
     if (allocation.error().code != ErrorCode::kNotFound) return std::move(allocation).error();
     // Stored, but its allocation never reached the scheduler (a crash or
     // an unavailable scheduler between the two): submit it now.
-    ATRIUM_RETURN_IF_ERROR(SubmitAllocationLocked(job));
+    ATRIUM_RETURN_IF_ERROR(SubmitAllocationClaimed(job));
     allocation = store_.GetAllocation(scope, job.allocation_id);
     if (!allocation.has_value()) {
       return allocation.error().code == ErrorCode::kNotFound
@@ -425,22 +503,23 @@ Status JobService::ReconcilePendingLocked(JobRecord job) {
   }
   const std::string& a = allocation->state;
   if (a == "pending" || a == "preempting") return OkStatus();  // wait
-  if (a == "running") return LaunchLocked(std::move(job), *allocation);
+  if (a == "running") return LaunchClaimed(std::move(job), *allocation);
   if (a == "preempted") {
-    return EndWithoutWorkloadLocked(std::move(job), Cause::kPreempted, allocation->reason);
+    return EndWithoutWorkloadClaimed(std::move(job), Cause::kPreempted, allocation->reason);
   }
   if (a == "rejected") {
-    return EndWithoutWorkloadLocked(std::move(job), Cause::kAllocationRejected, allocation->reason);
+    return EndWithoutWorkloadClaimed(std::move(job), Cause::kAllocationRejected,
+                                     allocation->reason);
   }
-  return EndWithoutWorkloadLocked(std::move(job), Cause::kAllocationReleased, allocation->reason);
+  return EndWithoutWorkloadClaimed(std::move(job), Cause::kAllocationReleased, allocation->reason);
 }
 
-Status JobService::LaunchLocked(JobRecord job, const AllocationRecord& allocation) {
+Status JobService::LaunchClaimed(JobRecord job, const AllocationRecord& allocation) {
   ATRIUM_ASSIGN_OR_RETURN(JobSpec spec, SpecOf(job));
   const int64_t now = clock_.NowMillis();
   auto refuse = [&](const Error& e) -> Status {
-    ATRIUM_RETURN_IF_ERROR(ReleaseAllocationLocked(job, SystemOrigin()));
-    return EndWithoutWorkloadLocked(job, Cause::kStartRefused, e.message);
+    ATRIUM_RETURN_IF_ERROR(ReleaseAllocationClaimed(job, SystemOrigin()));
+    return EndWithoutWorkloadClaimed(job, Cause::kStartRefused, e.message);
   };
   ResolvedEnvironment env;
   if (!spec.environment.empty()) {
@@ -486,7 +565,7 @@ Status JobService::LaunchLocked(JobRecord job, const AllocationRecord& allocatio
   return store_.CommitJob(change.job, change.events, std::move(change.audit));
 }
 
-Status JobService::ReleaseAllocationLocked(const JobRecord& job, const RequestOrigin& by) {
+Status JobService::ReleaseAllocationClaimed(const JobRecord& job, const RequestOrigin& by) {
   auto a = store_.GetAllocation(TenantScope::Of(job.tenant_id), job.allocation_id);
   if (!a.has_value()) {
     return a.error().code == ErrorCode::kNotFound ? OkStatus() : Status(std::move(a).error());
@@ -499,13 +578,13 @@ Status JobService::ReleaseAllocationLocked(const JobRecord& job, const RequestOr
   return OkStatus();
 }
 
-Status JobService::FinishAttemptLocked(const JobRecord& job, const exec::WorkloadStatus& st,
-                                       const Result<AllocationRecord>& allocation) {
+Status JobService::FinishAttemptClaimed(JobRecord job, const exec::WorkloadStatus& st,
+                                        const Result<AllocationRecord>& allocation) {
   ATRIUM_ASSIGN_OR_RETURN(Cause cause, CauseOfEnd(st, job.stop_cause));
   // The backend says every process is gone: only now do the GPUs go back.
   RequestOrigin by = SystemOrigin();
   if (job.stop_cause == "cancel" || job.stop_cause == "eviction") by.actor = job.stop_by;
-  if (allocation.has_value()) ATRIUM_RETURN_IF_ERROR(ReleaseAllocationLocked(job, by));
+  if (allocation.has_value()) ATRIUM_RETURN_IF_ERROR(ReleaseAllocationClaimed(job, by));
   Change change{job, {}, {}};
   ATRIUM_RETURN_IF_ERROR(change.Move(cause, clock_.NowMillis(), by, EndDetail(st)));
   change.job.exit_code = st.phase == exec::WorkloadPhase::kExited ? st.exit_code : -1;
@@ -513,20 +592,21 @@ Status JobService::FinishAttemptLocked(const JobRecord& job, const exec::Workloa
   change.job.ended_ms = st.ended_ms >= 0 ? st.ended_ms : clock_.NowMillis();
   // Started and ended between two looks: never seen running, but it ran.
   if (change.job.started_ms < 0 && st.started_ms >= 0) change.job.started_ms = st.started_ms;
-  stops_sent_.erase(job.workload_id());
-  return CommitEndLocked(change, cause);
+  SetStopSent(job.workload_id(), false);
+  return CommitEndClaimed(change, cause);
 }
 
-Status JobService::EndWithoutWorkloadLocked(JobRecord job, Cause cause, const std::string& detail) {
+Status JobService::EndWithoutWorkloadClaimed(JobRecord job, Cause cause,
+                                             const std::string& detail) {
   RequestOrigin by = SystemOrigin();
   if (cause == Cause::kCancelled || cause == Cause::kEvicted) by.actor = job.stop_by;
   Change change{std::move(job), {}, {}};
   ATRIUM_RETURN_IF_ERROR(change.Move(cause, clock_.NowMillis(), by, detail));
   change.job.ended_ms = clock_.NowMillis();
-  return CommitEndLocked(change, cause);
+  return CommitEndClaimed(change, cause);
 }
 
-Status JobService::CommitEndLocked(Change& change, Cause cause) {
+Status JobService::CommitEndClaimed(Change& change, Cause cause) {
   ATRIUM_ASSIGN_OR_RETURN(JobSpec spec, SpecOf(change.job));
   const bool requeue = DecideRestart(spec.restart, cause, change.job.restarts);
   if (requeue) {
@@ -547,14 +627,14 @@ Status JobService::CommitEndLocked(Change& change, Cause cause) {
   if (requeue) {
     // Stored first (with the new allocation's id), then submitted: a crash
     // between the two is mended by the next reconcile.
-    auto s = SubmitAllocationLocked(change.job);
+    auto s = SubmitAllocationClaimed(change.job);
     if (!s && s.error().code != ErrorCode::kUnavailable) return s;
   }
   return OkStatus();
 }
 
-Status JobService::RequestStopLocked(JobRecord job, const std::string& cause, int64_t grace_ms,
-                                     const std::string& actor) {
+Status JobService::RequestStopClaimed(JobRecord job, const std::string& cause, int64_t grace_ms,
+                                      const std::string& actor) {
   const int64_t now = clock_.NowMillis();
   job.stop_cause = cause;
   job.stop_by = actor;
@@ -564,7 +644,7 @@ Status JobService::RequestStopLocked(JobRecord job, const std::string& cause, in
   // stop even if this process dies in between.
   ATRIUM_RETURN_IF_ERROR(store_.CommitJob(job, {}, {}));
   ATRIUM_RETURN_IF_ERROR(backend_.Stop(job.workload_id(), grace_ms));
-  stops_sent_.insert(job.workload_id());
+  SetStopSent(job.workload_id(), true);
   return OkStatus();
 }
 
@@ -573,7 +653,10 @@ Status JobService::RequestStopLocked(JobRecord job, const std::string& cause, in
 Result<JobRecord> JobService::Cancel(const RequestOrigin& by, const std::string& tenant_id,
                                      const std::string& job_id) {
   const TenantScope scope = TenantScope::Of(tenant_id);
-  std::lock_guard<std::mutex> lock(mu_);
+  // The tenant's job, or NotFound before anything waits on it; then its
+  // row again under the claim (a Tick may have moved it meanwhile).
+  ATRIUM_RETURN_IF_ERROR(store_.GetJob(scope, job_id));
+  Claim claim(*this, job_id, Claim::Mode::kWait);
   ATRIUM_ASSIGN_OR_RETURN(JobRecord job, store_.GetJob(scope, job_id));
   auto state = ParseState(job.state);
   if (!state || !IsLive(*state)) {
@@ -581,29 +664,36 @@ Result<JobRecord> JobService::Cancel(const RequestOrigin& by, const std::string&
   }
   if (!job.stop_cause.empty()) return job;  // already stopping
   if (*state == JobState::kPending) {
-    ATRIUM_RETURN_IF_ERROR(ReleaseAllocationLocked(job, by));
+    ATRIUM_RETURN_IF_ERROR(ReleaseAllocationClaimed(job, by));
     Change change{job, {}, {}};
     ATRIUM_RETURN_IF_ERROR(change.Move(Cause::kCancelled, clock_.NowMillis(), by));
     change.job.ended_ms = clock_.NowMillis();
     ATRIUM_RETURN_IF_ERROR(store_.CommitJob(change.job, change.events, std::move(change.audit)));
     return change.job;
   }
-  ATRIUM_RETURN_IF_ERROR(RequestStopLocked(job, "cancel", options_.cancel_grace_ms, by.actor));
+  ATRIUM_RETURN_IF_ERROR(RequestStopClaimed(job, "cancel", options_.cancel_grace_ms, by.actor));
   return store_.GetJob(scope, job_id);
 }
 
 // ------------------------------------------------------------------ eviction
 
 Status JobService::StopTenantJobs(const std::string& tenant_id, const RequestOrigin& by) {
-  std::lock_guard<std::mutex> lock(mu_);
   ATRIUM_ASSIGN_OR_RETURN(std::vector<JobRecord> jobs, store_.ListTenantJobsForJobs(tenant_id));
-  for (JobRecord& job : jobs) {
+  for (JobRecord& listed : jobs) {
+    Claim claim(*this, listed.id, Claim::Mode::kWait);
+    auto now = store_.GetJobForJobs(listed.id);
+    if (!now.has_value()) {
+      if (now.error().code == ErrorCode::kNotFound) continue;
+      return std::move(now).error();
+    }
+    JobRecord& job = *now;
     for (int64_t attempt = 1; attempt <= job.attempt; ++attempt) {
       const std::string wid = job.id + "." + std::to_string(attempt);
       auto stopped = backend_.Stop(wid, 0);
       if (!stopped && stopped.error().code != ErrorCode::kNotFound) {
         return std::move(stopped).error();
       }
+      std::lock_guard<std::mutex> lock(mu_);
       to_forget_.insert(wid);
     }
     {
@@ -620,7 +710,7 @@ Status JobService::StopTenantJobs(const std::string& tenant_id, const RequestOri
       ATRIUM_RETURN_IF_ERROR(store_.CommitJob(change.job, change.events, std::move(change.audit)));
     }
   }
-  ForgetGoneLocked();
+  ForgetGone();
   return OkStatus();
 }
 

@@ -30,10 +30,29 @@
 // forgotten, stale attempts stopped; running ones are adopted and ended
 // ones recorded with their real end by the Tick that follows.
 //
-// Thread-safe. Submit, Cancel, Tick and StopTenantJobs are serialized by
-// one mutex, held across backend and scheduler calls. WorkloadsGone,
-// ReadLog and Explain take no lock the service holds while it calls the
-// scheduler, so the scheduler may call WorkloadsGone under its own lock.
+// Thread-safe. Every change of a job is made under that job's claim: one
+// Submit, Cancel, Tick or StopTenantJobs changes a job at a time, and each
+// reads the row again once it holds the claim, so a cancel and a tick
+// never both act on what they read before the other's change. Backend and
+// scheduler calls run under the job's claim only: a slow backend (the
+// Slurm CLIs take seconds) holds up that job, never the requests about
+// others. So the backend gets calls about different workloads at once
+// (LocalBackend serialises them; SlurmBackend runs them side by side).
+// Tick passes over a job another operation holds (the next tick sees it);
+// Ticks run one at a time. The service's own sets are guarded by
+// one mutex never held across a call out. WorkloadsGone, ReadLog and
+// Explain take no claim, so the scheduler may call WorkloadsGone under its
+// own lock.
+//
+// A stop's SIGKILL is sent by the backend when it is next asked about the
+// workload after the grace (SlurmBackend; the local backend's supervisor
+// keeps its own timer). Every stop with a grace belongs to a live job —
+// the job stays live, with its stop recorded, until the backend reports
+// the workload ended — and every Tick inspects every live job's workload
+// (jobs.tick_ms, 1 s by default), so the SIGKILL leaves at most one tick
+// late; after a restart, Start's Tick sends the ones whose grace ran out
+// while it was down (the backend keeps the deadline). Stops without a
+// grace (eviction, orphans, stale attempts) kill at once.
 #pragma once
 
 #include <condition_variable>
@@ -44,6 +63,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/result.h"
@@ -158,20 +178,25 @@ class JobService {
 
  private:
   struct Change;
-  Status ReconcileLocked(JobRecord job);                                   // REQUIRES(mu_)
-  Status ReconcilePendingLocked(JobRecord job);                            // REQUIRES(mu_)
-  Status LaunchLocked(JobRecord job, const AllocationRecord& allocation);  // REQUIRES(mu_)
-  Status FinishAttemptLocked(const JobRecord& job, const exec::WorkloadStatus& status,
-                             const Result<AllocationRecord>& allocation);  // REQUIRES(mu_)
+  class Claim;
+  // The *Claimed methods change `job`: the caller holds its claim.
+  Status ReconcileClaimed(JobRecord job);
+  Status ReconcilePendingClaimed(JobRecord job);
+  Status LaunchClaimed(JobRecord job, const AllocationRecord& allocation);
+  Status FinishAttemptClaimed(JobRecord job, const exec::WorkloadStatus& status,
+                              const Result<AllocationRecord>& allocation);
   // Ends the attempt by `cause` without a workload (it never started).
-  Status EndWithoutWorkloadLocked(JobRecord job, Cause cause, const std::string& detail);
+  Status EndWithoutWorkloadClaimed(JobRecord job, Cause cause, const std::string& detail);
   // Requeues when the policy says so; then submits the new allocation.
-  Status CommitEndLocked(Change& change, Cause cause);  // REQUIRES(mu_)
-  Status SubmitAllocationLocked(const JobRecord& job);  // REQUIRES(mu_)
-  Status ReleaseAllocationLocked(const JobRecord& job, const RequestOrigin& by);
-  Status RequestStopLocked(JobRecord job, const std::string& cause, int64_t grace_ms,
-                           const std::string& actor);  // REQUIRES(mu_)
-  void ForgetGoneLocked();                             // REQUIRES(mu_)
+  Status CommitEndClaimed(Change& change, Cause cause);
+  Status SubmitAllocationClaimed(const JobRecord& job);
+  Status ReleaseAllocationClaimed(const JobRecord& job, const RequestOrigin& by);
+  Status RequestStopClaimed(JobRecord job, const std::string& cause, int64_t grace_ms,
+                            const std::string& actor);
+  // Forgets the workloads in to_forget_ that are gone, stops the others.
+  void ForgetGone();
+  bool StopSent(const std::string& workload_id);
+  void SetStopSent(const std::string& workload_id, bool sent);
   Result<JobSpec> SpecOf(const JobRecord& job) const;
   void TimerLoop();
 
@@ -181,12 +206,20 @@ class JobService {
   const Clock& clock_;
   JobServiceOptions options_;
 
-  std::mutex mu_;
+  std::mutex mu_;  // never held across a call out of the service
+  std::condition_variable claim_cv_;
+  // The jobs an operation is changing now (Claim).
+  std::set<std::string> claimed_;  // GUARDED_BY(mu_)
+  // Claims released by operations other than Tick: a Tick that sees it
+  // moved since it listed the jobs reads a job's row again.
+  uint64_t other_changes_ = 0;  // GUARDED_BY(mu_)
   // Workloads to forget once gone (evicted tenants', orphans).
   std::set<std::string> to_forget_;  // GUARDED_BY(mu_)
   // Stops sent by this process: a restarted one sends a persisted stop
   // again with the grace that is left.
   std::set<std::string> stops_sent_;  // GUARDED_BY(mu_)
+  std::mutex tick_mu_;                // one Tick at a time
+  std::mutex forget_mu_;              // one ForgetGone at a time
 
   // Allocation → workload of evicted tenants' jobs, whose rows are gone,
   // for WorkloadsGone.

@@ -114,6 +114,14 @@ class TableReader {
 
 }  // namespace
 
+std::optional<std::filesystem::path> SqliteDirOf(std::string_view store_url) {
+  constexpr std::string_view kSqlite = "sqlite://";
+  if (!StartsWith(store_url, kSqlite)) return std::nullopt;
+  std::string_view db_path = store_url.substr(kSqlite.size());
+  db_path = db_path.substr(0, db_path.find('?'));
+  return std::filesystem::path(db_path).parent_path();
+}
+
 Result<std::pair<std::string, int>> ParseListenAddress(const std::string& text) {
   auto colon = text.rfind(':');
   if (colon == std::string::npos || colon == 0) {
@@ -306,9 +314,7 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
           "'auth.signing_key_file' is required with a PostgreSQL store (the same file on every "
           "server sharing it)");
     }
-    std::string db_path = c.store_url.substr(std::string_view("sqlite://").size());
-    db_path = db_path.substr(0, db_path.find('?'));
-    c.signing_key_file = (std::filesystem::path(db_path).parent_path() / "signing.key").string();
+    c.signing_key_file = (*SqliteDirOf(c.store_url) / "signing.key").string();
   }
   ATRIUM_RETURN_IF_ERROR(ParseListenAddress(c.api_listen));
   if (!c.scheduler_fleet.empty()) {

@@ -3,7 +3,10 @@
 // naming it, so a typo never silently falls back to a default.
 #pragma once
 
+#include <filesystem>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/result.h"
@@ -166,5 +169,10 @@ Status ValidateNodeName(const std::string& name);
 
 // "host:port" → parts; port 0 allowed (any free port).
 Result<std::pair<std::string, int>> ParseListenAddress(const std::string& text);
+
+// The folder of a SQLite store's database file ("sqlite:///data/atrium.db"
+// → "/data"; its query string, if any, ignored); nullopt for any other
+// store (PostgreSQL), which names no folder of this host.
+std::optional<std::filesystem::path> SqliteDirOf(std::string_view store_url);
 
 }  // namespace atrium

@@ -173,6 +173,9 @@ Result<std::string> Platform::StartControlPlane() {
   tenants_->SetObserver(scheduling_.get());
   templates::TemplateServiceOptions template_opts;
   template_opts.images_dir = config_.templates_images_dir;
+  // A version that live jobs pin stays until they end: their next start or
+  // requeue resolves it again.
+  template_opts.uses_in_flight = templates::LiveJobsPinning(*store_);
   templates_ = std::make_unique<templates::TemplateService>(*store_, SystemClock::Instance(),
                                                             std::move(template_opts));
   auto workloads =

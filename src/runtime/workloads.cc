@@ -128,14 +128,11 @@ class Workloads::TenantSyncObserver final : public TenantObserver {
 };
 
 std::string DefaultWorkloadStateDir(const Config& config) {
-  constexpr std::string_view kSqlite = "sqlite://";
   // A PostgreSQL store names no folder of this host: one folder for the
   // control planes on it (they share the store, so also its workloads).
-  if (config.store_url.rfind(kSqlite, 0) != 0) return std::string(kHostWorkloadRoot) + "/server";
-  std::string db_path = config.store_url.substr(kSqlite.size());
-  db_path = db_path.substr(0, db_path.find('?'));
-  const std::filesystem::path db_dir =
-      std::filesystem::absolute(std::filesystem::path(db_path).parent_path());
+  const auto sqlite_dir = SqliteDirOf(config.store_url);
+  if (!sqlite_dir) return std::string(kHostWorkloadRoot) + "/server";
+  const std::filesystem::path db_dir = std::filesystem::absolute(*sqlite_dir);
   // Workloads run as their own unprivileged users, who must be able to
   // reach their directories: beside the database when every folder above
   // it lets others search it, else in a folder of the host's named after
@@ -294,19 +291,21 @@ void Workloads::SyncLoop() {
 
 Status Workloads::SyncTenants() {
   std::lock_guard lock(sync_mu_);
+  // Every tenant's whole-GPU limits by model, from one query.
+  std::map<std::string, std::map<std::string, int64_t>> whole_gpus;
+  ATRIUM_ASSIGN_OR_RETURN(auto quotas, store_->ListAllQuotasForScheduler());
+  for (const QuotaRecord& quota : quotas) {
+    if (!quota.project.empty() || (quota.kind != "gpu" && quota.kind != "node")) continue;
+    whole_gpus[quota.tenant_id][quota.model] += quota.limit_milli / 1000;
+  }
   std::map<std::string, exec::TenantAccount> now;
   ListOptions page{.after = "", .limit = 500};
   do {
     ATRIUM_ASSIGN_OR_RETURN(auto tenants, store_->ListTenants(TenantFilter{}, page));
     for (const Tenant& tenant : tenants.items) {
       exec::TenantAccount account{.tenant_id = tenant.id, .state = tenant.state};
-      ATRIUM_ASSIGN_OR_RETURN(auto quotas, store_->ListQuotas(TenantScope::Of(tenant.id)));
-      std::map<std::string, int64_t> whole_gpus;
-      for (const QuotaRecord& quota : quotas) {
-        if (!quota.project.empty() || (quota.kind != "gpu" && quota.kind != "node")) continue;
-        whole_gpus[quota.model] += quota.limit_milli / 1000;
-      }
-      account.gpu_limits.assign(whole_gpus.begin(), whole_gpus.end());
+      const auto& limits = whole_gpus[tenant.id];
+      account.gpu_limits.assign(limits.begin(), limits.end());
       now.emplace(tenant.id, std::move(account));
     }
     page.after = tenants.next_cursor;

@@ -90,6 +90,15 @@ Result<AllocationState> ParseState(std::string_view name) {
 }
 
 std::string_view ScrubStateName(ScrubState state) { return NameOf(state, kScrubStates); }
+
+std::string TenantReasonOf(std::string_view reason) {
+  const std::string_view failed = kScrubFailed;
+  if (reason.substr(0, failed.size()) == failed &&
+      (reason.size() == failed.size() || reason[failed.size()] == ':')) {
+    return std::string(failed);
+  }
+  return std::string(reason);
+}
 Result<ScrubState> ParseScrubState(std::string_view name) {
   return ParseName(name, kScrubStates, "scrub state");
 }

@@ -150,6 +150,14 @@ enum class ScrubState {
                // stays until an operator marks the GPU healthy again
 };
 std::string_view ScrubStateName(ScrubState state);  // "scrubbing", "failed"
+
+// What a tenant is told of a failed scrub: the scrub command's output (its
+// exit status, its last line) is the operator's, never a tenant's.
+inline constexpr char kScrubFailed[] = "scrub failed";
+// A GPU's health reason as a tenant may read it: kScrubFailed for a failed
+// scrub's "scrub failed: <detail>", anything else as it is (an operator's
+// own words when marking a GPU unhealthy).
+std::string TenantReasonOf(std::string_view reason);
 Result<ScrubState> ParseScrubState(std::string_view name);
 
 struct ScrubHold {
@@ -167,7 +175,9 @@ struct ScrubHold {
   int64_t mem_cap_mib = 0;
   int64_t since_ms = 0;  // when the allocation ended
   ScrubState state = ScrubState::kScrubbing;
-  std::string reason;  // kFailed: "scrub failed: ..."
+  // kFailed: "scrub failed: <detail>", the command's words for operators;
+  // tenants are told only kScrubFailed (TenantReasonOf).
+  std::string reason;
 
   bool operator==(const ScrubHold&) const = default;
 };

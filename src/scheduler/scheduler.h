@@ -154,9 +154,9 @@ class Scheduler {
   // The scrub of GPU `gpu` of `node` that allocation `allocation` left
   // finished. ok: its hold goes and the room is free (a pass runs). Not ok:
   // the GPU is marked unhealthy as SetGpuHealth(false) does, with the note
-  // "scrub failed: <detail>", and the hold stays, marked kFailed with that
-  // reason, until the GPU is marked healthy again (an operator's word that
-  // it is clean), which drops it. NotFound when no hold of that allocation
+  // kScrubFailed (other tenants' allocations read it), and the hold stays,
+  // marked kFailed with the reason "scrub failed: <detail>", until the GPU is marked healthy again
+  // (an operator's word that it is clean), which drops it. NotFound when no hold of that allocation
   // waits for its scrub on that GPU (unknown, already finished, or failed).
   Result<DecisionRecords> FinishScrub(std::string_view allocation, std::string_view node, int gpu,
                                       bool ok, int64_t now_ms, std::string_view detail = {});

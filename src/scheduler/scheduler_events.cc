@@ -402,9 +402,11 @@ Result<DecisionRecords> Scheduler::FinishScrub(std::string_view allocation, std:
   // on it is handled as on any GPU that turned unhealthy.
   ScrubHold& h = it->second;
   h.state = ScrubState::kFailed;
-  h.reason = "scrub failed: " + (detail.empty() ? std::string("no detail") : std::string(detail));
-  const std::string note = h.reason;
-  return SetGpuHealth(node, gpu, /*healthy=*/false, now_ms, note);
+  h.reason = std::string(kScrubFailed) + ": " +
+             (detail.empty() ? std::string("no detail") : std::string(detail));
+  // The note reaches the reasons of other tenants' allocations on the GPU
+  // (preempted, asked to move): no command output in it.
+  return SetGpuHealth(node, gpu, /*healthy=*/false, now_ms, kScrubFailed);
 }
 
 DecisionRecords Scheduler::RequestOutstandingMoves(int64_t now_ms) {

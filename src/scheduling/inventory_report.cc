@@ -60,7 +60,8 @@ NodeInfo DescribeNode(const sched::Scheduler& s, int32_t i, std::string_view vie
         // another tenant's (nor, once ended, worth a tenant's listing).
         if (viewer.empty()) gi.scrubbing_for.push_back(h.allocation);
       } else if (gi.health_reason.empty()) {
-        gi.health_reason = h.reason;
+        // The scrub command's output is the platform's to read.
+        gi.health_reason = viewer.empty() ? h.reason : sched::TenantReasonOf(h.reason);
       }
     }
     gi.state = !gi.healthy       ? "unhealthy"

@@ -262,8 +262,8 @@ Result<SlurmJobRecord> SlurmBackend::LookupJob(const std::string& job_id) {
   return Error::NotFound("slurm knows no job " + job_id);
 }
 
-Result<exec::WorkloadStatus> SlurmBackend::InspectPaths(const std::string& workload_id,
-                                                        const WorkloadPaths& paths) {
+Result<SlurmBackend::StateRecord> SlurmBackend::SubmittedState(const std::string& workload_id,
+                                                               const WorkloadPaths& paths) {
   auto state = ReadState(paths);
   if (!state) {
     if (state.error().code == ErrorCode::kNotFound) {
@@ -279,14 +279,27 @@ Result<exec::WorkloadStatus> SlurmBackend::InspectPaths(const std::string& workl
     state->job_id = *found;
     ATRIUM_RETURN_IF_ERROR(WriteState(paths, *state));
   }
-  auto job = LookupJob(state->job_id);
+  return state;
+}
+
+Result<exec::WorkloadStatus> SlurmBackend::InspectPaths(const std::string& workload_id,
+                                                        const WorkloadPaths& paths) {
+  ATRIUM_ASSIGN_OR_RETURN(StateRecord state, SubmittedState(workload_id, paths));
+  auto job = LookupJob(state.job_id);
+  return StatusOfJob(workload_id, paths, state, job);
+}
+
+Result<exec::WorkloadStatus> SlurmBackend::StatusOfJob(const std::string& workload_id,
+                                                       const WorkloadPaths& paths,
+                                                       StateRecord& state,
+                                                       const Result<SlurmJobRecord>& job) {
   if (!job) {
-    if (job.error().code != ErrorCode::kNotFound) return std::move(job).error();
+    if (job.error().code != ErrorCode::kNotFound) return job.error();
     exec::WorkloadStatus lost;
     lost.workload_id = workload_id;
-    lost.backend_ref = state->job_id;
+    lost.backend_ref = state.job_id;
     lost.phase = exec::WorkloadPhase::kLost;
-    lost.detail = "slurm no longer knows job " + state->job_id;
+    lost.detail = "slurm no longer knows job " + state.job_id;
     return lost;
   }
   // slurmdbd first names a job "allocation": only the controller's name
@@ -294,34 +307,34 @@ Result<exec::WorkloadStatus> SlurmBackend::InspectPaths(const std::string& workl
   if (job->name != workload_id && job->name != "allocation") {
     exec::WorkloadStatus lost;
     lost.workload_id = workload_id;
-    lost.backend_ref = state->job_id;
+    lost.backend_ref = state.job_id;
     lost.phase = exec::WorkloadPhase::kLost;
-    lost.detail = "slurm job " + state->job_id + " is now '" + job->name +
+    lost.detail = "slurm job " + state.job_id + " is now '" + job->name +
                   "' (the cluster's job ids were reset)";
     return lost;
   }
   exec::WorkloadStatus status = StatusFromRecord(workload_id, *job);
-  if (!status.gpus.empty() && status.gpus != state->gpus) {
-    state->gpus = status.gpus;
-    ATRIUM_RETURN_IF_ERROR(WriteState(paths, *state));
+  if (!status.gpus.empty() && status.gpus != state.gpus) {
+    state.gpus = status.gpus;
+    ATRIUM_RETURN_IF_ERROR(WriteState(paths, state));
   } else if (status.gpus.empty()) {
-    status.gpus = state->gpus;
+    status.gpus = state.gpus;
   }
-  if (status.phase == exec::WorkloadPhase::kRunning && state->kill_at_ms >= 0 &&
-      clock_.NowMillis() >= state->kill_at_ms) {
+  if (status.phase == exec::WorkloadPhase::kRunning && state.kill_at_ms >= 0 &&
+      clock_.NowMillis() >= state.kill_at_ms) {
     // The grace of a Stop has passed: SIGKILL to every process, then end
     // the job in Slurm.
-    ATRIUM_RETURN_IF_ERROR(RunChecked(ScancelSignalArgv(state->job_id, "KILL")));
-    ATRIUM_RETURN_IF_ERROR(RunChecked(ScancelArgv(state->job_id)));
-    state->kill_at_ms = -1;
-    state->killed_at_ms = clock_.NowMillis();
-    ATRIUM_RETURN_IF_ERROR(WriteState(paths, *state));
+    ATRIUM_RETURN_IF_ERROR(RunChecked(ScancelSignalArgv(state.job_id, "KILL")));
+    ATRIUM_RETURN_IF_ERROR(RunChecked(ScancelArgv(state.job_id)));
+    state.kill_at_ms = -1;
+    state.killed_at_ms = clock_.NowMillis();
+    ATRIUM_RETURN_IF_ERROR(WriteState(paths, state));
     status.detail += "; SIGKILL sent after the grace";
   }
   // Slurm keeps whole seconds: a workload this backend killed ended no
   // earlier than the SIGKILL it was sent while running.
-  if (status.phase == exec::WorkloadPhase::kExited && state->killed_at_ms > status.ended_ms) {
-    status.ended_ms = state->killed_at_ms;
+  if (status.phase == exec::WorkloadPhase::kExited && state.killed_at_ms > status.ended_ms) {
+    status.ended_ms = state.killed_at_ms;
   }
   if (status.phase == exec::WorkloadPhase::kExited && status.exit_code > 128) {
     ApplySandboxReport(ReadSmallFile(paths.report), status);
@@ -455,7 +468,6 @@ Result<exec::WorkloadStatus> SlurmBackend::Inspect(const std::string& workload_i
 }
 
 Result<std::vector<exec::WorkloadStatus>> SlurmBackend::List() {
-  std::vector<exec::WorkloadStatus> all;
   std::error_code ec;
   std::vector<std::string> ids;
   for (const auto& entry : std::filesystem::directory_iterator(options_.workload_root, ec)) {
@@ -464,13 +476,48 @@ Result<std::vector<exec::WorkloadStatus>> SlurmBackend::List() {
   }
   if (ec) return Error::Unavailable("list " + options_.workload_root + ": " + ec.message());
   std::sort(ids.begin(), ids.end());
+  struct Known {
+    std::string workload_id;
+    WorkloadPaths paths;
+    StateRecord state;
+  };
+  std::vector<Known> known;
   for (const auto& id : ids) {
-    auto status = Inspect(id);
-    if (status) {
-      all.push_back(std::move(*status));
-    } else if (status.error().code != ErrorCode::kNotFound) {
-      return std::move(status).error();
+    WorkloadPaths paths = PathsFor(options_.workload_root, id);
+    auto state = SubmittedState(id, paths);
+    if (state) {
+      known.push_back({id, std::move(paths), std::move(*state)});
+    } else if (state.error().code != ErrorCode::kNotFound) {
+      return std::move(state).error();
     }
+  }
+  if (known.empty()) return std::vector<exec::WorkloadStatus>{};
+  // One question to the controller for every job it knows, then one to
+  // the accounting database for those it has forgotten (MinJobAge).
+  ATRIUM_ASSIGN_OR_RETURN(CommandOutput shown, RunChecked(ScontrolShowJobsArgv()));
+  auto controller = ParseScontrolJobs(shown.out);
+  if (!controller) return Error::Internal(controller.error().message);
+  std::map<std::string, SlurmJobRecord> jobs = JobsById(std::move(*controller));
+  std::vector<std::string> forgotten;
+  for (const Known& k : known) {
+    if (!jobs.contains(k.state.job_id)) forgotten.push_back(k.state.job_id);
+  }
+  if (!forgotten.empty()) {
+    ATRIUM_ASSIGN_OR_RETURN(CommandOutput accounted, RunChecked(SacctJobsArgv(forgotten)));
+    auto records = ParseSacct(accounted.out);
+    if (!records) return Error::Internal(records.error().message);
+    jobs.merge(JobsById(std::move(*records)));
+  }
+  std::vector<exec::WorkloadStatus> all;
+  all.reserve(known.size());
+  for (Known& k : known) {
+    auto it = jobs.find(k.state.job_id);
+    Result<SlurmJobRecord> job = it != jobs.end()
+                                     ? Result<SlurmJobRecord>(it->second)
+                                     : Error::NotFound("slurm knows no job " + k.state.job_id);
+    ATRIUM_ASSIGN_OR_RETURN(exec::WorkloadStatus status,
+                            StatusOfJob(k.workload_id, k.paths, k.state, job));
+    all.push_back(std::move(status));
   }
   return all;
 }
@@ -587,6 +634,7 @@ Status SlurmBackend::Forget(const std::string& workload_id) {
 
 Status SlurmBackend::CheckConfinement(const exec::LaunchSpec& spec) {
   if (!spec.require_full_confinement) return OkStatus();
+  std::lock_guard<std::mutex> lock(facts_mu_);
   if (!confinement_known_) {
     auto config = RunChecked({"scontrol", "show", "config"});
     if (!config) return std::move(config).error();
@@ -600,6 +648,7 @@ Status SlurmBackend::CheckConfinement(const exec::LaunchSpec& spec) {
 }
 
 Status SlurmBackend::EnsureQos() {
+  std::lock_guard<std::mutex> lock(facts_mu_);
   if (qos_ready_) return OkStatus();
   auto listed = RunChecked({"sacctmgr", "-n", "-P", "show", "qos", "format=name"});
   if (!listed) return std::move(listed).error();

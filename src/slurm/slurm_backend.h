@@ -17,11 +17,15 @@
 // Start interrupted between sbatch and that record finds the job again by
 // its name (the workload id), so a workload is never submitted twice.
 //
-// Not thread-safe: the job service calls it from one thread.
+// Calls about different workloads may run at once (the job service makes
+// one call per job at a time, on several threads; the tenant sync thread
+// calls SyncTenant): each workload's state is its own folder, and what the
+// backend learns of the cluster once is guarded by facts_mu_.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -68,8 +72,11 @@ class SlurmBackend : public exec::ExecutionBackend {
   Result<exec::WorkloadStatus> Inspect(const std::string& workload_id) override;
   Result<std::vector<exec::WorkloadStatus>> List() override;
   // SIGTERM now (scancel --full --signal=TERM); SIGKILL once `grace_ms`
-  // has passed, sent by the first Stop, Inspect or List after that moment
-  // (the job service polls), then `scancel` ends the job in Slurm.
+  // has passed, sent by the first Stop, Inspect or List after that moment,
+  // then `scancel` ends the job in Slurm. The deadline is kept in the
+  // workload's state, so a restarted control plane sends it too. The job
+  // service inspects every live job's workload each tick (job_service.h
+  // says why that bounds the delay to one tick).
   Status Stop(const std::string& workload_id, int64_t grace_ms) override;
   Result<exec::LogChunk> ReadLog(const std::string& workload_id, int64_t offset,
                                  int64_t max_bytes) override;
@@ -99,8 +106,18 @@ class SlurmBackend : public exec::ExecutionBackend {
   // The job named `workload_id`, by name (squeue, then sacct): "" if none.
   Result<std::string> FindJobByName(const std::string& workload_id);
   Result<SlurmJobRecord> LookupJob(const std::string& job_id);
+  // The workload's state, its Slurm job id found by name when a Start did
+  // not live to record it; NotFound when it never reached Slurm.
+  Result<StateRecord> SubmittedState(const std::string& workload_id, const WorkloadPaths& paths);
   Result<exec::WorkloadStatus> InspectPaths(const std::string& workload_id,
                                             const WorkloadPaths& paths);
+  // The workload's status from what Slurm says of its job (`job`: NotFound
+  // when neither the controller nor accounting knows it). Sends the
+  // SIGKILL of a Stop whose grace has passed, records the GPUs read back
+  // and trims the log: every Inspect and List does.
+  Result<exec::WorkloadStatus> StatusOfJob(const std::string& workload_id,
+                                           const WorkloadPaths& paths, StateRecord& state,
+                                           const Result<SlurmJobRecord>& job);
   Result<CommandOutput> RunChecked(const Argv& argv);
   Status EnsureQos();
   // Refuses (FailedPrecondition) when the cluster lacks a mechanism the
@@ -112,9 +129,10 @@ class SlurmBackend : public exec::ExecutionBackend {
   SlurmBackendOptions options_;
   CommandRunner& runner_;
   const Clock& clock_;
-  bool qos_ready_ = false;
-  bool confinement_known_ = false;
-  std::vector<std::string> missing_confinement_;
+  std::mutex facts_mu_;
+  bool qos_ready_ = false;                        // GUARDED_BY(facts_mu_)
+  bool confinement_known_ = false;                // GUARDED_BY(facts_mu_)
+  std::vector<std::string> missing_confinement_;  // GUARDED_BY(facts_mu_)
 };
 
 }  // namespace atrium::slurm

@@ -276,6 +276,14 @@ Argv ScontrolShowJobArgv(std::string_view job_id) {
   return {"scontrol", "show", "job", "-d", "-o", std::string(job_id)};
 }
 
+Argv ScontrolShowJobsArgv() { return {"scontrol", "show", "job", "-d", "-o"}; }
+
+Argv SacctJobsArgv(const std::vector<std::string>& job_ids) {
+  std::string list;
+  for (const std::string& id : job_ids) list += (list.empty() ? "" : ",") + id;
+  return SacctJobArgv(list);
+}
+
 Argv SacctJobArgv(std::string_view job_id) {
   return {"sacct",
           "-a",

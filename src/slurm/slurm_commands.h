@@ -136,7 +136,11 @@ std::string SlurmTimeLimit(int64_t seconds);
 
 // Lookups and signals; job ids are digits (ParseSbatchJobId).
 Argv ScontrolShowJobArgv(std::string_view job_id);
+// Every job the controller knows, in one call (ParseScontrolJobs).
+Argv ScontrolShowJobsArgv();
 Argv SacctJobArgv(std::string_view job_id);
+// The accounting records of every one of `job_ids`, in one call.
+Argv SacctJobsArgv(const std::vector<std::string>& job_ids);
 Argv SacctByNameArgv(std::string_view workload_id);
 Argv SqueueByNameArgv(std::string_view workload_id);
 // SIGTERM (or another signal) to every process of the job, batch script

@@ -126,6 +126,15 @@ std::vector<std::string> NonEmptyLines(std::string_view out) {
   return lines;
 }
 
+std::map<std::string, SlurmJobRecord> JobsById(std::vector<SlurmJobRecord> records) {
+  std::map<std::string, SlurmJobRecord> by_id;
+  for (SlurmJobRecord& job : records) {
+    std::string id = job.job_id;
+    by_id.try_emplace(std::move(id), std::move(job));
+  }
+  return by_id;
+}
+
 Result<std::vector<SlurmJobRecord>> ParseScontrolJobs(std::string_view out) {
   std::vector<SlurmJobRecord> jobs;
   for (std::string_view line : Split(out, '\n')) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,6 +48,10 @@ inline constexpr char kSacctFormat[] =
 // Every line of `sacct -n -P --format=<kSacctFormat>`, steps included
 // ("123.batch"). InvalidArgument for a line with another field count.
 Result<std::vector<SlurmJobRecord>> ParseSacct(std::string_view out);
+
+// The records by job id, the first of each id kept; a sacct step line
+// ("123.batch") is kept apart from its job's ("123").
+std::map<std::string, SlurmJobRecord> JobsById(std::vector<SlurmJobRecord> records);
 
 // GPU indices in a GRES detail: "gpu:2(IDX:0-1)", "gpu:idx1:1(IDX:1),
 // gpu:idx3:1(IDX:3)", "gpu:3(IDX:0,2-3)"; "" and "(null)" give none.

@@ -2,7 +2,6 @@
 // entitlements, gateway limits, usage records, and the gateway's unscoped
 // policy read with its change marker. See store.h for the contracts.
 #include <algorithm>
-#include <charconv>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -20,6 +19,7 @@ using store_internal::ClampLimit;
 using store_internal::ExpectOneRowOn;
 using store_internal::Flag;
 using store_internal::MakePage;
+using store_internal::NewestFirstPage;
 using store_internal::StatusOf;
 using Json = nlohmann::json;
 
@@ -231,19 +231,6 @@ void AppendUsageValues(const UsageRecord& u, std::vector<Value>& out) {
                        StoredTokens(u.cached_tokens) != u.cached_tokens
                    ? std::string_view(kUsageOverBound)
                    : std::string_view(u.flag)}});
-}
-
-// The usage cursor: "<created_at>.<id>" of the last record of a page.
-std::string UsageCursor(const UsageRecord& u) { return std::to_string(u.created_at) + "." + u.id; }
-
-Result<std::pair<int64_t, std::string>> ParseUsageCursor(const std::string& cursor) {
-  auto bad = [] { return Error::InvalidArgument("malformed usage cursor"); };
-  size_t dot = cursor.find('.');
-  if (dot == std::string::npos || dot == 0 || dot + 1 == cursor.size()) return bad();
-  int64_t at = 0;
-  auto [ptr, ec] = std::from_chars(cursor.data(), cursor.data() + dot, at);
-  if (ec != std::errc() || ptr != cursor.data() + dot) return bad();
-  return std::make_pair(at, cursor.substr(dot + 1));
 }
 
 // WHERE clause of a usage query over one tenant and a filter; params get
@@ -551,24 +538,11 @@ Status Store::InsertUsageRecords(const std::vector<UsageRecord>& records) {
 
 Result<Page<UsageRecord>> Store::ListUsage(const TenantScope& scope, const UsageFilter& filter,
                                            const ListOptions& opts) {
-  int limit = ClampLimit(opts.limit);
   std::vector<Value> params;
   std::string q = std::string("SELECT ") + kUsageColumns + " FROM usage_records WHERE " +
                   UsageWhere(scope, filter, params);
-  if (!opts.after.empty()) {
-    ATRIUM_ASSIGN_OR_RETURN(auto cursor, ParseUsageCursor(opts.after));
-    params.push_back(cursor.first);
-    std::string at = P(params.size());
-    params.push_back(cursor.second);
-    std::string id = P(params.size());
-    q += " AND (created_at < " + at + " OR (created_at = " + at + " AND id < " + id + "))";
-  }
-  params.push_back(int64_t{limit + 1});
-  q += " ORDER BY created_at DESC, id DESC LIMIT " + P(params.size());
-  ATRIUM_ASSIGN_OR_RETURN(auto rows, db_->Exec(q, params));
-  std::vector<UsageRecord> items;
-  for (const auto& r : rows.rows) items.push_back(UsageFromRow(r));
-  return MakePage(std::move(items), limit, UsageCursor);
+  return NewestFirstPage(*db_, std::move(q), std::move(params), "created_at",
+                         &UsageRecord::created_at, opts, "usage", UsageFromRow);
 }
 
 Result<std::vector<UsageTotals>> Store::SummarizeUsage(const TenantScope& scope,

@@ -4,6 +4,7 @@
 // gateway_store.cc.
 #include "store/store.h"
 
+#include <charconv>
 #include <nlohmann/json.hpp>
 
 #include "store/migrations.h"
@@ -94,6 +95,35 @@ Status ExpectOneRowOn(sql::Connection& c, std::string_view statement,
 Status StatusOf(Result<bool> r) {
   if (!r.has_value()) return std::move(r).error();
   return OkStatus();
+}
+
+Result<sql::Rows> ExecNewestFirstPage(sql::Database& db, std::string query,
+                                      std::vector<Value> params, std::string_view time_column,
+                                      const ListOptions& opts, std::string_view what) {
+  auto placeholder = [&params](Value v) {
+    params.push_back(std::move(v));
+    return "$" + std::to_string(params.size());
+  };
+  if (!opts.after.empty()) {
+    // "<time>.<id>": the id is everything after the first dot.
+    const std::string& cursor = opts.after;
+    const size_t dot = cursor.find('.');
+    int64_t at = 0;
+    const char* end = cursor.data() + (dot == std::string::npos ? 0 : dot);
+    auto [ptr, ec] = std::from_chars(cursor.data(), end, at);
+    if (dot == std::string::npos || dot == 0 || dot + 1 == cursor.size() || ec != std::errc() ||
+        ptr != end) {
+      return Error::InvalidArgument("malformed " + std::string(what) + " cursor");
+    }
+    const std::string t = placeholder(at);
+    const std::string id = placeholder(cursor.substr(dot + 1));
+    const std::string column(time_column);
+    query +=
+        " AND (" + column + " < " + t + " OR (" + column + " = " + t + " AND id < " + id + "))";
+  }
+  const std::string limit = placeholder(int64_t{ClampLimit(opts.limit) + 1});
+  query += " ORDER BY " + std::string(time_column) + " DESC, id DESC LIMIT " + limit;
+  return db.Exec(query, params);
 }
 
 }  // namespace store_internal

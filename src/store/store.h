@@ -142,7 +142,8 @@ class Store {
   Result<std::vector<QuotaRecord>> ListQuotas(const TenantScope& scope);
   Result<std::vector<ProjectRecord>> ListProjects(const TenantScope& scope);
   Result<ProjectRecord> GetProject(const TenantScope& scope, const std::string& name);
-  // Every tenant's rows, for the scheduler's start-up (platform only).
+  // Every tenant's rows, for the scheduler's start-up and the execution
+  // backend's tenant sync (platform only).
   Result<std::vector<QuotaRecord>> ListAllQuotasForScheduler();
   Result<std::vector<ProjectRecord>> ListAllProjectsForScheduler();
 
@@ -360,6 +361,13 @@ class Store {
   Result<JobRecord> FindJobByAllocationForJobs(const std::string& allocation_id);
   // Every job of one tenant, any state (eviction stops and forgets them).
   Result<std::vector<JobRecord>> ListTenantJobsForJobs(const std::string& tenant_id);
+  // How many live jobs (pending, starting, running: a requeue passes
+  // through pending) pin the environment template version `pinned`
+  // ("name@version", as the job's spec records it) — of tenant
+  // `owner_tenant_id`, or of any tenant for "" (a platform template).
+  // Retiring a version they pin would fail their next start or requeue.
+  Result<int64_t> CountLiveJobsPinningForTemplates(const std::string& owner_tenant_id,
+                                                   const std::string& pinned);
 
   // --- Audit ---
   // Assigns seq, chain_seq, prev_hash and hash atomically and appends.

@@ -33,6 +33,31 @@ Page<T> MakePage(std::vector<T> items, int limit, KeyFn key) {
   return page;
 }
 
+// Keyset pagination newest first, over rows ordered by a time column, then
+// id, both descending: `query` is "SELECT <columns> FROM <table> WHERE
+// <condition>" with `params` bound to its placeholders in order. Runs the
+// page after `opts.after` (the cursor "<time>.<id>" of the last row of the
+// page before) and makes each row a T with `from_row`; the next cursor is
+// made of the last item's `time` member and its id. InvalidArgument naming
+// `what` for a malformed cursor.
+Result<sql::Rows> ExecNewestFirstPage(sql::Database& db, std::string query,
+                                      std::vector<sql::Value> params, std::string_view time_column,
+                                      const ListOptions& opts, std::string_view what);
+
+template <typename T, typename FromRow>
+Result<Page<T>> NewestFirstPage(sql::Database& db, std::string query,
+                                std::vector<sql::Value> params, std::string_view time_column,
+                                int64_t T::*time, const ListOptions& opts, std::string_view what,
+                                FromRow from_row) {
+  ATRIUM_ASSIGN_OR_RETURN(auto rows, ExecNewestFirstPage(db, std::move(query), std::move(params),
+                                                         time_column, opts, what));
+  std::vector<T> items;
+  items.reserve(rows.rows.size());
+  for (const auto& r : rows.rows) items.push_back(from_row(r));
+  return MakePage(std::move(items), ClampLimit(opts.limit),
+                  [time](const T& item) { return std::to_string(item.*time) + "." + item.id; });
+}
+
 // String lists and maps as JSON text; an unreadable text decodes as empty.
 std::string EncodeList(const std::vector<std::string>& v);
 std::vector<std::string> DecodeList(const std::string& text);

@@ -1,4 +1,6 @@
 // Store: jobs and their events (src/jobs owns the rules).
+#include <nlohmann/json.hpp>
+
 #include "store/store.h"
 #include "store/store_internal.h"
 
@@ -6,6 +8,7 @@ namespace atrium {
 
 using sql::Row;
 using sql::Value;
+using Json = nlohmann::json;
 
 using namespace store_internal;  // NOLINT(google-build-using-namespace): the store's own helpers
 
@@ -47,6 +50,20 @@ std::vector<Value> JobValues(const JobRecord& j) {
           j.attempt,    j.restarts,  j.allocation_id, j.spec,    j.idempotency_key,  j.exit_code,
           j.signal,     j.reason,    j.stop_cause,    j.stop_by, j.stop_deadline_ms, j.created_at,
           j.started_ms, j.ended_ms,  j.updated_at};
+}
+
+// The states of a job that holds, or waits for, an allocation.
+constexpr char kLiveStates[] = "state IN ('pending', 'starting', 'running')";
+
+// `text` as a LIKE pattern that matches it anywhere, its wildcards (and
+// the escape character) escaped with a backslash.
+std::string ContainsPattern(std::string_view text) {
+  std::string out = "%";
+  for (char ch : text) {
+    if (ch == '%' || ch == '_' || ch == '\\') out += '\\';
+    out += ch;
+  }
+  return out + "%";
 }
 
 constexpr char kEventColumns[] =
@@ -198,7 +215,7 @@ Result<Page<JobRecord>> Store::ListJobsForPlatform(const JobFilter& filter,
 }
 
 Result<std::vector<JobRecord>> Store::ListLiveJobsForJobs() {
-  return JobsWhere(*db_, "state IN ('pending', 'starting', 'running')", {});
+  return JobsWhere(*db_, kLiveStates, {});
 }
 
 Result<JobRecord> Store::GetJobForJobs(const std::string& id) {
@@ -211,6 +228,29 @@ Result<JobRecord> Store::FindJobByAllocationForJobs(const std::string& allocatio
 
 Result<std::vector<JobRecord>> Store::ListTenantJobsForJobs(const std::string& tenant_id) {
   return JobsWhere(*db_, "tenant_id = $1", {tenant_id});
+}
+
+Result<int64_t> Store::CountLiveJobsPinningForTemplates(const std::string& owner_tenant_id,
+                                                        const std::string& pinned) {
+  // The spec is canonical JSON (no spaces): LIKE narrows the rows to those
+  // that may pin it, and reading each spec's own "environment" rules out
+  // the same words elsewhere in it (a command argument, an env name).
+  std::string q =
+      std::string("SELECT spec FROM jobs WHERE ") + kLiveStates + " AND spec LIKE $1 ESCAPE '\\'";
+  std::vector<Value> params = {ContainsPattern("\"environment\":" + Json(pinned).dump())};
+  if (!owner_tenant_id.empty()) {
+    params.push_back(owner_tenant_id);
+    q += " AND tenant_id = $2";
+  }
+  ATRIUM_ASSIGN_OR_RETURN(auto rows, db_->Exec(q, params));
+  int64_t count = 0;
+  for (const auto& r : rows.rows) {
+    const Json spec = Json::parse(r.Text(0), nullptr, false);
+    if (!spec.is_object()) continue;
+    auto env = spec.find("environment");
+    if (env != spec.end() && env->is_string() && env->get<std::string>() == pinned) ++count;
+  }
+  return count;
 }
 
 }  // namespace atrium

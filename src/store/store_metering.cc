@@ -1,6 +1,5 @@
 // The store's GPU usage records: what the GPU meter (src/metering) writes,
 // and the tenant's listings and sums of them. See store.h for the contracts.
-#include <charconv>
 #include <map>
 #include <utility>
 
@@ -15,6 +14,7 @@ using sql::Value;
 using store_internal::ClampLimit;
 using store_internal::Flag;
 using store_internal::MakePage;
+using store_internal::NewestFirstPage;
 using store_internal::StatusOf;
 
 std::string P(size_t n) { return "$" + std::to_string(n); }
@@ -55,22 +55,6 @@ std::string GpuUsageDefect(const GpuUsageRecord& g) {
     return "GPU usage record " + g.id + " has a negative amount";
   }
   return "";
-}
-
-// The cursor: "<from_ms>.<id>" of the last record of a page; the id is
-// everything after the first dot.
-std::string GpuUsageCursor(const GpuUsageRecord& g) {
-  return std::to_string(g.from_ms) + "." + g.id;
-}
-
-Result<std::pair<int64_t, std::string>> ParseGpuUsageCursor(const std::string& cursor) {
-  auto bad = [] { return Error::InvalidArgument("malformed GPU usage cursor"); };
-  size_t dot = cursor.find('.');
-  if (dot == std::string::npos || dot == 0 || dot + 1 == cursor.size()) return bad();
-  int64_t at = 0;
-  auto [ptr, ec] = std::from_chars(cursor.data(), cursor.data() + dot, at);
-  if (ec != std::errc() || ptr != cursor.data() + dot) return bad();
-  return std::make_pair(at, cursor.substr(dot + 1));
 }
 
 std::string GpuUsageWhere(const TenantScope& scope, const GpuUsageFilter& filter,
@@ -151,24 +135,11 @@ Status Store::InsertGpuUsageRecords(const std::vector<GpuUsageRecord>& records) 
 Result<Page<GpuUsageRecord>> Store::ListGpuUsage(const TenantScope& scope,
                                                  const GpuUsageFilter& filter,
                                                  const ListOptions& opts) {
-  int limit = ClampLimit(opts.limit);
   std::vector<Value> params;
   std::string q = std::string("SELECT ") + kGpuUsageColumns + " FROM gpu_usage_records WHERE " +
                   GpuUsageWhere(scope, filter, params);
-  if (!opts.after.empty()) {
-    ATRIUM_ASSIGN_OR_RETURN(auto cursor, ParseGpuUsageCursor(opts.after));
-    params.push_back(cursor.first);
-    std::string at = P(params.size());
-    params.push_back(cursor.second);
-    std::string id = P(params.size());
-    q += " AND (from_ms < " + at + " OR (from_ms = " + at + " AND id < " + id + "))";
-  }
-  params.push_back(int64_t{limit + 1});
-  q += " ORDER BY from_ms DESC, id DESC LIMIT " + P(params.size());
-  ATRIUM_ASSIGN_OR_RETURN(auto rows, db_->Exec(q, params));
-  std::vector<GpuUsageRecord> items;
-  for (const auto& r : rows.rows) items.push_back(GpuUsageFromRow(r));
-  return MakePage(std::move(items), limit, GpuUsageCursor);
+  return NewestFirstPage(*db_, std::move(q), std::move(params), "from_ms", &GpuUsageRecord::from_ms,
+                         opts, "GPU usage", GpuUsageFromRow);
 }
 
 Result<std::vector<GpuUsageTotals>> Store::SummarizeGpuUsage(const TenantScope& scope,

@@ -40,6 +40,13 @@ PathState WalkDirectories(const std::string& root, const std::string& relative, 
 
 }  // namespace
 
+std::function<Result<int64_t>(const EnvironmentTemplateRecord& t)> LiveJobsPinning(Store& store) {
+  return [&store](const EnvironmentTemplateRecord& t) {
+    return store.CountLiveJobsPinningForTemplates(t.tenant_id,
+                                                  t.name + "@" + std::to_string(t.version));
+  };
+}
+
 TemplateService::TemplateService(Store& store, const Clock& clock, TemplateServiceOptions options)
     : store_(store), clock_(clock), options_(std::move(options)) {}
 
@@ -83,9 +90,10 @@ Result<EnvironmentTemplateRecord> TemplateService::Retire(const TenantScope& own
   if (options_.uses_in_flight) {
     ATRIUM_ASSIGN_OR_RETURN(int64_t uses, options_.uses_in_flight(*found));
     if (uses > 0) {
-      return Error::FailedPrecondition("environment template " + ref.ToString() + " is used by " +
-                                       std::to_string(uses) +
-                                       " pending or running workloads; retire it when they end");
+      return Error::FailedPrecondition(
+          "environment template " + ref.ToString() + " is pinned by " + std::to_string(uses) +
+          " job(s) pending or running (a requeue starts them on it again); retire it when they "
+          "end or cancel them");
     }
   }
   const int64_t now = clock_.NowMillis();

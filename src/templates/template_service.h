@@ -34,10 +34,15 @@ struct TemplateServiceOptions {
   // tenants/<tenant id>/sha256-<hex>/rootfs (one tenant's). "" = none: a
   // template resolves for placement but not to a root filesystem.
   std::string images_dir;
-  // How many pending or running workloads use a template version; the job
-  // service provides it. Unset: nothing uses templates (no job service).
+  // How many live workloads use a template version (the runtime gives
+  // LiveJobsPinning). Unset: nothing uses templates (no job service).
   std::function<Result<int64_t>(const EnvironmentTemplateRecord&)> uses_in_flight;
 };
+
+// The live jobs (pending, starting, running) that pin `t` in their spec:
+// the owner's, or every tenant's for a platform template. What the runtime
+// gives TemplateServiceOptions::uses_in_flight.
+std::function<Result<int64_t>(const EnvironmentTemplateRecord& t)> LiveJobsPinning(Store& store);
 
 class TemplateService {
  public:
@@ -59,7 +64,7 @@ class TemplateService {
   Result<EnvironmentTemplateRecord> Get(const TenantScope& scope, std::string_view reference);
 
   // Retires `owner`'s version `reference` (which must name a version):
-  // FailedPrecondition while pending or running work uses it, or when it
+  // FailedPrecondition while live work uses it (uses_in_flight), or when it
   // is retired already; NotFound when the owner has no such version (a
   // platform template named from a tenant scope is not the tenant's).
   Result<EnvironmentTemplateRecord> Retire(const TenantScope& owner, std::string_view reference);

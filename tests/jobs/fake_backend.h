@@ -8,6 +8,8 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <string>
@@ -60,11 +62,30 @@ class FakeBackend final : public exec::ExecutionBackend {
     return workloads_.at(id);
   }
   int start_calls() const { return start_calls_; }
+  // Makes the next Start wait, before it does anything, until
+  // ReleaseStart: a slow backend (the Slurm CLIs take seconds).
+  void HoldNextStart() {
+    std::lock_guard<std::mutex> lock(gate_mu_);
+    hold_next_start_ = true;
+  }
+  // True once a held Start waits; false when none does within `timeout`.
+  bool WaitForHeldStart(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(gate_mu_);
+    return gate_cv_.wait_for(lock, timeout, [this] { return start_held_; });
+  }
+  void ReleaseStart() {
+    {
+      std::lock_guard<std::mutex> lock(gate_mu_);
+      start_released_ = true;
+    }
+    gate_cv_.notify_all();
+  }
 
   // --- ExecutionBackend ---
   std::string_view name() const override { return "fake"; }
 
   Result<exec::WorkloadStatus> Start(const exec::LaunchSpec& spec) override {
+    WaitIfHeld();
     std::lock_guard<std::mutex> lock(mu_);
     if (unavailable_) return Error::Unavailable("fake backend down");
     ++start_calls_;
@@ -176,6 +197,16 @@ class FakeBackend final : public exec::ExecutionBackend {
       if (Alive(w) && w.kill_at_ms >= 0 && clock_.NowMillis() >= w.kill_at_ms) End(w, -1, 9);
     }
   }
+  void WaitIfHeld() {
+    std::unique_lock<std::mutex> lock(gate_mu_);
+    if (!hold_next_start_) return;
+    hold_next_start_ = false;
+    start_held_ = true;
+    gate_cv_.notify_all();
+    gate_cv_.wait(lock, [this] { return start_released_; });
+    start_held_ = false;
+    start_released_ = false;
+  }
   Workload& at(const std::string& id) {
     std::lock_guard<std::mutex> lock(mu_);
     return workloads_.at(id);
@@ -189,6 +220,11 @@ class FakeBackend final : public exec::ExecutionBackend {
   bool start_running_ = true;
   bool unavailable_ = false;
   int start_calls_ = 0;
+  std::mutex gate_mu_;  // HoldNextStart's gate
+  std::condition_variable gate_cv_;
+  bool hold_next_start_ = false;
+  bool start_held_ = false;
+  bool start_released_ = false;
 };
 
 }  // namespace atrium::jobs::testing

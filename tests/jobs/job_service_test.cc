@@ -1,5 +1,6 @@
 // The job service over a real store and scheduling service, with the fake
-// backend and a ManualClock (no threads: Tick is called by hand). Every
+// backend and a ManualClock (no reconcile thread: Tick is called by hand;
+// two tests call the service from threads of their own). Every
 // transition, requeue on preemption and on failure, the time limit, the
 // cancel grace, restart reconcile, idempotent submission and another
 // tenant's refusal.
@@ -17,6 +18,7 @@
 #include "common/clock.h"
 #include "jobs/fake_backend.h"
 #include "store/test_databases.h"
+#include "support/store_rows.h"
 
 namespace atrium::jobs {
 namespace {
@@ -41,14 +43,7 @@ class JobServiceTest : public ::testing::TestWithParam<Backend> {
     scheduling_ = std::make_unique<scheduling::SchedulingService>(*store_, clock_, so);
     ASSERT_TRUE(scheduling_->Start().has_value());
     for (const auto& [id, name] : {std::pair{"tn_a", "acme"}, std::pair{"tn_b", "bolt"}}) {
-      Tenant t;
-      t.id = id;
-      t.name = name;
-      t.display_name = name;
-      t.tier = "shared";
-      t.weight = 1;
-      t.state = "active";
-      t.created_at = t.updated_at = clock_.NowMillis();
+      const Tenant t = testing_rows::ActiveTenant(id, name, clock_.NowMillis());
       ASSERT_TRUE(store_->CreateTenant(t).has_value());
       scheduling_->TenantChanged(t);
     }
@@ -174,6 +169,60 @@ TEST_P(JobServiceTest, AJobRunsOnItsGrantAndSucceeds) {
   Tick();
   EXPECT_EQ(Events(done).size(), 4u);
   EXPECT_EQ(jobs_->Cancel(user_, "tn_a", j.id).error().code, ErrorCode::kFailedPrecondition);
+}
+
+// A slow backend call holds up its own job only: while one Start hangs,
+// another tenant submits, cancels and lists its jobs, and a Tick passes
+// over the job being started.
+TEST_P(JobServiceTest, ASlowStartHoldsUpNoOtherRequest) {
+  using std::chrono_literals::operator""s;
+  backend_.HoldNextStart();
+  auto slow = std::async(std::launch::async,
+                         [&] { return jobs_->Submit(user_, "tn_b", "usr_1", Spec(2, "batch")); });
+  ASSERT_TRUE(backend_.WaitForHeldStart(10s));
+  auto others = std::async(std::launch::async, [&] {
+    JobRecord mine = Submit("tn_a", Spec(2));
+    EXPECT_EQ(mine.state, "running");
+    auto cancelled = jobs_->Cancel(user_, "tn_a", mine.id);
+    EXPECT_TRUE(cancelled.has_value());
+    auto listed = store_->ListJobs(TenantScope::Of("tn_b"), {}, {});
+    EXPECT_TRUE(listed.has_value() && listed->items.size() == 1u);
+    Tick();
+    return listed.has_value() ? listed->items.front() : JobRecord{};
+  });
+  const bool answered = others.wait_for(10s) == std::future_status::ready;
+  backend_.ReleaseStart();
+  EXPECT_TRUE(answered) << "requests about other jobs waited for a slow Start";
+  EXPECT_EQ(others.get().state, "pending");  // the slow one, seen while it started
+  auto started = slow.get();
+  ASSERT_TRUE(started.has_value()) << started.error().message;
+  EXPECT_EQ(started->job.state, "running");
+  EXPECT_EQ(Events(started->job),
+            (std::vector<std::string>{">pending", "pending>starting", "starting>running"}));
+  EXPECT_EQ(backend_.Get(started->job.workload_id()).starts, 1);
+}
+
+// A cancel that arrives while the job is being started waits for that
+// job's start, then stops what was started.
+TEST_P(JobServiceTest, ACancelDuringAStartStopsWhatWasStarted) {
+  using std::chrono_literals::operator""s;
+  backend_.HoldNextStart();
+  auto slow = std::async(std::launch::async,
+                         [&] { return jobs_->Submit(user_, "tn_b", "usr_1", Spec(2, "batch")); });
+  ASSERT_TRUE(backend_.WaitForHeldStart(10s));
+  auto page = store_->ListJobs(TenantScope::Of("tn_b"), {}, {});
+  ASSERT_TRUE(page.has_value() && page->items.size() == 1u);
+  const JobRecord j = page->items.front();
+  auto cancel = std::async(std::launch::async, [&] { return jobs_->Cancel(user_, "tn_b", j.id); });
+  EXPECT_EQ(cancel.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+  backend_.ReleaseStart();
+  ASSERT_TRUE(slow.get().has_value());
+  auto cancelled = cancel.get();
+  ASSERT_TRUE(cancelled.has_value()) << cancelled.error().message;
+  EXPECT_EQ(cancelled->stop_cause, "cancel");
+  EXPECT_EQ(backend_.Get(j.workload_id()).stop_graces, std::vector<int64_t>{5'000});
+  Tick();
+  EXPECT_EQ(Row(j).state, "cancelled");
 }
 
 TEST_P(JobServiceTest, StartingUntilTheBackendRunsItThenFailsWithItsCodeOrSignal) {

@@ -243,6 +243,17 @@ TEST(ConfigTest, SigningKeyFileDefaultsBesideSqliteAndIsRequiredWithPostgres) {
   EXPECT_NE(missing.error().message.find("'auth.signing_key_file'"), std::string::npos);
 }
 
+TEST(ConfigTest, SqliteDirOfNamesTheDatabasesFolderOnlyForSqlite) {
+  EXPECT_EQ(SqliteDirOf("sqlite:///var/lib/atrium/atrium.db"),
+            std::filesystem::path("/var/lib/atrium"));
+  EXPECT_EQ(SqliteDirOf("sqlite:///data/a.db?mode=rwc"), std::filesystem::path("/data"));
+  EXPECT_EQ(SqliteDirOf("postgresql://db/atrium"), std::nullopt);
+  EXPECT_EQ(SqliteDirOf("postgres://db/sqlite:///x.db"), std::nullopt);
+  auto parsed = ParseConfig("[store]\nurl = \"sqlite:///srv/x/atrium.db?cache=shared\"\n", "t");
+  ASSERT_TRUE(parsed.has_value()) << parsed.error().message;
+  EXPECT_EQ(parsed->signing_key_file, "/srv/x/signing.key");
+}
+
 TEST(ConfigTest, OutOfRangeAndBadValues) {
   EXPECT_FALSE(
       ParseConfig("[store]\nurl = \"sqlite:///x.db\"\n[auth]\naccess_token_ttl_s = 7200\n", "t")

@@ -820,6 +820,56 @@ TEST(Scrub, TheTenantStopsBeingChargedAtReleaseNotAfterTheScrub) {
   EXPECT_EQ(done->at(0).placement.at(0).gpus, std::vector<int>{1});
 }
 
+// The scrub command's output is the operator's: another tenant whose share
+// of the GPU is preempted by the failed scrub reads only that it failed.
+TEST(Scrub, OtherTenantsReadThatAScrubFailedNeverTheCommandsOutput) {
+  auto fleet = capacity::ParseFleetSpec("1xH100-80GBx1");
+  ASSERT_TRUE(fleet.has_value());
+  SchedulerOptions options;
+  options.scrub_gpus = true;
+  auto created = Scheduler::Create(std::move(*fleet), options);
+  ASSERT_TRUE(created.has_value());
+  Scheduler& s = **created;
+  for (const char* id : {"t", "u"}) {
+    TenantPolicy t;
+    t.id = id;
+    t.quotas[{"H100-80GB", AllocationKind::kShare}] = Quota{1000, 1000};
+    ASSERT_OK(s.SetTenant(t, 0));
+  }
+  auto share = [](std::string id, std::string tenant, Priority p) {
+    AllocationRequest r = Gpus(std::move(id), std::move(tenant), 1, p);
+    r.kind = AllocationKind::kShare;
+    r.milli = 400;
+    r.mem_cap_mib = 1024;
+    return r;
+  };
+  ASSERT_OK(s.Submit(share("a", "t", Priority::kBatch), 0));
+  ASSERT_OK(s.Submit(share("b", "u", Priority::kPreemptible), 0));
+  ASSERT_OK(s.Release("a", 1));
+  const std::string node = s.cluster().node(0).name;
+  auto failed = s.FinishScrub("a", node, 0, /*ok=*/false, 2, "exit status 3: /dev/nvidia0 busy");
+  ASSERT_TRUE(failed.has_value()) << failed.error().message;
+  bool preempted = false;
+  for (const DecisionRecord& d : *failed) {
+    EXPECT_EQ(d.reason.find("exit status"), std::string::npos) << d.ToString();
+    if (d.allocation_id == "b" && d.kind == DecisionKind::kPreempted) {
+      preempted = true;
+      EXPECT_NE(d.reason.find("(scrub failed)"), std::string::npos) << d.reason;
+    }
+  }
+  EXPECT_TRUE(preempted);
+  // The operator's view keeps the command's words (b's own room now
+  // waits for its scrub).
+  const std::vector<ScrubHold> held = s.ScrubsOf("a");
+  ASSERT_EQ(held.size(), 1u);
+  EXPECT_EQ(held[0].state, ScrubState::kFailed);
+  EXPECT_EQ(held[0].reason, "scrub failed: exit status 3: /dev/nvidia0 busy");
+  EXPECT_EQ(TenantReasonOf(held[0].reason), "scrub failed");
+  EXPECT_EQ(TenantReasonOf("scrub failed"), "scrub failed");
+  EXPECT_EQ(TenantReasonOf("fan broken"), "fan broken");
+  EXPECT_EQ(TenantReasonOf("scrub failedness: x"), "scrub failedness: x");
+}
+
 TEST(Scrub, AFailedScrubKeepsTheGpuOutOfServiceUntilAnOperatorClearsIt) {
   auto s = ScrubbingScheduler();
   const std::string node = s->cluster().node(0).name;

@@ -17,6 +17,7 @@
 #include "scheduling/codec.h"
 #include "store/fault_injecting_connection.h"
 #include "store/test_databases.h"
+#include "support/store_rows.h"
 
 namespace atrium::scheduling {
 namespace {
@@ -72,14 +73,7 @@ class SchedulingServiceTest : public ::testing::TestWithParam<Backend> {
   }
 
   Tenant MakeTenant(const std::string& id, const std::string& name) {
-    Tenant t;
-    t.id = id;
-    t.name = name;
-    t.display_name = name;
-    t.tier = "shared";
-    t.weight = 1;
-    t.state = "active";
-    t.created_at = t.updated_at = clock_.NowMillis();
+    const Tenant t = testing_rows::ActiveTenant(id, name, clock_.NowMillis());
     EXPECT_TRUE(store_->CreateTenant(t).has_value());
     service_->TenantChanged(t);
     return t;

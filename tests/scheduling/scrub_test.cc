@@ -281,6 +281,9 @@ TEST_P(ScrubServiceTest, AFailedScrubTakesTheGpuOutOfServiceUntilAnOperatorClear
     EXPECT_FALSE(gpu.healthy);
     EXPECT_EQ(gpu.state, "unhealthy");
     EXPECT_EQ(gpu.health_reason, "scrub failed: exit status 3: reset refused: the GPU is in use");
+    // A tenant reads that it failed, never the command's output.
+    EXPECT_EQ(Gpu(g, "tn_a").health_reason, "scrub failed");
+    EXPECT_EQ(Gpu(g, "tn_b").health_reason, "scrub failed");
   }
   EXPECT_EQ(Audited("scheduler.scrub_failed"), 2);
   AllocationRecord b = Submit(1);

@@ -9,7 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <random>
+
+#include "support/test_directory.h"
 
 namespace atrium::slurm {
 namespace {
@@ -51,9 +52,7 @@ std::string Running(const std::string& id, const std::string& name) {
 class SlurmBackendTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::random_device rd;
-    root_ = (std::filesystem::temp_directory_path() / ("atrium-slurm-unit-" + std::to_string(rd())))
-                .string();
+    root_ = TestDirectory("atrium-slurm-unit").string();
     std::filesystem::create_directories(root_);
     SlurmBackendOptions options;
     options.workload_root = root_;
@@ -152,6 +151,44 @@ TEST_F(SlurmBackendTest, StopSendsTermNowAndKillOnceTheGraceHasPassed) {
   ASSERT_GE(runner_.calls.size(), 2u);
   EXPECT_EQ(runner_.calls[runner_.calls.size() - 2], "scancel --full --signal=KILL 42");
   EXPECT_EQ(runner_.calls.back(), "scancel 42");
+}
+
+// The control plane's reconcile at start: one question to the controller
+// for every workload, one to accounting for those the controller forgot,
+// and a stop's SIGKILL due by now is sent on the way.
+TEST_F(SlurmBackendTest, ListAsksSlurmOnceForAllWorkloads) {
+  Known("wl.1", "42");
+  Known("wl.2", "43");
+  Known("wl.3", "44");
+  std::filesystem::create_directories(root_ + "/wl.4");  // never reached Slurm: no state
+  std::ofstream(root_ + "/wl.2/state")
+      << "job_id=43\ntenant_id=tn_a\nkill_at_ms=" << clock_.NowMillis() << "\n";
+  runner_.On("scontrol show job -d -o 4", {1, "", "unexpected: one call for all"});
+  runner_.On("scontrol show job -d -o",
+             {0, Running("42", "wl.1") + Running("43", "wl.2") + Running("99", "not-ours"), ""});
+  runner_.On("sacct", {0, "44|wl.3|COMPLETED|0:0|1700000000|1700000060|60|gres/gpu=1|tn_a\n", ""});
+  runner_.On("scancel", {0, "", ""});
+  auto all = backend_->List();
+  ASSERT_TRUE(all.has_value()) << all.error().message;
+  ASSERT_EQ(all->size(), 3u);
+  EXPECT_EQ((*all)[0].workload_id, "wl.1");
+  EXPECT_EQ((*all)[0].phase, WorkloadPhase::kRunning);
+  EXPECT_EQ((*all)[0].gpus, std::vector<int>{1});
+  EXPECT_NE((*all)[1].detail.find("SIGKILL sent after the grace"), std::string::npos);
+  EXPECT_EQ((*all)[2].phase, WorkloadPhase::kExited);
+  EXPECT_EQ((*all)[2].ended_ms, 1'700'000'060'000);
+  const auto sacct =
+      std::string("sacct -a -n -P -S 1970-01-01T00:00:00 --format=") + kSacctFormat + " -j 44";
+  EXPECT_EQ(runner_.calls,
+            (std::vector<std::string>{"scontrol show job -d -o", sacct,
+                                      "scancel --full --signal=KILL 43", "scancel 43"}));
+}
+
+TEST_F(SlurmBackendTest, ListWithNothingKnownAsksNothing) {
+  auto all = backend_->List();
+  ASSERT_TRUE(all.has_value());
+  EXPECT_TRUE(all->empty());
+  EXPECT_TRUE(runner_.calls.empty());
 }
 
 TEST_F(SlurmBackendTest, StoppingAnEndedWorkloadSignalsNothing) {

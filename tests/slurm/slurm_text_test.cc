@@ -72,6 +72,20 @@ TEST(ScontrolJobs, RefusesALineWithoutAJobId) {
   EXPECT_TRUE(none->empty());
 }
 
+TEST(JobsById, KeepsTheFirstRecordOfEachIdAndStepsApart) {
+  auto records = ParseSacct(
+      "42|wl.1|COMPLETED|0:0|1|2|1|gres/gpu=1|a\n"
+      "42.batch|batch|COMPLETED|0:0|1|2|1||a\n"
+      "42|wl.1|FAILED|1:0|1|2|1||a\n"
+      "43|wl.2|RUNNING|0:0|1|Unknown|1||a\n");
+  ASSERT_TRUE(records.has_value()) << records.error().message;
+  auto jobs = JobsById(std::move(*records));
+  ASSERT_EQ(jobs.size(), 3u);
+  EXPECT_EQ(jobs.at("42").state, "COMPLETED");
+  EXPECT_EQ(jobs.at("42.batch").name, "batch");
+  EXPECT_EQ(jobs.at("43").name, "wl.2");
+}
+
 TEST(ScontrolJobs, MalformedExitCodeAndTimesAreIgnoredNotTrusted) {
   auto jobs = ParseScontrolJobs(
       "JobId=7 JobName=w JobState=FAILED ExitCode=999:77777 StartTime=Unknown EndTime=None\n");

@@ -8,12 +8,15 @@
 
 #include "store/store.h"
 #include "store/test_databases.h"
+#include "support/store_rows.h"
 
 namespace atrium {
 namespace {
 
 using testdb::Backend;
 using testdb::BackendName;
+using testing_rows::JobAudit;
+using testing_rows::JobEvent;
 
 class JobStoreTest : public ::testing::TestWithParam<Backend> {
  protected:
@@ -21,15 +24,8 @@ class JobStoreTest : public ::testing::TestWithParam<Backend> {
     database_.Create(GetParam());
     if (IsSkipped() || HasFatalFailure()) return;
     ASSERT_NO_FATAL_FAILURE(testdb::OpenStore(database_, &store_));
-    for (const char* id : {"tn_a", "tn_b"}) {
-      Tenant t;
-      t.id = id;
-      t.name = std::string(id) == "tn_a" ? "alpha" : "beta";
-      t.display_name = t.name;
-      t.tier = "shared";
-      t.state = "active";
-      ASSERT_TRUE(store_->CreateTenant(t).has_value());
-    }
+    ASSERT_TRUE(store_->CreateTenant(testing_rows::ActiveTenant("tn_a", "alpha")).has_value());
+    ASSERT_TRUE(store_->CreateTenant(testing_rows::ActiveTenant("tn_b", "beta")).has_value());
   }
   void TearDown() override {
     store_.reset();
@@ -38,35 +34,12 @@ class JobStoreTest : public ::testing::TestWithParam<Backend> {
 
   static JobRecord Job(const std::string& id, const std::string& tenant,
                        const std::string& key = "") {
-    JobRecord j;
-    j.id = id;
-    j.tenant_id = tenant;
-    j.project = "vision";
-    j.name = "train";
-    j.created_by = "us_1";
-    j.state = "pending";
-    j.allocation_id = "alloc_" + id;
-    j.spec = R"({"name":"train"})";
+    JobRecord j = testing_rows::PendingJob(id, tenant);
     j.idempotency_key = key;
-    j.created_at = 100;
-    j.updated_at = 100;
     return j;
   }
-  static JobEventRecord Event(const JobRecord& j, const std::string& from, const std::string& to) {
-    return {j.id, j.tenant_id, 0, 100, j.attempt, from, to, "because", "system:jobs"};
-  }
-  static AuditRecord Audit(const JobRecord& j, const std::string& action) {
-    AuditRecord a;
-    a.time = 100;
-    a.actor = "system:jobs";
-    a.tenant_id = j.tenant_id;
-    a.action = action;
-    a.target = "tenant/" + j.tenant_id + "/job/" + j.id;
-    a.outcome = "allowed";
-    return a;
-  }
   Result<JobRecord> Create(const JobRecord& j) {
-    return store_->CreateJob(j, Event(j, "", "pending"), Audit(j, "job.submitted"));
+    return store_->CreateJob(j, JobEvent(j), JobAudit(j, "job.submitted"));
   }
 
   testdb::TestDatabase database_;
@@ -116,11 +89,12 @@ TEST_P(JobStoreTest, TransitionsAppendEventsAndAuditTogether) {
   JobRecord running = j;
   running.state = "running";
   running.started_ms = 200;
-  ASSERT_TRUE(store_
-                  ->CommitJob(running,
-                              {Event(j, "pending", "starting"), Event(j, "starting", "running")},
-                              {Audit(j, "job.starting"), Audit(j, "job.running")})
-                  .has_value());
+  ASSERT_TRUE(
+      store_
+          ->CommitJob(running,
+                      {JobEvent(j, "pending", "starting"), JobEvent(j, "starting", "running")},
+                      {JobAudit(j, "job.starting"), JobAudit(j, "job.running")})
+          .has_value());
   auto events = store_->ListJobEvents(TenantScope::Of("tn_a"), "job_1", {});
   ASSERT_TRUE(events.has_value());
   ASSERT_EQ(events->items.size(), 3u);
@@ -172,6 +146,35 @@ TEST_P(JobStoreTest, ListsPageAndFilter) {
   EXPECT_EQ(store_->ListJobsForPlatform({.tenant_id = "tn_b"}, {})->items.size(), 1u);
   EXPECT_EQ(store_->ListLiveJobsForJobs()->size(), 5u);
   EXPECT_EQ(store_->ListTenantJobsForJobs("tn_a")->size(), 5u);
+}
+
+TEST_P(JobStoreTest, CountsTheLiveJobsThatPinAnEnvironmentVersion) {
+  auto pinning = [&](const std::string& id, const std::string& tenant, const std::string& spec,
+                     const std::string& state = "pending") {
+    JobRecord j = Job(id, tenant);
+    j.spec = spec;
+    ASSERT_TRUE(Create(j).has_value());
+    if (state != "pending") {
+      j.state = state;
+      ASSERT_TRUE(store_->CommitJob(j, {}, {}).has_value());
+    }
+  };
+  pinning("job_1", "tn_a", R"({"environment":"py_3.1@2","name":"a"})");
+  pinning("job_2", "tn_a", R"({"environment":"py_3.1@2","name":"b"})", "running");
+  pinning("job_3", "tn_a", R"({"environment":"py_3.1@2","name":"c"})", "succeeded");
+  pinning("job_4", "tn_b", R"({"environment":"py_3.1@2","name":"d"})", "starting");
+  // Another version, a LIKE wildcard's match ('_' and '.' are literal), and
+  // the same words as a command argument or an env name are not pins.
+  pinning("job_5", "tn_a", R"({"environment":"py_3.1@20","name":"e"})");
+  pinning("job_6", "tn_a", R"({"environment":"pyx3.1@2","name":"f"})");
+  pinning("job_7", "tn_a", R"({"args":["\"environment\":\"py_3.1@2\""],"name":"g"})");
+  pinning("job_8", "tn_a", R"({"env":{"environment":"py_3.1@2"},"name":"h"})");
+  EXPECT_EQ(store_->CountLiveJobsPinningForTemplates("tn_a", "py_3.1@2").value(), 2);
+  EXPECT_EQ(store_->CountLiveJobsPinningForTemplates("tn_b", "py_3.1@2").value(), 1);
+  // A platform template: every tenant's jobs.
+  EXPECT_EQ(store_->CountLiveJobsPinningForTemplates("", "py_3.1@2").value(), 3);
+  EXPECT_EQ(store_->CountLiveJobsPinningForTemplates("", "py_3.1@20").value(), 1);
+  EXPECT_EQ(store_->CountLiveJobsPinningForTemplates("tn_a", "py_3.1@3").value(), 0);
 }
 
 TEST_P(JobStoreTest, JobsAreDeletedWithTheirTenant) {

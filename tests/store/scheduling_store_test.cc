@@ -8,6 +8,7 @@
 #include "audit/chain.h"
 #include "store/store.h"
 #include "store/test_databases.h"
+#include "support/store_rows.h"
 
 namespace atrium {
 namespace {
@@ -28,12 +29,7 @@ class SchedulingStoreTest : public ::testing::TestWithParam<Backend> {
   }
 
   Tenant MakeTenant(const std::string& id, const std::string& name) {
-    Tenant t;
-    t.id = id;
-    t.name = name;
-    t.display_name = name;
-    t.tier = "shared";
-    t.state = "active";
+    const Tenant t = testing_rows::ActiveTenant(id, name);
     EXPECT_TRUE(store_->CreateTenant(t).has_value());
     return t;
   }

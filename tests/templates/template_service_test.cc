@@ -10,6 +10,7 @@
 
 #include "store/test_databases.h"
 #include "support/result_matchers.h"
+#include "support/store_rows.h"
 #include "support/test_directory.h"
 
 namespace atrium::templates {
@@ -29,15 +30,8 @@ class TemplateServiceTest : public ::testing::TestWithParam<Backend> {
     database_.Create(GetParam());
     if (IsSkipped() || HasFatalFailure()) return;
     ASSERT_NO_FATAL_FAILURE(testdb::OpenStore(database_, &store_));
-    for (const char* id : {"tn_a", "tn_b"}) {
-      Tenant t;
-      t.id = id;
-      t.name = std::string(id).substr(3);
-      t.display_name = t.name;
-      t.tier = "shared";
-      t.state = "active";
-      ASSERT_OK(store_->CreateTenant(t));
-    }
+    ASSERT_OK(store_->CreateTenant(testing_rows::ActiveTenant("tn_a", "a")));
+    ASSERT_OK(store_->CreateTenant(testing_rows::ActiveTenant("tn_b", "b")));
     images_ = TestDirectory("atrium-images");
     fs::create_directories(images_ / ("sha256-" + kHexA) / "rootfs");
     fs::create_directories(images_ / "tenants/tn_a" / ("sha256-" + kHexB) / "rootfs");
@@ -167,7 +161,7 @@ TEST_P(TemplateServiceTest, RetiringWaitsForWorkAndNeverReusesTheVersion) {
   auto busy = service_->Retire(a_, "train@2");
   ASSERT_FALSE(busy.has_value());
   EXPECT_EQ(busy.error().code, ErrorCode::kFailedPrecondition);
-  EXPECT_NE(busy.error().message.find("used by 3 pending or running"), std::string::npos);
+  EXPECT_NE(busy.error().message.find("pinned by 3 job(s)"), std::string::npos);
   uses_["train@2"] = 0;
   auto retired = service_->Retire(a_, "train@2");
   ASSERT_OK(retired);
@@ -184,6 +178,42 @@ TEST_P(TemplateServiceTest, RetiringWaitsForWorkAndNeverReusesTheVersion) {
   auto v3 = service_->Publish(a_, Draft("train", kHexB), "usr_a");
   ASSERT_OK(v3);
   EXPECT_EQ(v3->version, 3);
+}
+
+// The runtime's count: the store's live jobs that pin the version.
+TEST_P(TemplateServiceTest, RetiringWaitsForTheLiveJobsThatPinTheVersion) {
+  TemplateService service(*store_, clock_, {.uses_in_flight = LiveJobsPinning(*store_)});
+  ASSERT_OK(service.Publish(a_, Draft("train", kHexB), "usr_a"));
+  ASSERT_OK(service.Publish(b_, Draft("train", kHexC), "usr_b"));
+  ASSERT_OK(service.Publish(platform_, Draft("base", kHexA), "usr_op"));
+  auto job = [&](const std::string& id, const std::string& tenant, const std::string& pinned) {
+    JobRecord j = testing_rows::PendingJob(id, tenant);
+    j.state = "running";
+    j.spec = R"({"environment":")" + pinned + R"(","name":"train"})";
+    EXPECT_OK(store_->CreateJob(j, testing_rows::JobEvent(j), testing_rows::JobAudit(j)));
+    return j;
+  };
+  auto end = [&](JobRecord j) {
+    j.state = "succeeded";
+    EXPECT_OK(store_->CommitJob(j, {}, {}));
+  };
+  // B's job on B's own "train@1" does not hold A's.
+  JobRecord b_train = job("job_b1", "tn_b", "train@1");
+  JobRecord a_train = job("job_a1", "tn_a", "train@1");
+  JobRecord b_base = job("job_b2", "tn_b", "base@1");
+  auto busy = service.Retire(a_, "train@1");
+  EXPECT_ERROR(busy, ErrorCode::kFailedPrecondition);
+  if (!busy.has_value())
+    EXPECT_NE(busy.error().message.find("pinned by 1 job(s)"), std::string::npos);
+  // Any tenant's job holds a platform template.
+  EXPECT_ERROR(service.Retire(platform_, "base@1"), ErrorCode::kFailedPrecondition);
+  end(a_train);
+  end(b_base);
+  ASSERT_OK(service.Retire(a_, "train@1"));
+  ASSERT_OK(service.Retire(platform_, "base@1"));
+  EXPECT_ERROR(service.Retire(b_, "train@1"), ErrorCode::kFailedPrecondition);
+  end(b_train);
+  ASSERT_OK(service.Retire(b_, "train@1"));
 }
 
 TEST_P(TemplateServiceTest, RootFsComesOnlyFromTheOwnersAreasOfTheImageStore) {
