@@ -10,8 +10,9 @@
 //    workload sees only its own processes and, on the network, loopback;
 //  - a root of read-only host system paths (/usr, /bin, /lib*, a short list
 //    from /etc) or the environment template's root filesystem, read-only;
-//  - a private /tmp (tmpfs), a fresh /dev holding only the standard nodes,
-//    the GPUs it was granted (as /dev/nvidiaN) and the control devices;
+//  - a private /tmp and /dev/shm (tmpfs of a bounded size), a fresh /dev
+//    holding only the standard nodes, the GPUs it was granted (as
+//    /dev/nvidiaN) and the control devices;
 //  - one writable directory, its own, as the working directory (/work);
 //  - `--die-with-parent`: the sandbox ends with its supervisor.
 // Running as an unprivileged uid and the cgroup limits are the shell's: the
@@ -61,6 +62,10 @@ struct SandboxHost {
   uint32_t uid = 0;  // must not be 0: the shell runs bwrap as this user
   uint32_t gid = 0;
   bool unshare_network = true;  // false only where the host refuses it
+  // The size of the private /tmp and of /dev/shm, each (bubblewrap's
+  // `--size`): without it a tmpfs may take half the host's RAM, which a
+  // memory cgroup bounds only where the host has one. Must be positive.
+  int64_t tmpfs_bytes = int64_t{1} << 30;
 };
 
 inline constexpr char kSandboxWorkDir[] = "/work";
@@ -102,7 +107,8 @@ struct SandboxPlan {
 // Atrium sets itself (CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES), a GPU
 // index out of range or granted twice, a MIG grant (the local backend cannot
 // confine a MIG instance yet), a root_fs or host path that is not absolute
-// or has a ".." component, a control device with a '/', uid or gid 0.
+// or has a ".." component, a control device with a '/', uid or gid 0, a
+// tmpfs size that is not positive.
 Result<SandboxPlan> PlanSandbox(const LaunchSpec& spec, const SandboxHost& host);
 
 // Where the archive of a spec with `archive_path` is shown while it is

@@ -106,10 +106,13 @@ Status JobService::Start() {
         spdlog::warn("jobs: workload {} has no job; stopping and forgetting it", st.workload_id);
         if (alive) (void)backend_.Stop(st.workload_id, 0);
         to_forget_.insert(st.workload_id);
-      } else if (attempt < job->attempt && alive) {
-        // An attempt the job moved past (a crash before its stop): its log
-        // stays readable, its processes stop.
-        (void)backend_.Stop(st.workload_id, 0);
+      } else if (attempt < job->attempt ||
+                 !IsLive(ParseState(job->state).value_or(JobState::kLost))) {
+        // An attempt whose end is stored (or that the job moved past: a
+        // crash before its stop): its processes stop, what it holds on the
+        // node is released once it is gone, its log stays readable.
+        if (alive) (void)backend_.Stop(st.workload_id, 0);
+        to_release_.insert(st.workload_id);
       }
       // The current attempt is adopted by the Tick below: running ones are
       // watched, ended ones recorded with their real end.
@@ -154,6 +157,7 @@ Status JobService::Tick() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     ForgetGoneLocked();
+    ReleaseEndedLocked();
     auto live = store_.ListLiveJobsForJobs();
     if (!live.has_value()) return std::move(live).error();
     for (JobRecord& job : *live) {
@@ -181,6 +185,17 @@ void JobService::ForgetGoneLocked() {
       (void)backend_.Stop(*it, 0);
     }
     it = done ? to_forget_.erase(it) : std::next(it);
+  }
+}
+
+void JobService::ReleaseEndedLocked() {
+  for (auto it = to_release_.begin(); it != to_release_.end();) {
+    auto released = backend_.Release(*it);
+    const bool done = released.has_value() || released.error().code == ErrorCode::kNotFound;
+    if (!done && released.error().code != ErrorCode::kFailedPrecondition) {
+      spdlog::warn("jobs: cannot release workload {} yet: {}", *it, released.error().message);
+    }
+    it = done ? to_release_.erase(it) : std::next(it);
   }
 }
 
@@ -468,12 +483,24 @@ Status JobService::LaunchLocked(JobRecord job, const AllocationRecord& allocatio
   }
   auto launch = BuildLaunchSpec(job, spec, allocation, env, archive_path);
   if (!launch.has_value()) return refuse(launch.error());
+  if (!options_.full_confinement_tiers.empty()) {
+    ATRIUM_ASSIGN_OR_RETURN(Tenant tenant, store_.GetTenant(job.tenant_id));
+    launch->require_full_confinement = options_.full_confinement_tiers.contains(tenant.tier);
+  }
   // Start before the row says starting: Start is idempotent by workload id,
   // so a crash between the two starts nothing twice.
   auto started = backend_.Start(*launch);
   if (!started.has_value()) {
-    if (started.error().code == ErrorCode::kInvalidArgument) return refuse(started.error());
-    return std::move(started).error();  // retried at the next tick
+    // What the backend will not run (a spec it cannot confine, a host short
+    // of a mechanism the tenant's tier demands, no workload uid left) ends
+    // the attempt with its words and frees the allocation, which would
+    // otherwise stay held and billed while Start is retried every tick.
+    const ErrorCode code = started.error().code;
+    if (code == ErrorCode::kInvalidArgument || code == ErrorCode::kFailedPrecondition ||
+        code == ErrorCode::kResourceExhausted) {
+      return refuse(started.error());
+    }
+    return std::move(started).error();  // unavailable: retried at the next tick
   }
   Change change{job, {}, {}};
   ATRIUM_RETURN_IF_ERROR(
@@ -512,7 +539,14 @@ Status JobService::FinishAttemptLocked(JobRecord job, const exec::WorkloadStatus
   change.job.signal = st.phase == exec::WorkloadPhase::kExited ? st.signal : 0;
   change.job.ended_ms = st.ended_ms >= 0 ? st.ended_ms : clock_.NowMillis();
   stops_sent_.erase(job.workload_id());
-  return CommitEndLocked(change, cause);
+  ATRIUM_RETURN_IF_ERROR(CommitEndLocked(change, cause));
+  // The end is stored: what the workload held on the node goes back now
+  // (retried by every Tick while the backend cannot).
+  if (auto released = backend_.Release(job.workload_id());
+      !released && released.error().code != ErrorCode::kNotFound) {
+    to_release_.insert(job.workload_id());
+  }
+  return OkStatus();
 }
 
 Status JobService::EndWithoutWorkloadLocked(JobRecord job, Cause cause, const std::string& detail) {

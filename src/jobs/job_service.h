@@ -16,6 +16,9 @@
 //  - workload ended → the allocation is released (only now: the backend
 //    says every process is gone), then succeeded / failed / cancelled /
 //    preempted / timed-out as the end and the stop that caused it say;
+//    once that is stored, the backend releases the workload (its uid and
+//    directory go back; its log stays readable) — retried every Tick
+//    until it succeeds;
 //  - allocation preempting → Stop with grace = preempt_at − now; preempted
 //    or released under a live job → Stop at once;
 //  - time limit passed → Stop with time_limit_grace_ms;
@@ -85,6 +88,10 @@ struct JobServiceOptions {
   // (FailedPrecondition) — the server has no templates (uploads).
   EnvironmentResolver resolve_environment;
   ArchiveResolver resolve_archive;
+  // Tenant tiers whose workloads must run fully confined: the backend
+  // refuses to start them (the job fails, saying what the host lacks)
+  // rather than run them with a mechanism missing. Empty: none.
+  std::set<std::string> full_confinement_tiers;
 };
 
 class JobService {
@@ -163,6 +170,7 @@ class JobService {
   Status RequestStopLocked(JobRecord job, const std::string& cause, int64_t grace_ms,
                            const std::string& actor);  // REQUIRES(mu_)
   void ForgetGoneLocked();                             // REQUIRES(mu_)
+  void ReleaseEndedLocked();                           // REQUIRES(mu_)
   Result<JobSpec> SpecOf(const JobRecord& job) const;
   void TimerLoop();
 
@@ -175,6 +183,8 @@ class JobService {
   std::mutex mu_;
   // Workloads to forget once gone (evicted tenants', orphans).
   std::set<std::string> to_forget_;  // GUARDED_BY(mu_)
+  // Ended workloads whose end is stored, to release once the backend can.
+  std::set<std::string> to_release_;  // GUARDED_BY(mu_)
   // Stops sent by this process: a restarted one sends a persisted stop
   // again with the grace that is left.
   std::set<std::string> stops_sent_;  // GUARDED_BY(mu_)
