@@ -138,9 +138,10 @@ class ExecutionBackend {
   // The job service has recorded the workload's end: frees what it holds on
   // the node (processes left over, its working directory, its uid) and
   // keeps only its end and log for Inspect and ReadLog, until Forget or the
-  // backend's log retention. Refused (FailedPrecondition) while it runs;
-  // releasing twice is not an error. The default is for backends that hold
-  // nothing per workload beyond its records and log.
+  // backend's log retention. Releasing twice is not an error; a backend
+  // that frees something refuses (FailedPrecondition) while it runs. The
+  // default does nothing: for backends that hold nothing per workload
+  // beyond its records and log.
   virtual Status Release(const std::string& workload_id) {
     (void)workload_id;
     return OkStatus();

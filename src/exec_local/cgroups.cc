@@ -98,8 +98,8 @@ CgroupSetup CreateV2(const std::string& root, const std::string& parent,
   const std::string dir = parent_dir + "/" + workload_id;
   std::string error;
   if (!MakeDirs(dir, &error)) {
-    for (const char* mechanism : {"kill of every process", "pids limit", "memory limit",
-                                  "cpu limit"}) {
+    for (const char* mechanism :
+         {"kill of every process", "pids limit", "memory limit", "cpu limit"}) {
       setup.not_enforced.push_back(std::string(mechanism) + " (" + error + ")");
     }
     return setup;
@@ -139,11 +139,10 @@ CgroupSetup CreateV2(const std::string& root, const std::string& parent,
       limits.memory_bytes > 0;
   constexpr int64_t kPeriodUs = 100'000;
   limit("cpu", "cpu limit",
-        {{"cpu.max",
-          (limits.cpu_milli > 0
-               ? std::to_string(std::max<int64_t>(limits.cpu_milli * kPeriodUs / 1000, 1000))
-               : std::string("max")) +
-              " " + std::to_string(kPeriodUs)}});
+        {{"cpu.max", (limits.cpu_milli > 0 ? std::to_string(std::max<int64_t>(
+                                                 limits.cpu_milli * kPeriodUs / 1000, 1000))
+                                           : std::string("max")) +
+                         " " + std::to_string(kPeriodUs)}});
   return setup;
 }
 

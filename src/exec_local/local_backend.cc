@@ -12,9 +12,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -214,8 +214,8 @@ Status EndEveryProcessOf(uint32_t uid) {
   for (int round = 0; round < 100; ++round) {
     const int killed = KillEveryProcessOf(uid);
     if (killed == 0) return OkStatus();
-    if (killed == 2) return Error::Unavailable("cannot signal the processes of uid " +
-                                               std::to_string(uid));
+    if (killed == 2)
+      return Error::Unavailable("cannot signal the processes of uid " + std::to_string(uid));
     ::usleep(10'000);
     if (round >= 5 && LiveProcessesOf(uid).empty()) return OkStatus();
   }
@@ -312,9 +312,9 @@ Status LocalBackend::ProbeSandboxLocked() {
   }
   // As the plans mount them: a bubblewrap without --size fails here.
   const std::string tmpfs_size = std::to_string(options_.tmpfs_mib * 1024 * 1024);
-  argv.insert(argv.end(), {"--proc", "/proc", "--dev", "/dev", "--size", tmpfs_size, "--tmpfs",
-                           "/dev/shm", "--size", tmpfs_size, "--tmpfs", "/tmp", "--remount-ro",
-                           "/dev", "--", "/bin/true"});
+  argv.insert(argv.end(),
+              {"--proc", "/proc", "--dev", "/dev", "--size", tmpfs_size, "--tmpfs", "/dev/shm",
+               "--size", tmpfs_size, "--tmpfs", "/tmp", "--remount-ro", "/dev", "--", "/bin/true"});
   const int rc = RunAs(argv, options_.uid_base, options_.uid_base);
   if (rc == 0) {
     sandbox_probe_ = OkStatus();
@@ -322,8 +322,7 @@ Status LocalBackend::ProbeSandboxLocked() {
     sandbox_probe_ = Status(Error::FailedPrecondition(
         "this host refuses the workload sandbox (" + options_.bwrap_path +
         " with pid/ipc/uts/net namespaces and sized tmpfs as an unprivileged user exited " +
-        std::to_string(rc) +
-        "): no workload is started without it"));
+        std::to_string(rc) + "): no workload is started without it"));
   }
   return *sandbox_probe_;
 }
@@ -665,7 +664,8 @@ Status LocalBackend::ReleaseLocked(const std::string& workload_id) {
       ::closedir(d);
       for (const auto& path : owned) RemoveTree(path);
       for (const auto& path : owned) {
-        if (Exists(path)) return Error::Unavailable("cannot remove " + path + ": its uid stays held");
+        if (Exists(path))
+          return Error::Unavailable("cannot remove " + path + ": its uid stays held");
       }
     }
   }

@@ -6,7 +6,9 @@
 // child), so `kill -9` of Atrium does not end workloads.
 //
 //  1. reads launch.json; spawns bubblewrap as the workload's uid, in its
-//     cgroups and its own process group, SIGTERM ignored (the in-sandbox
+//     cgroups and its own process group, with the resource limits the
+//     record names (RLIMIT_NPROC always; RLIMIT_AS, RLIMIT_FSIZE when set)
+//     set before the uid is dropped, SIGTERM ignored (the in-sandbox
 //     init puts the command's signals back to default), stdout/stderr into
 //     a pipe, the init's report pipe as fd 3;
 //  2. writes supervisor.json (its pid and that pid's start time, the

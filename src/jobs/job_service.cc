@@ -491,16 +491,19 @@ Status JobService::LaunchLocked(JobRecord job, const AllocationRecord& allocatio
   // so a crash between the two starts nothing twice.
   auto started = backend_.Start(*launch);
   if (!started.has_value()) {
-    // What the backend will not run (a spec it cannot confine, a host short
-    // of a mechanism the tenant's tier demands, no workload uid left) ends
-    // the attempt with its words and frees the allocation, which would
-    // otherwise stay held and billed while Start is retried every tick.
+    // A spec it cannot run safely ends the attempt at once; what may still
+    // come (a mechanism the tenant's tier demands, a free workload uid) is
+    // retried for start_retry_ms and then ends it too, with the backend's
+    // words: the allocation would otherwise stay held and billed for ever.
     const ErrorCode code = started.error().code;
-    if (code == ErrorCode::kInvalidArgument || code == ErrorCode::kFailedPrecondition ||
-        code == ErrorCode::kResourceExhausted) {
+    const bool waited_enough = allocation.placed_ms >= 0 &&
+                               now - allocation.placed_ms >= options_.start_retry_ms;
+    if (code == ErrorCode::kInvalidArgument ||
+        ((code == ErrorCode::kFailedPrecondition || code == ErrorCode::kResourceExhausted) &&
+         waited_enough)) {
       return refuse(started.error());
     }
-    return std::move(started).error();  // unavailable: retried at the next tick
+    return std::move(started).error();  // retried at the next tick
   }
   Change change{job, {}, {}};
   ATRIUM_RETURN_IF_ERROR(

@@ -88,6 +88,13 @@ struct JobServiceOptions {
   // (FailedPrecondition) — the server has no templates (uploads).
   EnvironmentResolver resolve_environment;
   ArchiveResolver resolve_archive;
+  // How long a start the backend refuses for want of something that may
+  // still come (FailedPrecondition: a tenant not synced yet, a mechanism
+  // the host lacks; ResourceExhausted: no workload uid free) is retried,
+  // from the allocation's placement, before the job fails with the
+  // backend's words and its allocation (held and billed meanwhile) is
+  // freed. Default 60 s.
+  int64_t start_retry_ms = 60'000;
   // Tenant tiers whose workloads must run fully confined: the backend
   // refuses to start them (the job fails, saying what the host lacks)
   // rather than run them with a mechanism missing. Empty: none.

@@ -139,8 +139,8 @@ TEST(SandboxPlan, SystemPathsAreReadOnlyAndOnlyTheWorkDirIsWritable) {
   // The root (bubblewrap's tmpfs holding the mount points) ends read-only,
   // after every mount.
   const std::vector<std::string> remount_root = {"--remount-ro", "/"};
-  const auto remount = std::search(argv.begin(), argv.end(), remount_root.begin(),
-                                   remount_root.end());
+  const auto remount =
+      std::search(argv.begin(), argv.end(), remount_root.begin(), remount_root.end());
   ASSERT_NE(remount, argv.end());
   EXPECT_GT(remount - argv.begin(), std::find(argv.begin(), argv.end(), "--bind") - argv.begin());
 }
@@ -158,8 +158,8 @@ TEST(SandboxPlan, TmpAndDevShmAreBoundedAndDevEndsReadOnly) {
   EXPECT_EQ(std::count(argv.begin(), argv.end(), "--tmpfs"), 2) << "no tmpfs without a size";
   // /dev turns read-only after the last device is bound into it.
   const std::vector<std::string> remount_dev = {"--remount-ro", "/dev"};
-  const auto remount = std::search(argv.begin(), argv.end(), remount_dev.begin(),
-                                   remount_dev.end());
+  const auto remount =
+      std::search(argv.begin(), argv.end(), remount_dev.begin(), remount_dev.end());
   ASSERT_NE(remount, argv.end());
   for (auto it = remount; it != argv.end(); ++it) {
     EXPECT_NE(*it, "--dev-bind");

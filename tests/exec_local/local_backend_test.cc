@@ -400,7 +400,6 @@ TEST_F(LocalBackendTest, TheTimeLimitHoldsWithoutTheControlPlane) {
   EXPECT_TRUE(Contains(status.detail, "time limit of 1 s")) << status.detail;
 }
 
-
 // The uid range was used up by workloads that had long ended: a uid was
 // freed only by Forget, which runs for orphans and evicted tenants alone,
 // so every tenant's Start ended in ResourceExhausted.
@@ -411,9 +410,9 @@ TEST_F(LocalBackendTest, ReleaseFreesTheUidAndDirectoryOfAnEndedWorkloadAndKeeps
   backend_ = std::move(*small);
   for (int i = 0; i < 6; ++i) {
     const std::string id = "short-" + std::to_string(i);
-    auto started = backend_->Start(Spec(id, "echo out-" + std::to_string(i) +
-                                                " > kept-file\necho log-" + std::to_string(i) +
-                                                "\nexit 3\n"));
+    auto started =
+        backend_->Start(Spec(id, "echo out-" + std::to_string(i) + " > kept-file\necho log-" +
+                                     std::to_string(i) + "\nexit 3\n"));
     ASSERT_TRUE(started.has_value()) << id << ": " << started.error().message;
     ASSERT_EQ(Ended(id).exit_code, 3);
     auto released = backend_->Release(id);
@@ -457,9 +456,8 @@ TEST_F(LocalBackendTest, ReleaseKillsEveryProcessLeftWithTheWorkloadsUid) {
     ::execl("/bin/sleep", "sleep", "100000", static_cast<char*>(nullptr));
     ::_exit(1);
   }
-  ASSERT_TRUE(WaitUntil([&] {
-    return ReadHostFile("/proc/" + std::to_string(left) + "/comm") == "sleep\n";
-  }));
+  ASSERT_TRUE(WaitUntil(
+      [&] { return ReadHostFile("/proc/" + std::to_string(left) + "/comm") == "sleep\n"; }));
   ASSERT_TRUE(backend_->Release("leaver").has_value());
   int status = 0;
   ASSERT_EQ(::waitpid(left, &status, 0), left);
@@ -530,8 +528,8 @@ TEST_F(LocalBackendTest, AWorkloadWhoseSpecGivesNoMemoryGetsTheDefaultLimit) {
     EXPECT_EQ(ReadHostFile(CgroupFile("memory", "nomem", "memory.limit_in_bytes")),
               std::to_string(96 << 20) + "\n");
   } else {
-    EXPECT_EQ(ReadHostFile(harness_.options().cgroup_root + "/" +
-                           harness_.options().cgroup_parent + "/nomem/memory.max"),
+    EXPECT_EQ(ReadHostFile(harness_.options().cgroup_root + "/" + harness_.options().cgroup_parent +
+                           "/nomem/memory.max"),
               std::to_string(96 << 20) + "\n");
   }
 }

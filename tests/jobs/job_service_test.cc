@@ -362,8 +362,7 @@ TEST_P(JobServiceTest, EveryEndedAttemptIsReleasedOnceItsEndIsStoredAndItsLogSta
   backend_.Exit(j.id + ".3", 1);
   Tick();
   EXPECT_EQ(Row(j).state, "failed");
-  EXPECT_EQ(backend_.released(),
-            (std::vector<std::string>{j.id + ".1", j.id + ".2", j.id + ".3"}));
+  EXPECT_EQ(backend_.released(), (std::vector<std::string>{j.id + ".1", j.id + ".2", j.id + ".3"}));
   // Released is not forgotten: the first attempt's log is still the tenant's.
   auto log = jobs_->ReadLog("tn_a", j.id, 1, 0, 100);
   ASSERT_TRUE(log.has_value());
@@ -391,36 +390,43 @@ TEST_P(JobServiceTest, AnEndedWorkloadNotYetReleasedIsReleasedAfterARestart) {
 // A backend out of workload uids (or of a mechanism the tenant's tier
 // demands) used to be retried every tick for ever while the allocation
 // stayed held and billed.
-TEST_P(JobServiceTest, ABackendThatCannotStartNowFailsTheJobAndFreesTheAllocation) {
+TEST_P(JobServiceTest, ABackendThatCannotStartFailsTheJobAfterTheRetryTimeAndFreesTheAllocation) {
   for (Status error : {Status(Error::ResourceExhausted("every workload uid is in use", 60)),
                        Status(Error::FailedPrecondition("full confinement is required"))}) {
     backend_.set_start_error(error);
     JobRecord j = Submit("tn_a", Spec(1));
-    EXPECT_EQ(j.state, "failed") << error.error().message;
-    EXPECT_NE(j.reason.find(error.error().message), std::string::npos) << j.reason;
+    EXPECT_EQ(j.state, "pending") << "it may still come: retried";
+    EXPECT_EQ(AllocationState("tn_a", j.allocation_id), "running");
+    clock_.AdvanceMillis(30'000);
+    EXPECT_FALSE(jobs_->Tick().has_value());
+    EXPECT_EQ(Row(j).state, "pending");
+    clock_.AdvanceMillis(30'000);
+    (void)jobs_->Tick();
+    JobRecord failed = Row(j);
+    EXPECT_EQ(failed.state, "failed") << error.error().message;
+    EXPECT_NE(failed.reason.find(error.error().message), std::string::npos) << failed.reason;
     EXPECT_EQ(AllocationState("tn_a", j.allocation_id), "released");
     const int calls = backend_.start_calls();
     Tick();
-    EXPECT_EQ(backend_.start_calls(), calls) << "no retry";
+    EXPECT_EQ(backend_.start_calls(), calls) << "no retry once failed";
   }
 }
 
 TEST_P(JobServiceTest, TheTenantsTierDecidesWhetherFullConfinementIsRequired) {
   JobServiceOptions o;
-  o.full_confinement_tiers = {"dedicated-node"};
+  o.full_confinement_tiers = {"dedicated-gpu"};
   StartJobs(o);
   Tenant t;
   t.id = "tn_d";
   t.name = "dedi";
   t.display_name = "dedi";
-  t.tier = "dedicated-node";
+  t.tier = "dedicated-gpu";
   t.weight = 1;
   t.state = "active";
   t.created_at = t.updated_at = clock_.NowMillis();
   ASSERT_TRUE(store_->CreateTenant(t).has_value());
   scheduling_->TenantChanged(t);
-  ASSERT_TRUE(
-      scheduling_->SetQuota(admin_, "tn_d", "", {"H100-80GB", "gpu", 0, 8000}).has_value());
+  ASSERT_TRUE(scheduling_->SetQuota(admin_, "tn_d", "", {"H100-80GB", "gpu", 0, 8000}).has_value());
   JobRecord shared = Submit("tn_a", Spec(1));
   JobRecord dedicated = Submit("tn_d", Spec(1));
   ASSERT_TRUE(backend_.Knows(dedicated.workload_id()));
