@@ -117,17 +117,24 @@ CgroupSetup CreateV2(const std::string& root, const std::string& parent,
       return false;
     }
     std::string refused;
+    const auto refuse = [&] {
+      std::string phrase = mechanism;
+      phrase += " (";
+      phrase += refused;
+      phrase += ')';
+      setup.not_enforced.push_back(std::move(phrase));
+      return false;
+    };
     for (const std::string& level : {root, parent_dir}) {
       if (!WriteValue(level + "/cgroup.subtree_control", "+" + controller, &refused)) {
-        setup.not_enforced.push_back(mechanism + " (" + refused + ")");
-        return false;
+        return refuse();
       }
     }
     for (const auto& [file, value] : values) {
-      if (!WriteValue(dir + "/" + file, value, &refused)) {
-        setup.not_enforced.push_back(mechanism + " (" + refused + ")");
-        return false;
-      }
+      std::string path = dir;
+      path += '/';
+      path += file;
+      if (!WriteValue(path, value, &refused)) return refuse();
     }
     return true;
   };
