@@ -156,6 +156,17 @@ class ExecutionBackend {
   // Deletes what it keeps of an ended workload (directory, log). Refused
   // (FailedPrecondition) while it runs.
   virtual Status Forget(const std::string& workload_id) = 0;
+  // The job service has recorded the workload's end: frees what it holds on
+  // the node (processes left over, its working directory, its uid) and
+  // keeps only its end and log for Inspect and ReadLog, until Forget or the
+  // backend's log retention. Releasing twice is not an error; a backend
+  // that frees something refuses (FailedPrecondition) while it runs. The
+  // default does nothing: for backends that hold nothing per workload
+  // beyond its records and log.
+  virtual Status Release(const std::string& workload_id) {
+    (void)workload_id;
+    return OkStatus();
+  }
   // Makes the backend's view of a tenant match `account` (created, limited,
   // suspended, deleted). Idempotent.
   virtual Status SyncTenant(const TenantAccount& account) = 0;

@@ -178,6 +178,9 @@ Status ValidateHost(const SandboxHost& host) {
   if (host.uid == 0 || host.gid == 0) {
     return Error::InvalidArgument("a workload never runs as root (uid and gid must not be 0)");
   }
+  if (host.tmpfs_bytes <= 0) {
+    return Error::InvalidArgument("the sandbox's /tmp and /dev/shm need a positive size");
+  }
   if (host.report_fd < 3 || host.report_fd > 1023) {
     return Error::InvalidArgument("the init's report fd must be 3..1023");
   }
@@ -442,7 +445,11 @@ Result<SandboxPlan> PlanSandbox(const LaunchSpec& spec, const SandboxHost& host)
       }
     }
   }
-  a.insert(a.end(), {"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"});
+  // Both tmpfs are bounded (bubblewrap >= 0.5 knows --size): /dev/shm of
+  // bubblewrap's /dev would otherwise be a writable tmpfs without a bound.
+  const std::string tmpfs_size = std::to_string(host.tmpfs_bytes);
+  a.insert(a.end(), {"--proc", "/proc", "--dev", "/dev", "--size", tmpfs_size, "--tmpfs",
+                     "/dev/shm", "--size", tmpfs_size, "--tmpfs", "/tmp"});
 
   ATRIUM_ASSIGN_OR_RETURN(const GrantDevices devices, DevicesOfGrants(spec.gpus, host));
   for (size_t i = 0; i < devices.gpus.size(); ++i) {
@@ -463,10 +470,12 @@ Result<SandboxPlan> PlanSandbox(const LaunchSpec& spec, const SandboxHost& host)
 
   a.insert(a.end(), {"--ro-bind", host.init_path, kSandboxInitPath});
   a.insert(a.end(), {"--bind", host.work_dir, kSandboxWorkDir, "--chdir", kSandboxWorkDir});
-  // bubblewrap builds the root on a tmpfs (the mount points above live
-  // there): once everything is mounted, it becomes read-only too, so that
-  // /, /etc and the like are no scratch space outside the workload's own.
-  a.insert(a.end(), {"--remount-ro", "/"});
+  // bubblewrap builds the root and /dev on tmpfs of no bound (the mount
+  // points above live there): once everything is mounted both become
+  // read-only, so that /, /etc or /dev/x are no scratch space outside the
+  // workload's own (device nodes still open for writing on a read-only
+  // mount). Not recursive: /work, /tmp and /dev/shm stay writable.
+  a.insert(a.end(), {"--remount-ro", "/dev", "--remount-ro", "/"});
   a.insert(a.end(), {"--", kSandboxInitPath, "--report-fd", std::to_string(host.report_fd), "--"});
   if (!spec.script.empty()) {
     a.insert(a.end(), {"/bin/sh", std::string(kSandboxWorkDir) + "/" + kSandboxScriptName});

@@ -10,11 +10,12 @@
 //    workload sees only its own processes and, on the network, loopback;
 //  - a root of read-only host system paths (/usr, /bin, /lib*, a short list
 //    from /etc) or the environment template's root filesystem, read-only;
-//  - a private /tmp (tmpfs), a fresh /dev holding only the standard nodes,
-//    the GPUs it was granted (as /dev/nvidiaN) and the control devices;
-//    for a MIG instance, its parent GPU's device file plus the capability
-//    device files of its GPU instance and compute instance
-//    (/dev/nvidia-caps/nvidia-capN), and no other instance's;
+//  - a private /tmp and /dev/shm (tmpfs of a bounded size), a fresh /dev
+//    holding only the standard nodes, the GPUs it was granted (as
+//    /dev/nvidiaN) and the control devices; for a MIG instance, its parent
+//    GPU's device file plus the capability device files of its GPU instance
+//    and compute instance (/dev/nvidia-caps/nvidia-capN), and no other
+//    instance's;
 //  - one writable directory, its own, as the working directory (/work);
 //  - `--die-with-parent`: the sandbox ends with its supervisor.
 // Running as an unprivileged uid and the cgroup limits are the shell's: the
@@ -76,6 +77,10 @@ struct SandboxHost {
   // a MIG grant.
   std::string caps_dir = "/dev/nvidia-caps";
   std::map<std::string, int> mig_minors;
+  // The size of the private /tmp and of /dev/shm, each (bubblewrap's
+  // `--size`): without it a tmpfs may take half the host's RAM, which a
+  // memory cgroup bounds only where the host has one. Must be positive.
+  int64_t tmpfs_bytes = int64_t{1} << 30;
 };
 
 // MIG capability names as the driver's mig-minors table spells them: the
@@ -138,7 +143,8 @@ struct SandboxPlan {
 // without its GPU and compute instance ids or whose capability files the
 // host's mig-minors table does not list, a share outside 1..999 milli, a
 // root_fs or host path that is not absolute or has a ".." component, a
-// control device with a '/', uid or gid 0.
+// control device with a '/', uid or gid 0, a tmpfs size that is not
+// positive.
 //
 // What the workload is told about its GPUs:
 //  - whole GPUs: CUDA_VISIBLE_DEVICES = 0..n-1 (only the granted device

@@ -16,7 +16,9 @@ namespace atrium::exec_local {
 namespace {
 
 bool WriteValue(const std::string& path, const std::string& value, std::string* error) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  // O_CREAT changes nothing on a cgroup file system (its files exist or
+  // cannot be made) and lets tests check the values in a plain folder.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) {
     *error = path + ": " + std::strerror(errno);
     return false;
@@ -46,10 +48,113 @@ bool MakeDirs(const std::string& path, std::string* error) {
   return true;
 }
 
+bool IsDir(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool IsFile(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// The words of a space-separated cgroup v2 list (cgroup.controllers).
+std::vector<std::string> ReadWords(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> words;
+  for (std::string word; in >> word;) words.push_back(word);
+  return words;
+}
+
+CgroupSetup CreateV1(const std::string& root, const std::string& parent,
+                     const std::string& workload_id, const CgroupLimits& limits);
+CgroupSetup CreateV2(const std::string& root, const std::string& parent,
+                     const std::string& workload_id, const CgroupLimits& limits);
+
 }  // namespace
+
+CgroupVersion DetectCgroupVersion(const std::string& root) {
+  if (IsFile(root + "/cgroup.controllers")) return CgroupVersion::kV2;
+  for (const char* controller : {"freezer", "pids", "memory", "cpu", "devices"}) {
+    if (IsDir(root + "/" + controller)) return CgroupVersion::kV1;
+  }
+  return CgroupVersion::kNone;
+}
 
 CgroupSetup CreateWorkloadCgroups(const std::string& root, const std::string& parent,
                                   const std::string& workload_id, const CgroupLimits& limits) {
+  if (DetectCgroupVersion(root) == CgroupVersion::kV2) {
+    return CreateV2(root, parent, workload_id, limits);
+  }
+  return CreateV1(root, parent, workload_id, limits);
+}
+
+namespace {
+
+CgroupSetup CreateV2(const std::string& root, const std::string& parent,
+                     const std::string& workload_id, const CgroupLimits& limits) {
+  CgroupSetup setup;
+  const std::string parent_dir = root + "/" + parent;
+  const std::string dir = parent_dir + "/" + workload_id;
+  std::string error;
+  if (!MakeDirs(dir, &error)) {
+    for (const char* mechanism :
+         {"kill of every process", "pids limit", "memory limit", "cpu limit"}) {
+      setup.not_enforced.push_back(std::string(mechanism) + " (" + error + ")");
+    }
+    return setup;
+  }
+  // Any v2 cgroup lists all of its processes, whatever its controllers.
+  setup.dirs.push_back(dir);
+  setup.can_kill_all = true;
+  const std::vector<std::string> available = ReadWords(root + "/cgroup.controllers");
+  // One controller: handed down to the parent's children, then its limits.
+  const auto limit = [&](const std::string& controller, const std::string& mechanism,
+                         const std::vector<std::pair<std::string, std::string>>& values) {
+    if (std::find(available.begin(), available.end(), controller) == available.end()) {
+      setup.not_enforced.push_back(mechanism + " (cgroup v2 controller " + controller +
+                                   " is not available in " + root + ")");
+      return false;
+    }
+    std::string refused;
+    const auto refuse = [&] {
+      std::string phrase = mechanism;
+      phrase += " (";
+      phrase += refused;
+      phrase += ')';
+      setup.not_enforced.push_back(std::move(phrase));
+      return false;
+    };
+    for (const std::string& level : {root, parent_dir}) {
+      if (!WriteValue(level + "/cgroup.subtree_control", "+" + controller, &refused)) {
+        return refuse();
+      }
+    }
+    for (const auto& [file, value] : values) {
+      std::string path = dir;
+      path += '/';
+      path += file;
+      if (!WriteValue(path, value, &refused)) return refuse();
+    }
+    return true;
+  };
+  limit("pids", "pids limit", {{"pids.max", std::to_string(limits.pids_max)}});
+  setup.memory_limited =
+      limit("memory", "memory limit",
+            {{"memory.max", limits.memory_bytes > 0 ? std::to_string(limits.memory_bytes)
+                                                    : std::string("max")}}) &&
+      limits.memory_bytes > 0;
+  constexpr int64_t kPeriodUs = 100'000;
+  limit("cpu", "cpu limit",
+        {{"cpu.max", (limits.cpu_milli > 0 ? std::to_string(std::max<int64_t>(
+                                                 limits.cpu_milli * kPeriodUs / 1000, 1000))
+                                           : std::string("max")) +
+                         " " + std::to_string(kPeriodUs)}});
+  return setup;
+}
+
+CgroupSetup CreateV1(const std::string& root, const std::string& parent,
+                     const std::string& workload_id, const CgroupLimits& limits) {
   CgroupSetup setup;
   // Creates the controller's directory for this workload; "" when refused.
   const auto create = [&](const char* controller, const std::string& mechanism) -> std::string {
@@ -103,7 +208,9 @@ CgroupSetup CreateWorkloadCgroups(const std::string& root, const std::string& pa
     std::vector<std::pair<std::string, std::string>> values;
     if (limits.memory_bytes > 0)
       values.emplace_back("memory.limit_in_bytes", std::to_string(limits.memory_bytes));
+    const size_t refused = setup.not_enforced.size();
     limit(dir, values, "memory limit");
+    setup.memory_limited = limits.memory_bytes > 0 && setup.not_enforced.size() == refused;
   }
   if (auto dir = create("cpu", "cpu limit"); !dir.empty()) {
     std::vector<std::pair<std::string, std::string>> values;
@@ -122,6 +229,8 @@ CgroupSetup CreateWorkloadCgroups(const std::string& root, const std::string& pa
   }
   return setup;
 }
+
+}  // namespace
 
 std::vector<int> CgroupProcesses(const std::vector<std::string>& dirs) {
   std::vector<int> pids;

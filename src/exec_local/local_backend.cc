@@ -13,9 +13,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <iterator>
 #include <optional>
 
 #include "common/atomic_file.h"
@@ -158,6 +161,71 @@ Status SpawnSupervisor(const std::string& supervisor_path, const std::string& re
   return OkStatus();
 }
 
+// The pids of live processes (not zombies) any of whose uids is `uid`.
+std::vector<int> LiveProcessesOf(uint32_t uid) {
+  std::vector<int> pids;
+  DIR* d = ::opendir("/proc");
+  if (d == nullptr) return pids;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+    auto status = ReadSmallFile(std::string("/proc/") + e->d_name + "/status");
+    if (!status.has_value()) continue;  // it ended meanwhile
+    const size_t state = status->find("\nState:\t");
+    if (state != std::string::npos) {
+      const char code = status->c_str()[state + 8];
+      if (code == 'Z' || code == 'X') continue;
+    }
+    const size_t line = status->find("\nUid:\t");
+    if (line == std::string::npos) continue;
+    unsigned long ids[4] = {0, 0, 0, 0};
+    if (std::sscanf(status->c_str() + line + 6, "%lu %lu %lu %lu", &ids[0], &ids[1], &ids[2],
+                    &ids[3]) != 4) {
+      continue;
+    }
+    if (std::find(std::begin(ids), std::end(ids), uid) != std::end(ids))
+      pids.push_back(std::atoi(e->d_name));
+  }
+  ::closedir(d);
+  return pids;
+}
+
+// SIGKILLs every process whose real or saved uid is `uid` with kill(-1)
+// from a child that became that uid: the kernel walks every process (in
+// any pid namespace) under one lock, so none escapes by forking. 0: there
+// was none; 1: some were signalled; 2: the kill could not be tried.
+int KillEveryProcessOf(uint32_t uid) {
+  const pid_t pid = ::fork();
+  if (pid < 0) return 2;
+  if (pid == 0) {
+    if (::setgroups(0, nullptr) != 0 || ::setgid(uid) != 0 || ::setuid(uid) != 0) ::_exit(2);
+    if (::kill(-1, SIGKILL) == 0) ::_exit(1);
+    ::_exit(errno == ESRCH ? 0 : 2);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return 2;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 2;
+}
+
+// Ok once no live process of `uid` is left; zombies (whose parent has not
+// reaped them yet) hold nothing and do not count.
+Status EndEveryProcessOf(uint32_t uid) {
+  for (int round = 0; round < 100; ++round) {
+    const int killed = KillEveryProcessOf(uid);
+    if (killed == 0) return OkStatus();
+    if (killed == 2)
+      return Error::Unavailable("cannot signal the processes of uid " + std::to_string(uid));
+    ::usleep(10'000);
+    if (round >= 5 && LiveProcessesOf(uid).empty()) return OkStatus();
+  }
+  std::string left;
+  for (int pid : LiveProcessesOf(uid)) left += " " + std::to_string(pid);
+  return Error::Unavailable("processes of workload uid " + std::to_string(uid) +
+                            " are still alive (" + (left.empty() ? " ?" : left) +
+                            " ): it stays held");
+}
+
 }  // namespace
 
 Result<std::unique_ptr<LocalBackend>> LocalBackend::Create(LocalBackendOptions options) {
@@ -171,8 +239,19 @@ Result<std::unique_ptr<LocalBackend>> LocalBackend::Create(LocalBackendOptions o
       static_cast<uint64_t>(options.uid_base) + options.uid_count > 0xFFFFFFFEull) {
     return Error::InvalidArgument("the workload uid range must be non-empty and exclude root");
   }
-  if (options.log_max_bytes < 2 || options.default_pids_max <= 0) {
+  if (options.log_max_bytes < 2 || options.default_pids_max <= 0 ||
+      options.default_pids_max > exec::kMaxPids) {
     return Error::InvalidArgument("log_max_bytes and default_pids_max must be positive");
+  }
+  constexpr int64_t kMaxMib = int64_t{1} << 30;  // MiB to bytes cannot overflow
+  if (options.default_memory_mib <= 0 || options.default_memory_mib > kMaxMib ||
+      options.tmpfs_mib <= 0 || options.tmpfs_mib > kMaxMib || options.max_file_mib < 0 ||
+      options.max_file_mib > kMaxMib) {
+    return Error::InvalidArgument(
+        "default_memory_mib and tmpfs_mib must be positive, max_file_mib not negative");
+  }
+  if (options.log_retention_s < 0 || options.log_retention_s > exec::kMaxTimeLimitS) {
+    return Error::InvalidArgument("log_retention_s must be 0 (keep) or a number of seconds");
   }
   if (options.cgroup_parent.empty() || !exec::IsValidWorkloadId(options.cgroup_parent)) {
     return Error::InvalidArgument("cgroup_parent must be one plain folder name");
@@ -231,16 +310,19 @@ Status LocalBackend::ProbeSandboxLocked() {
       argv.insert(argv.end(), {"--symlink", system.symlink_target, system.path});
     }
   }
+  // As the plans mount them: a bubblewrap without --size fails here.
+  const std::string tmpfs_size = std::to_string(options_.tmpfs_mib * 1024 * 1024);
   argv.insert(argv.end(),
-              {"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--", "/bin/true"});
+              {"--proc", "/proc", "--dev", "/dev", "--size", tmpfs_size, "--tmpfs", "/dev/shm",
+               "--size", tmpfs_size, "--tmpfs", "/tmp", "--remount-ro", "/dev", "--", "/bin/true"});
   const int rc = RunAs(argv, options_.uid_base, options_.uid_base);
   if (rc == 0) {
     sandbox_probe_ = OkStatus();
   } else {
     sandbox_probe_ = Status(Error::FailedPrecondition(
         "this host refuses the workload sandbox (" + options_.bwrap_path +
-        " with pid/ipc/uts/net namespaces as an unprivileged user exited " + std::to_string(rc) +
-        "): no workload is started without it"));
+        " with pid/ipc/uts/net namespaces and sized tmpfs as an unprivileged user exited " +
+        std::to_string(rc) + "): no workload is started without it"));
   }
   return *sandbox_probe_;
 }
@@ -251,6 +333,8 @@ Result<uint32_t> LocalBackend::AllocateUidLocked() {
     if (DIR* d = ::opendir(workloads_dir_.c_str())) {
       while (dirent* e = ::readdir(d)) {
         if (e->d_name[0] == '.') continue;
+        // A released workload's uid owns nothing any more.
+        if (Exists(workloads_dir_ + "/" + e->d_name + "/" + kReleasedFile)) continue;
         auto text = ReadSmallFile(workloads_dir_ + "/" + e->d_name + "/" + kLaunchFile);
         if (!text.has_value()) continue;
         if (auto launch = DecodeLaunch(*text); launch.has_value())
@@ -392,6 +476,7 @@ Result<WorkloadStatus> LocalBackend::Start(const LaunchSpec& requested) {
   host.system_paths = SystemPaths();
   host.uid = uid;
   host.gid = uid;
+  host.tmpfs_bytes = options_.tmpfs_mib * 1024 * 1024;
   ATRIUM_ASSIGN_OR_RETURN(exec::SandboxPlan plan, exec::PlanSandbox(spec, host));
   std::optional<exec::SandboxPlan> unpack;
   if (!spec.archive_path.empty()) {
@@ -415,7 +500,9 @@ Result<WorkloadStatus> LocalBackend::Start(const LaunchSpec& requested) {
   // The devices cgroup allows the standard nodes bubblewrap binds, the
   // pseudo-terminals, and exactly the granted device files.
   CgroupLimits limits;
-  limits.memory_bytes = spec.memory_mib * 1024 * 1024;
+  // Every workload has a memory limit: the job's, else the default.
+  const int64_t memory_mib = spec.memory_mib > 0 ? spec.memory_mib : options_.default_memory_mib;
+  limits.memory_bytes = memory_mib * 1024 * 1024;
   limits.cpu_milli = spec.cpu_milli;
   limits.pids_max = spec.pids_max > 0 ? spec.pids_max : options_.default_pids_max;
   limits.device_rules = {"c 1:3 rwm", "c 1:5 rwm", "c 1:7 rwm", "c 1:8 rwm",
@@ -464,6 +551,12 @@ Result<WorkloadStatus> LocalBackend::Start(const LaunchSpec& requested) {
   launch.not_enforced = not_enforced;
   launch.created_ms = NowMs();
   launch.time_limit_ms = spec.time_limit_s * 1000;
+  // The workload's uid is its own: RLIMIT_NPROC caps its processes even
+  // where no pids cgroup does. Address space only where no memory cgroup
+  // bounds it and no GPU is given (CUDA reserves far more than it uses).
+  launch.rlimit_nproc = limits.pids_max;
+  launch.rlimit_as = !cgroups.memory_limited && spec.gpus.empty() ? limits.memory_bytes : 0;
+  launch.rlimit_fsize = options_.max_file_mib * 1024 * 1024;
   if (unpack.has_value()) {
     launch.unpack_argv = unpack->argv;
     launch.unpack_env = unpack->env;
@@ -599,21 +692,94 @@ Status LocalBackend::Forget(const std::string& workload_id) {
     return Error::FailedPrecondition("workload " + workload_id +
                                      " is still running: stop it first");
   }
+  ATRIUM_RETURN_IF_ERROR(ReleaseLocked(workload_id));
+  RemoveRecordLocked(workload_id);
+  return OkStatus();
+}
+
+Status LocalBackend::Release(const std::string& workload_id) {
+  std::lock_guard lock(mu_);
+  ATRIUM_ASSIGN_OR_RETURN(WorkloadStatus status, InspectLocked(workload_id));
+  if (status.phase == WorkloadPhase::kRunning || status.phase == WorkloadPhase::kStarting) {
+    return Error::FailedPrecondition("workload " + workload_id + " is still running");
+  }
+  ATRIUM_RETURN_IF_ERROR(ReleaseLocked(workload_id));
+  PruneExpiredLocked();
+  return OkStatus();
+}
+
+Status LocalBackend::ReleaseLocked(const std::string& workload_id) {
   const std::string dir = RecordDirOf(workload_id);
+  if (Exists(dir + "/" + kReleasedFile)) return OkStatus();
   std::optional<LaunchRecord> launch;
   if (auto text = ReadSmallFile(dir + "/" + kLaunchFile); text.has_value()) {
     if (auto decoded = DecodeLaunch(*text); decoded.has_value()) launch = std::move(*decoded);
   }
+  if (launch.has_value()) {
+    // The supervisor removed the cgroups when the sandbox ended, unless it
+    // died first; whatever of the uid is left (a process that escaped the
+    // cgroups, say) ends here.
+    RemoveWorkloadCgroups(launch->cgroup_dirs);
+    ATRIUM_RETURN_IF_ERROR(EndEveryProcessOf(launch->uid));
+  }
+  // The only host paths a workload can write are its directory (and the
+  // archive copy made for it): /tmp and /dev/shm were tmpfs of its mount
+  // namespace and SysV/POSIX IPC lived in its ipc namespace, all gone with
+  // its last process. With nothing of the uid left, it may be reused.
+  const std::string work = WorkDirOf(workload_id);
+  RemoveTree(work);
+  RemoveTree(dir + "/archive");
+  if (Exists(work)) return Error::Unavailable("cannot remove " + work + ": its uid stays held");
+  if (launch.has_value()) {
+    if (DIR* d = ::opendir(dir.c_str())) {
+      std::vector<std::string> owned;
+      while (dirent* e = ::readdir(d)) {
+        struct stat st {};
+        const std::string path = dir + "/" + e->d_name;
+        if (e->d_name[0] == '.' && (e->d_name[1] == '\0' || std::strcmp(e->d_name, "..") == 0))
+          continue;
+        if (::lstat(path.c_str(), &st) == 0 && st.st_uid == launch->uid) owned.push_back(path);
+      }
+      ::closedir(d);
+      for (const auto& path : owned) RemoveTree(path);
+      for (const auto& path : owned) {
+        if (Exists(path))
+          return Error::Unavailable("cannot remove " + path + ": its uid stays held");
+      }
+    }
+  }
+  ATRIUM_RETURN_IF_ERROR(
+      ReplaceFileAtomically(dir + "/" + kReleasedFile, EncodeReleased(NowMs()), 0600));
+  if (launch.has_value() && uids_in_use_.has_value()) uids_in_use_->erase(launch->uid);
+  return OkStatus();
+}
+
+void LocalBackend::RemoveRecordLocked(const std::string& workload_id) {
   // Out of List's sight first, so a crash mid-delete leaves no half workload.
+  const std::string dir = RecordDirOf(workload_id);
   const std::string doomed = workloads_dir_ + "/.forgotten-" + workload_id;
   RemoveTree(doomed);
-  if (::rename(dir.c_str(), doomed.c_str()) != 0) return Error::Unavailable(OsError("remove", dir));
-  if (launch.has_value()) {
-    RemoveWorkloadCgroups(launch->cgroup_dirs);
-    if (uids_in_use_.has_value()) uids_in_use_->erase(launch->uid);
+  if (::rename(dir.c_str(), doomed.c_str()) == 0) RemoveTree(doomed);
+}
+
+void LocalBackend::PruneExpiredLocked() {
+  if (options_.log_retention_s <= 0) return;
+  const int64_t now = NowMs();
+  const int64_t retention_ms = options_.log_retention_s * 1000;
+  if (now - last_prune_ms_ < std::min<int64_t>(retention_ms, 3'600'000)) return;
+  last_prune_ms_ = now;
+  std::vector<std::string> expired;
+  if (DIR* d = ::opendir(workloads_dir_.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      auto text = ReadSmallFile(workloads_dir_ + "/" + e->d_name + "/" + kReleasedFile);
+      if (!text.has_value()) continue;
+      auto released = DecodeReleased(*text);
+      if (released.has_value() && now - *released >= retention_ms) expired.emplace_back(e->d_name);
+    }
+    ::closedir(d);
   }
-  RemoveTree(doomed);
-  return OkStatus();
+  for (const auto& id : expired) RemoveRecordLocked(id);
 }
 
 Status LocalBackend::SyncTenant(const exec::TenantAccount& account) {

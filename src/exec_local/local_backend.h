@@ -12,6 +12,14 @@
 // under state_dir (workload_files.h); the object itself holds only a cache
 // of the uids in use.
 //
+// A uid is held from Start until Release (the job service calls it once it
+// has recorded the end) or Forget: then no process of the uid is left
+// (killed), its directory and archive copy are removed, and the uid is
+// free for the next workload, so short jobs and restarts do not use up the
+// range. What stays is root's (records and log, outside any sandbox):
+// Inspect and ReadLog answer until Forget or until `log_retention_s` after
+// the release.
+//
 // Thread-safe: one mutex serialises the calls.
 #pragma once
 
@@ -60,6 +68,19 @@ struct LocalBackendOptions {
   std::string cgroup_root = "/sys/fs/cgroup";
   std::string cgroup_parent = "atrium";
   int64_t default_pids_max = 4096;
+  // The memory limit of a workload whose spec gives none (memory_mib 0):
+  // every workload has one. Default 4 GiB.
+  int64_t default_memory_mib = 4096;
+  // The size of a sandbox's private /tmp and of its /dev/shm, each
+  // (tmpfs; their pages count against the memory limit too). Default 1 GiB.
+  int64_t tmpfs_mib = 1024;
+  // The largest file a workload may write (RLIMIT_FSIZE; SIGXFSZ beyond):
+  // a bound per file, not for the whole of /work. 0 = none (the default).
+  int64_t max_file_mib = 0;
+  // How long the log and end of a released workload are kept; then they
+  // are deleted as by Forget. 0 = until Forget (the tenant's deletion).
+  // Default 30 days.
+  int64_t log_retention_s = int64_t{30} * 24 * 3600;
   // Refuse (FailedPrecondition) every workload the host cannot fully
   // confine, not only those whose spec asks for it.
   bool require_full_confinement = false;
@@ -108,6 +129,7 @@ class LocalBackend final : public exec::ExecutionBackend {
   Result<exec::LogChunk> ReadLog(const std::string& workload_id, int64_t offset,
                                  int64_t max_bytes) override;
   Status Forget(const std::string& workload_id) override;
+  Status Release(const std::string& workload_id) override;
   Status SyncTenant(const exec::TenantAccount& account) override;
 
   // The host pids of a workload: its supervisor and every process in its
@@ -125,6 +147,14 @@ class LocalBackend final : public exec::ExecutionBackend {
   // The spec's MIG grants with their instance ids, and the host's MIG
   // capability table in `host` (only when the spec has a MIG grant).
   Result<exec::LaunchSpec> ResolveMig(const exec::LaunchSpec& spec, exec::SandboxHost& host) const;
+  // Frees what an ended workload holds (see the header comment); Ok when
+  // it was released before. Unavailable when a process or file of its uid
+  // remains: the uid stays held.
+  Status ReleaseLocked(const std::string& workload_id);
+  // Deletes released workloads whose retention has passed; at most once
+  // per min(log_retention_s, 1 h).
+  void PruneExpiredLocked();
+  void RemoveRecordLocked(const std::string& workload_id);
   std::vector<exec::HostPath> SystemPaths() const;
 
   const LocalBackendOptions options_;
@@ -132,6 +162,7 @@ class LocalBackend final : public exec::ExecutionBackend {
   std::mutex mu_;
   std::optional<std::set<uint32_t>> uids_in_use_;  // GUARDED_BY(mu_); loaded on first Start
   std::optional<Status> sandbox_probe_;            // GUARDED_BY(mu_)
+  int64_t last_prune_ms_ = 0;                      // GUARDED_BY(mu_)
 };
 
 }  // namespace atrium::exec_local

@@ -6,7 +6,9 @@
 // child), so `kill -9` of Atrium does not end workloads.
 //
 //  1. reads launch.json; spawns bubblewrap as the workload's uid, in its
-//     cgroups and its own process group, SIGTERM ignored (the in-sandbox
+//     cgroups and its own process group, with the resource limits the
+//     record names (RLIMIT_NPROC always; RLIMIT_AS, RLIMIT_FSIZE when set)
+//     set before the uid is dropped, SIGTERM ignored (the in-sandbox
 //     init puts the command's signals back to default), stdout/stderr into
 //     a pipe, the init's report pipe as fd 3;
 //  2. writes supervisor.json (its pid and that pid's start time, the
@@ -23,6 +25,7 @@
 #include <grp.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -33,6 +36,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/atomic_file.h"
@@ -88,6 +92,18 @@ void JoinCgroups(const std::vector<std::string>& dirs) {
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   ::signal(SIGTERM, SIG_IGN);
+  // Set while still root (a lower hard limit cannot be raised by the
+  // workload); RLIMIT_NPROC is checked at each fork of the uid.
+  for (const auto& [resource, value] :
+       {std::pair{RLIMIT_NPROC, launch.rlimit_nproc}, std::pair{RLIMIT_AS, launch.rlimit_as},
+        std::pair{RLIMIT_FSIZE, launch.rlimit_fsize}}) {
+    if (value <= 0) continue;
+    const rlimit bound = {static_cast<rlim_t>(value), static_cast<rlim_t>(value)};
+    if (::setrlimit(resource, &bound) != 0) {
+      std::fprintf(stderr, "atrium: cannot set a resource limit: %s\n", std::strerror(errno));
+      ::_exit(126);  // never run with less confinement than Start recorded
+    }
+  }
   if (::setgroups(0, nullptr) != 0 || ::setgid(launch.gid) != 0 || ::setuid(launch.uid) != 0 ||
       ::getuid() != launch.uid) {
     std::fprintf(stderr, "atrium: cannot become uid %u: %s\n", launch.uid, std::strerror(errno));

@@ -75,7 +75,10 @@ std::string EncodeLaunch(const LaunchRecord& r) {
               {"tenant_id", r.tenant_id},
               {"not_enforced", r.not_enforced},
               {"created_ms", r.created_ms},
-              {"time_limit_ms", r.time_limit_ms}}
+              {"time_limit_ms", r.time_limit_ms},
+              {"rlimit_nproc", r.rlimit_nproc},
+              {"rlimit_as", r.rlimit_as},
+              {"rlimit_fsize", r.rlimit_fsize}}
       .dump();
 }
 
@@ -99,6 +102,12 @@ Result<LaunchRecord> DecodeLaunch(std::string_view text) {
     r.not_enforced = json.at("not_enforced").get<std::string>();
     r.created_ms = json.at("created_ms").get<int64_t>();
     r.time_limit_ms = json.value("time_limit_ms", int64_t{0});
+    r.rlimit_nproc = json.value("rlimit_nproc", int64_t{0});
+    r.rlimit_as = json.value("rlimit_as", int64_t{0});
+    r.rlimit_fsize = json.value("rlimit_fsize", int64_t{0});
+    if (r.rlimit_nproc < 0 || r.rlimit_as < 0 || r.rlimit_fsize < 0) {
+      return Error::Internal("unreadable launch record: a negative resource limit");
+    }
   } catch (const Json::exception& e) {
     return Error::Internal(std::string("unreadable launch record: ") + e.what());
   }
@@ -153,6 +162,18 @@ Result<int64_t> DecodeStop(std::string_view text) {
   if (grace == json.end() || !grace->is_number_integer())
     return Error::Internal("unreadable stop record");
   return grace->get<int64_t>();
+}
+
+std::string EncodeReleased(int64_t released_ms) {
+  return Json{{"released_ms", released_ms}}.dump();
+}
+
+Result<int64_t> DecodeReleased(std::string_view text) {
+  ATRIUM_ASSIGN_OR_RETURN(Json json, ParseJson(text, "released"));
+  auto at = json.find("released_ms");
+  if (at == json.end() || !at->is_number_integer())
+    return Error::Internal("unreadable release record");
+  return at->get<int64_t>();
 }
 
 Result<std::string> ReadSmallFile(const std::string& path) {

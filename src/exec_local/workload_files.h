@@ -11,6 +11,10 @@
 //                    grace period
 //   exit.json        written by the supervisor when the sandbox is gone:
 //                    exit code or signal, end time
+//   released.json    written by Release once the job service recorded the
+//                    end and every process, file and the directory of the
+//                    workload's uid are gone: the uid is free for another
+//                    workload; only the records and the log stay
 //   log.<k>          the log, in segments of half the bound (below)
 //   archive          the job's archive, copied for the workload's uid (0400)
 //   work/            the workload's own directory (0700, its uid)
@@ -34,6 +38,7 @@ inline constexpr char kLaunchFile[] = "launch.json";
 inline constexpr char kSupervisorFile[] = "supervisor.json";
 inline constexpr char kStopFile[] = "stop.json";
 inline constexpr char kExitFile[] = "exit.json";
+inline constexpr char kReleasedFile[] = "released.json";
 inline constexpr char kWorkDirName[] = "work";
 
 struct LaunchRecord {
@@ -51,6 +56,13 @@ struct LaunchRecord {
   std::vector<std::string> unpack_argv;
   std::vector<std::pair<std::string, std::string>> unpack_env;
   int64_t created_ms = 0;
+  // Resource limits the supervisor sets before it becomes the workload's
+  // uid (0 = none): RLIMIT_NPROC counts the processes of that uid, which is
+  // the workload's alone, so it caps them where no pids cgroup does;
+  // RLIMIT_AS where no memory cgroup does; RLIMIT_FSIZE bounds each file.
+  int64_t rlimit_nproc = 0;
+  int64_t rlimit_as = 0;
+  int64_t rlimit_fsize = 0;
 };
 
 struct SupervisorRecord {
@@ -74,6 +86,8 @@ std::string EncodeExit(const ExitRecord& record);
 Result<ExitRecord> DecodeExit(std::string_view text);
 std::string EncodeStop(int64_t grace_ms);
 Result<int64_t> DecodeStop(std::string_view text);
+std::string EncodeReleased(int64_t released_ms);
+Result<int64_t> DecodeReleased(std::string_view text);
 
 // The file's contents; NotFound when it does not exist, Unavailable on
 // another error. At most 16 MiB.

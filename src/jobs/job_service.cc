@@ -143,10 +143,14 @@ Status JobService::Start() {
         if (alive) (void)backend_.Stop(st.workload_id, 0);
         std::lock_guard<std::mutex> lock(mu_);
         to_forget_.insert(st.workload_id);
-      } else if (attempt < job->attempt && alive) {
-        // An attempt the job moved past (a crash before its stop): its log
-        // stays readable, its processes stop.
-        (void)backend_.Stop(st.workload_id, 0);
+      } else if (attempt < job->attempt ||
+                 !IsLive(ParseState(job->state).value_or(JobState::kLost))) {
+        // An attempt whose end is stored (or that the job moved past: a
+        // crash before its stop): its processes stop, what it holds on the
+        // node is released once it is gone, its log stays readable.
+        if (alive) (void)backend_.Stop(st.workload_id, 0);
+        std::lock_guard<std::mutex> lock(mu_);
+        to_release_.insert(st.workload_id);
       }
       // The current attempt is adopted by the Tick below: running ones are
       // watched, ended ones recorded with their real end.
@@ -191,6 +195,7 @@ Status JobService::Tick() {
   {
     std::lock_guard<std::mutex> ticking(tick_mu_);
     ForgetGone();
+    ReleaseEnded();
     auto other_changes = [this] {
       std::lock_guard<std::mutex> lock(mu_);
       return other_changes_;
@@ -244,6 +249,25 @@ void JobService::ForgetGone() {
   }
   std::lock_guard<std::mutex> lock(mu_);
   for (const std::string& wid : done) to_forget_.erase(wid);
+}
+
+void JobService::ReleaseEnded() {
+  std::vector<std::string> pending;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending.assign(to_release_.begin(), to_release_.end());
+  }
+  std::vector<std::string> done;
+  for (const std::string& wid : pending) {
+    auto released = backend_.Release(wid);
+    if (released.has_value() || released.error().code == ErrorCode::kNotFound) {
+      done.push_back(wid);
+    } else if (released.error().code != ErrorCode::kFailedPrecondition) {
+      spdlog::warn("jobs: cannot release workload {} yet: {}", wid, released.error().message);
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const std::string& wid : done) to_release_.erase(wid);
 }
 
 bool JobService::StopSent(const std::string& workload_id) {
@@ -547,11 +571,26 @@ Status JobService::LaunchClaimed(JobRecord job, const AllocationRecord& allocati
   }
   auto launch = BuildLaunchSpec(job, spec, allocation, env, archive_path);
   if (!launch.has_value()) return refuse(launch.error());
+  if (!options_.full_confinement_tiers.empty()) {
+    ATRIUM_ASSIGN_OR_RETURN(Tenant tenant, store_.GetTenant(job.tenant_id));
+    launch->require_full_confinement = options_.full_confinement_tiers.contains(tenant.tier);
+  }
   // Start before the row says starting: Start is idempotent by workload id,
   // so a crash between the two starts nothing twice.
   auto started = backend_.Start(*launch);
   if (!started.has_value()) {
-    if (started.error().code == ErrorCode::kInvalidArgument) return refuse(started.error());
+    // A spec it cannot run safely ends the attempt at once; what may still
+    // come (a mechanism the tenant's tier demands, a free workload uid) is
+    // retried for start_retry_ms and then ends it too, with the backend's
+    // words: the allocation would otherwise stay held and billed for ever.
+    const ErrorCode code = started.error().code;
+    const bool waited_enough =
+        allocation.placed_ms >= 0 && now - allocation.placed_ms >= options_.start_retry_ms;
+    if (code == ErrorCode::kInvalidArgument ||
+        ((code == ErrorCode::kFailedPrecondition || code == ErrorCode::kResourceExhausted) &&
+         waited_enough)) {
+      return refuse(started.error());
+    }
     return std::move(started).error();  // retried at the next tick
   }
   Change change{job, {}, {}};
@@ -593,7 +632,15 @@ Status JobService::FinishAttemptClaimed(JobRecord job, const exec::WorkloadStatu
   // Started and ended between two looks: never seen running, but it ran.
   if (change.job.started_ms < 0 && st.started_ms >= 0) change.job.started_ms = st.started_ms;
   SetStopSent(job.workload_id(), false);
-  return CommitEndClaimed(change, cause);
+  ATRIUM_RETURN_IF_ERROR(CommitEndClaimed(change, cause));
+  // The end is stored: what the workload held on the node goes back now
+  // (retried by every Tick while the backend cannot).
+  if (auto released = backend_.Release(job.workload_id());
+      !released && released.error().code != ErrorCode::kNotFound) {
+    std::lock_guard<std::mutex> lock(mu_);
+    to_release_.insert(job.workload_id());
+  }
+  return OkStatus();
 }
 
 Status JobService::EndWithoutWorkloadClaimed(JobRecord job, Cause cause,

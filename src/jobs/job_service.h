@@ -16,6 +16,9 @@
 //  - workload ended → the allocation is released (only now: the backend
 //    says every process is gone), then succeeded / failed / cancelled /
 //    preempted / timed-out as the end and the stop that caused it say;
+//    once that is stored, the backend releases the workload (its uid and
+//    directory go back; its log stays readable) — retried every Tick
+//    until it succeeds;
 //  - allocation preempting → Stop with grace = preempt_at − now; preempted
 //    or released under a live job → Stop at once;
 //  - time limit passed → Stop with time_limit_grace_ms;
@@ -111,6 +114,17 @@ struct JobServiceOptions {
   // (FailedPrecondition) — the server has no templates (uploads).
   EnvironmentResolver resolve_environment;
   ArchiveResolver resolve_archive;
+  // How long a start the backend refuses for want of something that may
+  // still come (FailedPrecondition: a tenant not synced yet, a mechanism
+  // the host lacks; ResourceExhausted: no workload uid free) is retried,
+  // from the allocation's placement, before the job fails with the
+  // backend's words and its allocation (held and billed meanwhile) is
+  // freed. Default 60 s.
+  int64_t start_retry_ms = 60'000;
+  // Tenant tiers whose workloads must run fully confined: the backend
+  // refuses to start them (the job fails, saying what the host lacks)
+  // rather than run them with a mechanism missing. Empty: none.
+  std::set<std::string> full_confinement_tiers;
 };
 
 class JobService {
@@ -195,6 +209,8 @@ class JobService {
                             const std::string& actor);
   // Forgets the workloads in to_forget_ that are gone, stops the others.
   void ForgetGone();
+  // Releases the ended workloads in to_release_ the backend can release now.
+  void ReleaseEnded();
   bool StopSent(const std::string& workload_id);
   void SetStopSent(const std::string& workload_id, bool sent);
   Result<JobSpec> SpecOf(const JobRecord& job) const;
@@ -215,6 +231,8 @@ class JobService {
   uint64_t other_changes_ = 0;  // GUARDED_BY(mu_)
   // Workloads to forget once gone (evicted tenants', orphans).
   std::set<std::string> to_forget_;  // GUARDED_BY(mu_)
+  // Ended workloads whose end is stored, to release once the backend can.
+  std::set<std::string> to_release_;  // GUARDED_BY(mu_)
   // Stops sent by this process: a restarted one sends a persisted stop
   // again with the grace that is left.
   std::set<std::string> stops_sent_;  // GUARDED_BY(mu_)

@@ -11,6 +11,7 @@
 #include "capacity/fleet_spec.h"
 #include "common/strings.h"
 #include "gateway/egress_policy.h"
+#include "tenancy/tenant_service.h"
 
 namespace atrium {
 namespace {
@@ -220,9 +221,20 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
   jobs.String("state_dir", c.jobs_state_dir);
   jobs.String("device_dir", c.jobs_device_dir);
   jobs.Bool("require_full_confinement", c.jobs_require_full_confinement);
+  jobs.StringArray("full_confinement_tiers", c.jobs_full_confinement_tiers);
+  jobs.Int("default_memory_mib", c.jobs_default_memory_mib, 1, int64_t{1} << 30);
+  jobs.Int("tmpfs_mib", c.jobs_tmpfs_mib, 1, int64_t{1} << 30);
+  jobs.Int("max_file_mib", c.jobs_max_file_mib, 0, int64_t{1} << 30);
+  jobs.Int("log_retention_days", c.jobs_log_retention_days, 0, 36'500);
   jobs.Int("cancel_grace_seconds", c.jobs_cancel_grace_s, 0, 3600);
   jobs.Int("tick_ms", c.jobs_tick_ms, 10, 60'000);
   ATRIUM_RETURN_IF_ERROR(jobs.Finish());
+  for (const auto& tier : c.jobs_full_confinement_tiers) {
+    if (!IsValidTier(tier)) {
+      return Error::InvalidArgument("'jobs.full_confinement_tiers' names an unknown tier '" +
+                                    tier + "'");
+    }
+  }
   TableReader slurm(root["slurm"].as_table(), "slurm");
   slurm.String("conf", c.slurm_conf);
   slurm.String("workload_root", c.slurm_workload_root);

@@ -78,6 +78,18 @@ struct Config {  // NOLINT(clang-analyzer-optin.performance.Padding)
   std::string jobs_device_dir;
   // Refuse to start a workload the host cannot fully confine (cgroups).
   bool jobs_require_full_confinement = false;
+  // Tenant tiers whose workloads are refused rather than run with less
+  // confinement than the backend enforces at best ([] = none).
+  std::vector<std::string> jobs_full_confinement_tiers = {"dedicated-gpu", "dedicated-node",
+                                                          "dedicated-pool"};
+  // local: every workload's memory limit when its job gives none; the size
+  // of its /tmp and /dev/shm (each); the largest file it may write (0 =
+  // any); how long a finished workload's log is kept (0 = until its tenant
+  // is deleted).
+  int64_t jobs_default_memory_mib = 4096;
+  int64_t jobs_tmpfs_mib = 1024;
+  int64_t jobs_max_file_mib = 0;
+  int64_t jobs_log_retention_days = 30;
   int64_t jobs_cancel_grace_s = 30;  // SIGTERM → SIGKILL on cancel and time limit
   int64_t jobs_tick_ms = 1000;       // how often jobs are reconciled with the backend
   // [slurm] With jobs.backend = "slurm": the cluster's slurm.conf, the

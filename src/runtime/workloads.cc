@@ -70,6 +70,10 @@ Result<std::unique_ptr<exec::ExecutionBackend>> MakeLocalBackend(const Config& c
   }
   options.WithHelpersIn(DirOfThisProgram());
   options.require_full_confinement = config.jobs_require_full_confinement;
+  options.default_memory_mib = config.jobs_default_memory_mib;
+  options.tmpfs_mib = config.jobs_tmpfs_mib;
+  options.max_file_mib = config.jobs_max_file_mib;
+  options.log_retention_s = config.jobs_log_retention_days * 24 * 3600;
   if (!config.jobs_device_dir.empty()) {
     options.device_dir = config.jobs_device_dir;
   } else if (simulated) {
@@ -200,6 +204,8 @@ Result<std::unique_ptr<Workloads>> Workloads::Create(const Config& config, Store
   options.time_limit_grace_ms = config.jobs_cancel_grace_s * 1000;
   // Log follows wait on API threads: at most half of them.
   options.max_log_waiters = std::max(1, config.api_threads / 2);
+  options.full_confinement_tiers.insert(config.jobs_full_confinement_tiers.begin(),
+                                        config.jobs_full_confinement_tiers.end());
   options.resolve_environment =
       [&templates](const std::string& tenant_id,
                    const std::string& reference) -> Result<jobs::ResolvedEnvironment> {

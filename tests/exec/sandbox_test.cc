@@ -325,10 +325,35 @@ TEST(SandboxPlan, SystemPathsAreReadOnlyAndOnlyTheWorkDirIsWritable) {
   EXPECT_FALSE(HasArg(argv, "/etc")) << "only the listed files of /etc, not all of it";
   // The root (bubblewrap's tmpfs holding the mount points) ends read-only,
   // after every mount.
-  const auto remount = std::find(argv.begin(), argv.end(), "--remount-ro");
+  const std::vector<std::string> remount_root = {"--remount-ro", "/"};
+  const auto remount =
+      std::search(argv.begin(), argv.end(), remount_root.begin(), remount_root.end());
   ASSERT_NE(remount, argv.end());
-  EXPECT_EQ(*(remount + 1), "/");
   EXPECT_GT(remount - argv.begin(), std::find(argv.begin(), argv.end(), "--bind") - argv.begin());
+}
+
+// A workload filled /tmp, /dev/shm or bubblewrap's own /dev (tmpfs of no
+// bound: half the host's RAM each) where no memory cgroup charged it.
+TEST(SandboxPlan, TmpAndDevShmAreBoundedAndDevEndsReadOnly) {
+  auto host = Host();
+  host.tmpfs_bytes = 8 << 20;
+  auto plan = PlanSandbox(Spec(), host);
+  ASSERT_TRUE(plan.has_value());
+  const auto& argv = plan->argv;
+  EXPECT_TRUE(HasSequence(argv, {"--size", "8388608", "--tmpfs", "/tmp"}));
+  EXPECT_TRUE(HasSequence(argv, {"--size", "8388608", "--tmpfs", "/dev/shm"}));
+  EXPECT_EQ(std::count(argv.begin(), argv.end(), "--tmpfs"), 2) << "no tmpfs without a size";
+  // /dev turns read-only after the last device is bound into it.
+  const std::vector<std::string> remount_dev = {"--remount-ro", "/dev"};
+  const auto remount =
+      std::search(argv.begin(), argv.end(), remount_dev.begin(), remount_dev.end());
+  ASSERT_NE(remount, argv.end());
+  for (auto it = remount; it != argv.end(); ++it) {
+    EXPECT_NE(*it, "--dev-bind");
+    EXPECT_NE(*it, "--tmpfs");
+  }
+  EXPECT_GT(remount - argv.begin(),
+            std::find(argv.begin(), argv.end(), kSandboxInitPath) - argv.begin());
 }
 
 TEST(SandboxPlan, ATemplateRootFilesystemBecomesTheReadOnlyRoot) {
@@ -563,6 +588,8 @@ TEST(SandboxPlan, RefusesAHostItCannotConfineOn) {
        }},
       {"relative device dir", [](SandboxHost& h) { h.device_dir = "dev"; }},
       {"report fd over stdio", [](SandboxHost& h) { h.report_fd = 1; }},
+      {"tmpfs of no size", [](SandboxHost& h) { h.tmpfs_bytes = 0; }},
+      {"tmpfs of negative size", [](SandboxHost& h) { h.tmpfs_bytes = -1; }},
   };
   for (const auto& [what, mutate] : cases) {
     auto host = Host();

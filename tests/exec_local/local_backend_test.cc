@@ -8,9 +8,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
+#include "exec_local/cgroups.h"
 #include "exec_local/local_harness.h"
 #include "exec_local/workload_files.h"
 #include "support/wait.h"
@@ -459,6 +462,208 @@ TEST_F(LocalBackendTest, TheTimeLimitHoldsWithoutTheControlPlane) {
   EXPECT_EQ(status.signal, SIGTERM);
   EXPECT_GE(status.ended_ms - status.started_ms, 1000);
   EXPECT_TRUE(Contains(status.detail, "time limit of 1 s")) << status.detail;
+}
+
+// The uid range was used up by workloads that had long ended: a uid was
+// freed only by Forget, which runs for orphans and evicted tenants alone,
+// so every tenant's Start ended in ResourceExhausted.
+TEST_F(LocalBackendTest, ReleaseFreesTheUidAndDirectoryOfAnEndedWorkloadAndKeepsItsLog) {
+  harness_.options().uid_count = 3;  // the probe's uid and two for workloads
+  auto small = harness_.NewLocalBackend();
+  ASSERT_TRUE(small.has_value());
+  backend_ = std::move(*small);
+  for (int i = 0; i < 6; ++i) {
+    const std::string id = "short-" + std::to_string(i);
+    auto started =
+        backend_->Start(Spec(id, "echo out-" + std::to_string(i) + " > kept-file\necho log-" +
+                                     std::to_string(i) + "\nexit 3\n"));
+    ASSERT_TRUE(started.has_value()) << id << ": " << started.error().message;
+    ASSERT_EQ(Ended(id).exit_code, 3);
+    auto released = backend_->Release(id);
+    ASSERT_TRUE(released.has_value()) << released.error().message;
+    EXPECT_FALSE(PathExists(backend_->WorkDirOf(id))) << "its directory is gone";
+    EXPECT_TRUE(backend_->Release(id).has_value()) << "releasing twice is not an error";
+    // What stays: its end and its log, root's.
+    auto status = backend_->Inspect(id);
+    ASSERT_TRUE(status.has_value());
+    EXPECT_EQ(status->phase, WorkloadPhase::kExited);
+    EXPECT_EQ(status->exit_code, 3);
+    EXPECT_EQ(Log(id), "log-" + std::to_string(i) + "\n");
+  }
+  // A restarted control plane does not count released workloads' uids.
+  auto restarted = harness_.NewLocalBackend();
+  ASSERT_TRUE(restarted.has_value());
+  backend_ = std::move(*restarted);
+  ASSERT_TRUE(backend_->Start(Spec("after-restart-1", "exec sleep 100000\n")).has_value());
+  ASSERT_TRUE(backend_->Start(Spec("after-restart-2", "exec sleep 100000\n")).has_value());
+  auto full = backend_->Start(Spec("one-too-many", "exit 0\n"));
+  ASSERT_FALSE(full.has_value()) << "two uids, two live workloads";
+  EXPECT_EQ(full.error().code, ErrorCode::kResourceExhausted);
+  auto running = backend_->Release("after-restart-1");
+  ASSERT_FALSE(running.has_value());
+  EXPECT_EQ(running.error().code, ErrorCode::kFailedPrecondition) << "never while it runs";
+}
+
+// A reused uid must own nothing of the workload that had it: a process of
+// that uid outside the sandbox (say, one that escaped its cgroups) would
+// otherwise be the next tenant's to signal and ptrace.
+TEST_F(LocalBackendTest, ReleaseKillsEveryProcessLeftWithTheWorkloadsUid) {
+  ASSERT_TRUE(backend_->Start(Spec("leaver", "echo done\n")).has_value());
+  Ended("leaver");
+  struct stat st {};
+  ASSERT_EQ(::stat(backend_->WorkDirOf("leaver").c_str(), &st), 0);
+  const uid_t uid = st.st_uid;
+  const pid_t left = ::fork();
+  ASSERT_GE(left, 0);
+  if (left == 0) {
+    if (::setgid(uid) != 0 || ::setuid(uid) != 0) ::_exit(1);
+    ::execl("/bin/sleep", "sleep", "100000", static_cast<char*>(nullptr));
+    ::_exit(1);
+  }
+  ASSERT_TRUE(WaitUntil(
+      [&] { return ReadHostFile("/proc/" + std::to_string(left) + "/comm") == "sleep\n"; }));
+  ASSERT_TRUE(backend_->Release("leaver").has_value());
+  int status = 0;
+  ASSERT_EQ(::waitpid(left, &status, 0), left);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+}
+
+TEST_F(LocalBackendTest, ReleasedLogsAreDeletedAfterTheRetention) {
+  harness_.options().log_retention_s = 1;
+  auto backend = harness_.NewLocalBackend();
+  ASSERT_TRUE(backend.has_value());
+  backend_ = std::move(*backend);
+  ASSERT_TRUE(backend_->Start(Spec("old", "echo old\n")).has_value());
+  ASSERT_TRUE(backend_->Start(Spec("live", "echo ready\nexec sleep 100000\n")).has_value());
+  Ended("old");
+  ASSERT_TRUE(backend_->Release("old").has_value());
+  EXPECT_EQ(Log("old"), "old\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  ASSERT_TRUE(backend_->Start(Spec("new", "echo new\n")).has_value());
+  Ended("new");
+  ASSERT_TRUE(backend_->Release("new").has_value());
+  EXPECT_EQ(backend_->Inspect("old").error().code, ErrorCode::kNotFound) << "its retention passed";
+  EXPECT_EQ(Log("new"), "new\n") << "released just now";
+  auto live = backend_->Inspect("live");
+  ASSERT_TRUE(live.has_value()) << "a running workload is never pruned";
+  EXPECT_EQ(live->phase, WorkloadPhase::kRunning);
+}
+
+// /tmp and bubblewrap's /dev were tmpfs of no bound (half the host's RAM,
+// each); /dev stayed writable after the root turned read-only.
+TEST_F(LocalBackendTest, TmpAndDevShmAreBoundedAndDevIsReadOnly) {
+  harness_.options().tmpfs_mib = 8;
+  auto backend = harness_.NewLocalBackend();
+  ASSERT_TRUE(backend.has_value());
+  backend_ = std::move(*backend);
+  ASSERT_TRUE(backend_
+                  ->Start(Spec("filler",
+                               "for d in /tmp /dev/shm; do\n"
+                               "  if dd if=/dev/zero of=$d/big bs=1M count=20 2>/dev/null; then\n"
+                               "    echo FILLED $d; exit 40\n"
+                               "  fi\n"
+                               "  echo bounded $d $(($(wc -c < $d/big) / 1048576))\n"
+                               "done\n"
+                               "if ( echo x > /dev/planted ) 2>/dev/null; then echo WROTE-DEV; "
+                               "exit 41; fi\n"
+                               "echo x > /dev/null || exit 42\n"
+                               "echo refused-all\n"))
+                  .has_value());
+  const auto status = Ended("filler");
+  const auto log = Log("filler");
+  EXPECT_EQ(status.exit_code, 0) << log;
+  EXPECT_TRUE(Contains(log, "bounded /tmp 8\n")) << log;
+  EXPECT_TRUE(Contains(log, "bounded /dev/shm 8\n")) << log;
+  EXPECT_TRUE(Contains(log, "refused-all")) << log;
+}
+
+// memory_mib 0 meant no memory limit at all.
+TEST_F(LocalBackendTest, AWorkloadWhoseSpecGivesNoMemoryGetsTheDefaultLimit) {
+  harness_.options().default_memory_mib = 96;
+  auto backend = harness_.NewLocalBackend();
+  ASSERT_TRUE(backend.has_value());
+  backend_ = std::move(*backend);
+  auto spec = Spec("nomem", "echo ready\nexec sleep 100000\n");
+  spec.memory_mib = 0;
+  auto started = backend_->Start(spec);
+  ASSERT_TRUE(started.has_value()) << started.error().message;
+  WaitLogged("nomem", "ready");
+  if (DetectCgroupVersion(harness_.options().cgroup_root) == CgroupVersion::kV1) {
+    EXPECT_EQ(ReadHostFile(CgroupFile("memory", "nomem", "memory.limit_in_bytes")),
+              std::to_string(96 << 20) + "\n");
+  } else {
+    EXPECT_EQ(ReadHostFile(harness_.options().cgroup_root + "/" + harness_.options().cgroup_parent +
+                           "/nomem/memory.max"),
+              std::to_string(96 << 20) + "\n");
+  }
+}
+
+// Without any cgroup the pids limit was not enforced at all: a fork bomb
+// took the host's process table. RLIMIT_NPROC of the workload's own uid
+// holds it.
+TEST_F(LocalBackendTest, WithoutCgroupsTheWorkloadsUidCapsItsProcesses) {
+  const std::string no_cgroups = harness_.root() + "/no-cgroups";
+  std::filesystem::create_directories(no_cgroups);
+  harness_.options().cgroup_root = no_cgroups;
+  auto backend = harness_.NewLocalBackend();
+  ASSERT_TRUE(backend.has_value());
+  backend_ = std::move(*backend);
+  auto spec = Spec("forkbomb",
+                   "(i=0; while [ $i -lt 40 ]; do sleep 100000 & i=$((i+1)); done) 2>/dev/null\n"
+                   "c=0\nfor p in /proc/[0-9]*; do c=$((c+1)); done\necho procs=$c\nexit 0\n");
+  spec.pids_max = 12;
+  auto started = backend_->Start(spec);
+  ASSERT_TRUE(started.has_value()) << started.error().message;
+  EXPECT_TRUE(Contains(started->detail, "pids limit")) << "no pids cgroup: " << started->detail;
+  Ended("forkbomb");
+  const auto log = Log("forkbomb");
+  const auto at = log.find("procs=");
+  ASSERT_NE(at, std::string::npos) << log;
+  EXPECT_LE(std::stoi(log.substr(at + 6)), 12) << log;
+}
+
+// A cgroup v2 host got no limits at all: only v1 was understood. A folder
+// laid out as the unified hierarchy stands in for one.
+TEST(LocalCgroupsV2, AWorkloadGetsOneCgroupWithItsLimitsUnderTheDelegatedParent) {
+  const std::string root = "/tmp/atrium-cgroup-v2-" + std::to_string(::getpid());
+  std::filesystem::remove_all(root);
+  std::filesystem::create_directories(root);
+  std::ofstream(root + "/cgroup.controllers") << "cpuset cpu io memory hugetlb pids rdma\n";
+  std::ofstream(root + "/cgroup.subtree_control") << "";
+  ASSERT_EQ(DetectCgroupVersion(root), CgroupVersion::kV2);
+  CgroupLimits limits;
+  limits.memory_bytes = 64 << 20;
+  limits.cpu_milli = 1500;
+  limits.pids_max = 32;
+  limits.device_rules = {"c 195:0 rw"};
+  CgroupSetup setup = CreateWorkloadCgroups(root, "atrium", "job-1.1", limits);
+  const std::string dir = root + "/atrium/job-1.1";
+  EXPECT_EQ(setup.dirs, std::vector<std::string>{dir});
+  EXPECT_TRUE(setup.can_kill_all);
+  EXPECT_TRUE(setup.memory_limited);
+  EXPECT_TRUE(setup.not_enforced.empty()) << setup.not_enforced.front();
+  EXPECT_EQ(ReadHostFile(dir + "/memory.max"), std::to_string(64 << 20));
+  EXPECT_EQ(ReadHostFile(dir + "/pids.max"), "32");
+  EXPECT_EQ(ReadHostFile(dir + "/cpu.max"), "150000 100000");
+  // The parent hands the controllers down (the last write is what a plain
+  // file keeps; the kernel's file accumulates them).
+  EXPECT_TRUE(PathExists(root + "/atrium/cgroup.subtree_control"));
+  EXPECT_FALSE(PathExists(dir + "/devices.allow")) << "v2 has no devices controller";
+
+  // No limit asked: "max", still one cgroup to list and kill every process.
+  CgroupSetup open = CreateWorkloadCgroups(root, "atrium", "job-2.1", {.pids_max = 8});
+  EXPECT_EQ(ReadHostFile(root + "/atrium/job-2.1/memory.max"), "max");
+  EXPECT_EQ(ReadHostFile(root + "/atrium/job-2.1/cpu.max"), "max 100000");
+  EXPECT_FALSE(open.memory_limited);
+
+  // A controller the root does not offer is reported, not hidden.
+  std::ofstream(root + "/cgroup.controllers", std::ios::trunc) << "cpu pids\n";
+  CgroupSetup partial = CreateWorkloadCgroups(root, "atrium", "job-3.1", limits);
+  ASSERT_EQ(partial.not_enforced.size(), 1u);
+  EXPECT_TRUE(Contains(partial.not_enforced[0], "memory limit")) << partial.not_enforced[0];
+  EXPECT_FALSE(partial.memory_limited);
+  EXPECT_TRUE(partial.can_kill_all);
+  std::filesystem::remove_all(root);
 }
 
 }  // namespace

@@ -60,6 +60,7 @@ class LocalHarness final : public exec::conformance::BackendHarness {
     for (const char* controller : {"freezer", "pids", "memory", "cpu", "devices"}) {
       ::rmdir((options_.cgroup_root + "/" + controller + "/" + options_.cgroup_parent).c_str());
     }
+    ::rmdir((options_.cgroup_root + "/" + options_.cgroup_parent).c_str());  // cgroup v2
   }
 
   LocalBackendOptions& options() { return options_; }

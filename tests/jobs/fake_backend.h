@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/clock.h"
@@ -38,6 +39,8 @@ class FakeBackend final : public exec::ExecutionBackend {
   // Start leaves new workloads starting (false) or running (true, default).
   void set_start_running(bool running) { start_running_ = running; }
   void set_unavailable(bool down) { unavailable_ = down; }
+  // Start fails with `error` (Ok: starts as usual).
+  void set_start_error(Status error) { start_error_ = std::move(error); }
   void Run(const std::string& id) {
     Workload& w = at(id);
     w.status.phase = exec::WorkloadPhase::kRunning;
@@ -89,6 +92,7 @@ class FakeBackend final : public exec::ExecutionBackend {
     std::lock_guard<std::mutex> lock(mu_);
     if (unavailable_) return Error::Unavailable("fake backend down");
     ++start_calls_;
+    if (!start_error_.has_value()) return start_error_.error();
     if (spec.argv.empty() && spec.script.empty()) return Error::InvalidArgument("nothing to run");
     if (spec.argv.size() == 1 && spec.argv[0] == "refuse-me") {
       return Error::InvalidArgument("the host refuses this launch");
@@ -168,10 +172,25 @@ class FakeBackend final : public exec::ExecutionBackend {
     return OkStatus();
   }
 
+  Status Release(const std::string& id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = workloads_.find(id);
+    if (it == workloads_.end()) return Error::NotFound("no workload " + id);
+    if (Alive(it->second)) return Error::FailedPrecondition("workload " + id + " runs");
+    if (std::find(released_.begin(), released_.end(), id) == released_.end())
+      released_.push_back(id);
+    return OkStatus();
+  }
+
   Status SyncTenant(const exec::TenantAccount& account) override {
     std::lock_guard<std::mutex> lock(mu_);
     synced_.push_back(account.tenant_id + ":" + account.state);
     return OkStatus();
+  }
+
+  std::vector<std::string> released() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return released_;
   }
 
   std::vector<std::string> forgotten() {
@@ -216,7 +235,9 @@ class FakeBackend final : public exec::ExecutionBackend {
   std::mutex mu_;
   std::map<std::string, Workload> workloads_;
   std::vector<std::string> forgotten_;
+  std::vector<std::string> released_;
   std::vector<std::string> synced_;
+  Status start_error_ = OkStatus();
   bool start_running_ = true;
   bool unavailable_ = false;
   int start_calls_ = 0;

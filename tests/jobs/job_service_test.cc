@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <future>
 #include <memory>
@@ -412,6 +413,97 @@ TEST_P(JobServiceTest, TheBackendRefusingALaunchFailsTheJobAndFreesItsGpus) {
   EXPECT_NE(j.reason.find("refuses"), std::string::npos);
   EXPECT_EQ(j.attempt, 1);  // a refusal is not retried
   EXPECT_EQ(AllocationState("tn_a", j.allocation_id), "released");
+}
+
+// Every attempt of an on-failure job used to keep its workload's uid and
+// directory for good: `exit 1` with many restarts used up the local
+// backend's uid range for every tenant.
+TEST_P(JobServiceTest, EveryEndedAttemptIsReleasedOnceItsEndIsStoredAndItsLogStaysReadable) {
+  JobRecord j =
+      Submit("tn_a", Spec(1, "preemptible", R"(,"restart_policy":"on-failure","max_restarts":2)"));
+  backend_.AppendLog(j.workload_id(), "attempt one\n");
+  EXPECT_TRUE(backend_.released().empty()) << "nothing is released while it runs";
+  backend_.Exit(j.workload_id(), 1);
+  Tick();
+  EXPECT_EQ(Row(j).attempt, 2);
+  EXPECT_EQ(backend_.released(), (std::vector<std::string>{j.id + ".1"}));
+  Tick();
+  backend_.Exit(j.id + ".2", 1);
+  Tick();
+  Tick();
+  backend_.Exit(j.id + ".3", 1);
+  Tick();
+  EXPECT_EQ(Row(j).state, "failed");
+  EXPECT_EQ(backend_.released(), (std::vector<std::string>{j.id + ".1", j.id + ".2", j.id + ".3"}));
+  // Released is not forgotten: the first attempt's log is still the tenant's.
+  auto log = jobs_->ReadLog("tn_a", j.id, 1, 0, 100);
+  ASSERT_TRUE(log.has_value());
+  EXPECT_EQ(log->data, "attempt one\n");
+  EXPECT_TRUE(backend_.forgotten().empty());
+}
+
+// A crash between storing the end and releasing the workload: the next
+// start releases it.
+TEST_P(JobServiceTest, AnEndedWorkloadNotYetReleasedIsReleasedAfterARestart) {
+  JobRecord j = Submit("tn_a", Spec(1));
+  JobRecord k = Submit("tn_a", Spec(1));
+  backend_.Exit(j.workload_id(), 0);
+  Tick();
+  ASSERT_EQ(Row(j).state, "succeeded");
+  jobs_.reset();
+  backend_.Exit(k.workload_id(), 0);  // ends while no control plane runs
+  StartJobs();
+  EXPECT_EQ(Row(k).state, "succeeded");
+  auto released = backend_.released();
+  EXPECT_NE(std::find(released.begin(), released.end(), j.workload_id()), released.end());
+  EXPECT_NE(std::find(released.begin(), released.end(), k.workload_id()), released.end());
+}
+
+// A backend out of workload uids (or of a mechanism the tenant's tier
+// demands) used to be retried every tick for ever while the allocation
+// stayed held and billed.
+TEST_P(JobServiceTest, ABackendThatCannotStartFailsTheJobAfterTheRetryTimeAndFreesTheAllocation) {
+  for (Status error : {Status(Error::ResourceExhausted("every workload uid is in use", 60)),
+                       Status(Error::FailedPrecondition("full confinement is required"))}) {
+    backend_.set_start_error(error);
+    JobRecord j = Submit("tn_a", Spec(1));
+    EXPECT_EQ(j.state, "pending") << "it may still come: retried";
+    EXPECT_EQ(AllocationState("tn_a", j.allocation_id), "running");
+    clock_.AdvanceMillis(30'000);
+    EXPECT_FALSE(jobs_->Tick().has_value());
+    EXPECT_EQ(Row(j).state, "pending");
+    clock_.AdvanceMillis(30'000);
+    (void)jobs_->Tick();
+    JobRecord failed = Row(j);
+    EXPECT_EQ(failed.state, "failed") << error.error().message;
+    EXPECT_NE(failed.reason.find(error.error().message), std::string::npos) << failed.reason;
+    EXPECT_EQ(AllocationState("tn_a", j.allocation_id), "released");
+    const int calls = backend_.start_calls();
+    Tick();
+    EXPECT_EQ(backend_.start_calls(), calls) << "no retry once failed";
+  }
+}
+
+TEST_P(JobServiceTest, TheTenantsTierDecidesWhetherFullConfinementIsRequired) {
+  JobServiceOptions o;
+  o.full_confinement_tiers = {"dedicated-gpu"};
+  StartJobs(o);
+  Tenant t;
+  t.id = "tn_d";
+  t.name = "dedi";
+  t.display_name = "dedi";
+  t.tier = "dedicated-gpu";
+  t.weight = 1;
+  t.state = "active";
+  t.created_at = t.updated_at = clock_.NowMillis();
+  ASSERT_TRUE(store_->CreateTenant(t).has_value());
+  scheduling_->TenantChanged(t);
+  ASSERT_TRUE(scheduling_->SetQuota(admin_, "tn_d", "", {"H100-80GB", "gpu", 0, 8000}).has_value());
+  JobRecord shared = Submit("tn_a", Spec(1));
+  JobRecord dedicated = Submit("tn_d", Spec(1));
+  ASSERT_TRUE(backend_.Knows(dedicated.workload_id()));
+  EXPECT_FALSE(backend_.Get(shared.workload_id()).spec.require_full_confinement);
+  EXPECT_TRUE(backend_.Get(dedicated.workload_id()).spec.require_full_confinement);
 }
 
 TEST_P(JobServiceTest, AnUnavailableBackendIsRetriedNotFailed) {

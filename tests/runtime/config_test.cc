@@ -55,6 +55,33 @@ TEST(ConfigTest, SchedulerSection) {
   EXPECT_NE(typo.error().message.find("'scheduler.grace'"), std::string::npos);
 }
 
+TEST(ConfigTest, JobsSandboxBoundsAndTheTiersThatDemandFullConfinement) {
+  auto defaults = LoadConfigFile(ATRIUM_EXAMPLE_CONFIG);
+  ASSERT_TRUE(defaults.has_value());
+  EXPECT_EQ(defaults->jobs_full_confinement_tiers,
+            (std::vector<std::string>{"dedicated-gpu", "dedicated-node", "dedicated-pool"}));
+  EXPECT_EQ(defaults->jobs_default_memory_mib, 4096);
+  EXPECT_EQ(defaults->jobs_tmpfs_mib, 1024);
+  EXPECT_EQ(defaults->jobs_max_file_mib, 0);
+  EXPECT_EQ(defaults->jobs_log_retention_days, 30);
+  auto c = ParseConfig(
+      "[store]\nurl = \"sqlite:///x.db\"\n[jobs]\nfull_confinement_tiers = []\n"
+      "default_memory_mib = 512\ntmpfs_mib = 64\nmax_file_mib = 100\nlog_retention_days = 0\n",
+      "t");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  EXPECT_TRUE(c->jobs_full_confinement_tiers.empty());
+  EXPECT_EQ(c->jobs_default_memory_mib, 512);
+  EXPECT_EQ(c->jobs_tmpfs_mib, 64);
+  EXPECT_EQ(c->jobs_max_file_mib, 100);
+  EXPECT_EQ(c->jobs_log_retention_days, 0);
+  for (const char* bad : {"full_confinement_tiers = [\"gold\"]", "default_memory_mib = 0",
+                          "tmpfs_mib = 0", "max_file_mib = -1", "log_retention_days = -1"}) {
+    auto refused =
+        ParseConfig(std::string("[store]\nurl = \"sqlite:///x.db\"\n[jobs]\n") + bad + "\n", "t");
+    EXPECT_FALSE(refused.has_value()) << bad;
+  }
+}
+
 TEST(ConfigTest, MeteringSectionHasDefaultsAndBounds) {
   auto defaults = LoadConfigFile(ATRIUM_EXAMPLE_CONFIG);
   ASSERT_TRUE(defaults.has_value());
