@@ -14,6 +14,16 @@ Result<jobs::ArchiveService*> ArchivesOf(const Context& ctx) {
   return ctx.services.archives;
 }
 
+// The media types an upload may declare (none, too: curl --data-binary).
+bool IsArchiveMediaType(std::string_view content_type) {
+  const std::string_view type = content_type.substr(0, content_type.find(';'));
+  for (std::string_view ok : {"", "application/x-tar", "application/tar", "application/gzip",
+                              "application/x-gzip", "application/octet-stream"}) {
+    if (type == ok) return true;
+  }
+  return false;
+}
+
 Json ArchiveView(const JobArchiveRecord& a) {
   return {{"id", a.id},
           {"name", a.name},
@@ -22,13 +32,17 @@ Json ArchiveView(const JobArchiveRecord& a) {
           {"unpacked_bytes", a.unpacked_bytes},
           {"entries", a.entries},
           {"created_by", a.created_by},
-          {"created_at", a.created_at}};
+          {"created_at", FormatTimestamp(a.created_at)}};
 }
 
 }  // namespace
 
 Result<http::Response> UploadJobArchive(Context& ctx) {
   ATRIUM_ASSIGN_OR_RETURN(auto* archives, ArchivesOf(ctx));
+  if (!IsArchiveMediaType(ctx.request.Header("content-type"))) {
+    return Error{ErrorCode::kUnsupportedMedia,
+                 "send the archive's bytes as application/x-tar or application/gzip"};
+  }
   ATRIUM_ASSIGN_OR_RETURN(
       JobArchiveRecord a,
       archives->Upload(ctx.scope.tenant_id, ctx.principal->user_id,

@@ -31,6 +31,7 @@
 #include "jobs/archive_check.h"
 #include "model/job_records.h"
 #include "store/store.h"
+#include "tenancy/tenant_service.h"
 
 namespace atrium::jobs {
 
@@ -83,6 +84,27 @@ class ArchiveService {
   Store& store_;
   const Clock& clock_;
   ArchiveServiceOptions options_;
+};
+
+// Removes an evicted tenant's archive files once `next` (the job service's
+// observer, which stops its jobs first) agreed; everything else is next's.
+class ArchivesTenantObserver final : public TenantObserver {
+ public:
+  ArchivesTenantObserver(ArchiveService& archives, TenantObserver& next)
+      : archives_(archives), next_(next) {}
+  void TenantChanged(const Tenant& tenant) override { next_.TenantChanged(tenant); }
+  Result<Tenant> ApplyTenantChange(const Tenant& next,
+                                   const std::function<Result<Tenant>()>& write) override {
+    return next_.ApplyTenantChange(next, write);
+  }
+  Status TenantEvicting(const std::string& tenant_id, const RequestOrigin& by) override {
+    ATRIUM_RETURN_IF_ERROR(next_.TenantEvicting(tenant_id, by));
+    return archives_.DeleteTenantFiles(tenant_id);
+  }
+
+ private:
+  ArchiveService& archives_;
+  TenantObserver& next_;
 };
 
 }  // namespace atrium::jobs

@@ -116,26 +116,6 @@ class Workloads::TenantSyncObserver final : public TenantObserver {
   TenantObserver& next_;
 };
 
-// Removes an evicted tenant's archive files once its jobs are stopped.
-class Workloads::ArchivesTenantObserver final : public TenantObserver {
- public:
-  ArchivesTenantObserver(jobs::ArchiveService& archives, TenantObserver& next)
-      : archives_(archives), next_(next) {}
-  void TenantChanged(const Tenant& tenant) override { next_.TenantChanged(tenant); }
-  Result<Tenant> ApplyTenantChange(const Tenant& next,
-                                   const std::function<Result<Tenant>()>& write) override {
-    return next_.ApplyTenantChange(next, write);
-  }
-  Status TenantEvicting(const std::string& tenant_id, const RequestOrigin& by) override {
-    ATRIUM_RETURN_IF_ERROR(next_.TenantEvicting(tenant_id, by));
-    return archives_.DeleteTenantFiles(tenant_id);
-  }
-
- private:
-  jobs::ArchiveService& archives_;
-  TenantObserver& next_;
-};
-
 std::string DefaultWorkloadStateDir(const Config& config) {
   constexpr std::string_view kSqlite = "sqlite://";
   // A PostgreSQL store names no folder of this host: one folder for the
@@ -262,7 +242,7 @@ Status Workloads::Start(TenantService& tenants) {
   });
   ATRIUM_RETURN_IF_ERROR(jobs_->Start());
   observer_ = std::make_unique<jobs::JobsTenantObserver>(*jobs_, *scheduling_);
-  archives_observer_ = std::make_unique<ArchivesTenantObserver>(*archives_, *observer_);
+  archives_observer_ = std::make_unique<jobs::ArchivesTenantObserver>(*archives_, *observer_);
   if (tenant_sync_ms_ > 0) {
     sync_observer_ = std::make_unique<TenantSyncObserver>(*this, *archives_observer_);
     tenants.SetObserver(sync_observer_.get());

@@ -76,8 +76,7 @@ class Workloads {
   bool sync_soon_ = false;  // GUARDED_BY(loop_mu_)
   std::thread sync_thread_;
   class TenantSyncObserver;
-  class ArchivesTenantObserver;
-  std::unique_ptr<ArchivesTenantObserver> archives_observer_;
+  std::unique_ptr<jobs::ArchivesTenantObserver> archives_observer_;
   std::unique_ptr<TenantSyncObserver> sync_observer_;
   scheduling::SchedulingService* scheduling_ = nullptr;
   std::unique_ptr<slurm::CommandRunner> runner_;  // slurm only
