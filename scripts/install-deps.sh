@@ -43,6 +43,9 @@ PACKAGES=(
   # munge for authentication; the cgroup plugins are in slurm-wlm's
   # basic plugins.
   slurm-wlm slurmdbd slurmrestd munge mariadb-server
+  # libarchive: tenants' uploaded job archives are read and rewritten with
+  # it before they are kept (src/jobs/archive_check.cc).
+  libarchive-dev
   # Small helper scripts (free-port lookup in pg-test-server.sh).
   python3
   # bubblewrap: the local execution backend runs every workload in a bwrap

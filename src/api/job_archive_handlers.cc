@@ -43,10 +43,9 @@ Result<http::Response> UploadJobArchive(Context& ctx) {
     return Error{ErrorCode::kUnsupportedMedia,
                  "send the archive's bytes as application/x-tar or application/gzip"};
   }
-  ATRIUM_ASSIGN_OR_RETURN(
-      JobArchiveRecord a,
-      archives->Upload(ctx.scope.tenant_id, ctx.principal->user_id,
-                       QueryOf(ctx.request, "name"), ctx.request.body));
+  ATRIUM_ASSIGN_OR_RETURN(JobArchiveRecord a,
+                          archives->Upload(ctx.scope.tenant_id, ctx.principal->user_id,
+                                           QueryOf(ctx.request, "name"), ctx.request.body));
   ctx.audit_target = "tenant/" + a.tenant_id + "/job_archive/" + a.id;
   return JsonResponse(201, ArchiveView(a));
 }
@@ -61,8 +60,8 @@ Result<http::Response> ListJobArchives(Context& ctx) {
 
 Result<http::Response> GetJobArchive(Context& ctx) {
   ATRIUM_ASSIGN_OR_RETURN(auto* archives, ArchivesOf(ctx));
-  ATRIUM_ASSIGN_OR_RETURN(
-      auto a, archives->Get(ctx.scope.tenant_id, ctx.request.PathParam("archive_id")));
+  ATRIUM_ASSIGN_OR_RETURN(auto a,
+                          archives->Get(ctx.scope.tenant_id, ctx.request.PathParam("archive_id")));
   return JsonResponse(200, ArchiveView(a));
 }
 

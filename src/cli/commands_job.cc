@@ -36,12 +36,9 @@ std::string JobPath(const std::string& id) { return "/api/v1/jobs/" + UrlEncode(
 constexpr char kArchivesPath[] = "/api/v1/jobs/archives";
 const std::vector<std::string> kArchiveFieldOrder = {
     "id", "name", "size_bytes", "sha256", "unpacked_bytes", "entries", "created_at"};
-const std::vector<Column> kArchiveColumns = {{"ID", "id"},
-                                             {"NAME", "name"},
-                                             {"SIZE", "size_bytes"},
-                                             {"UNPACKED", "unpacked_bytes"},
-                                             {"ENTRIES", "entries"},
-                                             {"CREATED", "created_at"}};
+const std::vector<Column> kArchiveColumns = {{"ID", "id"},           {"NAME", "name"},
+                                             {"SIZE", "size_bytes"}, {"UNPACKED", "unpacked_bytes"},
+                                             {"ENTRIES", "entries"}, {"CREATED", "created_at"}};
 // Bigger files are not read: no server takes more than 1 GiB.
 constexpr uintmax_t kMostArchiveBytes = uintmax_t{1} << 30;
 
@@ -60,11 +57,11 @@ Result<Json> UploadArchive(ApiSession& api, const std::string& file) {
                     static_cast<unsigned char>(bytes[1]) == 0x8b;
   // The file's name labels the archive when it is a plain one.
   std::string name = std::filesystem::path(file).filename().string();
-  const bool plain = !name.empty() && name.size() <= 128 && name.front() != '.' &&
-                     std::all_of(name.begin(), name.end(), [](char c) {
-                       return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' ||
-                              c == '_' || c == '-';
-                     });
+  const bool plain =
+      !name.empty() && name.size() <= 128 && name.front() != '.' &&
+      std::all_of(name.begin(), name.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '_' || c == '-';
+      });
   return api.Upload(WithQuery(kArchivesPath, {{"name", plain ? name : ""}}), bytes,
                     gzip ? "application/gzip" : "application/x-tar");
 }
@@ -324,7 +321,8 @@ void AddJobCommands(CLI::App& app, VerbTable& verbs) {
   submit->add_option("--script", s->script_file, "Run this local file as an inline shell script");
   submit->add_option("--archive", s->archive_file,
                      "Upload this tar or tar.gz and unpack it into the job's working directory");
-  submit->add_option("--archive-id", s->archive_id, "Unpack this uploaded archive (atrium job upload)");
+  submit->add_option("--archive-id", s->archive_id,
+                     "Unpack this uploaded archive (atrium job upload)");
   submit->add_option("--env", s->env, "NAME=VALUE (repeatable)");
   submit->add_option("--kind", s->kind, "What to allocate")
       ->check(CLI::IsMember({"gpu", "mig", "share", "node"}))

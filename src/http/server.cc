@@ -272,9 +272,8 @@ class Session : public std::enable_shared_from_this<Session> {
     const auto raw_target = header.target();
     const auto raw_method = header.method_string();
     const std::string_view target(raw_target.data(), raw_target.size());
-    const size_t route_limit =
-        options().body_limit_for(std::string_view(raw_method.data(), raw_method.size()),
-                                 target.substr(0, target.find('?')));
+    const size_t route_limit = options().body_limit_for(
+        std::string_view(raw_method.data(), raw_method.size()), target.substr(0, target.find('?')));
     body_limit_ = route_limit > 0 ? route_limit : options().max_body_bytes;
     const auto length = parser_->content_length();
     if (length && *length > body_limit_) return OnRequest(bhttp::error::body_limit);
@@ -310,9 +309,8 @@ class Session : public std::enable_shared_from_this<Session> {
           "request not received within " + std::to_string(options().read_timeout_ms) + " ms");
     }
     if (ec == bhttp::error::body_limit) {
-      return SendError(
-          413, "payload_too_large",
-          "request body is larger than " + std::to_string(body_limit_) + " bytes");
+      return SendError(413, "payload_too_large",
+                       "request body is larger than " + std::to_string(body_limit_) + " bytes");
     }
     if (ec == bhttp::error::header_limit) {
       return SendError(431, "request_header_fields_too_large",

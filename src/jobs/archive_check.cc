@@ -71,11 +71,12 @@ struct Tree {
 // the archive's links, and returns where it leads. InvalidArgument when
 // the walk leaves the root.
 Result<std::vector<std::string>> ResolveInside(std::vector<std::string> base,
-                                               std::string_view target, const Tree& tree,
-                                               int& hops, const std::string& link) {
+                                               std::string_view target, const Tree& tree, int& hops,
+                                               const std::string& link) {
   if (!target.empty() && target.front() == '/') {
-    return Error::InvalidArgument("symbolic link " + Quoted(link) + " points to the absolute path " +
-                                  Quoted(target) + ", outside the archive");
+    return Error::InvalidArgument("symbolic link " + Quoted(link) +
+                                  " points to the absolute path " + Quoted(target) +
+                                  ", outside the archive");
   }
   for (const std::string& part : Split(target)) {
     if (part == "..") {

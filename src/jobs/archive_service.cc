@@ -81,19 +81,18 @@ Result<std::string> ArchiveService::TenantDir(const std::string& tenant_id, bool
 }
 
 Result<JobArchiveRecord> ArchiveService::Upload(const std::string& tenant_id,
-                                                const std::string& user_id,
-                                                const std::string& name, std::string_view bytes) {
+                                                const std::string& user_id, const std::string& name,
+                                                std::string_view bytes) {
   if (static_cast<int64_t>(bytes.size()) > options_.max_archive_bytes) {
-    return Error{ErrorCode::kPayloadTooLarge,
-                 "an archive may be at most " + std::to_string(options_.max_archive_bytes) +
-                     " bytes"};
+    return Error{
+        ErrorCode::kPayloadTooLarge,
+        "an archive may be at most " + std::to_string(options_.max_archive_bytes) + " bytes"};
   }
   if (bytes.empty()) {
     return Error::InvalidArgument("the upload is empty: send a tar or tar.gz archive as the body");
   }
   if (!name.empty() && !IsPlainName(name, 128)) {
-    return Error::InvalidArgument(
-        "name must be 1 to 128 of [A-Za-z0-9._-], not starting with '.'");
+    return Error::InvalidArgument("name must be 1 to 128 of [A-Za-z0-9._-], not starting with '.'");
   }
   ATRIUM_ASSIGN_OR_RETURN(std::string dir, TenantDir(tenant_id, true));
   JobArchiveRecord a;

@@ -66,9 +66,9 @@ struct JobEventRecord {
 struct JobArchiveRecord {
   std::string id;  // arc_...
   std::string tenant_id;
-  std::string name;        // the uploader's label ("" = none)
-  std::string sha256;      // hex, of the bytes uploaded
-  int64_t size_bytes = 0;  // uploaded; what a job declares as archive_bytes
+  std::string name;            // the uploader's label ("" = none)
+  std::string sha256;          // hex, of the bytes uploaded
+  int64_t size_bytes = 0;      // uploaded; what a job declares as archive_bytes
   int64_t unpacked_bytes = 0;  // its regular files' sizes, summed
   int64_t entries = 0;
   std::string created_by;  // user id of the uploader

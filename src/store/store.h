@@ -56,7 +56,6 @@ struct EvictionSummary {
   // usage records keep what they cost).
   int64_t jobs = 0;
   int64_t job_archives = 0;  // their rows; the files go with the job service's
-
 };
 
 struct DeploymentFilter {

@@ -40,11 +40,10 @@ Result<JobArchiveRecord> Store::CreateJobArchive(const TenantScope& scope, JobAr
       return Error::FailedPrecondition("the tenant holds " + std::to_string(max_per_tenant) +
                                        " archives already, the most it may; delete one first");
     }
-    ATRIUM_RETURN_IF_ERROR(
-        c.Exec(std::string("INSERT INTO job_archives (") + kArchiveColumns +
-                   ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-               {a.id, a.tenant_id, a.name, a.sha256, a.size_bytes, a.unpacked_bytes, a.entries,
-                a.created_by, a.created_at}));
+    ATRIUM_RETURN_IF_ERROR(c.Exec(std::string("INSERT INTO job_archives (") + kArchiveColumns +
+                                      ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                                  {a.id, a.tenant_id, a.name, a.sha256, a.size_bytes,
+                                   a.unpacked_bytes, a.entries, a.created_by, a.created_at}));
     return a;
   });
 }
@@ -71,9 +70,9 @@ Result<std::vector<JobArchiveRecord>> Store::ListJobArchives(const TenantScope& 
 
 Status Store::DeleteJobArchive(const TenantScope& scope, const std::string& id) {
   return StatusOf(db_->Transact<bool>([&](sql::Connection& c) -> Result<bool> {
-    ATRIUM_RETURN_IF_ERROR(ExpectOneRowOn(
-        c, "DELETE FROM job_archives WHERE tenant_id = $1 AND id = $2", {scope.tenant_id, id},
-        "archive"));
+    ATRIUM_RETURN_IF_ERROR(
+        ExpectOneRowOn(c, "DELETE FROM job_archives WHERE tenant_id = $1 AND id = $2",
+                       {scope.tenant_id, id}, "archive"));
     return true;
   }));
 }

@@ -53,8 +53,7 @@ class JobArchiveApiTest : public ::testing::Test {
   // Files kept under the archives' root.
   size_t FilesKept() {
     size_t n = 0;
-    for (const auto& e :
-         std::filesystem::recursive_directory_iterator(h_.archives().root_dir())) {
+    for (const auto& e : std::filesystem::recursive_directory_iterator(h_.archives().root_dir())) {
       if (!e.is_directory()) ++n;
     }
     return n;
@@ -106,12 +105,11 @@ TEST_F(JobArchiveApiTest, AJobNamingAWrongSizeOrAMissingArchiveIsRefused) {
                                      JobWith(id, static_cast<int64_t>(tar.size()) + 1));
   EXPECT_EQ(wrong.status, 400) << wrong.body;
   EXPECT_NE(wrong.body.find("archive_bytes"), std::string::npos) << wrong.body;
-  http::Response missing =
-      h_.CallJson("POST", "/api/v1/jobs", alice_.key, JobWith("arc_nope", 10));
+  http::Response missing = h_.CallJson("POST", "/api/v1/jobs", alice_.key, JobWith("arc_nope", 10));
   EXPECT_EQ(missing.status, 404) << missing.body;
   // Bob names Alice's archive: it does not exist for him.
-  http::Response foreign = h_.CallJson("POST", "/api/v1/jobs", bob_.key,
-                                       JobWith(id, static_cast<int64_t>(tar.size())));
+  http::Response foreign =
+      h_.CallJson("POST", "/api/v1/jobs", bob_.key, JobWith(id, static_cast<int64_t>(tar.size())));
   EXPECT_EQ(foreign.status, 404) << foreign.body;
   EXPECT_NE(foreign.body.find("archive " + id + " not found"), std::string::npos) << foreign.body;
   EXPECT_EQ(Rows("SELECT COUNT(*) FROM jobs"), jobs);

@@ -82,11 +82,10 @@ std::map<std::string, Seen> ReadBack(const std::string& tar) {
 }
 
 TEST(ArchiveCheck, KeepsFilesDirectoriesAndInsideLinksWithCleanNamesAndModes) {
-  const std::string upload =
-      MakeTar({Dir("./src/"), File("./src//run.sh", "echo hi\n", 04755),
-               File("data.txt", "payload", 02640), Symlink("src/data", "../data.txt"),
-               Hardlink("copy.txt", "data.txt"), Dir("tmp")},
-              /*gzip=*/true);
+  const std::string upload = MakeTar(
+      {Dir("./src/"), File("./src//run.sh", "echo hi\n", 04755), File("data.txt", "payload", 02640),
+       Symlink("src/data", "../data.txt"), Hardlink("copy.txt", "data.txt"), Dir("tmp")},
+      /*gzip=*/true);
   Rewritten r = Rewrite(upload);
   ASSERT_TRUE(r.summary.has_value()) << r.summary.error().message;
   EXPECT_EQ(r.summary->entries, 6);
@@ -120,8 +119,7 @@ TEST(ArchiveCheck, RefusesTraversal) {
 }
 
 TEST(ArchiveCheck, RefusesAbsoluteNames) {
-  EXPECT_NE(Refusal(MakeTar({File("/etc/cron.d/evil", "x")})).find("absolute"),
-            std::string::npos);
+  EXPECT_NE(Refusal(MakeTar({File("/etc/cron.d/evil", "x")})).find("absolute"), std::string::npos);
   EXPECT_NE(Refusal(MakeTar({Dir("/tmp")})).find("absolute"), std::string::npos);
 }
 
@@ -130,21 +128,20 @@ TEST(ArchiveCheck, RefusesSymlinksThatLeave) {
             std::string::npos);
   EXPECT_NE(Refusal(MakeTar({Symlink("a/up", "../../etc")})).find("outside the archive"),
             std::string::npos);
-  EXPECT_NE(Refusal(MakeTar({Symlink("up", "..")})).find("outside the archive"),
-            std::string::npos);
+  EXPECT_NE(Refusal(MakeTar({Symlink("up", "..")})).find("outside the archive"), std::string::npos);
 }
 
 TEST(ArchiveCheck, RefusesSymlinkChainsThatLeave) {
   // Each link alone stays inside when read as text; followed, "up" is the
   // root and "x" its parent.
-  const std::string message = Refusal(MakeTar(
-      {Dir("a"), Dir("a/b"), Dir("a/b/c"), Symlink("a/b/c/up", "../../.."),
-       Symlink("x", "a/b/c/up/..")}));
+  const std::string message =
+      Refusal(MakeTar({Dir("a"), Dir("a/b"), Dir("a/b/c"), Symlink("a/b/c/up", "../../.."),
+                       Symlink("x", "a/b/c/up/..")}));
   EXPECT_NE(message.find("'x'"), std::string::npos) << message;
   // A link through a later link of the archive is followed too.
-  EXPECT_NE(Refusal(MakeTar({Symlink("first", "later/.."), Symlink("later", "..")}))
-                .find("outside"),
-            std::string::npos);
+  EXPECT_NE(
+      Refusal(MakeTar({Symlink("first", "later/.."), Symlink("later", "..")})).find("outside"),
+      std::string::npos);
   // A loop is refused rather than followed forever.
   EXPECT_NE(Refusal(MakeTar({Symlink("p", "q/x"), Symlink("q", "p/y")})).find("too many links"),
             std::string::npos);
@@ -157,9 +154,9 @@ TEST(ArchiveCheck, RefusesWritesThroughALinkOfTheArchive) {
   // The classic: a link to /etc, then a file through it.
   EXPECT_NE(Refusal(MakeTar({Symlink("etc", "/etc"), File("etc/passwd", "x")})).size(), 0U);
   // A link replacing a directory that earlier entries went into.
-  EXPECT_NE(Refusal(MakeTar({File("d/f", "x"), Symlink("d", "elsewhere")}))
-                .find("replace a directory"),
-            std::string::npos);
+  EXPECT_NE(
+      Refusal(MakeTar({File("d/f", "x"), Symlink("d", "elsewhere")})).find("replace a directory"),
+      std::string::npos);
 }
 
 TEST(ArchiveCheck, RefusesHardlinksToAnythingButEarlierFiles) {
@@ -216,8 +213,9 @@ TEST(ArchiveCheck, RefusesTooManyEntries) {
 }
 
 TEST(ArchiveCheck, RefusesWhatIsNotATar) {
-  EXPECT_NE(Refusal("this is not a tar archive, just some text that goes on").find("not a readable"),
-            std::string::npos);
+  EXPECT_NE(
+      Refusal("this is not a tar archive, just some text that goes on").find("not a readable"),
+      std::string::npos);
   std::string zip = "PK\x03\x04" + std::string(200, 'z');
   EXPECT_NE(Refusal(zip).find("not a readable"), std::string::npos);
   // A tar cut short in the middle of a file's data.
@@ -233,8 +231,7 @@ TEST(ArchiveCheck, RefusesWhatIsNotATar) {
 TEST(ArchiveCheck, RefusesDuplicatesAndThePlatformsNames) {
   EXPECT_NE(Refusal(MakeTar({File("a", "1"), File("./a", "2")})).find("appears twice"),
             std::string::npos);
-  EXPECT_NE(Refusal(MakeTar({File(".atrium-job.sh", "x")})).find("platform's"),
-            std::string::npos);
+  EXPECT_NE(Refusal(MakeTar({File(".atrium-job.sh", "x")})).find("platform's"), std::string::npos);
   EXPECT_TRUE(Rewrite(MakeTar({File("sub/.atrium-notes", "x")})).summary.has_value());
 }
 

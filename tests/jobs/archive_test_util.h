@@ -53,8 +53,8 @@ inline std::string MakeTar(const std::vector<Member>& members, bool gzip = false
     switch (m.kind) {
       case Member::kFile:
         archive_entry_set_filetype(e, AE_IFREG);
-        archive_entry_set_size(e, m.zero_bytes > 0 ? m.zero_bytes
-                                                   : static_cast<int64_t>(m.data.size()));
+        archive_entry_set_size(
+            e, m.zero_bytes > 0 ? m.zero_bytes : static_cast<int64_t>(m.data.size()));
         break;
       case Member::kDir:
         archive_entry_set_filetype(e, AE_IFDIR);
