@@ -143,7 +143,7 @@ Error ReadFailed(archive* in, const std::string& where) {
 
 // Copies the current entry's data, at most `size` bytes.
 Status CopyData(archive* in, archive* out, int64_t size, const std::string& path) {
-  std::array<char, 64 * 1024> buffer{};
+  std::array<char, size_t{64} * 1024> buffer{};
   int64_t copied = 0;
   for (;;) {
     la_ssize_t n = archive_read_data(in, buffer.data(), buffer.size());
