@@ -45,6 +45,9 @@ PACKAGES=(
   # slurm.conf names auth/jwt (slurmrestd's tokens): without its plugin
   # slurmdbd and slurmctld refuse to start.
   slurm-wlm slurm-wlm-jwt-plugin slurmdbd slurmrestd munge mariadb-server
+  # libarchive: tenants' uploaded job archives are read and rewritten with
+  # it before they are kept (src/jobs/archive_check.cc).
+  libarchive-dev
   # Small helper scripts (free-port lookup in pg-test-server.sh).
   python3
   # bubblewrap: the local execution backend runs every workload in a bwrap

@@ -89,6 +89,13 @@ ControlPlaneApi::~ControlPlaneApi() {
   AppendSummaries(std::move(rest));
 }
 
+size_t ControlPlaneApi::BodyLimitFor(std::string_view method, std::string_view path) const {
+  if (services_.archives == nullptr) return 0;
+  auto match = router_.Find(method, path);
+  if (match.route == nullptr || !match.route->payload.takes_upload) return 0;
+  return static_cast<size_t>(services_.archives->max_archive_bytes());
+}
+
 int64_t ControlPlaneApi::unauthenticated_denials() const {
   std::lock_guard lock(denials_mu_);
   return denials_.total();
@@ -153,10 +160,10 @@ http::Response ControlPlaneApi::Handle(http::Request& request) {
 Result<http::Response> ControlPlaneApi::Dispatch(Context& ctx, const RouteSpec& spec) {
   const auto& req = ctx.request;
   if ((req.method == "POST" || req.method == "PATCH" || req.method == "PUT") && !req.body.empty() &&
-      !HasJsonBody(req)) {
+      !spec.takes_upload && !HasJsonBody(req)) {
     return Error{ErrorCode::kUnsupportedMedia, "request body must be application/json"};
   }
-  if (!spec.takes_body && !req.body.empty()) {
+  if (!spec.takes_body && !spec.takes_upload && !req.body.empty()) {
     // Many clients send "{}" with every POST; anything more is refused
     // rather than silently ignored.
     auto body = ParseJson(req.body);

@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "audit/checkpoint.h"
 #include "audit/denial_tally.h"
@@ -18,6 +19,7 @@
 #include "http/router.h"
 #include "identity/identity_service.h"
 #include "identity/roles.h"
+#include "jobs/archive_service.h"
 #include "jobs/job_service.h"
 #include "scheduling/scheduling_service.h"
 #include "store/store.h"
@@ -34,6 +36,9 @@ struct Services {
   scheduling::SchedulingService* scheduling = nullptr;
   // Jobs on an execution backend; nullptr: the /jobs routes answer 503.
   jobs::JobService* jobs = nullptr;
+  // Tenants' uploaded job archives; nullptr: their routes answer 503 (and
+  // uploads are held to the server's JSON body limit).
+  jobs::ArchiveService* archives = nullptr;
   // Environment templates; nullptr: their routes answer Unavailable.
   templates::TemplateService* templates = nullptr;
   // The last signed audit checkpoint (runtime/audit_checkpointer.h); unset
@@ -110,6 +115,9 @@ struct RouteSpec {
   // Whether the route reads a JSON body; a body sent to one that does not
   // is refused rather than silently ignored.
   bool takes_body = false;
+  // Whether the body is an uploaded file (any media type, at most
+  // ArchiveService::max_archive_bytes) rather than JSON.
+  bool takes_upload = false;
   // Query parameters the route understands; any other is refused.
   std::vector<std::string> query_params;
 };
@@ -128,6 +136,9 @@ class ControlPlaneApi {
   // Thread-safe; never throws.
   http::Response Handle(http::Request& request);
   const ApiRouter& router() const { return router_; }
+  // The body limit of an upload route (http::ServerOptions::body_limit_for);
+  // 0 for every other (method, path): the server's default applies.
+  size_t BodyLimitFor(std::string_view method, std::string_view path) const;
 
   // Refusals of audited routes without a principal (no, bad or throttled
   // credentials), counted since start: the flood metric. They reach the

@@ -69,6 +69,10 @@ Result<http::Response> CancelJob(Context& ctx);
 Result<http::Response> ListJobEvents(Context& ctx);
 Result<http::Response> GetJobLogs(Context& ctx);
 Result<http::Response> ExplainJob(Context& ctx);
+Result<http::Response> UploadJobArchive(Context& ctx);
+Result<http::Response> ListJobArchives(Context& ctx);
+Result<http::Response> GetJobArchive(Context& ctx);
+Result<http::Response> DeleteJobArchive(Context& ctx);
 
 Result<http::Response> CreateDeployment(Context& ctx);
 Result<http::Response> ListDeployments(Context& ctx);

@@ -13,6 +13,7 @@ ApiRouter BuildRoutes() {
   // Per-route extras beyond the always-present ones.
   struct Extras {
     bool body = false;           // reads a JSON body
+    bool upload = false;         // reads a file as the body
     bool self_listable = false;  // a kSelf reach sees only its own objects
     std::vector<std::string> query;
   };
@@ -21,6 +22,7 @@ ApiRouter BuildRoutes() {
                   const char* action, HandlerFn fn, std::string summary, Extras extras = {}) {
     RouteSpec spec{perm, target, action, std::move(fn), extras.self_listable, std::move(summary)};
     spec.takes_body = extras.body;
+    spec.takes_upload = extras.upload;
     spec.query_params = std::move(extras.query);
     r.Add(method, path, std::move(spec));
   };
@@ -177,6 +179,20 @@ ApiRouter BuildRoutes() {
   add("GET", "/api/v1/jobs", P::kJobRead, T::kCaller, "", ListJobs,
       "List jobs (the caller's tenant; platform staff may filter by tenant)",
       {.query = {"limit", "cursor", "state", "project", "tenant_id"}});
+  // Archives before /jobs/{job_id}: the router takes the first match. An
+  // archive is a job's input: those who may submit jobs manage them.
+  add("POST", "/api/v1/jobs/archives", P::kJobCreate, T::kCaller, "job.archive.upload",
+      UploadJobArchive,
+      "Upload a job archive (the body: a tar or tar.gz, at most [jobs] max_archive_bytes); a "
+      "job names it by id and size",
+      {.upload = true, .query = {"name"}});
+  add("GET", "/api/v1/jobs/archives", P::kJobCreate, T::kCaller, "", ListJobArchives,
+      "List the tenant's job archives");
+  add("GET", "/api/v1/jobs/archives/{archive_id}", P::kJobCreate, T::kCaller, "", GetJobArchive,
+      "Get a job archive's id, SHA-256 and sizes");
+  add("DELETE", "/api/v1/jobs/archives/{archive_id}", P::kJobCreate, T::kCaller,
+      "job.archive.delete", DeleteJobArchive,
+      "Delete a job archive (a pending job that names it fails to start)");
   add("GET", "/api/v1/jobs/{job_id}", P::kJobRead, T::kJob, "", GetJob, "Get a job");
   add("POST", "/api/v1/jobs/{job_id}/cancel", P::kJobCancel, T::kJob, "job.cancel", CancelJob,
       "Cancel a job: SIGTERM, a grace period, then SIGKILL; its GPUs go back once it is gone");

@@ -67,11 +67,21 @@ ApiSession::ApiSession(std::string server, std::string token, std::unique_ptr<ht
 Result<Json> ApiSession::Call(const std::string& method, const std::string& target,
                               const std::optional<Json>& body,
                               const std::map<std::string, std::string>& extra_headers) {
-  std::map<std::string, std::string> headers = extra_headers;
-  headers["Accept"] = "application/json";
-  if (!token_.empty()) headers["Authorization"] = "Bearer " + token_;
   std::string text =
       body ? body->dump(-1, ' ', false, Json::error_handler_t::replace) : std::string();
+  return Exchange(method, target, text, extra_headers);
+}
+
+Result<Json> ApiSession::Upload(const std::string& target, const std::string& bytes,
+                                const std::string& content_type) {
+  return Exchange("POST", target, bytes, {{"Content-Type", content_type}});
+}
+
+Result<Json> ApiSession::Exchange(const std::string& method, const std::string& target,
+                                  const std::string& text,
+                                  std::map<std::string, std::string> headers) {
+  headers["Accept"] = "application/json";
+  if (!token_.empty()) headers["Authorization"] = "Bearer " + token_;
   auto response = client_->Send(method, target, text, headers);
   if (!response.has_value()) {
     return Error::Unavailable("cannot reach " + server_ + ": " + response.error().message);

@@ -53,6 +53,9 @@ class ApiSession {
     return Call("PUT", target, body);
   }
   Result<Json> Delete(const std::string& target) { return Call("DELETE", target); }
+  // POSTs `bytes` as the body, of media type `content_type` (a file upload).
+  Result<Json> Upload(const std::string& target, const std::string& bytes,
+                      const std::string& content_type);
 
   // GETs a list route page after page (each of `page_limit` items, 0 = the
   // server's default) until next_cursor is null; returns every item.
@@ -63,6 +66,8 @@ class ApiSession {
 
  private:
   ApiSession(std::string server, std::string token, std::unique_ptr<http::Client> client);
+  Result<Json> Exchange(const std::string& method, const std::string& target,
+                        const std::string& body, std::map<std::string, std::string> headers);
 
   std::string server_;
   std::string token_;

@@ -1,6 +1,11 @@
 // job submit | list | get | cancel | logs [-f] | events | why: jobs of the
 // caller's tenant (platform staff list, read and cancel any tenant's).
+// job upload | archives list|get|delete: the archives jobs unpack into
+// their working directories.
+#include <algorithm>
+#include <cctype>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -30,11 +35,79 @@ const std::vector<Column> kEventColumns = {
 
 std::string JobPath(const std::string& id) { return "/api/v1/jobs/" + UrlEncode(id); }
 
+constexpr char kArchivesPath[] = "/api/v1/jobs/archives";
+const std::vector<std::string> kArchiveFieldOrder = {
+    "id", "name", "size_bytes", "sha256", "unpacked_bytes", "entries", "created_at"};
+const std::vector<Column> kArchiveColumns = {{"ID", "id"},           {"NAME", "name"},
+                                             {"SIZE", "size_bytes"}, {"UNPACKED", "unpacked_bytes"},
+                                             {"ENTRIES", "entries"}, {"CREATED", "created_at"}};
+// Bigger files are not read: no server takes more than 1 GiB.
+constexpr uintmax_t kMostArchiveBytes = uintmax_t{1} << 30;
+
+// Uploads `file` as an archive; the server's answer (id, size_bytes ...).
+Result<Json> UploadArchive(ApiSession& api, const std::string& file) {
+  std::error_code ec;
+  const uintmax_t size = std::filesystem::file_size(file, ec);
+  if (ec) return Error::InvalidArgument("cannot read " + file + ": " + ec.message());
+  if (size > kMostArchiveBytes) {
+    return Error::InvalidArgument(file + " is larger than any server takes (1 GiB)");
+  }
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return Error::InvalidArgument("cannot read " + file);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const bool gzip = bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
+                    static_cast<unsigned char>(bytes[1]) == 0x8b;
+  // The file's name labels the archive when it is a plain one.
+  std::string name = std::filesystem::path(file).filename().string();
+  const bool plain =
+      !name.empty() && name.size() <= 128 && name.front() != '.' &&
+      std::all_of(name.begin(), name.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '_' || c == '-';
+      });
+  return api.Upload(WithQuery(kArchivesPath, {{"name", plain ? name : ""}}), bytes,
+                    gzip ? "application/gzip" : "application/x-tar");
+}
+
+int Upload(Context& ctx, const std::string& file) {
+  ApiSession* api = ctx.Connect();
+  if (api == nullptr) return kExitUsage;
+  auto archive = UploadArchive(*api, file);
+  if (!archive.has_value()) return ctx.Fail(archive.error());
+  ctx.PrintObject(*archive, kArchiveFieldOrder);
+  return kExitOk;
+}
+
+int ListArchives(Context& ctx) {
+  ApiSession* api = ctx.Connect();
+  if (api == nullptr) return kExitUsage;
+  return RunList(ctx, *api, kArchivesPath, ListArgs{}, kArchiveColumns);
+}
+
+int GetArchive(Context& ctx, const std::string& id) {
+  ApiSession* api = ctx.Connect();
+  if (api == nullptr) return kExitUsage;
+  auto archive = api->Get(std::string(kArchivesPath) + "/" + UrlEncode(id));
+  if (!archive.has_value()) return ctx.Fail(archive.error());
+  ctx.PrintObject(*archive, kArchiveFieldOrder);
+  return kExitOk;
+}
+
+int DeleteArchive(Context& ctx, const std::string& id) {
+  ApiSession* api = ctx.Connect();
+  if (api == nullptr) return kExitUsage;
+  auto deleted = api->Delete(std::string(kArchivesPath) + "/" + UrlEncode(id));
+  if (!deleted.has_value()) return ctx.Fail(deleted.error());
+  if (!ctx.json_output()) ctx.out() << "Deleted archive " << EscapeForTerminal(id) << ".\n";
+  return kExitOk;
+}
+
 struct SubmitArgs {
   std::string name;
   std::string project;
   std::vector<std::string> command;  // program and its args
   std::string script_file;           // a local file sent as the inline script
+  std::string archive_file;          // a local tar / tar.gz uploaded first
+  std::string archive_id;            // an archive uploaded before
   std::vector<std::string> env;      // NAME=VALUE
   std::string kind = "gpu";
   std::string model;
@@ -107,8 +180,23 @@ int Submit(Context& ctx, const SubmitArgs& args) {
   if (args.max_restarts >= 0) body["max_restarts"] = args.max_restarts;
   if (!args.environment.empty()) body["environment"] = args.environment;
 
+  if (!args.archive_file.empty() && !args.archive_id.empty()) {
+    return ctx.Usage("give --archive FILE or --archive-id ID, not both");
+  }
   ApiSession* api = ctx.Connect();
   if (api == nullptr) return kExitUsage;
+  if (!args.archive_file.empty() || !args.archive_id.empty()) {
+    auto archive = args.archive_file.empty()
+                       ? api->Get(std::string(kArchivesPath) + "/" + UrlEncode(args.archive_id))
+                       : UploadArchive(*api, args.archive_file);
+    if (!archive.has_value()) return ctx.Fail(archive.error());
+    body["archive"] = StringAt(*archive, "id");
+    body["archive_bytes"] = archive->value("size_bytes", int64_t{0});
+    if (!args.archive_file.empty() && !ctx.json_output()) {
+      ctx.err() << "(uploaded " << EscapeForTerminal(args.archive_file) << " as "
+                << EscapeForTerminal(StringAt(*archive, "id")) << ")" << std::endl;
+    }
+  }
   std::map<std::string, std::string> headers;
   if (!args.idempotency_key.empty()) headers["Idempotency-Key"] = args.idempotency_key;
   auto job = api->Call("POST", "/api/v1/jobs", body, headers);
@@ -236,6 +324,10 @@ void AddJobCommands(CLI::App& app, VerbTable& verbs) {
   submit->add_option("--name", s->name, "Job name")->required();
   submit->add_option("--project", s->project, "Charge it to this project");
   submit->add_option("--script", s->script_file, "Run this local file as an inline shell script");
+  submit->add_option("--archive", s->archive_file,
+                     "Upload this tar or tar.gz and unpack it into the job's working directory");
+  submit->add_option("--archive-id", s->archive_id,
+                     "Unpack this uploaded archive (atrium job upload)");
   submit->add_option("--env", s->env, "NAME=VALUE (repeatable)");
   submit->add_option("--kind", s->kind, "What to allocate")
       ->check(CLI::IsMember({"gpu", "mig", "share", "node"}))
@@ -301,6 +393,27 @@ void AddJobCommands(CLI::App& app, VerbTable& verbs) {
   verbs.Add(events, [events_id, events_list](Context& ctx) {
     return Events(ctx, *events_id, *events_list);
   });
+
+  auto upload_file = std::make_shared<std::string>();
+  CLI::App* upload = job->add_subcommand(
+      "upload", "Upload a tar or tar.gz of working files; jobs name it with --archive-id");
+  upload->add_option("file", *upload_file, "The archive")->required();
+  verbs.Add(upload, [upload_file](Context& ctx) { return Upload(ctx, *upload_file); });
+
+  CLI::App* archives = job->add_subcommand("archives", "Your tenant's uploaded job archives");
+  archives->require_subcommand(1);
+  CLI::App* archives_list = archives->add_subcommand("list", "List the archives");
+  verbs.Add(archives_list, [](Context& ctx) { return ListArchives(ctx); });
+  auto archive_get_arg = std::make_shared<std::string>();
+  CLI::App* archives_get = archives->add_subcommand("get", "Show an archive");
+  archives_get->add_option("archive", *archive_get_arg, "Archive id")->required();
+  verbs.Add(archives_get,
+            [archive_get_arg](Context& ctx) { return GetArchive(ctx, *archive_get_arg); });
+  auto archive_delete_arg = std::make_shared<std::string>();
+  CLI::App* archives_delete = archives->add_subcommand("delete", "Delete an archive");
+  archives_delete->add_option("archive", *archive_delete_arg, "Archive id")->required();
+  verbs.Add(archives_delete,
+            [archive_delete_arg](Context& ctx) { return DeleteArchive(ctx, *archive_delete_arg); });
 
   auto why_arg = std::make_shared<std::string>();
   CLI::App* why = job->add_subcommand("why", "Why a job waits, or where it runs");

@@ -248,8 +248,36 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_.expires_never();
     parser_.emplace();
     internal::ApplyLimits(options(), *parser_);
+    body_limit_ = options().max_body_bytes;
     timed_out_ = false;
     ArmReadTimer(++read_generation_, Millis(options().read_timeout_ms));
+    if (!options().body_limit_for) {
+      bhttp::async_read(
+          stream_, buffer_, *parser_,
+          [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRequest(ec); });
+      return;
+    }
+    // The route decides the body limit: no limit while the header is read
+    // (Beast checks Content-Length at the header's end), then the route's.
+    parser_->body_limit(boost::none);
+    bhttp::async_read_header(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+  }
+
+  void OnHeader(beast::error_code ec) {
+    if (closed_) return;
+    if (ec) return OnRequest(ec);
+    const auto& header = parser_->get();
+    const auto raw_target = header.target();
+    const auto raw_method = header.method_string();
+    const std::string_view target(raw_target.data(), raw_target.size());
+    const size_t route_limit = options().body_limit_for(
+        std::string_view(raw_method.data(), raw_method.size()), target.substr(0, target.find('?')));
+    body_limit_ = route_limit > 0 ? route_limit : options().max_body_bytes;
+    const auto length = parser_->content_length();
+    if (length && *length > body_limit_) return OnRequest(bhttp::error::body_limit);
+    parser_->body_limit(static_cast<std::uint64_t>(body_limit_));
     bhttp::async_read(
         stream_, buffer_, *parser_,
         [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRequest(ec); });
@@ -281,9 +309,8 @@ class Session : public std::enable_shared_from_this<Session> {
           "request not received within " + std::to_string(options().read_timeout_ms) + " ms");
     }
     if (ec == bhttp::error::body_limit) {
-      return SendError(
-          413, "payload_too_large",
-          "request body is larger than " + std::to_string(options().max_body_bytes) + " bytes");
+      return SendError(413, "payload_too_large",
+                       "request body is larger than " + std::to_string(body_limit_) + " bytes");
     }
     if (ec == bhttp::error::header_limit) {
       return SendError(431, "request_header_fields_too_large",
@@ -417,6 +444,7 @@ class Session : public std::enable_shared_from_this<Session> {
   net::steady_timer read_timer_;
   beast::flat_buffer buffer_;
   std::optional<internal::BeastRequestParser> parser_;
+  size_t body_limit_ = 0;  // of the request being read
   BeastResponse response_;
 
   Phase phase_ = Phase::kWaiting;

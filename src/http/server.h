@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "common/result.h"
 #include "http/message.h"
@@ -23,6 +24,11 @@ struct ServerOptions {
   int read_timeout_ms = 30'000;                 // whole request must arrive within this
   int idle_timeout_ms = 60'000;                 // keep-alive connection with no request
   int max_connections = 10'000;                 // beyond: accept and close at once
+  // Requests that may carry a larger body (uploads): given the method and
+  // the target's path (not decoded), the body limit for that request; 0 =
+  // max_body_bytes. The header is read first and the limit applied to its
+  // Content-Length (413) and to what arrives. Called on an I/O thread.
+  std::function<size_t(std::string_view method, std::string_view path)> body_limit_for;
 };
 
 using Handler = std::function<Response(Request&)>;

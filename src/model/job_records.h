@@ -60,4 +60,21 @@ struct JobEventRecord {
   bool operator==(const JobEventRecord&) const = default;
 };
 
+// An archive a tenant uploaded for its jobs' working directories (src/jobs
+// archive_service.h). The bytes live on the control plane's disk; the row
+// says whose they are and what they were.
+struct JobArchiveRecord {
+  std::string id;  // arc_...
+  std::string tenant_id;
+  std::string name;            // the uploader's label ("" = none)
+  std::string sha256;          // hex, of the bytes uploaded
+  int64_t size_bytes = 0;      // uploaded; what a job declares as archive_bytes
+  int64_t unpacked_bytes = 0;  // its regular files' sizes, summed
+  int64_t entries = 0;
+  std::string created_by;  // user id of the uploader
+  int64_t created_at = 0;
+
+  bool operator==(const JobArchiveRecord&) const = default;
+};
+
 }  // namespace atrium

@@ -228,6 +228,11 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
   jobs.Int("log_retention_days", c.jobs_log_retention_days, 0, 36'500);
   jobs.Int("cancel_grace_seconds", c.jobs_cancel_grace_s, 0, 3600);
   jobs.Int("tick_ms", c.jobs_tick_ms, 10, 60'000);
+  jobs.Int("max_archive_bytes", c.jobs_max_archive_bytes, 1024, int64_t{1} << 30);
+  jobs.Int("max_archive_unpacked_bytes", c.jobs_max_archive_unpacked_bytes, 1024,
+           int64_t{64} << 30);
+  jobs.Int("max_archive_entries", c.jobs_max_archive_entries, 1, 10'000'000);
+  jobs.Int("max_archives_per_tenant", c.jobs_max_archives_per_tenant, 1, 100'000);
   ATRIUM_RETURN_IF_ERROR(jobs.Finish());
   for (const auto& tier : c.jobs_full_confinement_tiers) {
     if (!IsValidTier(tier)) {

@@ -92,6 +92,13 @@ struct Config {  // NOLINT(clang-analyzer-optin.performance.Padding)
   int64_t jobs_log_retention_days = 30;
   int64_t jobs_cancel_grace_s = 30;  // SIGTERM → SIGKILL on cancel and time limit
   int64_t jobs_tick_ms = 1000;       // how often jobs are reconciled with the backend
+  // Uploaded job archives (kept in "<state dir>/archives"): the largest
+  // upload (a larger one is 413), what one may unpack to and hold, and how
+  // many one tenant may keep.
+  int64_t jobs_max_archive_bytes = int64_t{64} << 20;
+  int64_t jobs_max_archive_unpacked_bytes = int64_t{512} << 20;
+  int64_t jobs_max_archive_entries = 20'000;
+  int64_t jobs_max_archives_per_tenant = 100;
   // [slurm] With jobs.backend = "slurm": the cluster's slurm.conf, the
   // folder every node mounts where workloads' files go, the partition ("" =
   // the default), tenants' Unix users (prefix + tenant id; created on this

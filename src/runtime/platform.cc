@@ -203,7 +203,10 @@ Result<std::string> Platform::StartControlPlane() {
                          .clock = &SystemClock::Instance(),
                          .scheduling = scheduling_.get(),
                          .templates = templates_.get()};
-  if (workloads_) services.jobs = &workloads_->jobs();
+  if (workloads_) {
+    services.jobs = &workloads_->jobs();
+    services.archives = &workloads_->archives();
+  }
   if (!config_.audit_checkpoint_file.empty()) {
     checkpointer_ = std::make_unique<AuditCheckpointer>(
         *store_, SystemClock::Instance(),
@@ -229,6 +232,10 @@ Result<std::string> Platform::StartControlPlane() {
   opts.read_timeout_ms = static_cast<int>(config_.api_read_timeout_ms);
   opts.idle_timeout_ms = static_cast<int>(config_.api_idle_timeout_ms);
   opts.max_connections = static_cast<int>(config_.api_max_connections);
+  // Archive uploads may be larger than a JSON body ([jobs] max_archive_bytes).
+  opts.body_limit_for = [api = api_.get()](std::string_view method, std::string_view path) {
+    return api->BodyLimitFor(method, path);
+  };
   server_ = std::make_unique<http::Server>(
       opts, [api = api_.get()](http::Request& req) { return api->Handle(req); });
   ATRIUM_ASSIGN_OR_RETURN(int port, server_->Start());

@@ -198,8 +198,23 @@ Result<std::unique_ptr<Workloads>> Workloads::Create(const Config& config, Store
   } else {
     return Error::InvalidArgument("'jobs.backend' must be local or slurm");
   }
+  jobs::ArchiveServiceOptions archive_options;
+  archive_options.root_dir =
+      (config.jobs_state_dir.empty() ? DefaultWorkloadStateDir(config) : config.jobs_state_dir) +
+      "/archives";
+  archive_options.max_archive_bytes = config.jobs_max_archive_bytes;
+  archive_options.limits.max_unpacked_bytes = config.jobs_max_archive_unpacked_bytes;
+  archive_options.limits.max_entries = config.jobs_max_archive_entries;
+  archive_options.max_archives_per_tenant = config.jobs_max_archives_per_tenant;
+  ATRIUM_ASSIGN_OR_RETURN(w->archives_,
+                          jobs::ArchiveService::Create(store, clock, std::move(archive_options)));
   jobs::JobServiceOptions options;
   options.tick_ms = config.jobs_tick_ms;
+  options.resolve_archive = [archives = w->archives_.get()](const std::string& tenant_id,
+                                                            const std::string& id,
+                                                            int64_t declared_bytes) {
+    return archives->Resolve(tenant_id, id, declared_bytes);
+  };
   options.cancel_grace_ms = config.jobs_cancel_grace_s * 1000;
   options.time_limit_grace_ms = config.jobs_cancel_grace_s * 1000;
   // Log follows wait on API threads: at most half of them.
@@ -247,12 +262,13 @@ Status Workloads::Start(TenantService& tenants) {
   });
   ATRIUM_RETURN_IF_ERROR(jobs_->Start());
   observer_ = std::make_unique<jobs::JobsTenantObserver>(*jobs_, *scheduling_);
+  archives_observer_ = std::make_unique<jobs::ArchivesTenantObserver>(*archives_, *observer_);
   if (tenant_sync_ms_ > 0) {
-    sync_observer_ = std::make_unique<TenantSyncObserver>(*this, *observer_);
+    sync_observer_ = std::make_unique<TenantSyncObserver>(*this, *archives_observer_);
     tenants.SetObserver(sync_observer_.get());
     sync_thread_ = std::thread([this] { SyncLoop(); });
   } else {
-    tenants.SetObserver(observer_.get());
+    tenants.SetObserver(archives_observer_.get());
   }
   spdlog::info("jobs run on the {} backend", backend_->name());
   return OkStatus();

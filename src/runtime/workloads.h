@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "common/result.h"
 #include "exec/backend.h"
+#include "jobs/archive_service.h"
 #include "jobs/job_service.h"
 #include "runtime/config.h"
 #include "scheduling/scheduling_service.h"
@@ -48,6 +49,9 @@ class Workloads {
   void Stop(TenantService& tenants);
 
   jobs::JobService& jobs() { return *jobs_; }
+  // Tenants' uploaded archives, which jobs name (kept in
+  // "<jobs state dir>/archives"; a tenant's go when it is evicted).
+  jobs::ArchiveService& archives() { return *archives_; }
   exec::ExecutionBackend& backend() { return *backend_; }
 
   // Makes the backend's tenants match the store's: every tenant with its
@@ -72,10 +76,12 @@ class Workloads {
   bool sync_soon_ = false;  // GUARDED_BY(loop_mu_)
   std::thread sync_thread_;
   class TenantSyncObserver;
+  std::unique_ptr<jobs::ArchivesTenantObserver> archives_observer_;
   std::unique_ptr<TenantSyncObserver> sync_observer_;
   scheduling::SchedulingService* scheduling_ = nullptr;
   std::unique_ptr<slurm::CommandRunner> runner_;  // slurm only
   std::unique_ptr<exec::ExecutionBackend> backend_;
+  std::unique_ptr<jobs::ArchiveService> archives_;
   std::unique_ptr<jobs::JobService> jobs_;
   std::unique_ptr<jobs::JobsTenantObserver> observer_;
 };

@@ -444,6 +444,23 @@ CREATE TABLE gpu_usage_records (
 CREATE INDEX gpu_usage_tenant_time ON gpu_usage_records (tenant_id, from_ms);
 CREATE INDEX gpu_usage_subject ON gpu_usage_records (subject_kind, subject_id, to_ms);
 )sql"},
+    // Archives tenants upload for their jobs (src/jobs/archive_service.h):
+    // the bytes are files of the control plane; a row per archive says
+    // whose it is. Deleted with the tenant.
+    {13, "job_archives: tenants' uploaded working files", R"sql(
+CREATE TABLE job_archives (
+  id TEXT PRIMARY KEY,
+  tenant_id TEXT NOT NULL,
+  name TEXT NOT NULL,
+  sha256 TEXT NOT NULL,
+  size_bytes BIGINT NOT NULL,
+  unpacked_bytes BIGINT NOT NULL,
+  entries BIGINT NOT NULL,
+  created_by TEXT NOT NULL,
+  created_at BIGINT NOT NULL
+);
+CREATE INDEX job_archives_tenant ON job_archives (tenant_id, id);
+)sql"},
 };
 
 }  // namespace

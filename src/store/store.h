@@ -55,6 +55,7 @@ struct EvictionSummary {
   // Jobs and their events: deleted (commands and env may hold secrets; the
   // usage records keep what they cost).
   int64_t jobs = 0;
+  int64_t job_archives = 0;  // their rows; the files go with the job service's
 };
 
 struct DeploymentFilter {
@@ -368,6 +369,19 @@ class Store {
   // Retiring a version they pin would fail their next start or requeue.
   Result<int64_t> CountLiveJobsPinningForTemplates(const std::string& owner_tenant_id,
                                                    const std::string& pinned);
+
+  // --- Job archives (tenant-owned; src/jobs/archive_service.h) ---
+  // Inserts `a` for scope's tenant (a.tenant_id is ignored). FailedPrecondition
+  // when the tenant already holds `max_per_tenant` archives; AlreadyExists
+  // when the id is taken.
+  Result<JobArchiveRecord> CreateJobArchive(const TenantScope& scope, JobArchiveRecord a,
+                                            int64_t max_per_tenant);
+  // NotFound for an id the scope's tenant does not hold (another tenant's too).
+  Result<JobArchiveRecord> GetJobArchive(const TenantScope& scope, const std::string& id);
+  // By id; at most max_per_tenant of them, so unpaged.
+  Result<std::vector<JobArchiveRecord>> ListJobArchives(const TenantScope& scope);
+  // NotFound as for GetJobArchive.
+  Status DeleteJobArchive(const TenantScope& scope, const std::string& id);
 
   // --- Audit ---
   // Assigns seq, chain_seq, prev_hash and hash atomically and appends.

@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include "common/strings.h"
+#include "jobs/archive_test_util.h"
 
 namespace atrium::api::fixture {
 namespace {
@@ -47,6 +48,10 @@ Json SmallJobBody(const std::string& name) {
   return {{"name", name}, {"command", "true"}, {"resources", resources}};
 }
 
+std::string SmallArchive() {
+  return jobs::testing::MakeTar({jobs::testing::File("run.sh", "echo from the archive\n", 0755)});
+}
+
 Json BodyOf(const http::Response& response) {
   Json j = Json::parse(response.body, nullptr, /*allow_exceptions=*/false);
   return j.is_discarded() ? Json(nullptr) : j;
@@ -78,6 +83,15 @@ ApiHarness::ApiHarness(IdentityOptions identity_options) {
     throw std::runtime_error("SchedulingService::Start: " + s.error().message);
   }
   backend_ = std::make_unique<jobs::testing::FakeBackend>(clock_);
+  jobs::ArchiveServiceOptions archive_options;
+  archive_options.root_dir = (dir_ / "archives").string();
+  archive_options.max_archive_bytes = int64_t{1} << 20;
+  archive_options.limits.max_unpacked_bytes = int64_t{4} << 20;
+  auto archives = jobs::ArchiveService::Create(*store_, clock_, archive_options);
+  if (!archives.has_value()) {
+    throw std::runtime_error("ArchiveService::Create: " + archives.error().message);
+  }
+  archives_ = std::move(archives).value();
   StartJobs();
   gateway::EgressRules rules;
   rules.allowed_networks = {*gateway::ParseIpNetwork("10.0.0.0/8")};
@@ -93,6 +107,7 @@ ApiHarness::ApiHarness(IdentityOptions identity_options) {
                        .templates = templates_.get()};
   services_.egress = egress_.get();
   services_.jobs = jobs_.get();
+  services_.archives = archives_.get();
   api_ = std::make_unique<ControlPlaneApi>(services_);
   auto root = identity_->BootstrapAdminKey("root");
   if (!root.has_value()) throw std::runtime_error("BootstrapAdminKey: " + root.error().message);
@@ -107,12 +122,18 @@ void ApiHarness::Reconfigure(const std::function<void(Services&)>& change) {
 void ApiHarness::StartJobs() {
   jobs::JobServiceOptions options;
   options.tick_ms = 0;  // tests call Tick
+  options.resolve_archive = [archives = archives_.get()](const std::string& tenant_id,
+                                                         const std::string& id, int64_t bytes) {
+    return archives->Resolve(tenant_id, id, bytes);
+  };
   jobs_ = std::make_unique<jobs::JobService>(*store_, *scheduling_, *backend_, clock_, options);
   if (auto s = jobs_->Start(); !s.has_value()) {
     throw std::runtime_error("JobService::Start: " + s.error().message);
   }
   tenant_observer_ = std::make_unique<jobs::JobsTenantObserver>(*jobs_, *scheduling_);
-  tenants_->SetObserver(tenant_observer_.get());
+  archives_observer_ =
+      std::make_unique<jobs::ArchivesTenantObserver>(*archives_, *tenant_observer_);
+  tenants_->SetObserver(archives_observer_.get());
 }
 
 void ApiHarness::RestartScheduling() {
@@ -271,6 +292,16 @@ std::string ApiHarness::CreateJob(const Actor& actor) {
   return BodyOf(r)["id"].get<std::string>();
 }
 
+std::string ApiHarness::CreateArchive(const Actor& actor) {
+  http::Response r = Call("POST", "/api/v1/jobs/archives", actor.key, SmallArchive(),
+                          {.content_type = "application/x-tar"});
+  if (r.status != 201) {
+    throw std::runtime_error("archive of " + actor.username + " answered " +
+                             std::to_string(r.status) + ": " + r.body);
+  }
+  return BodyOf(r)["id"].get<std::string>();
+}
+
 std::string ApiHarness::CreateDeployment(const std::string& model, const std::string& tenant_id) {
   // A tenant's own server elsewhere than the shared ones: a shared
   // deployment's endpoint is never a tenant's.
@@ -369,6 +400,7 @@ World ApiHarness::BuildWorld(const WorldOptions& options) {
         200);
     t.allocation_id = CreateAllocation(t.object);
     t.job_id = CreateJob(t.object);
+    t.archive_id = CreateArchive(t.object);
     t.deployment_id = CreateDeployment(kDedicatedModel, t.id);
     t.template_ref = PublishTemplate(t.id, "tenant-env");
     MustCall("PUT", "/api/v1/tenants/" + t.id + "/entitlements/" + kSharedModel, nullptr, 200);

@@ -22,6 +22,7 @@
 #include "common/json_reader.h"
 #include "identity/identity_service.h"
 #include "identity/roles.h"
+#include "jobs/archive_service.h"
 #include "jobs/fake_backend.h"
 #include "jobs/job_service.h"
 #include "scheduling/scheduling_service.h"
@@ -42,6 +43,8 @@ inline constexpr char kTestNode[] = "l40s-7";
 Json SmallShareBody();
 // A job of `command` on SmallShareBody()'s resources.
 Json SmallJobBody(const std::string& name = "fixture-job");
+// A tar of one script, run.sh: a valid job archive.
+std::string SmallArchive();
 // Every world has one shared deployment of kSharedModel, which its seeded
 // tenants are entitled to, and each seeded tenant a dedicated deployment of
 // kDedicatedModel.
@@ -85,6 +88,8 @@ struct TenantSeed {
   std::vector<std::string> usage_ids;
   // The tenant's environment template, as "name@1".
   std::string template_ref;
+  // An archive the object user uploaded (SmallArchive()).
+  std::string archive_id;
 };
 
 // Everything one isolation case needs: an own tenant, another tenant, the
@@ -165,6 +170,8 @@ class ApiHarness {
   std::string CreateAllocation(const Actor& actor);
   // Submits SmallJobBody() as `actor`; returns the job id.
   std::string CreateJob(const Actor& actor);
+  // Uploads SmallArchive() as `actor`; returns the archive id.
+  std::string CreateArchive(const Actor& actor);
   // A deployment of `model` with one endpoint: shared (tenant_id "") or
   // dedicated to the tenant. Returns its id.
   std::string CreateDeployment(const std::string& model, const std::string& tenant_id);
@@ -192,6 +199,8 @@ class ApiHarness {
   TenantService& tenants() { return *tenants_; }
   scheduling::SchedulingService& scheduling() { return *scheduling_; }
   jobs::JobService& jobs() { return *jobs_; }
+  // Uploaded job archives, kept in the harness's temp dir (at most 1 MiB).
+  jobs::ArchiveService& archives() { return *archives_; }
   // The in-memory execution backend the jobs run on.
   jobs::testing::FakeBackend& backend() { return *backend_; }
   ControlPlaneApi& api() { return *api_; }
@@ -219,8 +228,10 @@ class ApiHarness {
   std::unique_ptr<TenantService> tenants_;
   std::unique_ptr<scheduling::SchedulingService> scheduling_;
   std::unique_ptr<jobs::testing::FakeBackend> backend_;
+  std::unique_ptr<jobs::ArchiveService> archives_;
   std::unique_ptr<jobs::JobService> jobs_;
   std::unique_ptr<jobs::JobsTenantObserver> tenant_observer_;
+  std::unique_ptr<jobs::ArchivesTenantObserver> archives_observer_;
   // Starts the job service over scheduling_ and hands the tenant service
   // the observer that stops jobs before the scheduler evicts.
   void StartJobs();

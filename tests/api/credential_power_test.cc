@@ -299,6 +299,7 @@ std::string Expand(const std::string& pattern, const World& w, const Target& t) 
   // Objects no case creates: the call is refused, and must change nothing.
   sub("{allocation_id}", "alloc_0000000000000000000000000");
   sub("{job_id}", "job_00000000000000000000000000");
+  sub("{archive_id}", "arc_00000000000000000000000000");
   sub("{deployment_id}", "dep_0000000000000000000000000");
   sub("{project}", "research");
   sub("{node}", fixture::kTestNode);

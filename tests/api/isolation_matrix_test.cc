@@ -105,6 +105,7 @@ struct Case {
   std::string key_id;                     // for {key_id}
   std::string allocation_id;              // for {allocation_id}
   std::string job_id;                     // for {job_id}
+  std::string archive_id;                 // for {archive_id}
   std::string project;                    // for {project}
   std::string node = fixture::kTestNode;  // for {node}
   std::string deployment_id;              // for {deployment_id}
@@ -193,6 +194,9 @@ Json ProjectQuotaBody(ApiHarness&, const Case&) {
 }
 
 Json NewProjectBody(ApiHarness& h, const Case&) { return {{"name", h.UniqueName("project")}}; }
+
+// An archive upload's body: the tar's bytes (sent raw, not as JSON).
+Json NewArchiveBody(ApiHarness&, const Case&) { return fixture::SmallArchive(); }
 
 // Platform staff name the tenant they request for; tenant callers need not.
 Json NewJobBody(ApiHarness& h, const Case&) { return fixture::SmallJobBody(h.UniqueName("job")); }
@@ -433,6 +437,18 @@ const std::map<std::string, Row>& Expectations() {
        {.own = "403 403 200 200 200", .self = "- - 200 200 -", .other = "403 403 m m m"}},
       {"GET /api/v1/jobs/{job_id}/why",
        {.own = "200 200 200 200 200", .self = "- - 200 200 -", .other = "200 200 m m m"}},
+      // Job archives are the inputs of the tenant's jobs: those who submit
+      // jobs (its admins and members) upload, read and delete them; staff
+      // and viewers do not, and another tenant's id is a missing one.
+      {"POST /api/v1/jobs/archives", {.own = "403 403 201 201 403", .body = NewArchiveBody}},
+      {"GET /api/v1/jobs/archives", {.own = "403 403 200 200 403"}},
+      {"GET /api/v1/jobs/archives/{archive_id}",
+       {.own = "403 403 200 200 403", .self = "- - 200 200 -", .other = "403 403 m m m"}},
+      {"DELETE /api/v1/jobs/archives/{archive_id}",
+       {.own = "403 403 204 204 403",
+        .self = "- - 204 204 -",
+        .other = "403 403 m m m",
+        .fresh_world = true}},
 
       // Model deployments: platform staff manage every one (shared ones
       // included); a tenant admin its tenant's dedicated ones; everyone
@@ -528,6 +544,7 @@ Shape ShapeOf(const std::string& method, const std::string& pattern) {
                  pattern.find("{key_id}") != std::string::npos ||
                  pattern.find("{allocation_id}") != std::string::npos ||
                  pattern.find("{job_id}") != std::string::npos ||
+                 pattern.find("{archive_id}") != std::string::npos ||
                  pattern.find("{deployment_id}") != std::string::npos;
   s.platform = StartsWith(pattern, "/api/v1/platform/");
   auto ends_with = [&](std::string_view suffix) {
@@ -582,6 +599,7 @@ std::string Expand(const std::string& pattern, const Case& c) {
   sub("{key_id}", c.key_id);
   sub("{allocation_id}", c.allocation_id);
   sub("{job_id}", c.job_id);
+  sub("{archive_id}", c.archive_id);
   sub("{project}", c.project);
   sub("{node}", c.node);
   sub("{gpu}", "0");
@@ -617,6 +635,7 @@ Case MakeCase(ApiHarness& h, const Row& row, const Shape& shape, Role role, Scen
   c.key_id = object.key_id;
   c.allocation_id = w.own.allocation_id;
   c.job_id = w.own.job_id;
+  c.archive_id = w.own.archive_id;
   c.project = w.own.project;
   c.deployment_id = w.own.deployment_id;
   c.template_ref = shape.platform ? w.platform_template_ref : w.own.template_ref;
@@ -639,6 +658,7 @@ Case MakeCase(ApiHarness& h, const Row& row, const Shape& shape, Role role, Scen
       c.key_id = w.other.object.key_id;
       c.allocation_id = w.other.allocation_id;
       c.job_id = w.other.job_id;
+      c.archive_id = w.other.archive_id;
       c.project = w.other.project;
       c.deployment_id = w.other.deployment_id;
       if (!shape.platform) c.template_ref = w.other.template_ref;
@@ -648,6 +668,7 @@ Case MakeCase(ApiHarness& h, const Row& row, const Shape& shape, Role role, Scen
       c.key_id = w.other.object.key_id;
       c.allocation_id = w.other.allocation_id;
       c.job_id = w.other.job_id;
+      c.archive_id = w.other.archive_id;
       break;
     case Scenario::kNone:
       c.bearer = "";
@@ -672,6 +693,7 @@ Case MakeCase(ApiHarness& h, const Row& row, const Shape& shape, Role role, Scen
         c.key_id = w.suspended.object.key_id;
         c.allocation_id = w.suspended.allocation_id;
         c.job_id = w.suspended.job_id;
+        c.archive_id = w.suspended.archive_id;
         c.project = w.suspended.project;
         c.deployment_id = w.suspended.deployment_id;
         c.template_ref = w.suspended.template_ref;
@@ -691,6 +713,7 @@ Case MissingVariant(ApiHarness& h, const Case& c, const Shape& shape) {
   m.key_id = crypto::RandomBase62(12);
   m.allocation_id = NewId("alloc", h.clock());
   m.job_id = NewId("job", h.clock());
+  m.archive_id = NewId("arc", h.clock());
   m.project = h.UniqueName("no-such-project");
   m.node = h.UniqueName("no-such-node");
   m.deployment_id = NewId("dep", h.clock());
@@ -733,12 +756,14 @@ std::string Snapshot(Store& store, const std::vector<std::string>& tenant_ids,
       "(SELECT COUNT(*) FROM projects), (SELECT COUNT(*) FROM deployments), "
       "(SELECT COUNT(*) FROM entitlements), (SELECT COUNT(*) FROM gateway_limits), "
       "(SELECT COUNT(*) FROM usage_records), (SELECT COUNT(*) FROM jobs), "
-      "(SELECT COUNT(*) FROM job_events), (SELECT COUNT(*) FROM environment_templates)",
+      "(SELECT COUNT(*) FROM job_events), (SELECT COUNT(*) FROM environment_templates), "
+      "(SELECT COUNT(*) FROM job_archives)",
       {});
   std::vector<sql::Value> tenants(tenant_ids.begin(), tenant_ids.end());
   std::string in = Placeholders(tenants.size());
   dump("SELECT * FROM tenants WHERE id IN (" + in + ") ORDER BY id", tenants);
-  for (const char* table : {"users", "api_keys", "sessions", "allocations", "jobs"}) {
+  for (const char* table :
+       {"users", "api_keys", "sessions", "allocations", "jobs", "job_archives"}) {
     dump(std::string("SELECT * FROM ") + table + " WHERE tenant_id IN (" + in + ") ORDER BY id",
          tenants);
   }
@@ -814,7 +839,11 @@ Sent Send(ApiHarness& h, const ApiRouter::Route& route, const Row& row, const Ca
   std::string before = Snapshot(h.store(), tenants, platform_users);
   int64_t seq = MaxAuditSeq(h.store());
   const int64_t counted_before = h.api().unauthenticated_denials();
-  http::Response r = h.CallJson(route.method, s.target, c.bearer, body);
+  // An upload's body is the file itself.
+  http::Response r = route.payload.takes_upload && body.is_string()
+                         ? h.Call(route.method, s.target, c.bearer, body.get<std::string>(),
+                                  {.content_type = "application/x-tar"})
+                         : h.CallJson(route.method, s.target, c.bearer, body);
   const int64_t counted = h.api().unauthenticated_denials() - counted_before;
   std::string request_id = h.last_request_id();
   std::string after = Snapshot(h.store(), tenants, platform_users);

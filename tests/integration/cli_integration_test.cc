@@ -1005,5 +1005,75 @@ TEST_F(CliIntegrationTest, JobsRunInSandboxesAndSurviveAKill9) {
   EXPECT_EQ(state_of(hello_id), "succeeded");
 }
 
+// Working files from an uploaded archive under `atrium dev`: `job submit
+// --archive` uploads a tar.gz and the job runs a script from it in its
+// sandbox; the archive is the tenant's alone, and hostile tars are refused
+// at upload with the entry named.
+TEST_F(CliIntegrationTest, AJobRunsAScriptFromItsUploadedArchive) {
+  AdminJson({"tenant", "create", "acme", "-o", "json"});
+  AdminJson({"tenant", "create", "globex", "-o", "json"});
+  ASSERT_EQ(Admin({"quota", "set", "acme", "--model", "H100-80GB", "--guarantee", "1"}).exit_code,
+            0);
+  const std::string home = LoginAsNewTenantAdmin("acme", "alice");
+  const std::string bob_home = LoginAsNewTenantAdmin("globex", "bob");
+
+  const std::string src = root_ + "/work-src";
+  std::filesystem::create_directories(src + "/data");
+  std::ofstream(src + "/run.sh") << "cat data/msg.txt\nid -u\n";
+  std::ofstream(src + "/data/msg.txt") << "hello from the archive\n";
+  const std::string tgz = root_ + "/work.tgz";
+  ASSERT_EQ(std::system(("tar -czf " + tgz + " -C " + src + " run.sh data").c_str()), 0);
+
+  ProcessResult submitted = Run(
+      {"", home, false}, {"job", "submit", "-o", "json", "--name", "from-archive", "--model",
+                          "H100-80GB", "--gpus", "1", "--archive", tgz, "--", "/bin/sh", "run.sh"});
+  ASSERT_EQ(submitted.exit_code, 0) << Describe(submitted);
+  const std::string id = ParsedJson(submitted).value("id", "");
+  ASSERT_FALSE(id.empty()) << submitted.out;
+  std::string state;
+  EXPECT_TRUE(testing_support::WaitUntil(
+      [&] {
+        state = ParsedJson(Run({"", home, false}, {"job", "get", "-o", "json", id}))
+                    .value("state", std::string());
+        return state == "succeeded" || state == "failed";
+      },
+      kServerTimeout))
+      << server_->Output();
+  ProcessResult log = Run({"", home, false}, {"job", "logs", id});
+  EXPECT_EQ(state, "succeeded") << log.out;
+  EXPECT_NE(log.out.find("hello from the archive"), std::string::npos) << log.out;
+  EXPECT_EQ(log.out.find("\n0\n"), std::string::npos) << "ran as root:\n" << log.out;
+
+  // The archive is listed for its tenant only.
+  Json listed =
+      ParsedJson(Run({"", home, false}, {"job", "archives", "list", "-o", "json"}))["items"];
+  ASSERT_EQ(listed.size(), 1u) << listed.dump();
+  const std::string archive_id = listed[0].value("id", "");
+  EXPECT_EQ(listed[0].value("name", ""), "work.tgz");
+  EXPECT_EQ(
+      ParsedJson(Run({"", bob_home, false}, {"job", "archives", "list", "-o", "json"}))["items"]
+          .size(),
+      0u);
+  EXPECT_EQ(Run({"", bob_home, false}, {"job", "archives", "delete", archive_id}).exit_code, 1);
+
+  // Hostile archives: an absolute name, a link to /etc/shadow.
+  const std::string absolute = root_ + "/absolute.tar";
+  ASSERT_EQ(std::system(("tar -cPf " + absolute + " /etc/hostname").c_str()), 0);
+  ProcessResult refused = Run({"", home, false}, {"job", "upload", absolute});
+  EXPECT_EQ(refused.exit_code, 1) << Describe(refused);
+  EXPECT_NE(refused.err.find("absolute"), std::string::npos) << refused.err;
+  std::filesystem::create_symlink("/etc/shadow", src + "/shadow");
+  const std::string linked = root_ + "/linked.tar";
+  ASSERT_EQ(std::system(("tar -cf " + linked + " -C " + src + " shadow").c_str()), 0);
+  refused = Run({"", home, false}, {"job", "upload", linked});
+  EXPECT_EQ(refused.exit_code, 1) << Describe(refused);
+  EXPECT_NE(refused.err.find("'shadow'"), std::string::npos) << refused.err;
+
+  EXPECT_EQ(Run({"", home, false}, {"job", "archives", "delete", archive_id}).exit_code, 0);
+  EXPECT_EQ(
+      ParsedJson(Run({"", home, false}, {"job", "archives", "list", "-o", "json"}))["items"].size(),
+      0u);
+}
+
 }  // namespace
 }  // namespace atrium
