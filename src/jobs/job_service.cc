@@ -511,6 +511,11 @@ Status JobService::FinishAttemptLocked(JobRecord job, const exec::WorkloadStatus
   change.job.exit_code = st.phase == exec::WorkloadPhase::kExited ? st.exit_code : -1;
   change.job.signal = st.phase == exec::WorkloadPhase::kExited ? st.signal : 0;
   change.job.ended_ms = st.ended_ms >= 0 ? st.ended_ms : clock_.NowMillis();
+  // A workload that ran and ended between two looks was never seen
+  // running: its start is the backend's.
+  if (change.job.started_ms < 0 && st.started_ms >= 0) {
+    change.job.started_ms = std::min(st.started_ms, change.job.ended_ms);
+  }
   stops_sent_.erase(job.workload_id());
   return CommitEndLocked(change, cause);
 }
@@ -527,6 +532,14 @@ Status JobService::EndWithoutWorkloadLocked(JobRecord job, Cause cause, const st
 Status JobService::CommitEndLocked(Change& change, Cause cause) {
   ATRIUM_ASSIGN_OR_RETURN(JobSpec spec, SpecOf(change.job));
   const bool requeue = DecideRestart(spec.restart, cause, change.job.restarts);
+  // The ended attempt's run, which the requeued row no longer shows: kept
+  // in the same transaction, so its GPU time is recorded (metering).
+  std::vector<JobRunRecord> ended_runs;
+  if (requeue && change.job.started_ms >= 0) {
+    const JobRecord& j = change.job;
+    ended_runs.push_back({j.id, j.attempt, j.tenant_id, j.project, j.allocation_id, j.started_ms,
+                          j.ended_ms, clock_.NowMillis()});
+  }
   if (requeue) {
     JobRecord& j = change.job;
     j.attempt += 1;
@@ -541,7 +554,8 @@ Status JobService::CommitEndLocked(Change& change, Cause cause) {
                                        "attempt " + std::to_string(j.attempt) + " of at most " +
                                            std::to_string(spec.restart.max_restarts + 1)));
   }
-  ATRIUM_RETURN_IF_ERROR(store_.CommitJob(change.job, change.events, std::move(change.audit)));
+  ATRIUM_RETURN_IF_ERROR(
+      store_.CommitJob(change.job, change.events, std::move(change.audit), ended_runs));
   if (requeue) {
     // Stored first (with the new allocation's id), then submitted: a crash
     // between the two is mended by the next reconcile.
