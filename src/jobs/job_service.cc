@@ -499,7 +499,7 @@ Status JobService::ReleaseAllocationLocked(const JobRecord& job, const RequestOr
   return OkStatus();
 }
 
-Status JobService::FinishAttemptLocked(JobRecord job, const exec::WorkloadStatus& st,
+Status JobService::FinishAttemptLocked(const JobRecord& job, const exec::WorkloadStatus& st,
                                        const Result<AllocationRecord>& allocation) {
   ATRIUM_ASSIGN_OR_RETURN(Cause cause, CauseOfEnd(st, job.stop_cause));
   // The backend says every process is gone: only now do the GPUs go back.

@@ -152,7 +152,7 @@ class JobService {
   Status ReconcileLocked(JobRecord job);                                   // REQUIRES(mu_)
   Status ReconcilePendingLocked(JobRecord job);                            // REQUIRES(mu_)
   Status LaunchLocked(JobRecord job, const AllocationRecord& allocation);  // REQUIRES(mu_)
-  Status FinishAttemptLocked(JobRecord job, const exec::WorkloadStatus& status,
+  Status FinishAttemptLocked(const JobRecord& job, const exec::WorkloadStatus& status,
                              const Result<AllocationRecord>& allocation);  // REQUIRES(mu_)
   // Ends the attempt by `cause` without a workload (it never started).
   Status EndWithoutWorkloadLocked(JobRecord job, Cause cause, const std::string& detail);
