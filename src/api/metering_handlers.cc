@@ -1,7 +1,9 @@
-// What a tenant held on GPUs, as the GPU meter (src/metering) billed it:
-// the usage records (one per allocation or job and clock hour) and their
-// sums per GPU model and kind or per project. Each tenant reads only its
-// own; platform staff read any tenant's through the same paths.
+// What a tenant held on GPUs, as the GPU meter (src/metering) billed it,
+// and what its jobs ran within that: the usage records (one per allocation
+// or job run and clock hour) and their sums per GPU model and kind or per
+// project, time held (billed) and time run by jobs (not billed on top)
+// apart. Each tenant reads only its own; platform staff read any tenant's
+// through the same paths.
 #include "api/handler_util.h"
 #include "api/handlers.h"
 #include "api/views.h"
@@ -25,6 +27,35 @@ Result<GpuUsageFilter> GpuUsageFilterOf(const Context& ctx) {
   if (f.model.size() > kMaxFilterLength || f.project.size() > kMaxFilterLength) {
     return Error::InvalidArgument("'model' and 'project' are at most " +
                                   std::to_string(kMaxFilterLength) + " characters");
+  }
+  return f;
+}
+
+bool IsIdText(const std::string& s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// The list's filters: the summary's, and which subjects.
+Result<GpuUsageFilter> GpuUsageListFilterOf(const Context& ctx) {
+  ATRIUM_ASSIGN_OR_RETURN(GpuUsageFilter f, GpuUsageFilterOf(ctx));
+  f.subject_kind = QueryOf(ctx.request, "subject_kind");
+  if (!f.subject_kind.empty() && f.subject_kind != "allocation" && f.subject_kind != "job") {
+    return Error::InvalidArgument("subject_kind must be allocation or job");
+  }
+  f.job_id = QueryOf(ctx.request, "job");
+  if (!f.job_id.empty()) {
+    if (f.job_id.size() > kMaxFilterLength || !IsIdText(f.job_id)) {
+      return Error::InvalidArgument("'job' must be a job id (letters, digits, '_' and '-')");
+    }
+    if (f.subject_kind == "allocation") {
+      return Error::InvalidArgument("'job' selects job records: subject_kind must be job or unset");
+    }
   }
   return f;
 }
@@ -71,7 +102,7 @@ Json GpuUsageTotalsView(const GpuUsageTotals& t, const std::string& group_by) {
 
 Result<http::Response> ListGpuUsage(Context& ctx) {
   ATRIUM_ASSIGN_OR_RETURN(ListOptions opts, ListOptionsOf(ctx.request));
-  ATRIUM_ASSIGN_OR_RETURN(GpuUsageFilter filter, GpuUsageFilterOf(ctx));
+  ATRIUM_ASSIGN_OR_RETURN(GpuUsageFilter filter, GpuUsageListFilterOf(ctx));
   ATRIUM_ASSIGN_OR_RETURN(auto page, ctx.services.store->ListGpuUsage(ctx.scope, filter, opts));
   return JsonResponse(200, PageView(page, GpuUsageView));
 }
@@ -82,15 +113,25 @@ Result<http::Response> SummarizeGpuUsage(Context& ctx) {
   if (!group_by.empty() && group_by != "model" && group_by != "project") {
     return Error::InvalidArgument("group_by must be model or project");
   }
-  ATRIUM_ASSIGN_OR_RETURN(auto totals,
-                          ctx.services.store->SummarizeGpuUsage(ctx.scope, filter, group_by));
-  Json items = Json::array();
-  for (const auto& t : totals) items.push_back(GpuUsageTotalsView(t, group_by));
+  // Two sums, never one: the allocations' held time is what is billed;
+  // jobs ran within it, so their time is shown apart and not added on top.
+  auto totals_of = [&](const char* subject_kind) -> Result<Json> {
+    GpuUsageFilter f = filter;
+    f.subject_kind = subject_kind;
+    ATRIUM_ASSIGN_OR_RETURN(auto totals,
+                            ctx.services.store->SummarizeGpuUsage(ctx.scope, f, group_by));
+    Json items = Json::array();
+    for (const auto& t : totals) items.push_back(GpuUsageTotalsView(t, group_by));
+    return items;
+  };
+  ATRIUM_ASSIGN_OR_RETURN(Json held, totals_of("allocation"));
+  ATRIUM_ASSIGN_OR_RETURN(Json run_by_jobs, totals_of("job"));
   return JsonResponse(200, {{"tenant_id", ctx.scope.tenant_id},
                             {"group_by", group_by.empty() ? Json(nullptr) : Json(group_by)},
                             {"from", TimeOrNull(filter.from)},
                             {"to", TimeOrNull(filter.to)},
-                            {"items", items}});
+                            {"items", held},
+                            {"run_by_jobs", run_by_jobs}});
 }
 
 }  // namespace atrium::api

@@ -250,12 +250,13 @@ ApiRouter BuildRoutes() {
       "The tenant's requests the gateway refused before serving them, counted per key and reason",
       {.query = {"from", "to", "key_id"}});
   add("GET", "/api/v1/tenants/{tenant_id}/usage/gpu", P::kUsageRead, T::kTenant, "", ListGpuUsage,
-      "The tenant's GPU usage records (GPU time its allocations and jobs held, per hour), newest "
-      "first",
-      {.query = {"limit", "cursor", "from", "to", "model", "project"}});
+      "The tenant's GPU usage records (GPU time its allocations held and its jobs ran, per "
+      "hour), newest first",
+      {.query = {"limit", "cursor", "from", "to", "model", "project", "subject_kind", "job"}});
   add("GET", "/api/v1/tenants/{tenant_id}/usage/gpu/summary", P::kUsageRead, T::kTenant, "",
       SummarizeGpuUsage,
-      "The tenant's GPU usage totals, overall or per GPU model and kind or per project",
+      "The tenant's GPU usage totals (time held, which is billed, and apart from it time run by "
+      "jobs), overall or per GPU model and kind or per project",
       {.query = {"group_by", "from", "to", "model", "project"}});
   return r;
 }

@@ -53,10 +53,16 @@ void AddGpuUsageCommands(CLI::App* usage, VerbTable& verbs);
 // 1234567 → "1.234".
 std::string GpuSecondsText(int64_t gpu_milli_ms);
 // The rows and header of a GPU usage summary's table (group_by "", "model"
-// or "project"). InvalidArgument when a row carries no integer amount.
+// or "project"), from its `field`: "items" (time held) or "run_by_jobs".
+// InvalidArgument when a row carries no integer amount.
 Result<std::vector<std::vector<std::string>>> GpuTotalsRows(const Json& summary,
-                                                            const std::string& group_by);
+                                                            const std::string& group_by,
+                                                            const std::string& field = "items");
 std::vector<std::string> GpuTotalsHeader(const std::string& group_by);
+// A GPU usage summary as text: the time held (billed) and, apart, the time
+// run by jobs within it (not billed on top), each a table or "none"; a
+// summary without run_by_jobs (an older server) shows the time held only.
+Result<std::string> GpuSummaryText(const Json& summary, const std::string& group_by);
 
 // Shared by `quota set` and `project quota` (commands_quota.cc): the
 // --model/--kind/--guarantee/--limit options, the PUT body they make

@@ -216,14 +216,9 @@ int Summary(Context& ctx, const UsageArgs& args) {
   auto gpu = api->Get(WithQuery(*base + "/usage/gpu/summary",
                                 {{"group_by", "model"}, {"from", args.from}, {"to", args.to}}));
   if (!gpu.has_value()) return ctx.Fail(gpu.error());
-  auto gpu_rows = GpuTotalsRows(*gpu, "model");
-  if (!gpu_rows.has_value()) return ctx.Fail(gpu_rows.error());
-  ctx.out() << "\nGPU time held (atrium usage gpu-summary):\n";
-  if (gpu_rows->empty()) {
-    ctx.out() << "none\n";
-  } else {
-    ctx.out() << FormatTable(GpuTotalsHeader("model"), *gpu_rows);
-  }
+  auto gpu_text = GpuSummaryText(*gpu, "model");
+  if (!gpu_text.has_value()) return ctx.Fail(gpu_text.error());
+  ctx.out() << "\n" << *gpu_text << "(atrium usage gpu-summary, atrium usage gpu)\n";
   return kExitOk;
 }
 

@@ -1,7 +1,8 @@
-// A tenant's GPU usage as the GPU meter billed it: usage gpu (the records,
-// one per allocation or job and clock hour) and usage gpu-summary (totals
-// per GPU model and kind or per project). `usage summary` shows the
-// GPU-seconds beside the tokens.
+// A tenant's GPU usage as the GPU meter recorded it: usage gpu (the
+// records, one per allocation or job run and clock hour) and usage
+// gpu-summary (totals per GPU model and kind or per project: the time held,
+// which is billed, and apart from it the time run by jobs within it).
+// `usage summary` shows the same GPU-seconds beside the tokens.
 #include <memory>
 
 #include "cli/args.h"
@@ -21,9 +22,10 @@ std::string GpuSecondsText(int64_t gpu_milli_ms) {
 }
 
 Result<std::vector<std::vector<std::string>>> GpuTotalsRows(const Json& summary,
-                                                            const std::string& group_by) {
+                                                            const std::string& group_by,
+                                                            const std::string& field) {
   std::vector<std::vector<std::string>> rows;
-  for (const auto& t : FieldAt(summary, "items")) {
+  for (const auto& t : FieldAt(summary, field)) {
     Json amount = FieldAt(t, "gpu_milli_ms");
     if (!amount.is_number_integer()) {
       return Error::InvalidArgument("the server's GPU totals carry no gpu_milli_ms");
@@ -57,6 +59,23 @@ std::vector<std::string> GpuTotalsHeader(const std::string& group_by) {
   return header;
 }
 
+Result<std::string> GpuSummaryText(const Json& summary, const std::string& group_by) {
+  std::string text;
+  auto section = [&](const std::string& title, const std::string& field) -> Status {
+    ATRIUM_ASSIGN_OR_RETURN(auto rows, GpuTotalsRows(summary, group_by, field));
+    text += title + ":\n";
+    text += rows.empty() ? "none\n" : FormatTable(GpuTotalsHeader(group_by), rows);
+    return OkStatus();
+  };
+  ATRIUM_RETURN_IF_ERROR(section("GPU time held (billed)", "items"));
+  if (summary.is_object() && summary.contains("run_by_jobs")) {
+    text += "\n";
+    ATRIUM_RETURN_IF_ERROR(section(
+        "GPU time run by jobs (within the time held above; not billed on top)", "run_by_jobs"));
+  }
+  return text;
+}
+
 namespace {
 
 struct GpuUsageArgs {
@@ -66,11 +85,14 @@ struct GpuUsageArgs {
   std::string model;
   std::string project;
   std::string group_by;
+  std::string subject_kind;  // usage gpu only
+  std::string job;           // usage gpu only
   ListArgs list;
 };
 
 const std::vector<Column> kGpuUsageColumns = {{"FROM", "from"},
                                               {"TO", "to"},
+                                              {"OF", "subject_kind"},
                                               {"SUBJECT", "subject_id"},
                                               {"PROJECT", "project"},
                                               {"GPU_MODEL", "model"},
@@ -89,8 +111,10 @@ int ListGpuUsage(Context& ctx, const GpuUsageArgs& args) {
   if (api == nullptr) return kExitUsage;
   auto base = ctx.TenantBase(args.tenant);
   if (!base.has_value()) return ctx.Fail(base.error());
-  return RunList(ctx, *api, WithQuery(*base + "/usage/gpu", Filters(args)), args.list,
-                 kGpuUsageColumns);
+  auto params = Filters(args);
+  params.emplace_back("subject_kind", args.subject_kind);
+  params.emplace_back("job", args.job);
+  return RunList(ctx, *api, WithQuery(*base + "/usage/gpu", params), args.list, kGpuUsageColumns);
 }
 
 int GpuSummary(Context& ctx, const GpuUsageArgs& args) {
@@ -106,9 +130,9 @@ int GpuSummary(Context& ctx, const GpuUsageArgs& args) {
     ctx.PrintJson(*summary);
     return kExitOk;
   }
-  auto rows = GpuTotalsRows(*summary, args.group_by);
-  if (!rows.has_value()) return ctx.Fail(rows.error());
-  ctx.out() << FormatTable(GpuTotalsHeader(args.group_by), *rows);
+  auto text = GpuSummaryText(*summary, args.group_by);
+  if (!text.has_value()) return ctx.Fail(text.error());
+  ctx.out() << *text;
   return kExitOk;
 }
 
@@ -116,7 +140,7 @@ void AddGpuUsageFilters(CLI::App* command, GpuUsageArgs& args) {
   command->add_option("--tenant", args.tenant, "Tenant id or name (default: your own)");
   command->add_option("--from", args.from,
                       "Only GPU time from this time on (records start on the hour or when the "
-                      "allocation started): RFC 3339 or ms since the epoch");
+                      "allocation or job started): RFC 3339 or ms since the epoch");
   command->add_option("--to", args.to, "Only GPU time before this time: RFC 3339 or ms");
   command->add_option("--model", args.model, "Only this GPU model, e.g. H100-80GB");
   command->add_option("--project", args.project, "Only this project");
@@ -127,13 +151,22 @@ void AddGpuUsageFilters(CLI::App* command, GpuUsageArgs& args) {
 void AddGpuUsageCommands(CLI::App* usage, VerbTable& verbs) {
   auto list_args = std::make_shared<GpuUsageArgs>();
   CLI::App* list = usage->add_subcommand(
-      "gpu", "List GPU usage records (GPU time held per allocation and hour), newest first");
+      "gpu",
+      "List GPU usage records (GPU time held per allocation, and run per job attempt, per hour), "
+      "newest first");
   AddGpuUsageFilters(list, *list_args);
+  list->add_option("--of", list_args->subject_kind,
+                   "Only allocations' records (time held: billed) or jobs' (time run within it)")
+      ->check(CLI::IsMember({"allocation", "job"}));
+  list->add_option("--job", list_args->job,
+                   "Only this job's records (one subject per attempt: <job id>.<attempt>)");
   AddListOptions(list, list_args->list);
   verbs.Add(list, [list_args](Context& ctx) { return ListGpuUsage(ctx, *list_args); });
   auto summary_args = std::make_shared<GpuUsageArgs>();
   CLI::App* summary = usage->add_subcommand(
-      "gpu-summary", "GPU-seconds held, overall or per GPU model and kind or per project");
+      "gpu-summary",
+      "GPU-seconds held (billed) and, apart, run by jobs within them, overall or per GPU model "
+      "and kind or per project");
   AddGpuUsageFilters(summary, *summary_args);
   summary
       ->add_option("--group-by", summary_args->group_by,

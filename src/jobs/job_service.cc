@@ -629,8 +629,11 @@ Status JobService::FinishAttemptClaimed(JobRecord job, const exec::WorkloadStatu
   change.job.exit_code = st.phase == exec::WorkloadPhase::kExited ? st.exit_code : -1;
   change.job.signal = st.phase == exec::WorkloadPhase::kExited ? st.signal : 0;
   change.job.ended_ms = st.ended_ms >= 0 ? st.ended_ms : clock_.NowMillis();
-  // Started and ended between two looks: never seen running, but it ran.
-  if (change.job.started_ms < 0 && st.started_ms >= 0) change.job.started_ms = st.started_ms;
+  // A workload that ran and ended between two looks was never seen
+  // running: its start is the backend's.
+  if (change.job.started_ms < 0 && st.started_ms >= 0) {
+    change.job.started_ms = std::min(st.started_ms, change.job.ended_ms);
+  }
   SetStopSent(job.workload_id(), false);
   ATRIUM_RETURN_IF_ERROR(CommitEndClaimed(change, cause));
   // The end is stored: what the workload held on the node goes back now
@@ -656,6 +659,14 @@ Status JobService::EndWithoutWorkloadClaimed(JobRecord job, Cause cause,
 Status JobService::CommitEndClaimed(Change& change, Cause cause) {
   ATRIUM_ASSIGN_OR_RETURN(JobSpec spec, SpecOf(change.job));
   const bool requeue = DecideRestart(spec.restart, cause, change.job.restarts);
+  // The ended attempt's run, which the requeued row no longer shows: kept
+  // in the same transaction, so its GPU time is recorded (metering).
+  std::vector<JobRunRecord> ended_runs;
+  if (requeue && change.job.started_ms >= 0) {
+    const JobRecord& j = change.job;
+    ended_runs.push_back({j.id, j.attempt, j.tenant_id, j.project, j.allocation_id, j.started_ms,
+                          j.ended_ms, clock_.NowMillis()});
+  }
   if (requeue) {
     JobRecord& j = change.job;
     j.attempt += 1;
@@ -670,7 +681,8 @@ Status JobService::CommitEndClaimed(Change& change, Cause cause) {
                                        "attempt " + std::to_string(j.attempt) + " of at most " +
                                            std::to_string(spec.restart.max_restarts + 1)));
   }
-  ATRIUM_RETURN_IF_ERROR(store_.CommitJob(change.job, change.events, std::move(change.audit)));
+  ATRIUM_RETURN_IF_ERROR(
+      store_.CommitJob(change.job, change.events, std::move(change.audit), ended_runs));
   if (requeue) {
     // Stored first (with the new allocation's id), then submitted: a crash
     // between the two is mended by the next reconcile.

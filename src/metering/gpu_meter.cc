@@ -48,6 +48,40 @@ Result<std::vector<MeterSubject>> AllocationSubjectSource::SubjectsToMeter(
   return out;
 }
 
+std::optional<HeldInterval> HeldIntervalOfJobRun(const JobRunToMeter& r) {
+  if (r.run.started_ms < 0) return std::nullopt;
+  HeldInterval h;
+  h.subject_kind = "job";
+  h.subject_id = r.run.workload_id();
+  h.tenant_id = r.run.tenant_id;
+  h.project = r.run.project;
+  h.model = r.model;
+  std::string_view kind = GpuKindOfAllocation(r.kind);
+  h.kind = kind.empty() ? r.kind : std::string(kind);
+  h.mig_profile = r.mig_profile;
+  h.milli = r.charge_milli;
+  h.start_ms = r.run.started_ms;
+  h.end_ms = r.run.ended_ms < 0 ? kStillHeld : r.run.ended_ms;
+  return h;
+}
+
+Result<std::vector<MeterSubject>> JobSubjectSource::SubjectsToMeter(int64_t changed_since_ms) {
+  ATRIUM_ASSIGN_OR_RETURN(auto rows, store_.ListJobRunsToMeterForMetering(changed_since_ms));
+  std::vector<std::string> ids;
+  ids.reserve(rows.size());
+  for (const auto& r : rows) ids.push_back(r.run.workload_id());
+  ATRIUM_ASSIGN_OR_RETURN(auto points, store_.GpuMeteredPointsForMetering("job", ids));
+  std::vector<MeterSubject> out;
+  out.reserve(rows.size());
+  for (const auto& r : rows) {
+    auto held = HeldIntervalOfJobRun(r);
+    if (!held) continue;
+    auto p = points.find(held->subject_id);
+    out.push_back({std::move(*held), p == points.end() ? GpuMeteredPoint{} : p->second});
+  }
+  return out;
+}
+
 GpuMeter::GpuMeter(Store& store, const Clock& clock, GpuMeterOptions options)
     : store_(store), clock_(clock), options_(std::move(options)) {}
 

@@ -11,8 +11,9 @@
 // stretch of time once.
 //
 // Subjects come through `MeterSubjectSource`: allocations
-// (AllocationSubjectSource, placement to release) now; jobs (start to end)
-// plug in as another source over their own rows (see the interface).
+// (AllocationSubjectSource, placement to release: what is billed) and job
+// runs (JobSubjectSource, a workload's start to its end: what ran within
+// the held time, recorded beside it and not billed on top; docs/billing.md).
 #pragma once
 
 #include <condition_variable>
@@ -40,13 +41,8 @@ struct MeterSubject {
 
 // Where subjects of one kind come from. An implementation reads its own
 // durable rows and the metered points (Store::GpuMeteredPointsForMetering
-// with its subject kind). To meter jobs: a JobSubjectSource lists every job
-// that started (started_ms set) and has no closing record, and is still
-// running, has records, or changed at or after `changed_since_ms` (the
-// allocation query in store_scheduling.cc is the model); it maps each to a HeldInterval
-// {subject_kind "job", start = started_ms, end = ended_ms or kStillHeld,
-// milli and kind from its allocation}, and is added with
-// GpuMeter::AddSource before Start.
+// with its subject kind), and is added with GpuMeter::AddSource before
+// Start.
 class MeterSubjectSource {
  public:
   virtual ~MeterSubjectSource() = default;
@@ -76,6 +72,27 @@ class AllocationSubjectSource final : public MeterSubjectSource {
 
 // The interval an allocation row held; nullopt for one never placed.
 std::optional<HeldInterval> HeldIntervalOfAllocation(const AllocationRecord& a);
+
+// Job runs (Store job_runs): one subject per attempt, subject id
+// "<job id>.<attempt>" (the backend's workload id; on Slurm the job name),
+// from when its workload started running to when it ended (succeeded,
+// failed, cancelled, preempted, timed out or lost), with the GPU model,
+// kind, MIG profile and charge of that attempt's allocation. A job
+// requeued after a preemption has one subject per attempt: the gaps while
+// it waited are in none of them. These records say what ran within the
+// allocations' held time; they are not billed on top of it.
+class JobSubjectSource final : public MeterSubjectSource {
+ public:
+  explicit JobSubjectSource(Store& store) : store_(store) {}
+  std::string subject_kind() const override { return "job"; }
+  Result<std::vector<MeterSubject>> SubjectsToMeter(int64_t changed_since_ms) override;
+
+ private:
+  Store& store_;
+};
+
+// The interval a job run ran; nullopt for one that never started.
+std::optional<HeldInterval> HeldIntervalOfJobRun(const JobRunToMeter& r);
 
 struct GpuMeterOptions {
   // How often the timer runs a round. 0: no timer (tests call Tick).

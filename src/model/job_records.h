@@ -45,6 +45,28 @@ struct JobRecord {
   bool operator==(const JobRecord&) const = default;
 };
 
+// One attempt's run: when its workload started running and when it ended,
+// on which allocation. Kept beside the job row, which shows only its current
+// attempt, so the GPU meter (src/metering) can record what every attempt
+// ran, a requeued one included; kept when the tenant is evicted (it holds
+// no command or environment, and its GPU records may still be due).
+struct JobRunRecord {
+  std::string job_id;
+  int64_t attempt = 1;
+  std::string tenant_id;
+  std::string project;
+  std::string allocation_id;
+  int64_t started_ms = -1;
+  int64_t ended_ms = -1;  // -1 while it runs
+  int64_t updated_at = 0;
+
+  // "<job id>.<attempt>": the backend's workload id (on Slurm, the job
+  // name `sacct --name` finds) and the GPU usage records' subject id.
+  std::string workload_id() const { return job_id + "." + std::to_string(attempt); }
+
+  bool operator==(const JobRunRecord&) const = default;
+};
+
 // One transition of a job, appended and never changed.
 struct JobEventRecord {
   std::string job_id;

@@ -196,6 +196,10 @@ Result<std::string> Platform::StartControlPlane() {
   meter_opts.open_lag_ms = config_.metering_open_lag_ms;
   meter_ = std::make_unique<metering::GpuMeter>(*store_, SystemClock::Instance(), meter_opts);
   meter_->AddSource(std::make_unique<metering::AllocationSubjectSource>(*store_));
+  // Jobs' runs beside the allocations they ran on (recorded, not billed on
+  // top). Added with or without a job service in this process: runs that
+  // an earlier process ended still get their closing records.
+  meter_->AddSource(std::make_unique<metering::JobSubjectSource>(*store_));
   ATRIUM_RETURN_IF_ERROR(meter_->Start());
   api::Services services{.store = store_.get(),
                          .identity = identity_.get(),

@@ -461,6 +461,31 @@ CREATE TABLE job_archives (
 );
 CREATE INDEX job_archives_tenant ON job_archives (tenant_id, id);
 )sql"},
+    // A job's runs, one per attempt (the job row shows only its current
+    // one): what the GPU meter records per job, a requeued attempt
+    // included. Kept when the tenant is evicted, like the allocations whose
+    // records may still be due. Jobs that started before this migration
+    // keep their current attempt's run; earlier attempts' times were never
+    // stored (their allocations were billed all the same).
+    {14, "job_runs: when each attempt of a job ran, on which allocation", R"sql(
+CREATE TABLE job_runs (
+  job_id TEXT NOT NULL,
+  attempt BIGINT NOT NULL,
+  tenant_id TEXT NOT NULL,
+  project TEXT NOT NULL,
+  allocation_id TEXT NOT NULL,
+  started_ms BIGINT NOT NULL,
+  ended_ms BIGINT NOT NULL,
+  updated_at BIGINT NOT NULL,
+  PRIMARY KEY (job_id, attempt)
+);
+CREATE INDEX job_runs_tenant ON job_runs (tenant_id, job_id);
+CREATE INDEX job_runs_ended ON job_runs (ended_ms, updated_at);
+INSERT INTO job_runs (job_id, attempt, tenant_id, project, allocation_id, started_ms, ended_ms,
+                      updated_at)
+  SELECT id, attempt, tenant_id, project, allocation_id, started_ms, ended_ms, updated_at
+  FROM jobs WHERE started_ms >= 0;
+)sql"},
 };
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/gateway_records.h"
+#include "model/job_records.h"
 #include "model/records.h"
 
 namespace atrium {
@@ -59,6 +60,19 @@ struct GpuUsageFilter {
   int64_t to = 0;    // from_ms <  to;   0 = no bound
   std::string model;
   std::string project;
+  std::string subject_kind;  // allocation | job; "" = both
+  // A job id: only the records of its runs (subject kind job, subject ids
+  // "<job_id>.<attempt>"); "" = any.
+  std::string job_id;
+};
+
+// One job run to meter, with what its allocation holds (src/metering).
+struct JobRunToMeter {
+  JobRunRecord run;
+  std::string model;
+  std::string kind;  // the allocation's: gpu | mig | share | node
+  std::string mig_profile;
+  int64_t charge_milli = 0;
 };
 
 // Everything one scheduling call changes, written in one transaction.

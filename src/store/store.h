@@ -53,7 +53,8 @@ struct EvictionSummary {
   int64_t allocations_kept = 0;
   int64_t usage_records_kept = 0;
   // Jobs and their events: deleted (commands and env may hold secrets; the
-  // usage records keep what they cost).
+  // usage records keep what they cost). Their runs (job_runs: times and
+  // allocation ids only) are kept, so the meter can still close them.
   int64_t jobs = 0;
   int64_t job_archives = 0;  // their rows; the files go with the job service's
 };
@@ -288,7 +289,8 @@ class Store {
   // or holds a NUL byte (nothing is stored).
   Status InsertGpuUsageRecords(const std::vector<GpuUsageRecord>& records);
   // The tenant's records matching `filter` (its from/to bound the records'
-  // from_ms), newest first (from_ms, then id, descending).
+  // from_ms; subject_kind and job_id pick subjects), newest first (from_ms,
+  // then id, descending).
   Result<Page<GpuUsageRecord>> ListGpuUsage(const TenantScope& scope, const GpuUsageFilter& filter,
                                             const ListOptions& opts);
   // Sums of the records matching `filter`: per GPU model and kind
@@ -297,6 +299,14 @@ class Store {
   Result<std::vector<GpuUsageTotals>> SummarizeGpuUsage(const TenantScope& scope,
                                                         const GpuUsageFilter& filter,
                                                         const std::string& group_by);
+  // The GPU meter's reads for jobs (src/metering): every job run that
+  // started and whose closing GPU usage record (subject kind job, subject
+  // id "<job_id>.<attempt>") is not stored yet, and that still runs, or has
+  // some records, or whose row changed at or after `changed_since_ms` (0:
+  // every one), with its allocation's GPU model, kind and charge; ordered
+  // by job id and attempt. A run whose allocation row is not the same
+  // tenant's is not listed.
+  Result<std::vector<JobRunToMeter>> ListJobRunsToMeterForMetering(int64_t changed_since_ms);
   // How far each of `subject_ids` (of one subject kind) is metered, read
   // from its records; an id without records is absent from the map. The
   // meter's only memory (src/metering): nothing else is kept.
@@ -341,9 +351,18 @@ class Store {
   Result<JobRecord> CreateJob(const JobRecord& job, const JobEventRecord& event, AuditRecord audit);
   // Writes `job` over the row of the same tenant and id, and appends
   // `events` (their seq assigned here) and `audit`, in one transaction.
-  // NotFound when the row is gone (the tenant was evicted).
+  // The run of the row's attempt, once started (started_ms >= 0), is
+  // written to job_runs in the same transaction (upserted by job and
+  // attempt), and so are `ended_runs`: runs of attempts the row moved past
+  // (a requeue resets the row's times). NotFound when the row is gone (the
+  // tenant was evicted).
   Status CommitJob(const JobRecord& job, const std::vector<JobEventRecord>& events,
-                   std::vector<AuditRecord> audit);
+                   std::vector<AuditRecord> audit,
+                   const std::vector<JobRunRecord>& ended_runs = {});
+  // The runs of one of the tenant's jobs, by attempt; empty for a job that
+  // never ran or is not the tenant's.
+  Result<std::vector<JobRunRecord>> ListJobRuns(const TenantScope& scope,
+                                                const std::string& job_id);
   Result<JobRecord> GetJob(const TenantScope& scope, const std::string& id);
   Result<JobRecord> GetJobByIdempotencyKey(const TenantScope& scope, const std::string& key);
   // Keyset by id; filter.tenant_id is ignored (the scope is the tenant).

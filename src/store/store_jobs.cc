@@ -1,5 +1,6 @@
 // Store: jobs and their events (src/jobs owns the rules).
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "store/store.h"
 #include "store/store_internal.h"
@@ -95,6 +96,43 @@ Status AppendEventOn(sql::Connection& c, const JobEventRecord& e) {
   return OkStatus();
 }
 
+constexpr char kRunColumns[] =
+    "job_id, attempt, tenant_id, project, allocation_id, started_ms, ended_ms, updated_at";
+
+// A run from the first eight columns of `r` (kRunColumns' order).
+JobRunRecord RunFromRow(const Row& r) {
+  JobRunRecord run;
+  run.job_id = r.Text(0);
+  run.attempt = r.Int(1);
+  run.tenant_id = r.Text(2);
+  run.project = r.Text(3);
+  run.allocation_id = r.Text(4);
+  run.started_ms = r.Int(5);
+  run.ended_ms = r.Int(6);
+  run.updated_at = r.Int(7);
+  return run;
+}
+
+// Inserts the run, or updates its start, end and updated_at. A run never
+// moves to another job, tenant or allocation: those stay as first written.
+Status UpsertRunOn(sql::Connection& c, const JobRunRecord& run) {
+  ATRIUM_RETURN_IF_ERROR(
+      c.Exec(std::string("INSERT INTO job_runs (") + kRunColumns +
+                 ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (job_id, attempt) DO "
+                 "UPDATE SET started_ms = excluded.started_ms, ended_ms = excluded.ended_ms, "
+                 "updated_at = excluded.updated_at",
+             {run.job_id, run.attempt, run.tenant_id, run.project, run.allocation_id,
+              run.started_ms, run.ended_ms, run.updated_at}));
+  return OkStatus();
+}
+
+// The run of the row's current attempt; nullopt before it started.
+std::optional<JobRunRecord> RunOfRow(const JobRecord& j) {
+  if (j.started_ms < 0) return std::nullopt;
+  return JobRunRecord{j.id,         j.attempt,  j.tenant_id, j.project, j.allocation_id,
+                      j.started_ms, j.ended_ms, j.updated_at};
+}
+
 Result<std::vector<JobRecord>> JobsWhere(sql::Database& db, const std::string& where,
                                          const std::vector<Value>& params) {
   ATRIUM_ASSIGN_OR_RETURN(auto rows, db.Exec(std::string("SELECT ") + kJobColumns +
@@ -150,7 +188,15 @@ Result<JobRecord> Store::CreateJob(const JobRecord& job, const JobEventRecord& e
 }
 
 Status Store::CommitJob(const JobRecord& job, const std::vector<JobEventRecord>& events,
-                        std::vector<AuditRecord> audit) {
+                        std::vector<AuditRecord> audit,
+                        const std::vector<JobRunRecord>& ended_runs) {
+  for (const JobRunRecord& run : ended_runs) {
+    if (run.job_id != job.id || run.tenant_id != job.tenant_id || run.attempt >= job.attempt ||
+        run.started_ms < 0) {
+      return Error::InvalidArgument("job " + job.id + ": attempt " + std::to_string(run.attempt) +
+                                    " is not a started earlier run of this job");
+    }
+  }
   return StatusOf(db_->Transact<bool>([&](sql::Connection& c) -> Result<bool> {
     std::vector<Value> params = JobValues(job);
     // Every column but id and tenant_id, which find the row.
@@ -162,10 +208,48 @@ Status Store::CommitJob(const JobRecord& job, const std::vector<JobEventRecord>&
         "created_at = $18, started_ms = $19, ended_ms = $20, updated_at = $21 "
         "WHERE id = $1 AND tenant_id = $2",
         params, "job"));
+    for (const JobRunRecord& run : ended_runs) ATRIUM_RETURN_IF_ERROR(UpsertRunOn(c, run));
+    if (auto run = RunOfRow(job)) ATRIUM_RETURN_IF_ERROR(UpsertRunOn(c, *run));
     for (const JobEventRecord& e : events) ATRIUM_RETURN_IF_ERROR(AppendEventOn(c, e));
     for (AuditRecord& a : audit) ATRIUM_RETURN_IF_ERROR(AppendAuditOn(c, std::move(a)));
     return true;
   }));
+}
+
+Result<std::vector<JobRunRecord>> Store::ListJobRuns(const TenantScope& scope,
+                                                     const std::string& job_id) {
+  ATRIUM_ASSIGN_OR_RETURN(auto rows,
+                          db_->Exec(std::string("SELECT ") + kRunColumns +
+                                        " FROM job_runs WHERE tenant_id = $1 AND job_id = $2 "
+                                        "ORDER BY attempt",
+                                    {scope.tenant_id, job_id}));
+  std::vector<JobRunRecord> out;
+  for (const auto& r : rows.rows) out.push_back(RunFromRow(r));
+  return out;
+}
+
+Result<std::vector<JobRunToMeter>> Store::ListJobRunsToMeterForMetering(int64_t changed_since_ms) {
+  // The subject id the meter gives a run: "<job_id>.<attempt>".
+  constexpr char kSubject[] = "r.job_id || '.' || CAST(r.attempt AS TEXT)";
+  ATRIUM_ASSIGN_OR_RETURN(
+      auto rows,
+      db_->Exec(std::string("SELECT r.job_id, r.attempt, r.tenant_id, r.project, "
+                            "r.allocation_id, r.started_ms, r.ended_ms, r.updated_at, a.model, "
+                            "a.kind, a.mig_profile, a.charge_milli FROM job_runs r JOIN "
+                            "allocations a ON a.id = r.allocation_id AND a.tenant_id = "
+                            "r.tenant_id WHERE r.started_ms >= 0 AND (r.ended_ms < 0 OR "
+                            "r.updated_at >= $1 OR EXISTS (SELECT 1 FROM gpu_usage_records g "
+                            "WHERE g.subject_kind = 'job' AND g.subject_id = ") +
+                    kSubject +
+                    ")) AND NOT EXISTS (SELECT 1 FROM gpu_usage_records g WHERE g.subject_kind "
+                    "= 'job' AND g.subject_id = " +
+                    kSubject + " AND g.closes_subject = 1) ORDER BY r.job_id, r.attempt",
+                {changed_since_ms}));
+  std::vector<JobRunToMeter> out;
+  for (const auto& r : rows.rows) {
+    out.push_back({RunFromRow(r), r.Text(8), r.Text(9), r.Text(10), r.Int(11)});
+  }
+  return out;
 }
 
 Result<JobRecord> Store::GetJob(const TenantScope& scope, const std::string& id) {

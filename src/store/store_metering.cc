@@ -77,6 +77,19 @@ std::string GpuUsageWhere(const TenantScope& scope, const GpuUsageFilter& filter
     params.push_back(filter.project);
     where += " AND project = " + P(params.size());
   }
+  if (!filter.subject_kind.empty()) {
+    params.push_back(filter.subject_kind);
+    where += " AND subject_kind = " + P(params.size());
+  }
+  if (!filter.job_id.empty()) {
+    // The job's runs: subject ids "<job_id>.<attempt>". Compared by
+    // prefix, not by range or LIKE: the order of text depends on the
+    // collation, and SQLite's LIKE ignores case.
+    const std::string prefix = filter.job_id + ".";
+    params.push_back(prefix);
+    where += " AND subject_kind = 'job' AND substr(subject_id, 1, " +
+             std::to_string(prefix.size()) + ") = " + P(params.size());
+  }
   return where;
 }
 

@@ -1,7 +1,9 @@
 // GPU usage through the API: the meter bills the world's running
-// allocations, and each tenant reads its own records and totals (platform
-// staff any tenant's); another tenant's id answers like a tenant that does
-// not exist; bad query parameters are refused naming the problem.
+// allocations and records its jobs' runs, and each tenant reads its own
+// records and totals (platform staff any tenant's), time held and time run
+// by jobs apart; another tenant's id answers like a tenant that does not
+// exist, and another tenant's job id finds nothing; bad query parameters
+// are refused naming the problem.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -38,6 +40,7 @@ class GpuUsageApiTest : public ::testing::Test {
     o.open_lag_ms = 0;
     metering::GpuMeter meter(harness_->store(), harness_->clock(), o);
     meter.AddSource(std::make_unique<metering::AllocationSubjectSource>(harness_->store()));
+    meter.AddSource(std::make_unique<metering::JobSubjectSource>(harness_->store()));
     auto round = meter.Tick();
     ASSERT_TRUE(round.has_value()) << round.error().message;
     ASSERT_GT(round->records, 0);
@@ -120,11 +123,23 @@ TEST_F(GpuUsageApiTest, TheTenantReadsWhatItsAllocationsHeldNewestFirst) {
 }
 
 TEST_F(GpuUsageApiTest, TotalsAddUpPerModelAndKindAndPerProject) {
+  // Held time (billed) and time run by jobs are summed apart, never together.
   int64_t sum = 0;
-  for (const auto& r : Walk(Gpu(w().own.id), Member().key)) sum += r["gpu_milli_ms"].get<int64_t>();
+  for (const auto& r : Walk(Gpu(w().own.id) + "?subject_kind=allocation", Member().key)) {
+    EXPECT_EQ(r["subject_kind"], "allocation");
+    sum += r["gpu_milli_ms"].get<int64_t>();
+  }
+  int64_t ran = 0;
+  for (const auto& r : Walk(Gpu(w().own.id) + "?subject_kind=job", Member().key)) {
+    EXPECT_EQ(r["subject_kind"], "job");
+    ran += r["gpu_milli_ms"].get<int64_t>();
+  }
+  EXPECT_GT(ran, 0);
   Json total = BodyOf(h().Call("GET", Gpu(w().own.id) + "/summary", Viewer().key));
   ASSERT_EQ(total["items"].size(), 1u) << total.dump();
   EXPECT_EQ(total["items"][0]["gpu_milli_ms"], sum);
+  ASSERT_EQ(total["run_by_jobs"].size(), 1u) << total.dump();
+  EXPECT_EQ(total["run_by_jobs"][0]["gpu_milli_ms"], ran);
   EXPECT_TRUE(total["group_by"].is_null());
 
   Json by_model =
@@ -144,6 +159,31 @@ TEST_F(GpuUsageApiTest, TotalsAddUpPerModelAndKindAndPerProject) {
   int64_t project_sum = 0;
   for (const auto& t : by_project["items"]) project_sum += t["gpu_milli_ms"].get<int64_t>();
   EXPECT_EQ(project_sum, sum);
+}
+
+TEST_F(GpuUsageApiTest, AJobsRunsAreReadByItsIdAndOnlyByItsTenant) {
+  // The member's job runs on the fake backend since the world was built:
+  // one subject, attempt 1, "<job id>.1".
+  const std::string job = Member().job_id;
+  ASSERT_FALSE(job.empty());
+  const std::vector<Json> records = Walk(Gpu(w().own.id) + "?job=" + job, Viewer().key);
+  ASSERT_FALSE(records.empty());
+  for (const auto& r : records) {
+    EXPECT_EQ(r["subject_kind"], "job");
+    EXPECT_EQ(r["subject_id"], job + ".1");
+    EXPECT_EQ(r["tenant_id"], w().own.id);
+  }
+  // Another tenant's member: 404 on the owner's path, nothing on its own.
+  const Actor& intruder = w().other.members.at(Role::kTenantAdmin);
+  for (const std::string& suffix : std::vector<std::string>{"?job=" + job, "?subject_kind=job"}) {
+    http::Response r = h().Call("GET", Gpu(w().own.id) + suffix, intruder.key);
+    EXPECT_EQ(r.status, 404) << suffix << ": " << r.body;
+    EXPECT_EQ(ErrorMessage(r),
+              ErrorMessage(h().Call("GET", Gpu("tn_nope") + suffix, intruder.key)));
+  }
+  EXPECT_TRUE(Walk(Gpu(w().other.id) + "?job=" + job, intruder.key).empty());
+  // Platform staff read the owner's.
+  EXPECT_EQ(Walk(Gpu(w().own.id) + "?job=" + job, Admin()).size(), records.size());
 }
 
 TEST_F(GpuUsageApiTest, AnotherTenantsUsageAnswersLikeATenantThatDoesNotExist) {
@@ -174,6 +214,11 @@ TEST_F(GpuUsageApiTest, BadQueryParametersAreRefusedNamingTheProblem) {
       {"?model=" + std::string(201, 'm'), "at most 200"},
       {"?project=" + std::string(201, 'p'), "at most 200"},
       {"?group_by=model", "group_by"},  // a summary parameter, not a list one
+      {"?subject_kind=node", "subject_kind must be allocation or job"},
+      {"?job=job_1.1", "'job' must be a job id"},
+      {"?job=job_1%25", "'job' must be a job id"},
+      {"?job=" + std::string(201, 'j'), "'job' must be a job id"},
+      {"?job=job_1&subject_kind=allocation", "subject_kind must be job"},
   };
   for (const auto& p : list_probes) {
     http::Response r = h().Call("GET", Gpu(w().own.id) + p.query, Member().key);
@@ -185,6 +230,7 @@ TEST_F(GpuUsageApiTest, BadQueryParametersAreRefusedNamingTheProblem) {
       {"?group_by=tenant", "group_by must be model or project"},
       {"?from=2000&to=1000", "'to' must be after 'from'"},
       {"?limit=5", "limit"},
+      {"?job=job_1", "job"},  // a list parameter, not a summary one
   };
   for (const auto& p : summary_probes) {
     http::Response r = h().Call("GET", Gpu(w().own.id) + "/summary" + p.query, Member().key);

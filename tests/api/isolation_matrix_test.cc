@@ -757,7 +757,7 @@ std::string Snapshot(Store& store, const std::vector<std::string>& tenant_ids,
       "(SELECT COUNT(*) FROM entitlements), (SELECT COUNT(*) FROM gateway_limits), "
       "(SELECT COUNT(*) FROM usage_records), (SELECT COUNT(*) FROM jobs), "
       "(SELECT COUNT(*) FROM job_events), (SELECT COUNT(*) FROM environment_templates), "
-      "(SELECT COUNT(*) FROM job_archives)",
+      "(SELECT COUNT(*) FROM job_archives), (SELECT COUNT(*) FROM job_runs)",
       {});
   std::vector<sql::Value> tenants(tenant_ids.begin(), tenant_ids.end());
   std::string in = Placeholders(tenants.size());
@@ -767,6 +767,7 @@ std::string Snapshot(Store& store, const std::vector<std::string>& tenant_ids,
     dump(std::string("SELECT * FROM ") + table + " WHERE tenant_id IN (" + in + ") ORDER BY id",
          tenants);
   }
+  dump("SELECT * FROM job_runs WHERE tenant_id IN (" + in + ") ORDER BY job_id, attempt", tenants);
   dump("SELECT * FROM quotas WHERE tenant_id IN (" + in + ") ORDER BY tenant_id, project, model",
        tenants);
   dump("SELECT * FROM projects WHERE tenant_id IN (" + in + ") ORDER BY tenant_id, name", tenants);

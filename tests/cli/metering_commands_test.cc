@@ -47,6 +47,8 @@ TEST(MeteringCommandsTest, BadArgumentsExit2BeforeAnyCall) {
            {"usage", "gpu", "--limit", "1001"},
            {"usage", "gpu", "--all", "--cursor", "x"},
            {"usage", "gpu", "--key", "k_1"},  // GPU time has no API key
+           {"usage", "gpu", "--of", "node"},
+           {"usage", "gpu-summary", "--job", "job_1"},  // a listing filter only
        }) {
     std::string line;
     for (const auto& a : args) line += a + " ";
@@ -79,6 +81,27 @@ TEST(MeteringCommandsTest, TotalsRowsNameTheirGroupAndRefuseAMissingAmount) {
   EXPECT_EQ(rows->front().front(), "total");
   Json broken = Json::parse(R"({"items": [{"records": 2, "gpu_seconds": 1.5}]})");
   EXPECT_FALSE(GpuTotalsRows(broken, "").has_value());
+}
+
+TEST(MeteringCommandsTest, TheSummaryShowsTimeHeldAndTimeRunByJobsApart) {
+  Json summary = Json::parse(R"({"items": [{"records": 3, "gpu_milli_ms": 7200000000}],
+      "run_by_jobs": [{"records": 2, "gpu_milli_ms": 1500000}]})");
+  auto text = GpuSummaryText(summary, "");
+  ASSERT_TRUE(text.has_value()) << text.error().message;
+  const size_t held = text->find("GPU time held (billed):");
+  const size_t jobs = text->find("GPU time run by jobs (within the time held above; not billed");
+  ASSERT_NE(held, std::string::npos) << *text;
+  ASSERT_NE(jobs, std::string::npos) << *text;
+  EXPECT_LT(held, jobs);
+  EXPECT_LT(text->find("7200.000"), jobs) << *text;
+  EXPECT_GT(text->find("1.500"), jobs) << *text;
+  // No job ran: said so; an older server without run_by_jobs: held only.
+  summary["run_by_jobs"] = Json::array();
+  EXPECT_NE(GpuSummaryText(summary, "")->find("not billed on top):\nnone\n"), std::string::npos);
+  summary.erase("run_by_jobs");
+  EXPECT_EQ(GpuSummaryText(summary, "")->find("run by jobs"), std::string::npos);
+  summary["run_by_jobs"] = Json::parse(R"([{"records": 1}])");
+  EXPECT_FALSE(GpuSummaryText(summary, "").has_value());
 }
 
 }  // namespace

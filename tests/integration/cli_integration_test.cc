@@ -1075,5 +1075,111 @@ TEST_F(CliIntegrationTest, AJobRunsAScriptFromItsUploadedArchive) {
       0u);
 }
 
+// A job's GPU time under `atrium dev`: recorded once, from its start to its
+// end, across a `kill -9` of the control plane while it ran; beside its
+// allocation's held time (what is billed), never added to it; readable by
+// job id, and not by another tenant.
+TEST_F(CliIntegrationTest, AJobsGpuTimeIsRecordedOnceAcrossAKill9BesideTheTimeHeld) {
+  ASSERT_EQ(StopServer(), 0) << server_->Output();
+  server_args_ = {"--metering-interval-ms", "100"};
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  AdminJson({"tenant", "create", "acme", "-o", "json"});
+  AdminJson({"tenant", "create", "globex", "-o", "json"});
+  ASSERT_EQ(Admin({"quota", "set", "acme", "--model", "H100-80GB", "--guarantee", "4"}).exit_code,
+            0);
+  const std::string home = LoginAsNewTenantAdmin("acme", "alice");
+  const std::string bob_home = LoginAsNewTenantAdmin("globex", "bob");
+  auto alice = [&](std::vector<std::string> args) {
+    args.insert(args.begin() + 2, {"-o", "json"});
+    ProcessResult r = Run({"", home, false}, args);
+    EXPECT_EQ(r.exit_code, 0) << Describe(r);
+    return ParsedJson(r);
+  };
+  auto wait_for_state = [&](const std::string& id, const std::string& want) {
+    std::string state;
+    EXPECT_TRUE(testing_support::WaitUntil(
+        [&] {
+          state = alice({"job", "get", id}).value("state", std::string());
+          return state == want;
+        },
+        kServerTimeout))
+        << id << " is " << state << ", not " << want << "\n"
+        << server_->Output();
+  };
+  Json job = alice({"job", "submit", "--name", "sleeper", "--model", "H100-80GB", "--gpus", "2",
+                    "--", "/bin/sleep", "600"});
+  const std::string job_id = job.value("id", "");
+  ASSERT_FALSE(job_id.empty()) << job.dump();
+  wait_for_state(job_id, "running");
+  // kill -9 while it runs; the restarted control plane adopts it.
+  EXPECT_EQ(server_->Stop(SIGKILL, kServerTimeout), 128 + SIGKILL);
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  ProcessResult login = Run(
+      {"", home, false},
+      {"login", "--server", url_, "--tenant", "acme", "--username", "alice", "--password-stdin"},
+      std::string(kPassword) + "\n");
+  ASSERT_EQ(login.exit_code, 0) << Describe(login);
+  alice({"job", "cancel", job_id});
+  wait_for_state(job_id, "cancelled");
+
+  // Both closing records: the job run's and its allocation's.
+  Json records;
+  EXPECT_TRUE(testing_support::WaitUntil(
+      [&] {
+        records = alice({"usage", "gpu", "--all"});
+        int closing = 0;
+        for (const auto& r : records) closing += r.value("closes_subject", false) ? 1 : 0;
+        return closing >= 2;
+      },
+      kServerTimeout))
+      << records.dump();
+  Json got = alice({"job", "get", job_id});
+  EXPECT_EQ(got.value("attempt", 0), 1);
+  auto started = ParseTimestamp(got.value("started_at", ""), "started_at");
+  auto ended = ParseTimestamp(got.value("ended_at", ""), "ended_at");
+  ASSERT_TRUE(started.has_value() && ended.has_value()) << got.dump();
+  Json allocation = alice({"alloc", "get", got.value("allocation_id", "")});
+  const int64_t charge = allocation["charge_milli"].get<int64_t>();
+  EXPECT_EQ(charge, 2000);
+  int64_t ran = 0;
+  int64_t held = 0;
+  int closing = 0;
+  std::set<std::string> ids;
+  for (const auto& r : records) {
+    EXPECT_TRUE(ids.insert(r.value("id", "")).second) << r.dump();
+    if (r.value("subject_kind", "") == "allocation") held += r["gpu_milli_ms"].get<int64_t>();
+    if (r.value("subject_kind", "") != "job") continue;
+    EXPECT_EQ(r.value("subject_id", ""), job_id + ".1") << r.dump();
+    ran += r["gpu_milli_ms"].get<int64_t>();
+    closing += r.value("closes_subject", false) ? 1 : 0;
+  }
+  EXPECT_EQ(closing, 1);
+  EXPECT_EQ(ran, charge * (*ended - *started));
+  EXPECT_GE(held, ran);  // it ran within what its allocation held
+  // By job id: the same records.
+  Json of_job = alice({"usage", "gpu", "--job", job_id, "--all"});
+  int64_t ran_by_id = 0;
+  for (const auto& r : of_job) ran_by_id += r["gpu_milli_ms"].get<int64_t>();
+  EXPECT_EQ(ran_by_id, ran);
+
+  // The summary keeps the two apart: held (billed) and run by jobs.
+  Json summary = alice({"usage", "gpu-summary"});
+  ASSERT_EQ(summary["items"].size(), 1u) << summary.dump();
+  EXPECT_EQ(summary["items"][0]["gpu_milli_ms"], held);
+  ASSERT_EQ(summary["run_by_jobs"].size(), 1u) << summary.dump();
+  EXPECT_EQ(summary["run_by_jobs"][0]["gpu_milli_ms"], ran);
+  ProcessResult table = Run({"", home, false}, {"usage", "summary"});
+  EXPECT_EQ(table.exit_code, 0) << Describe(table);
+  EXPECT_NE(table.out.find("GPU time held (billed)"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("GPU time run by jobs"), std::string::npos) << table.out;
+  // Another tenant's user finds none of it.
+  ProcessResult other =
+      Run({"", bob_home, false}, {"usage", "gpu", "--tenant", "acme", "--job", job_id});
+  EXPECT_EQ(other.exit_code, 1) << Describe(other);
+  Json own =
+      ParsedJson(Run({"", bob_home, false}, {"usage", "gpu", "--job", job_id, "-o", "json"}));
+  EXPECT_TRUE(own.is_array() && own.empty()) << own.dump();
+}
+
 }  // namespace
 }  // namespace atrium

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <future>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -18,6 +19,7 @@
 
 #include "common/clock.h"
 #include "jobs/fake_backend.h"
+#include "metering/gpu_meter.h"
 #include "store/test_databases.h"
 #include "support/store_rows.h"
 
@@ -331,9 +333,61 @@ TEST_P(JobServiceTest, APreemptedJobStopsWithTheSchedulersGraceAndIsRequeued) {
 
   // tn_b leaves: the requeued attempt runs.
   ASSERT_TRUE(scheduling_->Release(admin_, "tn_b", reclaim->id).has_value());
+  clock_.AdvanceMillis(4'000);
   Tick();
   EXPECT_EQ(Row(j).state, "running");
   EXPECT_EQ(backend_.Get(j.id + ".2").starts, 1);
+
+  // Each attempt keeps its run, on its own allocation: the first from its
+  // start to the end of its workload, the second still running.
+  const exec::WorkloadStatus one = backend_.Get(j.id + ".1").status;
+  const exec::WorkloadStatus two = backend_.Get(j.id + ".2").status;
+  auto runs = store_->ListJobRuns(TenantScope::Of("tn_a"), j.id);
+  ASSERT_TRUE(runs.has_value());
+  ASSERT_EQ(runs->size(), 2u);
+  EXPECT_EQ(runs->at(0).allocation_id, j.allocation_id);
+  EXPECT_EQ(runs->at(0).started_ms, one.started_ms);
+  EXPECT_EQ(runs->at(0).ended_ms, one.ended_ms);
+  EXPECT_EQ(runs->at(1).allocation_id, requeued.allocation_id);
+  EXPECT_EQ(runs->at(1).started_ms, two.started_ms);
+  EXPECT_EQ(runs->at(1).ended_ms, -1);
+
+  // Metered: one subject per attempt, the wait between them in neither.
+  clock_.AdvanceMillis(metering::kHourMs);
+  metering::GpuMeterOptions mo;
+  mo.interval_ms = 0;
+  mo.open_lag_ms = 0;
+  metering::GpuMeter meter(*store_, clock_, mo);
+  meter.AddSource(std::make_unique<metering::JobSubjectSource>(*store_));
+  ASSERT_TRUE(meter.Tick().has_value());
+  std::map<std::string, int64_t> ran;
+  auto records = store_->ListGpuUsage(TenantScope::Of("tn_a"), {.job_id = j.id}, {.limit = 1000});
+  ASSERT_TRUE(records.has_value());
+  for (const auto& r : records->items) ran[r.subject_id] += r.gpu_milli_ms;
+  ASSERT_EQ(ran.size(), 2u);
+  EXPECT_EQ(ran[j.id + ".1"], 8000 * (one.ended_ms - one.started_ms));
+  EXPECT_EQ(ran[j.id + ".2"],
+            8000 * (clock_.NowMillis() / metering::kHourMs * metering::kHourMs - two.started_ms));
+}
+
+TEST_P(JobServiceTest, AWorkloadThatRanBetweenTwoLooksKeepsItsRealStart) {
+  backend_.set_start_running(false);
+  JobRecord j = Submit("tn_a", Spec(1));
+  ASSERT_EQ(j.state, "starting");
+  clock_.AdvanceMillis(1'000);
+  backend_.Run(j.workload_id());
+  const int64_t started = clock_.NowMillis();
+  clock_.AdvanceMillis(2'000);
+  backend_.Exit(j.workload_id(), 0);
+  Tick();  // never seen running
+  JobRecord done = Row(j);
+  EXPECT_EQ(done.state, "succeeded");
+  EXPECT_EQ(done.started_ms, started);
+  auto runs = store_->ListJobRuns(TenantScope::Of("tn_a"), j.id);
+  ASSERT_TRUE(runs.has_value());
+  ASSERT_EQ(runs->size(), 1u);
+  EXPECT_EQ(runs->at(0).started_ms, started);
+  EXPECT_EQ(runs->at(0).ended_ms, started + 2'000);
 }
 
 TEST_P(JobServiceTest, ATimeLimitStopsTheJobAndKillsAfterTheGrace) {

@@ -1,5 +1,7 @@
 // The GPU meter over a real store (SQLite and PostgreSQL): allocations are
-// billed from placement to release and never-placed ones not at all; a
+// billed from placement to release and never-placed ones not at all; job
+// runs are recorded per attempt from start to end, beside (not inside)
+// the allocations' records; a
 // crash (a new meter, and a new store, over the same database) after some
 // records were written loses nothing and counts nothing twice; the store's
 // GPU usage table is idempotent, keeps each subject's chain, and lists and
@@ -9,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -64,7 +67,45 @@ class GpuMeterTest : public ::testing::TestWithParam<Backend> {
     o.max_records_per_subject = max_records;
     auto meter = std::make_unique<GpuMeter>(*store_, clock_, o);
     meter->AddSource(std::make_unique<AllocationSubjectSource>(*store_));
+    meter->AddSource(std::make_unique<JobSubjectSource>(*store_));
     return meter;
+  }
+
+  // A job of `tenant` stored as pending on `allocation`.
+  JobRecord NewJob(const std::string& id, const std::string& tenant,
+                   const std::string& allocation) {
+    JobRecord j;
+    j.id = id;
+    j.tenant_id = tenant;
+    j.project = "research";
+    j.name = "train";
+    j.created_by = "us_1";
+    j.state = "pending";
+    j.allocation_id = allocation;
+    j.spec = "{}";
+    j.created_at = j.updated_at = kH0;
+    AuditRecord a;
+    a.time = kH0;
+    a.actor = "system:jobs";
+    a.tenant_id = tenant;
+    a.action = "jobs.submitted";
+    a.target = "tenant/" + tenant + "/job/" + id;
+    a.outcome = "allowed";
+    auto created = store_->CreateJob(
+        j, {j.id, tenant, 0, kH0, 1, "", "pending", "submitted", "system:jobs"}, a);
+    EXPECT_TRUE(created.has_value()) << created.error().message;
+    return j;
+  }
+
+  void CommitJob(const JobRecord& j, const std::vector<JobRunRecord>& ended_runs = {}) {
+    auto s = store_->CommitJob(j, {}, {}, ended_runs);
+    ASSERT_TRUE(s.has_value()) << s.error().message;
+  }
+
+  std::vector<GpuUsageRecord> Filtered(const std::string& tenant, const GpuUsageFilter& filter) {
+    auto page = store_->ListGpuUsage(TenantScope::Of(tenant), filter, {.after = "", .limit = 1000});
+    EXPECT_TRUE(page.has_value()) << page.error().message;
+    return page.has_value() ? page->items : std::vector<GpuUsageRecord>{};
   }
 
   void Write(std::vector<AllocationRecord> rows) {
@@ -236,6 +277,127 @@ TEST_P(GpuMeterTest, TheTimerMetersWithoutTicks) {
   EXPECT_TRUE(rounds.WaitUntil([&] { return !All("tn_a").empty(); }));
   meter.Stop();
   EXPECT_EQ(Billed("tn_a")["al_t"], 2000 * 10 * kMin);
+}
+
+TEST_P(GpuMeterTest, JobRunsAreRecordedPerAttemptBesideTheAllocationsTheyRanOn) {
+  // job_1 runs on al_j1 from 00:12, is preempted at 00:40 (al_j1 released
+  // at 00:41), waits, and its requeued attempt runs on al_j2 from 01:22.
+  ASSERT_NO_FATAL_FAILURE(Write({
+      Allocation("al_j1", "tn_a", kH0 + 10 * kMin, "preempted", kH0 + 41 * kMin),
+      Allocation("al_j2", "tn_a", kH0 + 80 * kMin, "running"),
+  }));
+  JobRecord j = NewJob("job_1", "tn_a", "al_j1");
+  j.state = "running";
+  j.started_ms = kH0 + 12 * kMin;
+  ASSERT_NO_FATAL_FAILURE(CommitJob(j));
+  const JobRunRecord first{
+      j.id, 1, "tn_a", "research", "al_j1", kH0 + 12 * kMin, kH0 + 40 * kMin, kH0 + 40 * kMin};
+  j.attempt = 2;
+  j.allocation_id = "al_j2";
+  j.state = "pending";
+  j.started_ms = -1;
+  ASSERT_NO_FATAL_FAILURE(CommitJob(j, {first}));
+  j.state = "running";
+  j.started_ms = kH0 + 82 * kMin;
+  ASSERT_NO_FATAL_FAILURE(CommitJob(j));
+  // job_10, whose id starts like job_1's: never among job_1's records.
+  JobRecord other = NewJob("job_10", "tn_a", "al_j2");
+  other.state = "succeeded";
+  other.started_ms = kH0 + 90 * kMin;
+  other.ended_ms = kH0 + 95 * kMin;
+  ASSERT_NO_FATAL_FAILURE(CommitJob(other));
+
+  clock_.AdvanceMillis(3 * kHourMs);  // kH0 + 3h05
+  auto meter = NewMeter();
+  MeterRound round = Tick(*meter);
+  EXPECT_EQ(round.subjects, 5);  // 2 allocations, 3 runs
+  EXPECT_EQ(round.skipped, 0);
+  auto billed = Billed("tn_a");
+  EXPECT_EQ(billed["al_j1"], 2000 * 31 * kMin);
+  EXPECT_EQ(billed["al_j2"], 2000 * (3 * kHourMs - 80 * kMin));
+  EXPECT_EQ(billed["job_1.1"], 2000 * 28 * kMin);                  // start to preemption
+  EXPECT_EQ(billed["job_1.2"], 2000 * (3 * kHourMs - 82 * kMin));  // up to the last hour
+  EXPECT_EQ(billed["job_10.1"], 2000 * 5 * kMin);
+  for (const auto& r : All("tn_a")) {
+    const bool job = r.subject_id.rfind("job_", 0) == 0;
+    EXPECT_EQ(r.subject_kind, job ? "job" : "allocation") << r.id;
+    EXPECT_EQ(r.id, GpuUsageRecordId(r.subject_kind, r.subject_id, r.from_ms));
+    EXPECT_EQ(r.kind, "whole");
+    EXPECT_EQ(r.model, "H100-80GB");
+  }
+
+  // One job's records, by its id: its two attempts only.
+  GpuUsageFilter of_job;
+  of_job.job_id = "job_1";
+  std::set<std::string> subjects;
+  for (const auto& r : Filtered("tn_a", of_job)) subjects.insert(r.subject_id);
+  EXPECT_EQ(subjects, (std::set<std::string>{"job_1.1", "job_1.2"}));
+  EXPECT_TRUE(Filtered("tn_b", of_job).empty());  // another tenant's view
+  GpuUsageFilter held;
+  held.subject_kind = "allocation";
+  for (const auto& r : Filtered("tn_a", held)) EXPECT_EQ(r.subject_kind, "allocation");
+  // Sums per subject kind: held time and run time apart.
+  auto sum_of = [&](const std::string& kind) {
+    GpuUsageFilter f;
+    f.subject_kind = kind;
+    auto total = store_->SummarizeGpuUsage(TenantScope::Of("tn_a"), f, "");
+    EXPECT_TRUE(total.has_value());
+    return total.has_value() && !total->empty() ? total->front().gpu_milli_ms : -1;
+  };
+  EXPECT_EQ(sum_of("allocation"), billed["al_j1"] + billed["al_j2"]);
+  EXPECT_EQ(sum_of("job"), billed["job_1.1"] + billed["job_1.2"] + billed["job_10.1"]);
+
+  // The second attempt succeeds at 03:02: closed; then nothing is due.
+  j.state = "succeeded";
+  j.ended_ms = kH0 + 3 * kHourMs + 2 * kMin;
+  j.updated_at = j.ended_ms;
+  ASSERT_NO_FATAL_FAILURE(CommitJob(j));
+  Tick(*meter);
+  EXPECT_EQ(Billed("tn_a")["job_1.2"], 2000 * (3 * kHourMs - 80 * kMin));
+  clock_.AdvanceMillis(kHourMs);
+  round = Tick(*meter);
+  EXPECT_EQ(round.records, 1);  // al_j2's next hour: it is still held
+  EXPECT_EQ(round.subjects, 1);
+}
+
+TEST_P(GpuMeterTest, JobRecordsSurviveACrashOnceEach) {
+  ASSERT_NO_FATAL_FAILURE(Write({Allocation("al_j", "tn_a", kH0 + 10 * kMin, "running")}));
+  JobRecord j = NewJob("job_long", "tn_a", "al_j");
+  j.state = "running";
+  j.started_ms = kH0 + 15 * kMin;
+  ASSERT_NO_FATAL_FAILURE(CommitJob(j));
+  clock_.AdvanceMillis(4 * kHourMs);  // kH0 + 4h05
+  {
+    // The first meter writes one record per subject and "dies".
+    auto meter = NewMeter(/*max_records=*/1);
+    EXPECT_EQ(Tick(*meter).records, 2);
+  }
+  // While no meter runs, the job ends (the allocation stays held).
+  j.state = "failed";
+  j.ended_ms = kH0 + 4 * kHourMs + 1 * kMin;
+  j.updated_at = j.ended_ms;
+  ASSERT_NO_FATAL_FAILURE(CommitJob(j));
+  // The process restarts: a new store and new meters over the same rows,
+  // one of them repeating a round from the same clock.
+  store_.reset();
+  ASSERT_NO_FATAL_FAILURE(testdb::OpenStore(database_, &store_));
+  auto meter = NewMeter();
+  Tick(*meter);
+  auto again = NewMeter();
+  Tick(*again);
+  Tick(*meter);
+
+  EXPECT_EQ(Billed("tn_a")["job_long.1"], 2000 * (4 * kHourMs - 14 * kMin));
+  std::map<int64_t, int> starts;
+  int closing = 0;
+  for (const auto& r : All("tn_a")) {
+    if (r.subject_id != "job_long.1") continue;
+    ++starts[r.from_ms];
+    closing += r.closes_subject ? 1 : 0;
+  }
+  EXPECT_EQ(starts.size(), 5u);  // 00:15, 01:00, 02:00, 03:00, 04:00 — once each
+  for (const auto& [from, n] : starts) EXPECT_EQ(n, 1) << from;
+  EXPECT_EQ(closing, 1);
 }
 
 // --- the store's table

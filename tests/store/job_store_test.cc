@@ -1,6 +1,7 @@
 // Jobs and their events on SQLite and PostgreSQL: tenant scoping, the
 // idempotency key, keyset pagination, transitions with their events and
-// audit records in one transaction, and deletion with the tenant.
+// audit records in one transaction, and deletion with the tenant; the runs
+// of each attempt and the GPU meter's query over them.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -37,6 +38,53 @@ class JobStoreTest : public ::testing::TestWithParam<Backend> {
     JobRecord j = testing_rows::PendingJob(id, tenant);
     j.idempotency_key = key;
     return j;
+  }
+  // A placed allocation of `tenant` for a job's attempt.
+  void PlaceAllocation(const std::string& id, const std::string& tenant) {
+    AllocationRecord a;
+    a.id = id;
+    a.tenant_id = tenant;
+    a.project = "vision";
+    a.kind = "mig";
+    a.priority = "batch";
+    a.model = "A100-80GB";
+    a.mig_profile = "3g.40gb";
+    a.gpus = 1;
+    a.charge_milli = 428;
+    a.state = "running";
+    a.submitted_ms = a.placed_ms = 150;
+    a.updated_at = 150;
+    SchedulingCommit commit;
+    commit.allocations = {a};
+    auto written = store_->CommitScheduling(commit);
+    ASSERT_TRUE(written.has_value()) << written.error().message;
+  }
+  // "<job>.<attempt>@<started>-<ended>" of what the meter's query lists.
+  std::vector<std::string> ToMeter(int64_t changed_since_ms) {
+    std::vector<std::string> out;
+    auto runs = store_->ListJobRunsToMeterForMetering(changed_since_ms);
+    EXPECT_TRUE(runs.has_value()) << runs.error().message;
+    if (!runs.has_value()) return out;
+    for (const auto& r : *runs) {
+      out.push_back(r.run.workload_id() + "@" + std::to_string(r.run.started_ms) + "-" +
+                    std::to_string(r.run.ended_ms));
+    }
+    return out;
+  }
+  GpuUsageRecord JobRecordOf(const std::string& subject, int64_t from, int64_t to, bool closes) {
+    GpuUsageRecord g;
+    g.id = "job:" + subject + ":" + std::to_string(from);
+    g.tenant_id = "tn_a";
+    g.subject_kind = "job";
+    g.subject_id = subject;
+    g.model = "A100-80GB";
+    g.kind = "mig";
+    g.milli = 428;
+    g.from_ms = from;
+    g.to_ms = to;
+    g.gpu_milli_ms = 428 * (to - from);
+    g.closes_subject = closes;
+    return g;
   }
   Result<JobRecord> Create(const JobRecord& j) {
     return store_->CreateJob(j, JobEvent(j), JobAudit(j, "job.submitted"));
@@ -186,6 +234,100 @@ TEST_P(JobStoreTest, JobsAreDeletedWithTheirTenant) {
   EXPECT_EQ(store_->GetJobForPlatform("job_1").error().code, ErrorCode::kNotFound);
   EXPECT_EQ(store_->ListJobEvents(TenantScope::Of("tn_a"), "job_1", {})->items.size(), 0u);
   EXPECT_TRUE(store_->GetJob(TenantScope::Of("tn_b"), "job_2").has_value());
+}
+
+TEST_P(JobStoreTest, EachStartedAttemptKeepsItsRunAndTheMeterListsTheUnclosedOnes) {
+  JobRecord j = Job("job_1", "tn_a");
+  ASSERT_TRUE(Create(j).has_value());
+  ASSERT_NO_FATAL_FAILURE(PlaceAllocation("alloc_job_1", "tn_a"));
+  EXPECT_TRUE(store_->ListJobRuns(TenantScope::Of("tn_a"), "job_1")->empty());  // not started
+  EXPECT_TRUE(ToMeter(0).empty());
+
+  // Attempt 1 runs: its run is written with the row.
+  j.state = "running";
+  j.started_ms = 200;
+  j.updated_at = 200;
+  ASSERT_TRUE(store_->CommitJob(j, {}, {}).has_value());
+  auto runs = store_->ListJobRuns(TenantScope::Of("tn_a"), "job_1");
+  ASSERT_TRUE(runs.has_value());
+  ASSERT_EQ(runs->size(), 1u);
+  EXPECT_EQ(runs->at(0), (JobRunRecord{"job_1", 1, "tn_a", "vision", "alloc_job_1", 200, -1, 200}));
+  EXPECT_TRUE(store_->ListJobRuns(TenantScope::Of("tn_b"), "job_1")->empty());  // not tn_b's
+  auto listed = store_->ListJobRunsToMeterForMetering(1'000'000);  // running: always listed
+  ASSERT_TRUE(listed.has_value());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ(listed->at(0).model, "A100-80GB");
+  EXPECT_EQ(listed->at(0).kind, "mig");
+  EXPECT_EQ(listed->at(0).mig_profile, "3g.40gb");
+  EXPECT_EQ(listed->at(0).charge_milli, 428);
+
+  // Preempted at 500 and requeued: the row shows attempt 2, not yet
+  // started; attempt 1's run ends in the same commit.
+  JobRecord requeued = j;
+  requeued.state = "pending";
+  requeued.attempt = 2;
+  requeued.allocation_id = "alloc_job_1b";
+  requeued.started_ms = -1;
+  requeued.updated_at = 600;
+  const JobRunRecord ended{"job_1", 1, "tn_a", "vision", "alloc_job_1", 200, 500, 600};
+  // A run that is not an earlier started attempt of this job is refused,
+  // and nothing of the commit is written.
+  std::vector<JobRunRecord> bad_runs(4, ended);
+  bad_runs[0].attempt = 2;  // the row's own attempt, not an earlier one
+  bad_runs[1].job_id = "job_2";
+  bad_runs[2].tenant_id = "tn_b";
+  bad_runs[3].started_ms = -1;
+  for (const JobRunRecord& bad : bad_runs) {
+    auto refused = store_->CommitJob(requeued, {}, {}, {bad});
+    ASSERT_FALSE(refused.has_value());
+    EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+  }
+  EXPECT_EQ(store_->GetJob(TenantScope::Of("tn_a"), "job_1")->attempt, 1);
+  ASSERT_TRUE(store_->CommitJob(requeued, {}, {}, {ended}).has_value());
+  EXPECT_EQ(store_->ListJobRuns(TenantScope::Of("tn_a"), "job_1").value(),
+            (std::vector<JobRunRecord>{ended}));
+  EXPECT_EQ(ToMeter(0), (std::vector<std::string>{"job_1.1@200-500"}));
+  EXPECT_EQ(ToMeter(600), (std::vector<std::string>{"job_1.1@200-500"}));  // changed at 600
+  EXPECT_TRUE(ToMeter(601).empty());  // ended before, no records: nothing due
+
+  // Attempt 2 runs on its own allocation: a second run.
+  ASSERT_NO_FATAL_FAILURE(PlaceAllocation("alloc_job_1b", "tn_a"));
+  requeued.state = "running";
+  requeued.started_ms = 900;
+  requeued.updated_at = 900;
+  ASSERT_TRUE(store_->CommitJob(requeued, {}, {}).has_value());
+  EXPECT_EQ(ToMeter(10'000), (std::vector<std::string>{"job_1.2@900--1"}));
+
+  // Records: an ended run with some is listed whenever it changed; its
+  // closing record takes it off the list for good.
+  ASSERT_TRUE(store_->InsertGpuUsageRecords({JobRecordOf("job_1.1", 200, 300, false)}).has_value());
+  EXPECT_EQ(ToMeter(10'000), (std::vector<std::string>{"job_1.1@200-500", "job_1.2@900--1"}));
+  ASSERT_TRUE(store_->InsertGpuUsageRecords({JobRecordOf("job_1.1", 300, 500, true)}).has_value());
+  EXPECT_EQ(ToMeter(0), (std::vector<std::string>{"job_1.2@900--1"}));
+
+  // A run whose allocation is another tenant's is never listed.
+  JobRecord k = Job("job_2", "tn_a");
+  k.allocation_id = "alloc_of_b";
+  ASSERT_TRUE(Create(k).has_value());
+  ASSERT_NO_FATAL_FAILURE(PlaceAllocation("alloc_of_b", "tn_b"));
+  k.state = "running";
+  k.started_ms = 1000;
+  ASSERT_TRUE(store_->CommitJob(k, {}, {}).has_value());
+  EXPECT_EQ(store_->ListJobRuns(TenantScope::Of("tn_a"), "job_2")->size(), 1u);
+  EXPECT_EQ(ToMeter(0), (std::vector<std::string>{"job_1.2@900--1"}));
+}
+
+TEST_P(JobStoreTest, RunsOutliveAnEvictedTenantSoTheirTimeIsStillRecorded) {
+  JobRecord j = Job("job_1", "tn_a");
+  ASSERT_TRUE(Create(j).has_value());
+  ASSERT_NO_FATAL_FAILURE(PlaceAllocation("alloc_job_1", "tn_a"));
+  j.state = "cancelled";
+  j.started_ms = 200;
+  j.ended_ms = 400;
+  ASSERT_TRUE(store_->CommitJob(j, {}, {}).has_value());
+  ASSERT_TRUE(store_->DeleteTenantAndData("tn_a", 500).has_value());
+  EXPECT_EQ(store_->GetJobForPlatform("job_1").error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(ToMeter(0), (std::vector<std::string>{"job_1.1@200-400"}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Drivers, JobStoreTest,
