@@ -133,6 +133,32 @@ class CliIntegrationTest : public ::testing::Test {
     return ParsedJson(r);
   }
 
+  // As the user logged in under `home`: runs `args` with `-o json` put after
+  // the first two words (before a job's own command after `--`), expects
+  // exit 0, returns stdout parsed.
+  Json UserJson(const std::string& home, std::vector<std::string> args) {
+    args.insert(args.begin() + std::min<size_t>(2, args.size()), {"-o", "json"});
+    ProcessResult r = Run({"", home, false}, std::move(args));
+    EXPECT_EQ(r.exit_code, 0) << Describe(r);
+    return ParsedJson(r);
+  }
+  std::string JobState(const std::string& home, const std::string& id) {
+    return UserJson(home, {"job", "get", id}).value("state", std::string());
+  }
+  // Waits until the job is in `want` (a failure, with the server's output,
+  // after kServerTimeout).
+  void WaitForJobState(const std::string& home, const std::string& id, const std::string& want) {
+    std::string state;
+    EXPECT_TRUE(testing_support::WaitUntil(
+        [&] {
+          state = JobState(home, id);
+          return state == want;
+        },
+        kServerTimeout))
+        << id << " is " << state << ", not " << want << "\n"
+        << server_->Output();
+  }
+
   // Creates a tenant admin and logs in as it with a fresh HOME; returns that HOME.
   std::string LoginAsNewTenantAdmin(const std::string& tenant, const std::string& username) {
     ProcessResult created = Admin({"user", "create", username, "--tenant", tenant, "--role",
@@ -946,26 +972,10 @@ TEST_F(CliIntegrationTest, JobsRunInSandboxesAndSurviveAKill9) {
             0);
   const std::string home = LoginAsNewTenantAdmin("acme", "alice");
   const std::string bob_home = LoginAsNewTenantAdmin("globex", "bob");
-  auto alice = [&](std::vector<std::string> args) {
-    // Before a job's own command (after `--`), not after it.
-    args.insert(args.begin() + 2, {"-o", "json"});
-    ProcessResult r = Run({"", home, false}, args);
-    EXPECT_EQ(r.exit_code, 0) << Describe(r);
-    return ParsedJson(r);
-  };
-  auto state_of = [&](const std::string& id) {
-    return alice({"job", "get", id}).value("state", std::string());
-  };
+  auto alice = [&](std::vector<std::string> args) { return UserJson(home, std::move(args)); };
+  auto state_of = [&](const std::string& id) { return JobState(home, id); };
   auto wait_for_state = [&](const std::string& id, const std::string& want) {
-    std::string state;
-    EXPECT_TRUE(testing_support::WaitUntil(
-        [&] {
-          state = state_of(id);
-          return state == want;
-        },
-        kServerTimeout))
-        << id << " is " << state << ", not " << want << "\n"
-        << server_->Output();
+    WaitForJobState(home, id, want);
   };
 
   Json hello = alice({"job", "submit", "--name", "hello", "--model", "H100-80GB", "--gpus", "1",
@@ -1089,22 +1099,9 @@ TEST_F(CliIntegrationTest, AJobsGpuTimeIsRecordedOnceAcrossAKill9BesideTheTimeHe
             0);
   const std::string home = LoginAsNewTenantAdmin("acme", "alice");
   const std::string bob_home = LoginAsNewTenantAdmin("globex", "bob");
-  auto alice = [&](std::vector<std::string> args) {
-    args.insert(args.begin() + 2, {"-o", "json"});
-    ProcessResult r = Run({"", home, false}, args);
-    EXPECT_EQ(r.exit_code, 0) << Describe(r);
-    return ParsedJson(r);
-  };
+  auto alice = [&](std::vector<std::string> args) { return UserJson(home, std::move(args)); };
   auto wait_for_state = [&](const std::string& id, const std::string& want) {
-    std::string state;
-    EXPECT_TRUE(testing_support::WaitUntil(
-        [&] {
-          state = alice({"job", "get", id}).value("state", std::string());
-          return state == want;
-        },
-        kServerTimeout))
-        << id << " is " << state << ", not " << want << "\n"
-        << server_->Output();
+    WaitForJobState(home, id, want);
   };
   Json job = alice({"job", "submit", "--name", "sleeper", "--model", "H100-80GB", "--gpus", "2",
                     "--", "/bin/sleep", "600"});
@@ -1179,6 +1176,68 @@ TEST_F(CliIntegrationTest, AJobsGpuTimeIsRecordedOnceAcrossAKill9BesideTheTimeHe
   Json own =
       ParsedJson(Run({"", bob_home, false}, {"usage", "gpu", "--job", job_id, "-o", "json"}));
   EXPECT_TRUE(own.is_array() && own.empty()) << own.dump();
+}
+
+// MIG instances and GPU shares as jobs under `atrium dev`: two MIG jobs on
+// the simulated A100 each see the parent GPU and only their own capability
+// files, and a share sees its GPU with its limits (not enforced, and said so).
+TEST_F(CliIntegrationTest, MigAndShareJobsRunConfinedToWhatTheyWereGiven) {
+  ASSERT_EQ(StopServer(), 0) << server_->Output();
+  data_dir_ = root_ + "/grants-data";
+  server_args_ = {"--fleet", "1xA100-80GBx8,1xL40Sx4"};
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  AdminJson({"tenant", "create", "acme", "-o", "json"});
+  for (std::vector<std::string> quota :
+       {std::vector<std::string>{"--model", "A100-80GB", "--kind", "mig", "--guarantee", "2"},
+        {"--model", "L40S", "--kind", "share", "--guarantee", "0.5"}}) {
+    quota.insert(quota.begin(), {"quota", "set", "acme"});
+    ProcessResult set = Admin(quota);
+    ASSERT_EQ(set.exit_code, 0) << Describe(set);
+  }
+  const std::string home = LoginAsNewTenantAdmin("acme", "alice");
+  auto alice = [&](std::vector<std::string> args) { return UserJson(home, std::move(args)); };
+  auto wait_for_state = [&](const std::string& id, const std::string& want) {
+    WaitForJobState(home, id, want);
+  };
+  const std::string report =
+      "echo caps=$(ls /dev/nvidia-caps | tr '\\n' ' '); ls /dev | grep '^nvidia[0-9]'; "
+      "echo CUDA=$CUDA_VISIBLE_DEVICES MIG=$ATRIUM_MIG_DEVICE "
+      "MPS=$CUDA_MPS_ACTIVE_THREAD_PERCENTAGE";
+  std::vector<std::string> mig_ids;
+  for (const char* name : {"mig-a", "mig-b"}) {
+    Json job = alice({"job", "submit", "--name", name, "--kind", "mig", "--model", "A100-80GB",
+                      "--mig-profile", "3g.40gb", "--", "/bin/sh", "-c", report});
+    mig_ids.push_back(job.value("id", ""));
+    ASSERT_FALSE(mig_ids.back().empty()) << job.dump();
+  }
+  Json share =
+      alice({"job", "submit", "--name", "share", "--kind", "share", "--model", "L40S", "--share",
+             "0.25", "--gpu-memory-mib", "4096", "--", "/bin/sh", "-c", report});
+  const std::string share_id = share.value("id", "");
+  ASSERT_FALSE(share_id.empty()) << share.dump();
+
+  std::vector<std::string> caps_seen;
+  for (const auto& id : mig_ids) {
+    wait_for_state(id, "succeeded");
+    ProcessResult log = Run({"", home, false}, {"job", "logs", id});
+    ASSERT_EQ(log.exit_code, 0) << Describe(log);
+    // Exactly two capability files (its GPU instance's and compute
+    // instance's), one parent GPU, and CUDA pointed at the only MIG device.
+    const size_t caps = log.out.find("caps=");
+    ASSERT_NE(caps, std::string::npos) << log.out;
+    const std::string line = log.out.substr(caps, log.out.find('\n', caps) - caps);
+    EXPECT_EQ(std::count(line.begin(), line.end(), ' '), 2) << line;
+    caps_seen.push_back(line);
+    EXPECT_NE(log.out.find("CUDA=0 MIG="), std::string::npos) << log.out;
+    EXPECT_EQ(std::count(log.out.begin(), log.out.end(), '\n'), 3) << "one GPU:\n" << log.out;
+  }
+  EXPECT_NE(caps_seen[0], caps_seen[1]) << "two instances, two sets of capabilities";
+
+  wait_for_state(share_id, "succeeded");
+  ProcessResult log = Run({"", home, false}, {"job", "logs", share_id});
+  ASSERT_EQ(log.exit_code, 0) << Describe(log);
+  EXPECT_NE(log.out.find("caps=\n"), std::string::npos) << log.out;
+  EXPECT_NE(log.out.find("CUDA=0 MIG= MPS=25"), std::string::npos) << log.out;
 }
 
 }  // namespace
