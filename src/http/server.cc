@@ -21,6 +21,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <string_view>
@@ -259,7 +260,9 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     // The route decides the body limit: no limit while the header is read
     // (Beast checks Content-Length at the header's end), then the route's.
-    parser_->body_limit(boost::none);
+    // (Not boost::none: Boost 1.74's parser compares Content-Length with
+    // the optional itself, and any length is "more than" an empty one.)
+    parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
     bhttp::async_read_header(
         stream_, buffer_, *parser_,
         [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });

@@ -236,8 +236,8 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
   ATRIUM_RETURN_IF_ERROR(jobs.Finish());
   for (const auto& tier : c.jobs_full_confinement_tiers) {
     if (!IsValidTier(tier)) {
-      return Error::InvalidArgument("'jobs.full_confinement_tiers' names an unknown tier '" +
-                                    tier + "'");
+      return Error::InvalidArgument("'jobs.full_confinement_tiers' names an unknown tier '" + tier +
+                                    "'");
     }
   }
   TableReader slurm(root["slurm"].as_table(), "slurm");

@@ -498,6 +498,8 @@ TEST_F(OpenApiTest, ListQueryParametersMatchTheHandlers) {
     good["max_bytes"] = "100";
     good["attempt"] = "1";
     good["follow"] = "false";
+    good["subject_kind"] = "job";
+    good["job"] = "job_1";
     for (const auto& name : query) {
       ASSERT_TRUE(good.count(name)) << key << ": the test knows no value for " << name;
       http::Response r = harness_->Call(route.method, base + "?" + name + "=" + good[name], caller);
