@@ -58,6 +58,24 @@ Status MakeSimulatedGpuDevices(const std::string& dir) {
   return OkStatus();
 }
 
+// FNV-1a: stable across builds and runs.
+uint64_t StableHash(std::string_view text) {
+  uint64_t hash = 1469598103934665603ULL;
+  for (unsigned char ch : text) hash = (hash ^ ch) * 1099511628211ULL;
+  return hash;
+}
+
+// Each control plane's workloads get uids of their own, [base, base +
+// kUidsPerControlPlane), the slot chosen by its state dir: two control
+// planes on one host (a server beside `atrium dev`, tests side by side)
+// never run workloads as one uid, which matters because releasing an
+// ended workload kills every process of its uid. 100,000 slots between
+// 200,000 and 2^31: two state dirs share a slot with odds 1 in 100,000.
+constexpr uint32_t kUidsPerControlPlane = 20'000;
+uint32_t UidBaseOf(const std::string& state_dir) {
+  return 200'000 + static_cast<uint32_t>(StableHash(state_dir) % 100'000) * kUidsPerControlPlane;
+}
+
 Result<std::unique_ptr<exec::ExecutionBackend>> MakeLocalBackend(const Config& config,
                                                                  bool simulated) {
   exec_local::LocalBackendOptions options;
@@ -69,6 +87,8 @@ Result<std::unique_ptr<exec::ExecutionBackend>> MakeLocalBackend(const Config& c
     for (const char* dir : {"/var/lib/atrium", kHostWorkloadRoot}) ::chmod(dir, 0711);
   }
   options.WithHelpersIn(DirOfThisProgram());
+  options.uid_base = UidBaseOf(options.state_dir);
+  options.uid_count = kUidsPerControlPlane;
   options.require_full_confinement = config.jobs_require_full_confinement;
   options.default_memory_mib = config.jobs_default_memory_mib;
   options.tmpfs_mib = config.jobs_tmpfs_mib;
@@ -150,12 +170,9 @@ std::string DefaultWorkloadStateDir(const Config& config) {
     }
   }
   if (reachable) return (db_dir / "workloads").string();
-  uint64_t hash = 1469598103934665603ULL;  // FNV-1a: stable across builds and runs
-  for (unsigned char ch : db_dir.string()) {
-    hash = (hash ^ ch) * 1099511628211ULL;
-  }
   char name[17];
-  std::snprintf(name, sizeof name, "%016llx", static_cast<unsigned long long>(hash));
+  std::snprintf(name, sizeof name, "%016llx",
+                static_cast<unsigned long long>(StableHash(db_dir.string())));
   return std::string(kHostWorkloadRoot) + "/" + name;
 }
 

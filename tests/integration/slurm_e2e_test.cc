@@ -391,7 +391,12 @@ TEST_F(SlurmEndToEndTest, JobsRunOnSlurmEndToEnd) {
         [&] {
           records = as_json(home, {"usage", "gpu", "--all"});
           size_t closing = 0;
-          for (const auto& r : records) closing += r.value("closes_subject", false) ? 1 : 0;
+          // Allocations' closing records (the jobs' own runs are listed too).
+          for (const auto& r : records) {
+            closing +=
+                r.value("subject_kind", "") == "allocation" && r.value("closes_subject", false) ? 1
+                                                                                                : 0;
+          }
           return closing >= want;
         },
         kServerTimeout))
@@ -422,7 +427,15 @@ TEST_F(SlurmEndToEndTest, JobsRunOnSlurmEndToEnd) {
   constexpr int64_t kJobToleranceS = 1;     // per GPU
   constexpr int64_t kAllocToleranceS = 10;  // per GPU
   for (const Attempt& a : attempts) {
-    EXPECT_EQ(SlurmJobsNamed(a.workload_id).size(), 1u) << a.workload_id;  // one run each
+    // One run each, once slurmdbd has heard of it (shortly after the end).
+    std::vector<slurm::SlurmJobRecord> named;
+    testing_support::WaitUntil(
+        [&] {
+          named = SlurmJobsNamed(a.workload_id);
+          return !named.empty();
+        },
+        kServerTimeout);
+    EXPECT_EQ(named.size(), 1u) << a.workload_id;
     const int64_t sacct_s = SacctGpuSeconds(a.workload_id);
     const double alloc_s = static_cast<double>(billed[a.allocation_id]) / 1e6;
     std::string line = a.workload_id + ": sacct " + std::to_string(sacct_s) + " GPU-s, billed " +
