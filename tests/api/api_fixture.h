@@ -8,6 +8,8 @@
 // of the test (or of SetUpTestSuite) that called them.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -248,5 +250,32 @@ class ApiHarness {
 
 // Parses a response body as JSON (null when it is not JSON).
 Json BodyOf(const http::Response& response);
+
+// Two tenants, acme (alice, its admin) and bolt (bob), each with one L40S
+// share guaranteed: the jobs routes' tests act as one and attack as the other.
+class TwoJobTenantsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    a_ = h_.CreateTenant("acme");
+    b_ = h_.CreateTenant("bolt");
+    alice_ = h_.CreateActor(a_.id, a_.name, Role::kTenantAdmin, /*human=*/false);
+    bob_ = h_.CreateActor(b_.id, b_.name, Role::kTenantAdmin, /*human=*/false);
+    for (const std::string& t : {a_.id, b_.id}) {
+      http::Response r = h_.CallJson(
+          "PUT", "/api/v1/tenants/" + t + "/quotas", h_.root_key(),
+          {{"model", "L40S"}, {"kind", "share"}, {"guarantee_milli", 1000}, {"limit_milli", 1000}});
+      ASSERT_EQ(r.status, 200) << r.body;
+    }
+  }
+  // The single number `sql` selects (-1 when it fails).
+  int64_t Rows(const std::string& sql) {
+    auto r = h_.store().database().Exec(sql, {});
+    return r.has_value() ? r->rows.at(0).Int(0) : -1;
+  }
+
+  ApiHarness h_;
+  TenantSeed a_, b_;
+  Actor alice_, bob_;
+};
 
 }  // namespace atrium::api::fixture

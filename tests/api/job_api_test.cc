@@ -15,33 +15,13 @@ using fixture::ApiHarness;
 using fixture::BodyOf;
 using fixture::TenantSeed;
 
-class JobApiTest : public ::testing::Test {
+class JobApiTest : public fixture::TwoJobTenantsTest {
  protected:
-  void SetUp() override {
-    a_ = h_.CreateTenant("acme");
-    b_ = h_.CreateTenant("bolt");
-    alice_ = h_.CreateActor(a_.id, a_.name, Role::kTenantAdmin, /*human=*/false);
-    bob_ = h_.CreateActor(b_.id, b_.name, Role::kTenantAdmin, /*human=*/false);
-    for (const std::string& t : {a_.id, b_.id}) {
-      http::Response r = h_.CallJson(
-          "PUT", "/api/v1/tenants/" + t + "/quotas", h_.root_key(),
-          {{"model", "L40S"}, {"kind", "share"}, {"guarantee_milli", 1000}, {"limit_milli", 1000}});
-      ASSERT_EQ(r.status, 200) << r.body;
-    }
-  }
   http::Response Submit(const Actor& who, const Json& body, const std::string& key = "") {
     fixture::CallOptions o;
     if (!key.empty()) o.headers["idempotency-key"] = key;
     return h_.CallJson("POST", "/api/v1/jobs", who.key, body, o);
   }
-  int64_t Rows(const std::string& sql) {
-    auto r = h_.store().database().Exec(sql, {});
-    return r.has_value() ? r->rows.at(0).Int(0) : -1;
-  }
-
-  ApiHarness h_;
-  TenantSeed a_, b_;
-  Actor alice_, bob_;
 };
 
 TEST_F(JobApiTest, BadSubmissionsAreRefusedAndChangeNothing) {

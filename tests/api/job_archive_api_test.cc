@@ -27,28 +27,12 @@ using jobs::testing::Symlink;
 
 constexpr char kArchives[] = "/api/v1/jobs/archives";
 
-class JobArchiveApiTest : public ::testing::Test {
+class JobArchiveApiTest : public fixture::TwoJobTenantsTest {
  protected:
-  void SetUp() override {
-    a_ = h_.CreateTenant("acme");
-    b_ = h_.CreateTenant("bolt");
-    alice_ = h_.CreateActor(a_.id, a_.name, Role::kTenantAdmin, /*human=*/false);
-    bob_ = h_.CreateActor(b_.id, b_.name, Role::kTenantAdmin, /*human=*/false);
-    for (const std::string& t : {a_.id, b_.id}) {
-      http::Response r = h_.CallJson(
-          "PUT", "/api/v1/tenants/" + t + "/quotas", h_.root_key(),
-          {{"model", "L40S"}, {"kind", "share"}, {"guarantee_milli", 1000}, {"limit_milli", 1000}});
-      ASSERT_EQ(r.status, 200) << r.body;
-    }
-  }
   http::Response Upload(const Actor& who, const std::string& bytes,
                         const std::string& type = "application/x-tar",
                         const std::string& query = "") {
     return h_.Call("POST", std::string(kArchives) + query, who.key, bytes, {.content_type = type});
-  }
-  int64_t Rows(const std::string& sql) {
-    auto r = h_.store().database().Exec(sql, {});
-    return r.has_value() ? r->rows.at(0).Int(0) : -1;
   }
   // Files kept under the archives' root.
   size_t FilesKept() {
@@ -66,10 +50,6 @@ class JobArchiveApiTest : public ::testing::Test {
     body["archive_bytes"] = bytes;
     return body;
   }
-
-  ApiHarness h_;
-  TenantSeed a_, b_;
-  Actor alice_, bob_;
 };
 
 TEST_F(JobArchiveApiTest, UploadThenAJobNamesIt) {
