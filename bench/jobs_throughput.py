@@ -40,6 +40,7 @@ usage: bench/jobs_throughput.py --atrium build/apps/atrium/atrium --slurm-dir DI
 import argparse
 import json
 import os
+import shutil
 import pwd
 import grp
 import subprocess
@@ -97,6 +98,10 @@ def summarize(path, n, t0, submit_done, submit_at, starts, ends, extra=None, who
          "makespan_s": (max(end_times) - cut(t0)) if end_times else None}
     r["jobs_per_s"] = n / r["makespan_s"] if r["makespan_s"] else None
     if lat:
+        # With submissions spread over the second (--interval), the mean of
+        # whole-second differences is the mean latency, unbiased; a
+        # percentile of them is not.
+        r["start_mean_s"] = sum(lat) / len(lat)
         r["start_p50_s"] = percentile(lat, 50)
         r["start_p95_s"] = percentile(lat, 95)
         r["start_max_s"] = max(lat)
@@ -113,6 +118,14 @@ def wait_until(pred, timeout, every=1.0):
     return False
 
 
+def pace(args, t0, i):
+    """--interval: job i is submitted no sooner than t0 + i * interval."""
+    if args.interval > 0:
+        delay = t0 + i * args.interval - time.time()
+        if delay > 0:
+            time.sleep(delay)
+
+
 def run_sbatch(args, env, account, user, group, tag):
     name = "bench-sbatch-" + tag
     argv = ["sbatch", "--parsable", "--job-name=" + name, "--nodelist=" + NODE,
@@ -121,7 +134,8 @@ def run_sbatch(args, env, account, user, group, tag):
             "--time=%d" % (TIME_LIMIT_S // 60), "--gres=gpu:1", "--wrap", "true"]
     submit_at = {}
     t0 = time.time()
-    for _ in range(args.jobs):
+    for i in range(args.jobs):
+        pace(args, t0, i)
         t = time.time()
         p = subprocess.run(argv, env=env, capture_output=True, text=True)
         if p.returncode != 0:
@@ -154,6 +168,7 @@ def run_atrium(args, dev, path, tag, env=None):
     t0 = time.time()
     errors = {}
     for i in range(args.jobs):
+        pace(args, t0, i)
         t = time.time()
         status, job = dev.submit("bench-%s-%d" % (tag, i), "/bin/true", time_limit_s=TIME_LIMIT_S)
         if status not in (200, 201):
@@ -215,7 +230,8 @@ def remove_tenant_user(name):
 
 
 def fmt(r):
-    keys = ["submit_s", "makespan_s", "jobs_per_s", "start_p50_s", "start_p95_s", "start_max_s",
+    keys = ["submit_s", "makespan_s", "jobs_per_s", "start_mean_s", "start_p50_s", "start_p95_s",
+            "start_max_s",
             "to_sbatch_p50_s", "to_sbatch_p95_s"]
     parts = ["%s=%.2f" % (k, r[k]) for k in keys if r.get(k) is not None]
     for k in ("states", "submit_errors", "not_completed", "started", "ended"):
@@ -233,6 +249,13 @@ def main():
     ap.add_argument("--paths", default="sbatch,slurm,local")
     ap.add_argument("--timeout", type=int, default=3600, help="per path, seconds")
     ap.add_argument("--json", help="append every result as a JSON line to this file")
+    ap.add_argument("--interval", type=float, default=0.0,
+                    help="seconds between submissions (0: as fast as each answer comes back, "
+                         "a deep queue: throughput); e.g. 0.37 spreads submissions over the "
+                         "second and leaves GPUs free: submit-to-running latency")
+    ap.add_argument("--scrub-command", default="sleep 1",
+                    help="atrium dev's --scrub-command (its own default: 'sleep 1', the simulated "
+                         "fleet's stand-in for a GPU reset); 'none': no scrub, as plain sbatch")
     args = ap.parse_args()
     slurm_dir = os.path.abspath(args.slurm_dir)
     env = slurm_env(slurm_dir)
@@ -241,13 +264,15 @@ def main():
     for rep in range(args.reps):
         order = paths[rep % len(paths):] + paths[:rep % len(paths)]
         tag = "%d-%d" % (os.getpid(), rep)
-        print("rep %d: order %s, load %s" % (rep + 1, ",".join(order), load_average()), flush=True)
+        print("rep %d: order %s, scrub %r, load %s" %
+              (rep + 1, ",".join(order), args.scrub_command, load_average()), flush=True)
         sdev = None
         try:
             if "slurm" in order or "sbatch" in order:
                 # One Atrium on Slurm per repetition: its tenant's account,
                 # user and QOS are what the sbatch path submits with too.
-                sdev = AtriumDev(args.atrium, ["--fleet", FLEET, "--slurm", slurm_dir])
+                sdev = AtriumDev(args.atrium, ["--fleet", FLEET, "--slurm", slurm_dir,
+                                               "--scrub-command"] + args.scrub_command.split())
                 sdev.set_gpu_quota(4)
                 print("  atrium dev --slurm served after %.1f s" % sdev.start_s, flush=True)
                 user = sdev.tenant  # Unix user = tenant id (no prefix under atrium dev)
@@ -271,7 +296,8 @@ def main():
                 elif path == "slurm":
                     r = run_atrium(args, sdev, "slurm", tag, env)
                 else:
-                    ldev = AtriumDev(args.atrium, ["--fleet", FLEET])
+                    ldev = AtriumDev(args.atrium, ["--fleet", FLEET, "--scrub-command"] +
+                                    args.scrub_command.split())
                     try:
                         ldev.set_gpu_quota(4)
                         r = run_atrium(args, ldev, "local", tag)
@@ -290,13 +316,18 @@ def main():
                 sdev.stop()
                 sdev.remove()
                 remove_tenant_user(sdev.tenant)
+                # Its workloads' folders: the next repetition's Atrium (a new
+                # control plane over the same cluster) would otherwise find
+                # a thousand orphans to forget while it is measured.
+                shutil.rmtree(os.path.join(slurm_dir, "jobs", "atrium"), ignore_errors=True)
     # Ratios to sbatch within each repetition, then medians over repetitions.
     print("\nmedians over %d repetition(s) of %d jobs (ratio: path / sbatch of the same rep)" %
           (args.reps, args.jobs))
     for path in paths:
         rows = [r for r in results if r["path"] == path]
         line = [path.ljust(6)]
-        for k in ("submit_s", "makespan_s", "jobs_per_s", "start_p50_s", "start_p95_s"):
+        for k in ("submit_s", "makespan_s", "jobs_per_s", "start_mean_s", "start_p50_s",
+                  "start_p95_s"):
             vals = [r[k] for r in rows if r.get(k) is not None]
             if not vals:
                 continue

@@ -234,6 +234,8 @@ render_all() {
   render "$TEMPLATES/job_container.conf.in" "$S/job_container.conf"
   render "$TEMPLATES/slurmdbd.conf.in" "$S/slurmdbd.conf"
   cp "$TEMPLATES/job_submit.lua" "$S/job_submit.lua"
+  render "$TEMPLATES/job_ended.sh.in" "$S/job_ended.sh"
+  chmod 755 "$S/job_ended.sh"
   chmod 600 "$S/slurmdbd.conf"
 }
 
@@ -251,6 +253,10 @@ cmd_start() {
   # Workload folders are owned by their tenant's user, mode 0700; the parent
   # only lets them pass.
   chmod 0711 "$S/jobs"
+  # EpilogSlurmctld (job_ended.sh) marks ended jobs here for Atrium; only
+  # root writes in it.
+  mkdir -p "$S/ended"
+  chmod 0700 "$S/ended"
   for ((i = 0; i < GPUS; i++)); do
     [[ -c "$S/fakedev/nvidia$i" ]] || mknod "$S/fakedev/nvidia$i" c 195 "$i"
     # Like the real /dev/nvidiaN: open to every user, so that what refuses a

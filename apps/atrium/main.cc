@@ -152,6 +152,15 @@ int main(int argc, char** argv) {
                   "in DIR (default: the local sandbox backend). Give --fleet a node named as "
                   "its node (SLURM_DEV_NODE)")
       ->check(CLI::ExistingDirectory);
+  // The simulated fleet has no GPU to reset: a one-second stand-in keeps
+  // "scrubbing" visible in `atrium gpu list` without slowing anyone down.
+  std::vector<std::string> scrub_command = {"sleep", "1"};
+  dev->add_option("--scrub-command", scrub_command,
+                  "The command that scrubs a GPU after an allocation on it ended ([scrub] "
+                  "command; placeholders {node} {index} ...). `--scrub-command none`: no "
+                  "command, a GPU is free again at once")
+      ->expected(1, -1)
+      ->capture_default_str();
   int64_t metering_interval_ms = 60'000;
   dev->add_option("--metering-interval-ms", metering_interval_ms,
                   "How often the GPU meter writes the GPU usage records due ([metering] "
@@ -232,13 +241,17 @@ int main(int argc, char** argv) {
       config.jobs_backend = "slurm";
       config.slurm_conf = (slurm / "slurm.conf").string();
       config.slurm_workload_root = (slurm / "jobs" / "atrium").string();
+      // scripts/slurm-dev.sh's EpilogSlurmctld marks ended jobs here.
+      if (std::filesystem::is_directory(slurm / "ended")) {
+        config.slurm_ended_dir = (slurm / "ended").string();
+      }
       config.slurm_create_unix_users = true;  // one host: tenants' users are made here
       // The cluster's fake GPUs (gres.conf File=), for template jobs' sandboxes.
       config.jobs_device_dir = (slurm / "fakedev").string();
     }
-    // The simulated fleet has no GPU to reset: a one-second stand-in keeps
-    // "scrubbing" visible in `atrium gpu list` without slowing anyone down.
-    config.scrub.default_command = {"sleep", "1"};
+    if (scrub_command != std::vector<std::string>{"none"}) {
+      config.scrub.default_command = scrub_command;
+    }
     config.run_gateway = true;
     config.gateway_listen = gateway_listen;
     config.gateway_queue = gateway_queue;

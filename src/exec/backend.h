@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "exec/end_markers.h"
 
 namespace atrium::exec {
 
@@ -170,6 +171,18 @@ class ExecutionBackend {
   // Makes the backend's view of a tenant match `account` (created, limited,
   // suspended, deleted). Idempotent.
   virtual Status SyncTenant(const TenantAccount& account) = 0;
+  // From now on, calls `hint` with a workload's id when the backend hears
+  // that it may have ended (end_markers.h), on a thread of its own, so the
+  // job service looks at once instead of at its next reconcile. Only a
+  // hint: it may be late, twice or never. The default never calls it (the
+  // reconcile alone sees ends). Unavailable when the backend cannot watch;
+  // the caller goes on without hints.
+  virtual Status WatchEnds(EndHint hint) {
+    (void)hint;
+    return OkStatus();
+  }
+  // No hint is called once this returns. Idempotent.
+  virtual void StopWatchingEnds() {}
 };
 
 }  // namespace atrium::exec

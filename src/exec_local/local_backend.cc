@@ -263,7 +263,23 @@ Result<std::unique_ptr<LocalBackend>> LocalBackend::Create(LocalBackendOptions o
   // binds it as that user) but may list nothing on the way.
   ATRIUM_RETURN_IF_ERROR(MakeDir(options.state_dir, 0711));
   ATRIUM_RETURN_IF_ERROR(MakeDir(options.state_dir + "/workloads", 0711));
+  ATRIUM_RETURN_IF_ERROR(MakeDir(options.state_dir + "/" + kEndedDirName, 0700));
   return std::unique_ptr<LocalBackend>(new LocalBackend(std::move(options)));
+}
+
+Status LocalBackend::WatchEnds(exec::EndHint hint) {
+  StopWatchingEnds();
+  // inotify sees every marker at once; the scan is only a safety net.
+  auto watcher = std::make_unique<exec::EndMarkerWatcher>(options_.state_dir + "/" + kEndedDirName,
+                                                          /*scan_ms=*/1000);
+  ATRIUM_RETURN_IF_ERROR(watcher->Start(std::move(hint)));
+  ends_ = std::move(watcher);
+  return OkStatus();
+}
+
+void LocalBackend::StopWatchingEnds() {
+  if (ends_) ends_->Stop();
+  ends_.reset();
 }
 
 LocalBackend::LocalBackend(LocalBackendOptions options)

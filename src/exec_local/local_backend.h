@@ -34,6 +34,7 @@
 
 #include "common/result.h"
 #include "exec/backend.h"
+#include "exec/end_marker_watcher.h"
 #include "exec/sandbox.h"
 
 namespace atrium::exec_local {
@@ -130,6 +131,10 @@ class LocalBackend final : public exec::ExecutionBackend {
                                  int64_t max_bytes) override;
   Status Forget(const std::string& workload_id) override;
   Status Release(const std::string& workload_id) override;
+  // Watches state_dir/ended, where each supervisor marks its workload's
+  // end (exec/end_markers.h).
+  Status WatchEnds(exec::EndHint hint) override;
+  void StopWatchingEnds() override;
   Status SyncTenant(const exec::TenantAccount& account) override;
 
   // The host pids of a workload: its supervisor and every process in its
@@ -163,6 +168,7 @@ class LocalBackend final : public exec::ExecutionBackend {
   std::optional<std::set<uint32_t>> uids_in_use_;  // GUARDED_BY(mu_); loaded on first Start
   std::optional<Status> sandbox_probe_;            // GUARDED_BY(mu_)
   int64_t last_prune_ms_ = 0;                      // GUARDED_BY(mu_)
+  std::unique_ptr<exec::EndMarkerWatcher> ends_;   // set by WatchEnds
 };
 
 }  // namespace atrium::exec_local

@@ -35,11 +35,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "common/atomic_file.h"
+#include "exec/end_markers.h"
 #include "exec/sandbox.h"
 #include "exec_local/cgroups.h"
 #include "exec_local/workload_files.h"
@@ -197,6 +199,15 @@ int Run(const std::string& dir, int ready_fd) {
       std::fprintf(stderr, "atrium: %s\n", written.error().message.c_str());
     }
     RemoveWorkloadCgroups(launch->cgroup_dirs);
+    // The control plane hears of the end at once (a hint; it reads the
+    // exit record itself): state_dir/ended beside state_dir/workloads/<id>.
+    const std::filesystem::path record(dir);
+    if (auto marked =
+            atrium::exec::MarkEnded((record.parent_path().parent_path() / kEndedDirName).string(),
+                                    record.filename().string());
+        !marked.has_value()) {
+      std::fprintf(stderr, "atrium: %s\n", marked.error().message.c_str());
+    }
     return 0;
   };
 

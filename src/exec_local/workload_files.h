@@ -40,6 +40,9 @@ inline constexpr char kStopFile[] = "stop.json";
 inline constexpr char kExitFile[] = "exit.json";
 inline constexpr char kReleasedFile[] = "released.json";
 inline constexpr char kWorkDirName[] = "work";
+// Beside the workloads' records (state_dir/workloads/<id>): the folder where
+// each supervisor marks its workload's end (exec/end_markers.h).
+inline constexpr char kEndedDirName[] = "ended";
 
 struct LaunchRecord {
   std::vector<std::string> argv;  // bubblewrap's

@@ -156,25 +156,64 @@ Status JobService::Start() {
       // watched, ended ones recorded with their real end.
     }
   }
+  const bool threaded = options_.tick_ms > 0 && !timer_.joinable();
+  if (threaded) {
+    // Hints are taken only with the thread that acts on them.
+    scheduling_.SetAllocationsChanged(
+        [this](const std::vector<std::string>& ids) { HintAllocations(ids); });
+    if (auto watching = backend_.WatchEnds([this](const std::string& workload_id) {
+          HintJob(workload_id.substr(0, workload_id.rfind('.')), /*end=*/true);
+        });
+        !watching) {
+      spdlog::warn("jobs: the {} backend cannot tell ends at once ({}); they are seen every {} ms",
+                   backend_.name(), watching.error().message, options_.tick_ms);
+    }
+  }
   ATRIUM_RETURN_IF_ERROR(Tick());
-  if (options_.tick_ms > 0 && !timer_.joinable()) {
+  if (threaded) {
     {
       std::lock_guard<std::mutex> lock(timer_mu_);
       stopping_ = false;
     }
     timer_ = std::thread([this] { TimerLoop(); });
+    hints_ = std::thread([this] { HintLoop(); });
   }
   return OkStatus();
 }
 
 void JobService::Stop() {
+  backend_.StopWatchingEnds();
+  scheduling_.SetAllocationsChanged(nullptr);
   {
     std::lock_guard<std::mutex> lock(timer_mu_);
     stopping_ = true;
   }
   timer_cv_.notify_all();
+  hint_cv_.notify_all();
   if (timer_.joinable()) timer_.join();
+  if (hints_.joinable()) hints_.join();
   log_cv_.notify_all();
+}
+
+void JobService::HintJob(const std::string& job_id, bool end) {
+  {
+    std::lock_guard<std::mutex> lock(timer_mu_);
+    Hint& hint = hinted_jobs_[job_id];
+    hint.due = std::chrono::steady_clock::now();
+    hint.looks = 0;
+    hint.end = hint.end || end;
+    hinted_now_ = true;
+  }
+  hint_cv_.notify_all();
+}
+
+void JobService::HintAllocations(const std::vector<std::string>& allocation_ids) {
+  {
+    std::lock_guard<std::mutex> lock(timer_mu_);
+    hinted_allocations_.insert(allocation_ids.begin(), allocation_ids.end());
+    hinted_now_ = true;
+  }
+  hint_cv_.notify_all();
 }
 
 void JobService::TimerLoop() {
@@ -188,6 +227,81 @@ void JobService::TimerLoop() {
     if (auto s = Tick(); !s) spdlog::warn("jobs: reconcile: {}", s.error().message);
     lock.lock();
   }
+}
+
+void JobService::HintLoop() {
+  NameThisThread("jobs-hints");
+  using Steady = std::chrono::steady_clock;
+  std::unique_lock<std::mutex> lock(timer_mu_);
+  while (!stopping_) {
+    auto wake = Steady::time_point::max();
+    for (const auto& [id, hint] : hinted_jobs_) wake = std::min(wake, hint.due);
+    auto ready = [this] { return stopping_ || hinted_now_; };
+    if (wake == Steady::time_point::max()) {
+      hint_cv_.wait(lock, ready);
+    } else {
+      hint_cv_.wait_until(lock, wake, ready);
+    }
+    if (stopping_) break;
+    hinted_now_ = false;
+    const auto now = Steady::now();
+    std::vector<std::string> allocations(hinted_allocations_.begin(), hinted_allocations_.end());
+    hinted_allocations_.clear();
+    std::vector<std::pair<std::string, Hint>> due;
+    for (auto it = hinted_jobs_.begin(); it != hinted_jobs_.end();) {
+      if (it->second.due <= now) {
+        due.emplace_back(it->first, it->second);
+        it = hinted_jobs_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    lock.unlock();
+    for (const std::string& allocation : allocations) {
+      auto job = store_.FindJobByAllocationForJobs(allocation);
+      if (job.has_value()) ReconcileHinted(job->id, Hint{now, 0, false});
+    }
+    for (const auto& [id, hint] : due) ReconcileHinted(id, hint);
+    lock.lock();
+  }
+}
+
+void JobService::ReconcileHinted(const std::string& job_id, Hint hint) {
+  // Looks after an end was heard: 50 ms, then twice as long each time; the
+  // tick covers whatever outlasts them.
+  constexpr int kMaxLooks = 6;
+  constexpr auto kFirstWait = std::chrono::milliseconds(50);
+  auto look_again = [&] {
+    if (hint.looks >= kMaxLooks) return;
+    {
+      std::lock_guard<std::mutex> lock(timer_mu_);
+      // A hint that came meanwhile stays as it is: it is looked at first.
+      hinted_jobs_.try_emplace(
+          job_id, Hint{std::chrono::steady_clock::now() + kFirstWait * (1 << hint.looks),
+                       hint.looks + 1, hint.end});
+    }
+    hint_cv_.notify_all();
+  };
+  {
+    Claim claim(*this, job_id, Claim::Mode::kTry);
+    if (!claim.held()) {
+      look_again();  // another operation changes it now
+      return;
+    }
+    auto job = store_.GetJobForJobs(job_id);
+    if (!job.has_value()) return;  // not a job (any more)
+    auto state = ParseState(job->state);
+    if (!state || !IsLive(*state)) return;
+    if (auto s = ReconcileClaimed(std::move(*job)); !s) {
+      spdlog::warn("jobs: job {}: {}", job_id, s.error().message);
+    }
+    if (hint.end) {
+      auto now = store_.GetJobForJobs(job_id);
+      auto now_state = now.has_value() ? ParseState(now->state) : std::nullopt;
+      if (now_state && IsLive(*now_state) && *now_state != JobState::kPending) look_again();
+    }
+  }
+  log_cv_.notify_all();
 }
 
 Status JobService::Tick() {
@@ -229,11 +343,22 @@ Status JobService::Tick() {
 }
 
 void JobService::ForgetGone() {
+  // At most this many backend looks per Tick: a restart that finds
+  // thousands of orphans (a Slurm folder another control plane used) forgets
+  // them over the next ticks instead of holding up its start and every job.
+  constexpr size_t kForgetsPerTick = 32;
   std::lock_guard<std::mutex> forgetting(forget_mu_);
   std::vector<std::string> pending;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    pending.assign(to_forget_.begin(), to_forget_.end());
+    // Round the set from where the last pass stopped, so workloads that
+    // outlive their stop never keep the others waiting.
+    auto it = to_forget_.upper_bound(forget_cursor_);
+    while (pending.size() < std::min(kForgetsPerTick, to_forget_.size())) {
+      if (it == to_forget_.end()) it = to_forget_.begin();
+      pending.push_back(*it++);
+    }
+    forget_cursor_ = pending.empty() ? std::string() : pending.back();
   }
   std::vector<std::string> done;
   for (const std::string& wid : pending) {
@@ -623,7 +748,21 @@ Status JobService::FinishAttemptClaimed(JobRecord job, const exec::WorkloadStatu
   // The backend says every process is gone: only now do the GPUs go back.
   RequestOrigin by = SystemOrigin();
   if (job.stop_cause == "cancel" || job.stop_cause == "eviction") by.actor = job.stop_by;
-  if (allocation.has_value()) ATRIUM_RETURN_IF_ERROR(ReleaseAllocationClaimed(job, by));
+  if (allocation.has_value()) {
+    if (st.phase == exec::WorkloadPhase::kExited &&
+        (allocation->state == "running" || allocation->state == "preempting")) {
+      std::lock_guard<std::mutex> lock(mu_);
+      // Bounded: a release the scheduler refused leaves its id behind (the
+      // probe then asks the backend, as without this shortcut).
+      if (ended_allocations_.size() >= 4096) ended_allocations_.clear();
+      ended_allocations_.insert(job.allocation_id);
+    }
+    if (auto released = ReleaseAllocationClaimed(job, by); !released) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ended_allocations_.erase(job.allocation_id);
+      return released;
+    }
+  }
   Change change{job, {}, {}};
   ATRIUM_RETURN_IF_ERROR(change.Move(cause, clock_.NowMillis(), by, EndDetail(st)));
   change.job.exit_code = st.phase == exec::WorkloadPhase::kExited ? st.exit_code : -1;
@@ -781,6 +920,12 @@ Status JobsTenantObserver::TenantEvicting(const std::string& tenant_id, const Re
 // ------------------------------------------------------------------ reads
 
 bool JobService::WorkloadsGone(const std::string& allocation_id) {
+  {
+    // Released by FinishAttemptClaimed once the backend said its workload
+    // ended: no second look is needed (the scrub's probe comes at once).
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ended_allocations_.erase(allocation_id) > 0) return true;
+  }
   std::string wid;
   auto job = store_.FindJobByAllocationForJobs(allocation_id);
   if (job.has_value()) {
@@ -898,11 +1043,11 @@ Result<std::string> JobService::Explain(const std::string& tenant_id, const std:
                       job.allocation_id + ", workload " + job.workload_id() + ")";
     if (!job.stop_cause.empty()) {
       out += "; stopping (" + job.stop_cause + "), SIGKILL at " +
-             std::to_string(job.stop_deadline_ms) + " ms";
+             FormatTimestamp(job.stop_deadline_ms);
     }
     return out;
   }
-  return head + " since " + std::to_string(job.ended_ms) + " ms: " + job.reason;
+  return head + " since " + FormatTimestamp(job.ended_ms) + ": " + job.reason;
 }
 
 }  // namespace atrium::jobs

@@ -8,7 +8,15 @@
 // refuses a second allocation with one id, so nothing is submitted twice).
 //
 // Tick (a thread calls it every tick_ms; tests call it with a ManualClock)
-// reconciles every live job with its allocation and its workload:
+// reconciles every live job with its allocation and its workload. Between
+// ticks a second thread reconciles single jobs as soon as it hears of them
+// (hints, only with the thread): an allocation the scheduler just placed,
+// preempted or released (SchedulingService::SetAllocationsChanged), a
+// workload the backend heard end (ExecutionBackend::WatchEnds; looked at
+// again after 50, 100, 200 ... ms while the backend still says it runs, as
+// Slurm does while a job completes). So a GPU goes from one job to the
+// next without waiting for a tick; the tick still covers whatever no hint
+// told. What a reconcile does:
 //  - allocation placed → backend Start (idempotent by workload id
 //    "<job id>.<attempt>") → starting / running. Start comes before the
 //    row says starting, so a crash between them starts nothing twice: the
@@ -58,6 +66,7 @@
 // grace (eviction, orphans, stale attempts) kill at once.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -215,6 +224,21 @@ class JobService {
   void SetStopSent(const std::string& workload_id, bool sent);
   Result<JobSpec> SpecOf(const JobRecord& job) const;
   void TimerLoop();
+  // Reconciles hinted jobs as they come, on a thread of its own: a Tick
+  // over thousands of jobs never holds one up.
+  void HintLoop();
+  // A hint: reconcile `job_id` (or the job of `allocation_id`) before the
+  // next tick. `end`: the backend heard its workload end.
+  void HintJob(const std::string& job_id, bool end);
+  void HintAllocations(const std::vector<std::string>& allocation_ids);
+  struct Hint {
+    std::chrono::steady_clock::time_point due;
+    int looks = 0;  // reconciles since the hint
+    bool end = false;
+  };
+  // Reconciles one hinted job now; when its workload was heard ending but
+  // still runs, looks again later (see the header comment).
+  void ReconcileHinted(const std::string& job_id, Hint hint);
 
   Store& store_;
   scheduling::SchedulingService& scheduling_;
@@ -231,8 +255,12 @@ class JobService {
   uint64_t other_changes_ = 0;  // GUARDED_BY(mu_)
   // Workloads to forget once gone (evicted tenants', orphans).
   std::set<std::string> to_forget_;  // GUARDED_BY(mu_)
+  std::string forget_cursor_;        // GUARDED_BY(mu_): where the last ForgetGone stopped
   // Ended workloads whose end is stored, to release once the backend can.
   std::set<std::string> to_release_;  // GUARDED_BY(mu_)
+  // Allocations whose workload the backend said exited, released here:
+  // WorkloadsGone answers them without asking the backend again (once).
+  std::set<std::string> ended_allocations_;  // GUARDED_BY(mu_)
   // Stops sent by this process: a restarted one sends a persisted stop
   // again with the grace that is left.
   std::set<std::string> stops_sent_;  // GUARDED_BY(mu_)
@@ -255,8 +283,13 @@ class JobService {
 
   std::mutex timer_mu_;
   std::condition_variable timer_cv_;
-  bool stopping_ = false;  // GUARDED_BY(timer_mu_)
+  bool stopping_ = false;                     // GUARDED_BY(timer_mu_)
+  bool hinted_now_ = false;                   // GUARDED_BY(timer_mu_): a hint came
+  std::map<std::string, Hint> hinted_jobs_;   // GUARDED_BY(timer_mu_)
+  std::set<std::string> hinted_allocations_;  // GUARDED_BY(timer_mu_)
   std::thread timer_;
+  std::condition_variable hint_cv_;  // with timer_mu_: a hint came, or stopping
+  std::thread hints_;
 };
 
 // The tenant observer the tenant service is given when jobs run: the job

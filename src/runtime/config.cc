@@ -249,6 +249,7 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
   slurm.Int("log_max_bytes", c.slurm_log_max_bytes, 0, int64_t{1} << 40);
   slurm.Int("command_timeout_ms", c.slurm_command_timeout_ms, 1000, 600'000);
   slurm.Int("tenant_sync_ms", c.slurm_tenant_sync_ms, 100, 3'600'000);
+  slurm.String("ended_dir", c.slurm_ended_dir);
   ATRIUM_RETURN_IF_ERROR(slurm.Finish());
   ATRIUM_RETURN_IF_ERROR(ValidateJobs(c));
   TableReader scrub(root["scrub"].as_table(), "scrub");
@@ -354,7 +355,8 @@ Status ValidateJobs(const Config& c) {
   for (const auto& [key, path] :
        {std::pair{"jobs.state_dir", &c.jobs_state_dir},
         std::pair{"jobs.device_dir", &c.jobs_device_dir}, std::pair{"slurm.conf", &c.slurm_conf},
-        std::pair{"slurm.workload_root", &c.slurm_workload_root}}) {
+        std::pair{"slurm.workload_root", &c.slurm_workload_root},
+        std::pair{"slurm.ended_dir", &c.slurm_ended_dir}}) {
     if (!path->empty() && path->front() != '/') {
       return Error::InvalidArgument(std::string("'") + key + "' must be an absolute path");
     }

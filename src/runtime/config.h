@@ -113,6 +113,10 @@ struct Config {  // NOLINT(clang-analyzer-optin.performance.Padding)
   int64_t slurm_command_timeout_ms = 30'000;
   // How often tenants' accounts and limits are checked against Slurm's.
   int64_t slurm_tenant_sync_ms = 10'000;
+  // Where the controller's EpilogSlurmctld marks ended jobs
+  // (deploy/slurm/job_ended.sh.in); "" = none: ends are seen at the job
+  // service's next reconcile ([jobs] tick_ms).
+  std::string slurm_ended_dir;
   // [scrub] How a GPU is scrubbed after an allocation on it ended, before
   // anyone else is placed there (scheduling/scrub_runner.h): `command` (the
   // default argv), `timeout_ms`, `workload_timeout_ms`, `workers`, and a

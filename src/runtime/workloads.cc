@@ -198,6 +198,7 @@ Result<std::unique_ptr<Workloads>> Workloads::Create(const Config& config, Store
     options.create_unix_users = config.slurm_create_unix_users;
     options.partition = config.slurm_partition;
     options.log_max_bytes = config.slurm_log_max_bytes;
+    options.ended_dir = config.slurm_ended_dir;
     options.preempt_grace_s = config.scheduler_grace_s;
     // Jobs with an environment template run in bubblewrap on their node,
     // under the init installed beside atrium (the same path on every node).

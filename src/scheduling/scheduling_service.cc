@@ -321,8 +321,14 @@ Status SchedulingService::CommitLocked(const RequestOrigin& by,
   for (sched::ScrubHold& h : scheduler_->Scrubs()) {
     stored_scrubs_.emplace(std::make_tuple(h.node, h.gpu, h.allocation), std::move(h));
   }
+  if (changed_ && !order.empty()) changed_(order);
   if (started_) StartScrubsLocked();
   return OkStatus();
+}
+
+void SchedulingService::SetAllocationsChanged(AllocationsChanged listener) {
+  std::lock_guard<std::mutex> lock(mu_);
+  changed_ = std::move(listener);
 }
 
 // ------------------------------------------------------------------ scrub

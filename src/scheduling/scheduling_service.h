@@ -91,6 +91,13 @@ struct SchedulingOptions {
 // ScrubOptions::workload_poll_ms until it says gone.
 using WorkloadProbe = std::function<bool(const std::string& allocation_id)>;
 
+// Told the ids of the allocations whose rows a commit just changed
+// (placed, preempting, preempted, released, ...), so the job service acts
+// on a placement at once instead of at its next reconcile. Called under the
+// service's lock, after the commit: it must only note the ids and return
+// (never call back into the service).
+using AllocationsChanged = std::function<void(const std::vector<std::string>& allocation_ids)>;
+
 // The audit actor of decisions nobody asked for directly: placements of
 // queued requests, preemptions after grace.
 inline constexpr char kSchedulerActor[] = "system:scheduler";
@@ -213,6 +220,8 @@ class SchedulingService final : public TenantObserver {
   // --- scrub ---
   // Scrubs wait until the probe says the allocation's workloads are gone.
   void SetWorkloadProbe(WorkloadProbe probe);
+  // Unset (the default): nobody is told.
+  void SetAllocationsChanged(AllocationsChanged listener);
   // Every scrub hold (scrubbing, or failed until the GPU is marked healthy).
   std::vector<sched::ScrubHold> Scrubs();
 
@@ -300,8 +309,9 @@ class SchedulingService final : public TenantObserver {
 
   // The scrub holds as the store has them.
   std::map<std::tuple<std::string, int, std::string>, sched::ScrubHold>
-      stored_scrubs_;       // GUARDED_BY(mu_)
-  bool probe_set_ = false;  // GUARDED_BY(mu_)
+      stored_scrubs_;           // GUARDED_BY(mu_)
+  bool probe_set_ = false;      // GUARDED_BY(mu_)
+  AllocationsChanged changed_;  // GUARDED_BY(mu_)
   ScrubRunner scrubber_;
 
   std::mutex timer_mu_;

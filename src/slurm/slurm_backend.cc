@@ -462,6 +462,26 @@ Result<exec::WorkloadStatus> SlurmBackend::Start(const exec::LaunchSpec& spec) {
   return status;
 }
 
+Status SlurmBackend::WatchEnds(exec::EndHint hint) {
+  StopWatchingEnds();
+  if (options_.ended_dir.empty()) return OkStatus();
+  // The controller marks every job's end, Atrium's or not, for every
+  // control plane on the cluster: this one takes only its own workloads'.
+  auto watcher = std::make_unique<exec::EndMarkerWatcher>(
+      options_.ended_dir, options_.ended_scan_ms,
+      [root = options_.workload_root](const std::string& workload_id) {
+        return PathExists(PathsFor(root, workload_id).dir);
+      });
+  ATRIUM_RETURN_IF_ERROR(watcher->Start(std::move(hint)));
+  ends_ = std::move(watcher);
+  return OkStatus();
+}
+
+void SlurmBackend::StopWatchingEnds() {
+  if (ends_) ends_->Stop();
+  ends_.reset();
+}
+
 Result<exec::WorkloadStatus> SlurmBackend::Inspect(const std::string& workload_id) {
   if (!IsSafeWorkloadId(workload_id)) return Error::NotFound("no workload " + workload_id);
   return InspectPaths(workload_id, PathsFor(options_.workload_root, workload_id));
@@ -502,8 +522,15 @@ Result<std::vector<exec::WorkloadStatus>> SlurmBackend::List() {
   for (const Known& k : known) {
     if (!jobs.contains(k.state.job_id)) forgotten.push_back(k.state.job_id);
   }
-  if (!forgotten.empty()) {
-    ATRIUM_ASSIGN_OR_RETURN(CommandOutput accounted, RunChecked(SacctJobsArgv(forgotten)));
+  // In slices: a control plane that ran for months knows more ended jobs
+  // than one command line holds.
+  constexpr size_t kIdsPerSacct = 256;
+  for (size_t from = 0; from < forgotten.size(); from += kIdsPerSacct) {
+    const std::vector<std::string> slice(
+        forgotten.begin() + static_cast<std::ptrdiff_t>(from),
+        forgotten.begin() +
+            static_cast<std::ptrdiff_t>(std::min(forgotten.size(), from + kIdsPerSacct)));
+    ATRIUM_ASSIGN_OR_RETURN(CommandOutput accounted, RunChecked(SacctJobsArgv(slice)));
     auto records = ParseSacct(accounted.out);
     if (!records) return Error::Internal(records.error().message);
     jobs.merge(JobsById(std::move(*records)));

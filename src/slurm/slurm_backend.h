@@ -25,12 +25,14 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "common/clock.h"
 #include "exec/backend.h"
+#include "exec/end_marker_watcher.h"
 #include "slurm/command_runner.h"
 #include "slurm/slurm_commands.h"
 #include "slurm/slurm_text.h"
@@ -60,6 +62,13 @@ struct SlurmBackendOptions {
   // on its node (bubblewrap; slurm_commands.h). Without an init path such
   // jobs are refused.
   NodeSandbox sandbox;
+  // Where the controller's EpilogSlurmctld marks each ended job by its
+  // name (deploy/slurm/job_ended.sh.in; exec/end_markers.h), so the job
+  // service hears of an end at once; "" = none (it sees ends at its next
+  // reconcile). Scanned every ended_scan_ms as well as watched, for a
+  // controller on another host writing over a network file system.
+  std::string ended_dir;
+  int64_t ended_scan_ms = 200;
 };
 
 class SlurmBackend : public exec::ExecutionBackend {
@@ -82,6 +91,9 @@ class SlurmBackend : public exec::ExecutionBackend {
                                  int64_t max_bytes) override;
   Status Forget(const std::string& workload_id) override;
   Status SyncTenant(const exec::TenantAccount& account) override;
+  // Watches ended_dir (nothing to watch without one).
+  Status WatchEnds(exec::EndHint hint) override;
+  void StopWatchingEnds() override;
 
   // GPU-seconds Slurm's accounting says the workload held (sacct AllocTRES
   // gres/gpu × ElapsedRaw): the metering cross-check. NotFound for an id it
@@ -129,6 +141,7 @@ class SlurmBackend : public exec::ExecutionBackend {
   SlurmBackendOptions options_;
   CommandRunner& runner_;
   const Clock& clock_;
+  std::unique_ptr<exec::EndMarkerWatcher> ends_;  // set by WatchEnds
   std::mutex facts_mu_;
   bool qos_ready_ = false;                        // GUARDED_BY(facts_mu_)
   bool confinement_known_ = false;                // GUARDED_BY(facts_mu_)

@@ -30,11 +30,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -197,6 +200,31 @@ TEST_P(BackendConformanceTest, RecordsTheExitCodeAndTheOutput) {
   EXPECT_EQ(status.workload_id, id);
   EXPECT_FALSE(status.backend_ref.empty());
   EXPECT_TRUE(Contains(WholeLog(id), "hello-from-the-workload\n"));
+}
+
+// The job service hands a GPU to the next job as soon as the backend hears
+// the last one end (WatchEnds), instead of at its next look.
+TEST_P(BackendConformanceTest, AnEndIsHeardWithoutAsking) {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::set<std::string> heard;
+  auto watching = backend_->WatchEnds([&](const std::string& workload_id) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      heard.insert(workload_id);
+    }
+    cv.notify_all();
+  });
+  ASSERT_TRUE(watching.has_value()) << watching.error().message;
+  const auto id = NewId("heard");
+  Start(ScriptSpec(id, kTenantA, "exit 0\n"));
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    EXPECT_TRUE(cv.wait_for(lock, harness_->WaitTimeout(), [&] { return heard.contains(id); }))
+        << "no end heard for " << id;
+  }
+  backend_->StopWatchingEnds();
+  EXPECT_EQ(WaitUntilEnded(id).exit_code, 0);  // the hint came; the truth is Inspect's
 }
 
 TEST_P(BackendConformanceTest, RunsAnArgvCommandLookedUpInPath) {

@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -188,6 +189,39 @@ class FakeBackend final : public exec::ExecutionBackend {
     return OkStatus();
   }
 
+  Status WatchEnds(exec::EndHint hint) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    hint_ = std::move(hint);
+    return OkStatus();
+  }
+  void StopWatchingEnds() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    hint_ = nullptr;
+  }
+  // Tells the job service's watcher (if one is set) that `id` may have
+  // ended, as a backend that hears an end does; ends it first with `code`
+  // unless `code` is nullopt (a hint that comes early: the workload still
+  // runs, as a Slurm job does while it completes).
+  void HintEnd(const std::string& id, std::optional<int> code) {
+    exec::EndHint hint;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (code.has_value()) End(workloads_.at(id), *code, 0);
+      hint = hint_;
+    }
+    if (hint) hint(id);
+  }
+  // Ends `id` under the lock, without a hint (a thread of the service may
+  // be looking at it).
+  void ExitLocked(const std::string& id, int code) {
+    std::lock_guard<std::mutex> lock(mu_);
+    End(workloads_.at(id), code, 0);
+  }
+  bool watched() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<bool>(hint_);
+  }
+
   std::vector<std::string> released() {
     std::lock_guard<std::mutex> lock(mu_);
     return released_;
@@ -233,6 +267,7 @@ class FakeBackend final : public exec::ExecutionBackend {
 
   const Clock& clock_;
   std::mutex mu_;
+  exec::EndHint hint_;
   std::map<std::string, Workload> workloads_;
   std::vector<std::string> forgotten_;
   std::vector<std::string> released_;

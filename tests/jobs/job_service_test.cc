@@ -441,6 +441,11 @@ TEST_P(JobServiceTest, CancelOfAPendingJobReleasesItsAllocation) {
   EXPECT_EQ(AllocationState("tn_a", j.allocation_id), "released");
   EXPECT_FALSE(backend_.Knows(j.workload_id()));
   EXPECT_EQ(Row(hog).state, "running");
+  // An ended job says when, as a time a person reads.
+  auto ended = jobs_->Explain("tn_a", j.id);
+  ASSERT_TRUE(ended.has_value());
+  EXPECT_NE(ended->find(" since " + FormatTimestamp(clock_.NowMillis())), std::string::npos)
+      << *ended;
 }
 
 TEST_P(JobServiceTest, ALostWorkloadIsLostAndOnFailureRequeuesIt) {
@@ -806,6 +811,74 @@ TEST_P(JobServiceTest, AWorkloadWhoseJobIsGoneIsStoppedAndForgottenAtStart) {
   jobs_->Tick();
   EXPECT_FALSE(backend_.Knows(j.workload_id()));
   EXPECT_EQ(backend_.forgotten(), (std::vector<std::string>{j.workload_id()}));
+}
+
+// With its thread and a tick that never comes within the test (an hour),
+// the service still acts at once on what it is told: a workload the
+// backend heard end (released, recorded, the GPUs placed to the next job
+// and that job launched, with no Tick), and an end heard early — while the
+// backend still says the workload runs, as a completing Slurm job — is
+// looked at again until it shows. Without hints both would wait an hour.
+TEST_P(JobServiceTest, HeardEndsAndPlacementsAreActedOnWithoutATick) {
+  jobs_.reset();
+  JobServiceOptions o;
+  o.tick_ms = 3'600'000;
+  jobs_ = std::make_unique<JobService>(*store_, *scheduling_, backend_, clock_, o);
+  ASSERT_TRUE(jobs_->Start().has_value());
+  ASSERT_TRUE(backend_.watched());
+  auto state_becomes = [&](const JobRecord& j, const std::string& want) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (Row(j).state == want) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return false;
+  };
+
+  JobRecord first = Submit("tn_a", Spec(8));
+  ASSERT_EQ(first.state, "running");
+  JobRecord second = Submit("tn_a", Spec(8));
+  ASSERT_EQ(second.state, "pending");  // the node is full
+
+  backend_.HintEnd(first.workload_id(), 0);
+  ASSERT_TRUE(state_becomes(first, "succeeded")) << Row(first).state;
+  // Its GPUs went back and the scheduler's placement reached the service.
+  ASSERT_TRUE(state_becomes(second, "running")) << Row(second).state;
+  EXPECT_EQ(AllocationState("tn_a", second.allocation_id), "running");
+
+  // Heard before the backend shows it: looked at again (50 ms, 100 ms ...).
+  backend_.HintEnd(second.workload_id(), std::nullopt);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  backend_.ExitLocked(second.workload_id(), 3);
+  ASSERT_TRUE(state_becomes(second, "failed")) << Row(second).state;
+  EXPECT_EQ(Row(second).exit_code, 3);
+
+  // A hint for what is no job (or a job of another service) changes nothing.
+  backend_.HintEnd("job_unknown.1", std::nullopt);
+  jobs_->Stop();
+  EXPECT_FALSE(backend_.watched());
+}
+
+// A control plane that finds thousands of workloads it has no job for (a
+// Slurm folder another one used) forgets them a bounded number per tick, so
+// its start and its jobs are never held up behind them.
+TEST_P(JobServiceTest, OrphansAreForgottenABoundedNumberPerTick) {
+  jobs_.reset();
+  for (int i = 0; i < 40; ++i) {
+    exec::LaunchSpec spec;
+    spec.workload_id = "job_orphan" + std::to_string(i) + ".1";
+    spec.tenant_id = "tn_gone";
+    spec.argv = {"true"};
+    ASSERT_TRUE(backend_.Start(spec).has_value());
+    backend_.Exit(spec.workload_id, 0);
+  }
+  StartJobs();  // its Tick forgets the first 32
+  EXPECT_EQ(backend_.forgotten().size(), 32u);
+  Tick();
+  EXPECT_EQ(backend_.forgotten().size(), 40u);
+  std::vector<std::string> forgotten = backend_.forgotten();
+  std::sort(forgotten.begin(), forgotten.end());
+  EXPECT_EQ(std::unique(forgotten.begin(), forgotten.end()), forgotten.end());
 }
 
 INSTANTIATE_TEST_SUITE_P(Drivers, JobServiceTest,

@@ -32,6 +32,22 @@ TEST(ConfigTest, TemplatesSectionNamesAnAbsoluteImageStore) {
             std::string::npos);
 }
 
+TEST(ConfigTest, SlurmEndedDirIsAnAbsolutePath) {
+  const std::string slurm =
+      "[store]\nurl = \"sqlite:///x.db\"\n[jobs]\nbackend = \"slurm\"\n[slurm]\n"
+      "conf = \"/etc/slurm/slurm.conf\"\nworkload_root = \"/shared/jobs\"\n";
+  auto none = ParseConfig(slurm, "t");
+  ASSERT_TRUE(none.has_value()) << none.error().message;
+  EXPECT_EQ(none->slurm_ended_dir, "");  // ends seen at the next reconcile
+  auto c = ParseConfig(slurm + "ended_dir = \"/shared/ended\"\n", "t");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  EXPECT_EQ(c->slurm_ended_dir, "/shared/ended");
+  auto relative = ParseConfig(slurm + "ended_dir = \"ended\"\n", "t");
+  ASSERT_FALSE(relative.has_value());
+  EXPECT_NE(relative.error().message.find("'slurm.ended_dir' must be an absolute"),
+            std::string::npos);
+}
+
 TEST(ConfigTest, SchedulerSection) {
   auto defaults = LoadConfigFile(ATRIUM_EXAMPLE_CONFIG);
   ASSERT_TRUE(defaults.has_value());

@@ -148,6 +148,36 @@ TEST_P(SchedulingServiceTest, AnIdChosenUpFrontIsKeptAndNeverReused) {
   EXPECT_EQ(service_->Submit(by_, "tn_a", "usr_1", r).error().code, ErrorCode::kInvalidArgument);
 }
 
+// The job service is told, after each commit, which allocations changed:
+// the one a submission placed, then on its release both it and the queued
+// one the release let in (placed by the same pass).
+TEST_P(SchedulingServiceTest, ListenersHearWhichAllocationsEachCommitChanged) {
+  SetQuota("tn_a", "H100-80GB", "gpu", 8'000, 8'000);  // the second waits for the first
+  std::vector<std::vector<std::string>> heard;
+  service_->SetAllocationsChanged(
+      [&](const std::vector<std::string>& ids) { heard.push_back(ids); });
+  AllocationRecord first = Submit("tn_a", Gpus(8));
+  ASSERT_EQ(first.state, "running");
+  AllocationRecord queued = Submit("tn_a", Gpus(8));
+  ASSERT_EQ(queued.state, "pending");
+  ASSERT_EQ(heard.size(), 2u);
+  EXPECT_EQ(heard[0], (std::vector<std::string>{first.id}));
+  EXPECT_EQ(heard[1], (std::vector<std::string>{queued.id}));
+  heard.clear();
+  ASSERT_TRUE(service_->Release(by_, "tn_a", first.id).has_value());
+  std::set<std::string> changed;
+  for (const auto& ids : heard) changed.insert(ids.begin(), ids.end());
+  EXPECT_TRUE(changed.contains(first.id));
+  EXPECT_TRUE(changed.contains(queued.id));
+  auto placed = store_->GetAllocation(TenantScope::Of("tn_a"), queued.id);
+  ASSERT_TRUE(placed.has_value());
+  EXPECT_EQ(placed->state, "running");
+  service_->SetAllocationsChanged(nullptr);
+  heard.clear();
+  ASSERT_TRUE(service_->Release(by_, "tn_a", queued.id).has_value());
+  EXPECT_TRUE(heard.empty());
+}
+
 TEST_P(SchedulingServiceTest, EveryKindIsPlacedPersistedAndAudited) {
   SetQuota("tn_a", "H100-80GB", "gpu", 16'000, 16'000);
   SetQuota("tn_a", "A100-80GB", "mig", 1000, 1000);

@@ -184,6 +184,28 @@ TEST_F(SlurmBackendTest, ListAsksSlurmOnceForAllWorkloads) {
                                       "scancel --full --signal=KILL 43", "scancel 43"}));
 }
 
+// Months of ended jobs do not fit one command line: accounting is asked
+// about them in slices.
+TEST_F(SlurmBackendTest, ListAsksAccountingInSlicesOfAtMost256Jobs) {
+  for (int i = 0; i < 600; ++i) Known("wl." + std::to_string(i), std::to_string(1000 + i));
+  runner_.On("scontrol show job -d -o", {0, "", ""});
+  runner_.On("sacct", {0, "", ""});
+  auto all = backend_->List();
+  ASSERT_TRUE(all.has_value()) << all.error().message;
+  EXPECT_EQ(all->size(), 600u);         // all lost (neither knows them), none missing
+  ASSERT_EQ(runner_.calls.size(), 4u);  // scontrol, then 256 + 256 + 88
+  size_t ids = 0;
+  for (size_t i = 1; i < runner_.calls.size(); ++i) {
+    const std::string& call = runner_.calls[i];
+    ASSERT_EQ(call.rfind("sacct", 0), 0u) << call;
+    const std::string list = call.substr(call.rfind(" -j ") + 4);
+    const size_t n = static_cast<size_t>(std::count(list.begin(), list.end(), ',')) + 1;
+    EXPECT_LE(n, 256u);
+    ids += n;
+  }
+  EXPECT_EQ(ids, 600u);
+}
+
 TEST_F(SlurmBackendTest, ListWithNothingKnownAsksNothing) {
   auto all = backend_->List();
   ASSERT_TRUE(all.has_value());

@@ -60,6 +60,10 @@ class SlurmHarness final : public exec::conformance::BackendHarness {
     options_.create_unix_users = true;
     options_.log_max_bytes = log_max_bytes;
     options_.preempt_grace_s = 5;
+    // The cluster's EpilogSlurmctld marks ended jobs here
+    // (deploy/slurm/job_ended.sh.in); every harness on it watches the one
+    // folder and takes only its own workloads' markers.
+    options_.ended_dir = dir_ + "/ended";
     // Template jobs run in bubblewrap on the node: this build's init, the
     // cluster's fake GPUs.
     options_.sandbox.init_path = ATRIUM_SANDBOX_INIT_PATH;
