@@ -4,7 +4,9 @@ REST API on each execution backend, against Slurm's own `sbatch` of the same
 jobs in the same run (BENCHMARKS.md §8.1).
 
 Three paths, each submitting N jobs of `true` that ask for one GPU, one
-after another from one client, as fast as the submitter gets its answer:
+after another from one client: as fast as the submitter gets its answer (a
+deep queue: throughput), or one every --interval seconds (GPUs mostly free:
+latency):
 
   sbatch  `sbatch --wrap true` straight to the one-host Slurm: the same
           node, GRES (gpu:1), account, QOS (batch), Unix user, time limit,
@@ -15,20 +17,21 @@ after another from one client, as fast as the submitter gets its answer:
 
 Both fleets have the same 4 (fake) GPUs, so at most 4 jobs run at once on
 every path. Atrium has no GPU-less job (a request asks for 1..8 GPUs).
+atrium dev runs with --scrub-command as given (its own default "sleep 1";
+"none" scrubs nothing, as plain sbatch).
 
-Measured per path (t0 = the moment the first submit request is sent):
+Measured per path (t0 = the moment the first submit request is sent), all
+on this host's clock to the millisecond:
   submit_s    t0 -> the last submission answered
-  makespan_s  t0 -> the last job ended (Slurm's End, whole seconds, on the
-              sbatch and slurm paths; the job's ended_at on the local path)
-              (on the Slurm paths the client's times are truncated to the
-              second too, so every difference is within 1 s of the truth)
+  makespan_s  t0 -> the last job ended: slurmctld's "_job_complete ... done"
+              on the Slurm paths (its log; sacct keeps whole seconds), the
+              job's ended_at on the local path
   jobs/s      N / makespan_s
-  start p50/p95  per job: its start - the moment its own submit was sent.
-              Start is Slurm's Start (whole seconds) on sbatch and slurm,
-              the job's started_at (the sandbox's supervisor start, ms) on
-              local.
-  ratios      each path's makespan and start percentiles over sbatch's in
-              the same repetition.
+  start mean/p50/p95  per job: its start - the moment its own submit was
+              sent. Start is slurmctld's "Allocate"/"Started" of the job on
+              sbatch and slurm, the job's started_at (the sandbox's
+              supervisor start) on local.
+  ratios      each path's figure over sbatch's in the same repetition.
 
 Each repetition runs the three paths in a rotated order; every figure in
 BENCHMARKS.md is a median over repetitions. Needs root, bubblewrap and a
@@ -36,12 +39,15 @@ cluster from `SLURM_DEV_NODE=h100-80gb-0 scripts/slurm-dev.sh start DIR`.
 
 usage: bench/jobs_throughput.py --atrium build/apps/atrium/atrium --slurm-dir DIR
                                 [--jobs 1000] [--reps 1] [--paths sbatch,slurm,local]
+                                [--interval 0] [--scrub-command none]
 """
 import argparse
+import datetime
 import json
 import os
 import shutil
 import pwd
+import re
 import grp
 import subprocess
 import sys
@@ -82,25 +88,44 @@ def sacct_records(env, since, names=None, name=None):
 
         def num(x):
             return int(x) if x.isdigit() else None
-        recs[key] = (num(f[2]), num(f[3]), num(f[4]), f[5])
+        recs[key] = (num(f[2]), num(f[3]), num(f[4]), f[5], f[0])
     return recs
 
 
-def summarize(path, n, t0, submit_done, submit_at, starts, ends, extra=None, whole_seconds=False):
-    """whole_seconds: starts and ends are Slurm's (truncated to the second),
-    so the client's times are truncated too before they are subtracted:
-    each difference is then within 1 s of the truth either way."""
-    cut = (lambda t: float(int(t))) if whole_seconds else (lambda t: t)
-    lat = [starts[k] - cut(submit_at[k]) for k in submit_at if starts.get(k) is not None]
+ALLOCATED = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})\] "
+                       r"(?:sched: Allocate|sched/backfill: _start_job: Started) JobId=(\d+) ")
+
+
+COMPLETED = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})\] "
+                       r"_job_complete: JobId=(\d+) done")
+
+
+def slurmctld_times(slurm_dir):
+    """({job id: started}, {job id: ended}) in Unix seconds to the ms, from
+    slurmctld's log: the main scheduler's "Allocate" and the backfill's
+    "Started" lines, and "_job_complete: ... done". sacct keeps whole
+    seconds only; these are the same events to the millisecond."""
+    started, ended = {}, {}
+    with open(os.path.join(slurm_dir, "run", "log", "slurmctld.log"), errors="replace") as f:
+        for line in f:
+            for pattern, out in ((ALLOCATED, started), (COMPLETED, ended)):
+                m = pattern.match(line)
+                if m:
+                    t = datetime.datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S.%f")
+                    out[m.group(2)] = t.timestamp()  # the log is in local time
+    return started, ended
+
+
+def summarize(path, n, t0, submit_done, submit_at, starts, ends, extra=None):
+    """starts and ends: Unix seconds to the ms on this host's clock (slurmctld's
+    log on the Slurm paths, the job's record on the local one)."""
+    lat = [starts[k] - submit_at[k] for k in submit_at if starts.get(k) is not None]
     end_times = [e for e in ends.values() if e is not None]
     r = {"path": path, "jobs": n, "started": len(lat), "ended": len(end_times),
          "submit_s": submit_done - t0,
-         "makespan_s": (max(end_times) - cut(t0)) if end_times else None}
+         "makespan_s": (max(end_times) - t0) if end_times else None}
     r["jobs_per_s"] = n / r["makespan_s"] if r["makespan_s"] else None
     if lat:
-        # With submissions spread over the second (--interval), the mean of
-        # whole-second differences is the mean latency, unbiased; a
-        # percentile of them is not.
         r["start_mean_s"] = sum(lat) / len(lat)
         r["start_p50_s"] = percentile(lat, 50)
         r["start_p95_s"] = percentile(lat, 95)
@@ -156,11 +181,13 @@ def run_sbatch(args, env, account, user, group, tag):
         recs = sacct_records(env, t0, name=name)
         return len(recs) >= args.jobs and all(r[2] for r in recs.values())
     wait_until(accounted, 120)
-    starts = {k: r[1] for k, r in recs.items()}
-    ends = {k: r[2] for k, r in recs.items()}
+    allocated, completed = slurmctld_times(args.slurm_dir)
+    starts = {k: allocated.get(k) for k in recs}
+    ends = {k: completed.get(k) for k in recs}
     bad = sum(1 for r in recs.values() if r[3] != "COMPLETED")
     return summarize("sbatch", args.jobs, t0, submit_done, submit_at, starts, ends,
-                     {"not_completed": bad}, whole_seconds=True)
+                     {"not_completed": bad,
+                      "no_start_in_log": sum(1 for s in starts.values() if s is None)})
 
 
 def run_atrium(args, dev, path, tag, env=None):
@@ -196,8 +223,10 @@ def run_atrium(args, dev, path, tag, env=None):
             recs = sacct_records(env, t0, names=set(names))
             return len(recs) >= len(names) and all(r[2] for r in recs.values())
         wait_until(accounted, 120)
-        starts = {names[k]: r[1] for k, r in recs.items()}
-        ends = {names[k]: r[2] for k, r in recs.items()}
+        allocated, completed = slurmctld_times(args.slurm_dir)
+        starts = {names[k]: allocated.get(r[4]) for k, r in recs.items()}
+        extra["no_start_in_log"] = sum(1 for s in starts.values() if s is None)
+        ends = {names[k]: completed.get(r[4]) for k, r in recs.items()}
         handed = [recs[k][0] - int(submit_at[names[k]]) for k in recs if recs[k][0]]
         if handed:
             extra["to_sbatch_p50_s"] = percentile(handed, 50)
@@ -215,8 +244,7 @@ def run_atrium(args, dev, path, tag, env=None):
                             break
             starts[jid] = s
             ends[jid] = parse_time(j.get("ended_at"))
-    return summarize(path, args.jobs, t0, submit_done, submit_at, starts, ends, extra,
-                     whole_seconds=(path == "slurm"))
+    return summarize(path, args.jobs, t0, submit_done, submit_at, starts, ends, extra)
 
 
 def remove_tenant_user(name):

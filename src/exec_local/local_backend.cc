@@ -267,23 +267,15 @@ Result<std::unique_ptr<LocalBackend>> LocalBackend::Create(LocalBackendOptions o
   return std::unique_ptr<LocalBackend>(new LocalBackend(std::move(options)));
 }
 
-Status LocalBackend::WatchEnds(exec::EndHint hint) {
-  StopWatchingEnds();
-  // inotify sees every marker at once; the scan is only a safety net.
-  auto watcher = std::make_unique<exec::EndMarkerWatcher>(options_.state_dir + "/" + kEndedDirName,
-                                                          /*scan_ms=*/1000);
-  ATRIUM_RETURN_IF_ERROR(watcher->Start(std::move(hint)));
-  ends_ = std::move(watcher);
-  return OkStatus();
-}
+Status LocalBackend::WatchEnds(exec::EndHint hint) { return ends_.Start(std::move(hint)); }
 
-void LocalBackend::StopWatchingEnds() {
-  if (ends_) ends_->Stop();
-  ends_.reset();
-}
+void LocalBackend::StopWatchingEnds() { ends_.Stop(); }
 
 LocalBackend::LocalBackend(LocalBackendOptions options)
-    : options_(std::move(options)), workloads_dir_(options_.state_dir + "/workloads") {}
+    : options_(std::move(options)),
+      workloads_dir_(options_.state_dir + "/workloads"),
+      // inotify sees every marker at once; the scan is only a safety net.
+      ends_(options_.state_dir + "/" + kEndedDirName, /*scan_ms=*/1000) {}
 
 std::string LocalBackend::RecordDirOf(const std::string& workload_id) const {
   return workloads_dir_ + "/" + workload_id;

@@ -168,7 +168,7 @@ class LocalBackend final : public exec::ExecutionBackend {
   std::optional<std::set<uint32_t>> uids_in_use_;  // GUARDED_BY(mu_); loaded on first Start
   std::optional<Status> sandbox_probe_;            // GUARDED_BY(mu_)
   int64_t last_prune_ms_ = 0;                      // GUARDED_BY(mu_)
-  std::unique_ptr<exec::EndMarkerWatcher> ends_;   // set by WatchEnds
+  exec::EndMarkerWatcher ends_;                    // started by WatchEnds
 };
 
 }  // namespace atrium::exec_local

@@ -170,7 +170,16 @@ std::string Describe(const Argv& argv, const CommandOutput& out) {
 }  // namespace
 
 SlurmBackend::SlurmBackend(SlurmBackendOptions options, CommandRunner& runner, const Clock& clock)
-    : options_(std::move(options)), runner_(runner), clock_(clock) {}
+    : options_(std::move(options)), runner_(runner), clock_(clock) {
+  if (!options_.ended_dir.empty()) {
+    // The controller marks every job's end, Atrium's or not, for every
+    // control plane on the cluster: this one takes only its own workloads'.
+    ends_.emplace(options_.ended_dir, options_.ended_scan_ms,
+                  [root = options_.workload_root](const std::string& workload_id) {
+                    return PathExists(PathsFor(root, workload_id).dir);
+                  });
+  }
+}
 
 Result<CommandOutput> SlurmBackend::RunChecked(const Argv& argv) {
   auto out = runner_.Run(argv);
@@ -463,23 +472,12 @@ Result<exec::WorkloadStatus> SlurmBackend::Start(const exec::LaunchSpec& spec) {
 }
 
 Status SlurmBackend::WatchEnds(exec::EndHint hint) {
-  StopWatchingEnds();
-  if (options_.ended_dir.empty()) return OkStatus();
-  // The controller marks every job's end, Atrium's or not, for every
-  // control plane on the cluster: this one takes only its own workloads'.
-  auto watcher = std::make_unique<exec::EndMarkerWatcher>(
-      options_.ended_dir, options_.ended_scan_ms,
-      [root = options_.workload_root](const std::string& workload_id) {
-        return PathExists(PathsFor(root, workload_id).dir);
-      });
-  ATRIUM_RETURN_IF_ERROR(watcher->Start(std::move(hint)));
-  ends_ = std::move(watcher);
-  return OkStatus();
+  if (!ends_) return OkStatus();
+  return ends_->Start(std::move(hint));
 }
 
 void SlurmBackend::StopWatchingEnds() {
   if (ends_) ends_->Stop();
-  ends_.reset();
 }
 
 Result<exec::WorkloadStatus> SlurmBackend::Inspect(const std::string& workload_id) {

@@ -27,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -141,7 +142,7 @@ class SlurmBackend : public exec::ExecutionBackend {
   SlurmBackendOptions options_;
   CommandRunner& runner_;
   const Clock& clock_;
-  std::unique_ptr<exec::EndMarkerWatcher> ends_;  // set by WatchEnds
+  std::optional<exec::EndMarkerWatcher> ends_;  // with ended_dir; started by WatchEnds
   std::mutex facts_mu_;
   bool qos_ready_ = false;                        // GUARDED_BY(facts_mu_)
   bool confinement_known_ = false;                // GUARDED_BY(facts_mu_)

@@ -633,6 +633,31 @@ TEST_P(BackendConformanceTest, IsolationAWorkloadCannotWriteOutsideItsSandbox) {
       << "its own directory is writable";
 }
 
+// A forged end marker would make the job service look at another tenant's
+// workload early (only a look: it believes the backend, not the marker);
+// still, no workload may make one.
+TEST_P(BackendConformanceTest, IsolationAWorkloadCannotMarkAnotherWorkloadEnded) {
+  const auto victim = NewId("victim");
+  Start(ScriptSpec(victim, kTenantB, kSleeper));
+  WaitUntilLogged(victim, "ready");
+  const auto attacker = NewId("forger");
+  auto spec =
+      ScriptSpec(attacker, kTenantA,
+                 "if ( : > \"$ENDED/$VICTIM\" ) 2>/dev/null; then echo FORGED; exit 50; fi\n"
+                 "if ( : > \"$ENDED/../ended-by-$VICTIM\" ) 2>/dev/null; then exit 51; fi\n"
+                 "echo refused\n");
+  spec.env = {{"ENDED", harness_->EndedDir()}, {"VICTIM", victim}};
+  Start(spec);
+  const auto status = WaitUntilEnded(attacker);
+  const auto log = WholeLog(attacker);
+  EXPECT_EQ(status.exit_code, 0) << log;
+  EXPECT_TRUE(Contains(log, "refused")) << log;
+  EXPECT_FALSE(PathExists(harness_->EndedDir() + "/" + victim));
+  auto still = backend_->Inspect(victim);
+  ASSERT_TRUE(still.has_value());
+  EXPECT_EQ(still->phase, WorkloadPhase::kRunning);
+}
+
 TEST_P(BackendConformanceTest, IsolationTmpIsPrivate) {
   const std::string host_marker = "/tmp/atrium-conformance-host-" + std::to_string(::getpid());
   std::ofstream(host_marker) << "host\n";

@@ -46,6 +46,9 @@ class BackendHarness {
   // A directory of the control plane's (its state) that no workload may
   // write into.
   virtual std::string ControlPlaneDir() = 0;
+  // The folder where the backend's end markers are made (WatchEnds), as
+  // the host sees it.
+  virtual std::string EndedDir() = 0;
   // The log bound the backend was made with (bytes kept per workload).
   virtual int64_t LogMaxBytes() = 0;
   // How a workload names GPU `index`.

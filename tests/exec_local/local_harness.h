@@ -16,6 +16,7 @@
 
 #include "exec/backend_harness.h"
 #include "exec_local/local_backend.h"
+#include "exec_local/workload_files.h"
 
 namespace atrium::exec_local::testing {
 
@@ -84,6 +85,7 @@ class LocalHarness final : public exec::conformance::BackendHarness {
     return pids.has_value() ? *pids : std::vector<int>{};
   }
   std::string ControlPlaneDir() override { return options_.state_dir; }
+  std::string EndedDir() override { return options_.state_dir + "/" + kEndedDirName; }
   bool RunsMig() override { return true; }
   std::vector<std::string> MigCapsInWorkload(int index, int start) override {
     exec::GpuGrant grant;

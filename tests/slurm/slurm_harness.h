@@ -101,6 +101,7 @@ class SlurmHarness final : public exec::conformance::BackendHarness {
     return pids;
   }
   std::string ControlPlaneDir() override { return root_; }
+  std::string EndedDir() override { return options_.ended_dir; }
   int64_t LogMaxBytes() override { return options_.log_max_bytes; }
   std::string DevicePathInWorkload(int index) override {
     return dir_ + "/fakedev/nvidia" + std::to_string(index);
