@@ -177,7 +177,7 @@ class ExecutionBackend {
   // hint: it may be late, twice or never. The default never calls it (the
   // reconcile alone sees ends). Unavailable when the backend cannot watch;
   // the caller goes on without hints.
-  virtual Status WatchEnds(EndHint hint) {
+  virtual Status WatchEnds(const EndHint& hint) {
     (void)hint;
     return OkStatus();
   }

@@ -267,7 +267,7 @@ Result<std::unique_ptr<LocalBackend>> LocalBackend::Create(LocalBackendOptions o
   return std::unique_ptr<LocalBackend>(new LocalBackend(std::move(options)));
 }
 
-Status LocalBackend::WatchEnds(exec::EndHint hint) { return ends_.Start(std::move(hint)); }
+Status LocalBackend::WatchEnds(const exec::EndHint& hint) { return ends_.Start(hint); }
 
 void LocalBackend::StopWatchingEnds() { ends_.Stop(); }
 

@@ -133,7 +133,7 @@ class LocalBackend final : public exec::ExecutionBackend {
   Status Release(const std::string& workload_id) override;
   // Watches state_dir/ended, where each supervisor marks its workload's
   // end (exec/end_markers.h).
-  Status WatchEnds(exec::EndHint hint) override;
+  Status WatchEnds(const exec::EndHint& hint) override;
   void StopWatchingEnds() override;
   Status SyncTenant(const exec::TenantAccount& account) override;
 

@@ -589,7 +589,7 @@ Status JobService::ReconcileClaimed(JobRecord job) {
     return std::move(status).error();
   }
   if (st.phase == exec::WorkloadPhase::kExited || st.phase == exec::WorkloadPhase::kLost) {
-    return FinishAttemptClaimed(std::move(job), st, allocation);
+    return FinishAttemptClaimed(job, st, allocation);
   }
 
   const int64_t now = clock_.NowMillis();
@@ -742,7 +742,7 @@ Status JobService::ReleaseAllocationClaimed(const JobRecord& job, const RequestO
   return OkStatus();
 }
 
-Status JobService::FinishAttemptClaimed(JobRecord job, const exec::WorkloadStatus& st,
+Status JobService::FinishAttemptClaimed(const JobRecord& job, const exec::WorkloadStatus& st,
                                         const Result<AllocationRecord>& allocation) {
   ATRIUM_ASSIGN_OR_RETURN(Cause cause, CauseOfEnd(st, job.stop_cause));
   // The backend says every process is gone: only now do the GPUs go back.

@@ -206,7 +206,7 @@ class JobService {
   Status ReconcileClaimed(JobRecord job);
   Status ReconcilePendingClaimed(JobRecord job);
   Status LaunchClaimed(JobRecord job, const AllocationRecord& allocation);
-  Status FinishAttemptClaimed(JobRecord job, const exec::WorkloadStatus& status,
+  Status FinishAttemptClaimed(const JobRecord& job, const exec::WorkloadStatus& status,
                               const Result<AllocationRecord>& allocation);
   // Ends the attempt by `cause` without a workload (it never started).
   Status EndWithoutWorkloadClaimed(JobRecord job, Cause cause, const std::string& detail);

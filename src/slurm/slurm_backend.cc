@@ -471,9 +471,9 @@ Result<exec::WorkloadStatus> SlurmBackend::Start(const exec::LaunchSpec& spec) {
   return status;
 }
 
-Status SlurmBackend::WatchEnds(exec::EndHint hint) {
+Status SlurmBackend::WatchEnds(const exec::EndHint& hint) {
   if (!ends_) return OkStatus();
-  return ends_->Start(std::move(hint));
+  return ends_->Start(hint);
 }
 
 void SlurmBackend::StopWatchingEnds() {

@@ -93,7 +93,7 @@ class SlurmBackend : public exec::ExecutionBackend {
   Status Forget(const std::string& workload_id) override;
   Status SyncTenant(const exec::TenantAccount& account) override;
   // Watches ended_dir (nothing to watch without one).
-  Status WatchEnds(exec::EndHint hint) override;
+  Status WatchEnds(const exec::EndHint& hint) override;
   void StopWatchingEnds() override;
 
   // GPU-seconds Slurm's accounting says the workload held (sacct AllocTRES

@@ -189,9 +189,9 @@ class FakeBackend final : public exec::ExecutionBackend {
     return OkStatus();
   }
 
-  Status WatchEnds(exec::EndHint hint) override {
+  Status WatchEnds(const exec::EndHint& hint) override {
     std::lock_guard<std::mutex> lock(mu_);
-    hint_ = std::move(hint);
+    hint_ = hint;
     return OkStatus();
   }
   void StopWatchingEnds() override {
