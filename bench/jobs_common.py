@@ -19,6 +19,8 @@ import time
 import urllib.error
 import urllib.request
 
+from procstat import cpu_seconds, rss_kib  # noqa: F401
+
 JOB_MODEL = "H100-80GB"
 LIVE_STATES = ("pending", "starting", "running")
 
@@ -69,19 +71,7 @@ def median(values):
     return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2.0
 
 
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
-def cpu_seconds(pid):
-    """utime + stime of a process (all its threads), in seconds."""
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+# rss_kib and cpu_seconds live in procstat.py; re-exported for the drivers.
 
 
 def mem_available_kib():

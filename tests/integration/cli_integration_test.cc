@@ -159,6 +159,22 @@ class CliIntegrationTest : public ::testing::Test {
         << server_->Output();
   }
 
+  // The jobs tests' two tenants: acme, `gpus` H100s guaranteed, with alice
+  // as its tenant admin, and globex with bob. Returns their HOMEs.
+  struct TwoTenantHomes {
+    std::string alice;
+    std::string bob;
+  };
+  TwoTenantHomes AcmeWithGpusAndGlobex(int gpus) {
+    AdminJson({"tenant", "create", "acme", "-o", "json"});
+    AdminJson({"tenant", "create", "globex", "-o", "json"});
+    EXPECT_EQ(
+        Admin({"quota", "set", "acme", "--model", "H100-80GB", "--guarantee", std::to_string(gpus)})
+            .exit_code,
+        0);
+    return {LoginAsNewTenantAdmin("acme", "alice"), LoginAsNewTenantAdmin("globex", "bob")};
+  }
+
   // Creates a tenant admin and logs in as it with a fresh HOME; returns that HOME.
   std::string LoginAsNewTenantAdmin(const std::string& tenant, const std::string& username) {
     ProcessResult created = Admin({"user", "create", username, "--tenant", tenant, "--role",
@@ -966,12 +982,9 @@ TEST_F(CliIntegrationTest, GpuTimeIsBilledOnceAcrossAKill9) {
 // sandbox on the GPU the scheduler chose, its log is the tenant's only,
 // a cancel stops it, and a `kill -9` of the control plane loses no job.
 TEST_F(CliIntegrationTest, JobsRunInSandboxesAndSurviveAKill9) {
-  AdminJson({"tenant", "create", "acme", "-o", "json"});
-  AdminJson({"tenant", "create", "globex", "-o", "json"});
-  ASSERT_EQ(Admin({"quota", "set", "acme", "--model", "H100-80GB", "--guarantee", "4"}).exit_code,
-            0);
-  const std::string home = LoginAsNewTenantAdmin("acme", "alice");
-  const std::string bob_home = LoginAsNewTenantAdmin("globex", "bob");
+  const TwoTenantHomes homes = AcmeWithGpusAndGlobex(4);
+  const std::string& home = homes.alice;
+  const std::string& bob_home = homes.bob;
   auto alice = [&](std::vector<std::string> args) { return UserJson(home, std::move(args)); };
   auto state_of = [&](const std::string& id) { return JobState(home, id); };
   auto wait_for_state = [&](const std::string& id, const std::string& want) {
@@ -1020,12 +1033,9 @@ TEST_F(CliIntegrationTest, JobsRunInSandboxesAndSurviveAKill9) {
 // sandbox; the archive is the tenant's alone, and hostile tars are refused
 // at upload with the entry named.
 TEST_F(CliIntegrationTest, AJobRunsAScriptFromItsUploadedArchive) {
-  AdminJson({"tenant", "create", "acme", "-o", "json"});
-  AdminJson({"tenant", "create", "globex", "-o", "json"});
-  ASSERT_EQ(Admin({"quota", "set", "acme", "--model", "H100-80GB", "--guarantee", "1"}).exit_code,
-            0);
-  const std::string home = LoginAsNewTenantAdmin("acme", "alice");
-  const std::string bob_home = LoginAsNewTenantAdmin("globex", "bob");
+  const TwoTenantHomes homes = AcmeWithGpusAndGlobex(1);
+  const std::string& home = homes.alice;
+  const std::string& bob_home = homes.bob;
 
   const std::string src = root_ + "/work-src";
   std::filesystem::create_directories(src + "/data");
@@ -1093,12 +1103,9 @@ TEST_F(CliIntegrationTest, AJobsGpuTimeIsRecordedOnceAcrossAKill9BesideTheTimeHe
   ASSERT_EQ(StopServer(), 0) << server_->Output();
   server_args_ = {"--metering-interval-ms", "100"};
   ASSERT_NO_FATAL_FAILURE(StartServer());
-  AdminJson({"tenant", "create", "acme", "-o", "json"});
-  AdminJson({"tenant", "create", "globex", "-o", "json"});
-  ASSERT_EQ(Admin({"quota", "set", "acme", "--model", "H100-80GB", "--guarantee", "4"}).exit_code,
-            0);
-  const std::string home = LoginAsNewTenantAdmin("acme", "alice");
-  const std::string bob_home = LoginAsNewTenantAdmin("globex", "bob");
+  const TwoTenantHomes homes = AcmeWithGpusAndGlobex(4);
+  const std::string& home = homes.alice;
+  const std::string& bob_home = homes.bob;
   auto alice = [&](std::vector<std::string> args) { return UserJson(home, std::move(args)); };
   auto wait_for_state = [&](const std::string& id, const std::string& want) {
     WaitForJobState(home, id, want);
