@@ -29,4 +29,18 @@ std::string_view PhaseName(WorkloadPhase phase) {
   return "lost";
 }
 
+Result<std::map<std::string, WorkloadStatus>> ExecutionBackend::InspectMany(
+    const std::vector<std::string>& workload_ids) {
+  std::map<std::string, WorkloadStatus> found;
+  for (const std::string& id : workload_ids) {
+    auto status = Inspect(id);
+    if (status.has_value()) {
+      found.emplace(id, std::move(*status));
+    } else if (status.error().code != ErrorCode::kNotFound) {
+      return std::move(status).error();
+    }
+  }
+  return found;
+}
+
 }  // namespace atrium::exec

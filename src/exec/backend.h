@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -147,6 +148,13 @@ class ExecutionBackend {
   // Every workload it knows, running or ended and not forgotten: the job
   // service reconciles with this at start.
   virtual Result<std::vector<WorkloadStatus>> List() = 0;
+  // The status of each of `workload_ids` it knows, by id, asked in one
+  // look where the backend can (Slurm: one scontrol for them all, not one
+  // per job): the job service's reconcile asks it once per tick for every
+  // live job. Ids it does not know are left out (Inspect says NotFound for
+  // them). The default asks Inspect for each.
+  virtual Result<std::map<std::string, WorkloadStatus>> InspectMany(
+      const std::vector<std::string>& workload_ids);
   // SIGTERM to every process of the workload, then SIGKILL after `grace_ms`.
   // Returns at once; Inspect reports kExited once every process is gone.
   // Stopping an ended workload is not an error.

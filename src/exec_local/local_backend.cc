@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <grp.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -22,6 +21,7 @@
 #include <optional>
 
 #include "common/atomic_file.h"
+#include "common/remove_tree.h"
 #include "exec_local/cgroups.h"
 #include "exec_local/workload_files.h"
 
@@ -47,16 +47,9 @@ bool Exists(const std::string& path) {
   return ::lstat(path.c_str(), &st) == 0;
 }
 
-int RemoveEntry(const char* path, const struct stat*, int, struct FTW*) {
-  ::remove(path);
-  return 0;
-}
-
 // Removes a tree without following symbolic links (a workload's directory
-// may hold links to anywhere).
-void RemoveTree(const std::string& path) {
-  ::nftw(path.c_str(), RemoveEntry, 32, FTW_DEPTH | FTW_PHYS);
-}
+// may hold links to anywhere); callers check what is left.
+void RemoveTree(const std::string& path) { (void)RemoveTreeNoFollow(path); }
 
 Status MakeDir(const std::string& path, mode_t mode) {
   if (::mkdir(path.c_str(), mode) != 0 && errno != EEXIST)

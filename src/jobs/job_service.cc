@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 
 #include "common/strings.h"
 #include "crypto/ids.h"
@@ -317,6 +318,24 @@ Status JobService::Tick() {
     const uint64_t listed_after = other_changes();
     auto live = store_.ListLiveJobsForJobs();
     if (!live.has_value()) return std::move(live).error();
+    // Every started job's workload in one look (Slurm: one scontrol for
+    // all, not one per job each tick). What it misses, or all of it when
+    // the look fails, each job asks on its own.
+    std::vector<std::string> started;
+    for (const JobRecord& job : *live) {
+      const auto state = ParseState(job.state);
+      if (state && *state != JobState::kPending) started.push_back(job.workload_id());
+    }
+    std::map<std::string, exec::WorkloadStatus> seen;
+    if (!started.empty()) {
+      auto looked = backend_.InspectMany(started);
+      if (looked.has_value()) {
+        seen = std::move(*looked);
+      } else {
+        spdlog::warn("jobs: cannot look at {} workloads at once: {}", started.size(),
+                     looked.error().message);
+      }
+    }
     for (JobRecord& job : *live) {
       const std::string id = job.id;
       Claim claim(*this, id, Claim::Mode::kTry, /*by_tick=*/true);
@@ -332,7 +351,8 @@ Status JobService::Tick() {
         }
         job = std::move(*now);
       }
-      if (auto s = ReconcileClaimed(std::move(job)); !s) {
+      auto it = seen.find(job.workload_id());
+      if (auto s = ReconcileClaimed(std::move(job), it != seen.end() ? &it->second : nullptr); !s) {
         spdlog::warn("jobs: job {}: {}", id, s.error().message);
         if (first.has_value()) first = std::move(s);
       }
@@ -566,7 +586,7 @@ Status JobService::SubmitAllocationClaimed(const JobRecord& job) {
 
 // ------------------------------------------------------------------ reconcile
 
-Status JobService::ReconcileClaimed(JobRecord job) {
+Status JobService::ReconcileClaimed(JobRecord job, const exec::WorkloadStatus* seen) {
   auto state = ParseState(job.state);
   if (!state) return Error::Internal("job " + job.id + " has unknown state " + job.state);
   if (*state == JobState::kPending) return ReconcilePendingClaimed(std::move(job));
@@ -577,7 +597,9 @@ Status JobService::ReconcileClaimed(JobRecord job) {
   if (!allocation.has_value() && allocation.error().code != ErrorCode::kNotFound) {
     return std::move(allocation).error();
   }
-  auto status = backend_.Inspect(job.workload_id());
+  auto status = seen != nullptr && seen->workload_id == job.workload_id()
+                    ? Result<exec::WorkloadStatus>(*seen)
+                    : backend_.Inspect(job.workload_id());
   exec::WorkloadStatus st;
   if (status.has_value()) {
     st = *status;

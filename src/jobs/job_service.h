@@ -203,7 +203,10 @@ class JobService {
   struct Change;
   class Claim;
   // The *Claimed methods change `job`: the caller holds its claim.
-  Status ReconcileClaimed(JobRecord job);
+  // `seen`: the workload's status from the tick's one InspectMany, used
+  // when it is about the job's current workload; otherwise (or null) the
+  // backend is asked.
+  Status ReconcileClaimed(JobRecord job, const exec::WorkloadStatus* seen = nullptr);
   Status ReconcilePendingClaimed(JobRecord job);
   Status LaunchClaimed(JobRecord job, const AllocationRecord& allocation);
   Status FinishAttemptClaimed(const JobRecord& job, const exec::WorkloadStatus& status,

@@ -194,6 +194,7 @@ Result<std::unique_ptr<Workloads>> Workloads::Create(const Config& config, Store
         config.slurm_command_timeout_ms);
     slurm::SlurmBackendOptions options;
     options.workload_root = config.slurm_workload_root;
+    options.log_retention_s = config.jobs_log_retention_days * 24 * 3600;
     options.unix_user_prefix = config.slurm_unix_user_prefix;
     options.create_unix_users = config.slurm_create_unix_users;
     options.partition = config.slurm_partition;

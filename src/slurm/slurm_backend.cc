@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "common/atomic_file.h"
+#include "common/remove_tree.h"
 #include "exec/sandbox.h"
 
 namespace atrium::slurm {
@@ -209,6 +210,7 @@ Result<SlurmBackend::StateRecord> SlurmBackend::ReadState(const WorkloadPaths& p
     if (key == "tenant_id") state.tenant_id = value;
     if (key == "kill_at_ms") state.kill_at_ms = std::strtoll(value.c_str(), nullptr, 10);
     if (key == "killed_at_ms") state.killed_at_ms = std::strtoll(value.c_str(), nullptr, 10);
+    if (key == "released_ms") state.released_ms = std::strtoll(value.c_str(), nullptr, 10);
     if (key == "gpus") {
       auto indices = ParseGresIndices("(IDX:" + value + ")");
       if (indices) state.gpus = std::move(*indices);
@@ -220,7 +222,8 @@ Result<SlurmBackend::StateRecord> SlurmBackend::ReadState(const WorkloadPaths& p
 Status SlurmBackend::WriteState(const WorkloadPaths& paths, const StateRecord& state) {
   std::string text = "job_id=" + state.job_id + "\ntenant_id=" + state.tenant_id +
                      "\nkill_at_ms=" + std::to_string(state.kill_at_ms) +
-                     "\nkilled_at_ms=" + std::to_string(state.killed_at_ms) + "\n";
+                     "\nkilled_at_ms=" + std::to_string(state.killed_at_ms) +
+                     "\nreleased_ms=" + std::to_string(state.released_ms) + "\n";
   if (!state.gpus.empty()) {
     text += "gpus=";
     for (size_t i = 0; i < state.gpus.size(); ++i) {
@@ -494,13 +497,33 @@ Result<std::vector<exec::WorkloadStatus>> SlurmBackend::List() {
   }
   if (ec) return Error::Unavailable("list " + options_.workload_root + ": " + ec.message());
   std::sort(ids.begin(), ids.end());
+  return StatusesOf(ids);
+}
+
+Result<std::map<std::string, exec::WorkloadStatus>> SlurmBackend::InspectMany(
+    const std::vector<std::string>& workload_ids) {
+  std::vector<std::string> ids;
+  for (const std::string& id : workload_ids) {
+    if (IsSafeWorkloadId(id)) ids.push_back(id);
+  }
+  ATRIUM_ASSIGN_OR_RETURN(std::vector<exec::WorkloadStatus> statuses, StatusesOf(ids));
+  std::map<std::string, exec::WorkloadStatus> found;
+  for (exec::WorkloadStatus& status : statuses) {
+    std::string id = status.workload_id;
+    found.insert_or_assign(std::move(id), std::move(status));
+  }
+  return found;
+}
+
+Result<std::vector<exec::WorkloadStatus>> SlurmBackend::StatusesOf(
+    const std::vector<std::string>& workload_ids) {
   struct Known {
     std::string workload_id;
     WorkloadPaths paths;
     StateRecord state;
   };
   std::vector<Known> known;
-  for (const auto& id : ids) {
+  for (const auto& id : workload_ids) {
     WorkloadPaths paths = PathsFor(options_.workload_root, id);
     auto state = SubmittedState(id, paths);
     if (state) {
@@ -510,8 +533,9 @@ Result<std::vector<exec::WorkloadStatus>> SlurmBackend::List() {
     }
   }
   if (known.empty()) return std::vector<exec::WorkloadStatus>{};
-  // One question to the controller for every job it knows, then one to
-  // the accounting database for those it has forgotten (MinJobAge).
+  // One question to the controller for every job it knows (only Atrium
+  // submits to the cluster: job_submit.lua), then one to the accounting
+  // database for those it has forgotten (MinJobAge).
   ATRIUM_ASSIGN_OR_RETURN(CommandOutput shown, RunChecked(ScontrolShowJobsArgv()));
   auto controller = ParseScontrolJobs(shown.out);
   if (!controller) return Error::Internal(controller.error().message);
@@ -649,12 +673,56 @@ Status SlurmBackend::Forget(const std::string& workload_id) {
     return Error::FailedPrecondition("workload " + workload_id + " is still " +
                                      std::string(exec::PhaseName(status->phase)));
   }
-  std::error_code ec;
-  // remove_all removes symbolic links the tenant may have left in its
-  // folder, never what they point to.
-  std::filesystem::remove_all(PathsFor(options_.workload_root, workload_id).dir, ec);
-  if (ec) return Error::Unavailable("forget " + workload_id + ": " + ec.message());
+  // The tenant's uid may still write to its folder from another of its
+  // jobs: nothing a link points to is ever removed (remove_tree.h).
+  return RemoveTreeNoFollow(PathsFor(options_.workload_root, workload_id).dir);
+}
+
+Status SlurmBackend::Release(const std::string& workload_id) {
+  if (!IsSafeWorkloadId(workload_id)) return Error::NotFound("no workload " + workload_id);
+  const WorkloadPaths paths = PathsFor(options_.workload_root, workload_id);
+  ATRIUM_ASSIGN_OR_RETURN(exec::WorkloadStatus status, InspectPaths(workload_id, paths));
+  if (status.phase == exec::WorkloadPhase::kStarting ||
+      status.phase == exec::WorkloadPhase::kRunning) {
+    return Error::FailedPrecondition("workload " + workload_id + " is still " +
+                                     std::string(exec::PhaseName(status.phase)));
+  }
+  ATRIUM_ASSIGN_OR_RETURN(StateRecord state, ReadState(paths));
+  if (state.released_ms < 0) {
+    for (const std::string* path : {&paths.work, &paths.archive, &paths.batch_script}) {
+      ATRIUM_RETURN_IF_ERROR(RemoveTreeNoFollow(*path));
+    }
+    state.released_ms = clock_.NowMillis();
+    ATRIUM_RETURN_IF_ERROR(WriteState(paths, state));
+  }
+  PruneExpired();
   return OkStatus();
+}
+
+void SlurmBackend::PruneExpired() {
+  if (options_.log_retention_s <= 0) return;
+  const int64_t now = clock_.NowMillis();
+  const int64_t retention_ms = options_.log_retention_s * 1000;
+  {
+    std::lock_guard<std::mutex> lock(prune_mu_);
+    if (last_prune_ms_ != 0 && now - last_prune_ms_ < std::min<int64_t>(retention_ms, 3'600'000))
+      return;
+    last_prune_ms_ = now;
+  }
+  std::error_code ec;
+  std::vector<std::string> expired;
+  for (const auto& entry : std::filesystem::directory_iterator(options_.workload_root, ec)) {
+    const std::string id = entry.path().filename().string();
+    if (!IsSafeWorkloadId(id) || !entry.is_directory(ec)) continue;
+    auto state = ReadState(PathsFor(options_.workload_root, id));
+    if (state && state->released_ms >= 0 && now - state->released_ms >= retention_ms) {
+      expired.push_back(id);
+    }
+  }
+  // One that cannot be deleted now is tried again at the next prune.
+  for (const std::string& id : expired) {
+    (void)RemoveTreeNoFollow(PathsFor(options_.workload_root, id).dir);
+  }
 }
 
 Status SlurmBackend::CheckConfinement(const exec::LaunchSpec& spec) {

@@ -70,6 +70,9 @@ struct SlurmBackendOptions {
   // controller on another host writing over a network file system.
   std::string ended_dir;
   int64_t ended_scan_ms = 200;
+  // How long a released workload's log and end are kept; then its folder
+  // is deleted as by Forget. 0 = until Forget (the tenant's deletion).
+  int64_t log_retention_s = int64_t{30} * 24 * 3600;
 };
 
 class SlurmBackend : public exec::ExecutionBackend {
@@ -81,6 +84,10 @@ class SlurmBackend : public exec::ExecutionBackend {
   Result<exec::WorkloadStatus> Start(const exec::LaunchSpec& spec) override;
   Result<exec::WorkloadStatus> Inspect(const std::string& workload_id) override;
   Result<std::vector<exec::WorkloadStatus>> List() override;
+  // One `scontrol show job` for them all, then sacct for those the
+  // controller has forgotten: what List does, for the given ids.
+  Result<std::map<std::string, exec::WorkloadStatus>> InspectMany(
+      const std::vector<std::string>& workload_ids) override;
   // SIGTERM now (scancel --full --signal=TERM); SIGKILL once `grace_ms`
   // has passed, sent by the first Stop, Inspect or List after that moment,
   // then `scancel` ends the job in Slurm. The deadline is kept in the
@@ -91,6 +98,13 @@ class SlurmBackend : public exec::ExecutionBackend {
   Result<exec::LogChunk> ReadLog(const std::string& workload_id, int64_t offset,
                                  int64_t max_bytes) override;
   Status Forget(const std::string& workload_id) override;
+  // The job has ended in Slurm (Slurm ended its processes): removes what
+  // the tenant's job left in its folder (work/, the archive, the launch
+  // files) and keeps the log, the state and the sandbox report for
+  // Inspect and ReadLog until log_retention_s has passed. Deletes the
+  // folders of workloads released longer ago than that, at most once per
+  // min(log_retention_s, 1 h). FailedPrecondition while it runs.
+  Status Release(const std::string& workload_id) override;
   Status SyncTenant(const exec::TenantAccount& account) override;
   // Watches ended_dir (nothing to watch without one).
   Status WatchEnds(const exec::EndHint& hint) override;
@@ -112,6 +126,7 @@ class SlurmBackend : public exec::ExecutionBackend {
     // only then).
     std::vector<int> gpus;
     int64_t killed_at_ms = -1;  // when the backend sent SIGKILL itself
+    int64_t released_ms = -1;   // when Release freed it; -1 = not yet
   };
 
   Result<StateRecord> ReadState(const WorkloadPaths& paths);
@@ -122,6 +137,10 @@ class SlurmBackend : public exec::ExecutionBackend {
   // The workload's state, its Slurm job id found by name when a Start did
   // not live to record it; NotFound when it never reached Slurm.
   Result<StateRecord> SubmittedState(const std::string& workload_id, const WorkloadPaths& paths);
+  // The statuses of those of `workload_ids` that reached Slurm (List,
+  // InspectMany).
+  Result<std::vector<exec::WorkloadStatus>> StatusesOf(
+      const std::vector<std::string>& workload_ids);
   Result<exec::WorkloadStatus> InspectPaths(const std::string& workload_id,
                                             const WorkloadPaths& paths);
   // The workload's status from what Slurm says of its job (`job`: NotFound
@@ -138,6 +157,8 @@ class SlurmBackend : public exec::ExecutionBackend {
   Status CheckConfinement(const exec::LaunchSpec& spec);
   // Drops what lies beyond log_max_bytes from the log's disk space.
   void TrimLog(const WorkloadPaths& paths);
+  // Deletes the folders of workloads released log_retention_s ago or more.
+  void PruneExpired();
 
   SlurmBackendOptions options_;
   CommandRunner& runner_;
@@ -147,6 +168,8 @@ class SlurmBackend : public exec::ExecutionBackend {
   bool qos_ready_ = false;                        // GUARDED_BY(facts_mu_)
   bool confinement_known_ = false;                // GUARDED_BY(facts_mu_)
   std::vector<std::string> missing_confinement_;  // GUARDED_BY(facts_mu_)
+  std::mutex prune_mu_;
+  int64_t last_prune_ms_ = 0;  // GUARDED_BY(prune_mu_)
 };
 
 }  // namespace atrium::slurm

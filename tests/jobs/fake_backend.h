@@ -40,6 +40,10 @@ class FakeBackend final : public exec::ExecutionBackend {
   // Start leaves new workloads starting (false) or running (true, default).
   void set_start_running(bool running) { start_running_ = running; }
   void set_unavailable(bool down) { unavailable_ = down; }
+  // InspectMany fails (Unavailable) while Inspect still answers.
+  void set_inspect_many_fails(bool fails) { inspect_many_fails_ = fails; }
+  int inspect_calls() const { return inspect_calls_; }
+  int inspect_many_calls() const { return inspect_many_calls_; }
   // Start fails with `error` (Ok: starts as usual).
   void set_start_error(Status error) { start_error_ = std::move(error); }
   void Run(const std::string& id) {
@@ -116,11 +120,25 @@ class FakeBackend final : public exec::ExecutionBackend {
 
   Result<exec::WorkloadStatus> Inspect(const std::string& id) override {
     std::lock_guard<std::mutex> lock(mu_);
+    ++inspect_calls_;
     if (unavailable_) return Error::Unavailable("fake backend down");
     Tick();
     auto it = workloads_.find(id);
     if (it == workloads_.end()) return Error::NotFound("no workload " + id);
     return it->second.status;
+  }
+
+  Result<std::map<std::string, exec::WorkloadStatus>> InspectMany(
+      const std::vector<std::string>& ids) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++inspect_many_calls_;
+    if (unavailable_ || inspect_many_fails_) return Error::Unavailable("fake backend down");
+    Tick();
+    std::map<std::string, exec::WorkloadStatus> out;
+    for (const auto& id : ids) {
+      if (auto it = workloads_.find(id); it != workloads_.end()) out.emplace(id, it->second.status);
+    }
+    return out;
   }
 
   Result<std::vector<exec::WorkloadStatus>> List() override {
@@ -275,6 +293,9 @@ class FakeBackend final : public exec::ExecutionBackend {
   Status start_error_ = OkStatus();
   bool start_running_ = true;
   bool unavailable_ = false;
+  bool inspect_many_fails_ = false;
+  int inspect_calls_ = 0;       // GUARDED_BY(mu_)
+  int inspect_many_calls_ = 0;  // GUARDED_BY(mu_)
   int start_calls_ = 0;
   std::mutex gate_mu_;  // HoldNextStart's gate
   std::condition_variable gate_cv_;

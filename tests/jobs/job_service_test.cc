@@ -881,6 +881,33 @@ TEST_P(JobServiceTest, OrphansAreForgottenABoundedNumberPerTick) {
   EXPECT_EQ(std::unique(forgotten.begin(), forgotten.end()), forgotten.end());
 }
 
+// A tick looks at every started job's workload in one InspectMany (Slurm:
+// one scontrol for all), not one Inspect per job; when that look fails,
+// each job still asks on its own and nothing is missed.
+TEST_P(JobServiceTest, ATickLooksAtEveryStartedWorkloadAtOnce) {
+  std::vector<JobRecord> jobs;
+  for (int i = 0; i < 4; ++i) jobs.push_back(Submit("tn_a", Spec(1)));
+  JobRecord waiting = Submit("tn_a", Spec(8));  // pending: no workload to look at
+  ASSERT_EQ(waiting.state, "pending");
+  for (const auto& j : jobs) ASSERT_EQ(j.state, "running");
+  const int inspects = backend_.inspect_calls();
+  const int many = backend_.inspect_many_calls();
+  backend_.Exit(jobs[0].workload_id(), 0);
+  Tick();
+  EXPECT_EQ(backend_.inspect_many_calls(), many + 1);
+  EXPECT_EQ(backend_.inspect_calls(), inspects);
+  EXPECT_EQ(Row(jobs[0]).state, "succeeded");
+  EXPECT_EQ(Row(jobs[1]).state, "running");
+
+  backend_.set_inspect_many_fails(true);
+  backend_.Exit(jobs[1].workload_id(), 2);
+  Tick();
+  EXPECT_EQ(Row(jobs[1]).state, "failed");
+  EXPECT_EQ(Row(jobs[1]).exit_code, 2);
+  EXPECT_EQ(Row(jobs[2]).state, "running");
+  EXPECT_GE(backend_.inspect_calls(), inspects + 3);  // each live job asked on its own
+}
+
 INSTANTIATE_TEST_SUITE_P(Drivers, JobServiceTest,
                          ::testing::Values(Backend::kSqlite, Backend::kPostgres), BackendName);
 

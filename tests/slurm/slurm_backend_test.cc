@@ -27,7 +27,17 @@ std::string Join(const Argv& argv) {
 // an unregistered command fails the test and exits 1.
 class FakeRunner : public CommandRunner {
  public:
-  void On(const std::string& prefix, CommandOutput output) { answers_.push_back({prefix, output}); }
+  // The first answer whose prefix matches is given; On with a prefix
+  // already known replaces its answer.
+  void On(const std::string& prefix, CommandOutput output) {
+    for (auto& answer : answers_) {
+      if (answer.first == prefix) {
+        answer.second = std::move(output);
+        return;
+      }
+    }
+    answers_.push_back({prefix, std::move(output)});
+  }
   Result<CommandOutput> Run(const Argv& argv) override {
     std::string line = Join(argv);
     calls.push_back(line);
@@ -206,6 +216,32 @@ TEST_F(SlurmBackendTest, ListAsksAccountingInSlicesOfAtMost256Jobs) {
   EXPECT_EQ(ids, 600u);
 }
 
+TEST_F(SlurmBackendTest, InspectManyAsksTheControllerOnceForAllItsJobs) {
+  // The job service's tick looks at every live job this way: one scontrol
+  // for a thousand running jobs, not a thousand.
+  for (int i = 0; i < 50; ++i) Known("wl." + std::to_string(i), std::to_string(1000 + i));
+  Known("other.1", "2000");  // not asked about: not in the answer
+  std::string all;
+  for (int i = 0; i < 50; ++i) all += Running(std::to_string(1000 + i), "wl." + std::to_string(i));
+  all += Running("2000", "other.1");
+  runner_.On("scontrol show job -d -o", {0, all, ""});
+  std::vector<std::string> ids;
+  for (int i = 0; i < 50; ++i) ids.push_back("wl." + std::to_string(i));
+  ids.push_back("never.1");  // never started here: left out
+  ids.push_back("../etc");   // not a workload id: left out, never a path
+  auto seen = backend_->InspectMany(ids);
+  ASSERT_TRUE(seen.has_value()) << seen.error().message;
+  EXPECT_EQ(seen->size(), 50u);
+  for (int i = 0; i < 50; ++i) {
+    const auto& status = seen->at("wl." + std::to_string(i));
+    EXPECT_EQ(status.phase, exec::WorkloadPhase::kRunning);
+    EXPECT_EQ(status.backend_ref, std::to_string(1000 + i));
+  }
+  EXPECT_FALSE(seen->contains("other.1"));
+  ASSERT_EQ(runner_.calls.size(), 1u);
+  EXPECT_EQ(runner_.calls[0], "scontrol show job -d -o");
+}
+
 TEST_F(SlurmBackendTest, ListWithNothingKnownAsksNothing) {
   auto all = backend_->List();
   ASSERT_TRUE(all.has_value());
@@ -231,6 +267,49 @@ TEST_F(SlurmBackendTest, ForgetIsRefusedWhileItRunsAndRemovesTheFolderAfter) {
              {0, "JobId=43 JobName=wl.2 JobState=FAILED ExitCode=1:0\n", ""});
   ASSERT_TRUE(backend_->Forget("wl.2").has_value());
   EXPECT_FALSE(std::filesystem::exists(root_ + "/wl.2"));
+}
+
+TEST_F(SlurmBackendTest, ReleaseFreesTheTenantsFilesKeepsTheLogAndExpiresTheRest) {
+  const auto make = [&](const std::string& wid, const std::string& job_id) {
+    Known(wid, job_id);
+    std::filesystem::create_directories(root_ + "/" + wid + "/work/sub");
+    std::ofstream(root_ + "/" + wid + "/work/sub/data") << "tenant data";
+    std::ofstream(root_ + "/" + wid + "/archive") << "tar";
+    std::ofstream(root_ + "/" + wid + "/job.sbatch") << "#!/bin/sh";
+    std::ofstream(root_ + "/" + wid + "/log") << "hello";
+  };
+  // A link the tenant left pointing at a file that is not its own.
+  std::filesystem::create_directories(root_ + "-outside");
+  std::ofstream(root_ + "-outside/keep") << "not the tenant's";
+  make("wl.1", "42");
+  std::filesystem::create_directory_symlink(root_ + "-outside", root_ + "/wl.1/work/escape");
+  runner_.On("scontrol show job -d -o 42", {0, Running("42", "wl.1"), ""});
+  EXPECT_EQ(backend_->Release("wl.1").error().code, ErrorCode::kFailedPrecondition);
+  EXPECT_TRUE(std::filesystem::exists(root_ + "/wl.1/work/sub/data"));
+
+  runner_.On("scontrol show job -d -o 42",
+             {0, "JobId=42 JobName=wl.1 JobState=COMPLETED ExitCode=0:0\n", ""});
+  ASSERT_TRUE(backend_->Release("wl.1").has_value());
+  ASSERT_TRUE(backend_->Release("wl.1").has_value());  // twice is fine
+  EXPECT_FALSE(std::filesystem::exists(root_ + "/wl.1/work"));
+  EXPECT_FALSE(std::filesystem::exists(root_ + "/wl.1/archive"));
+  EXPECT_FALSE(std::filesystem::exists(root_ + "/wl.1/job.sbatch"));
+  EXPECT_TRUE(std::filesystem::exists(root_ + "-outside/keep"));
+  auto log = backend_->ReadLog("wl.1", 0, 100);
+  ASSERT_TRUE(log.has_value()) << log.error().message;
+  EXPECT_EQ(log->data, "hello");
+  EXPECT_EQ(backend_->Inspect("wl.1")->phase, WorkloadPhase::kExited);
+
+  // Thirty days later the next release deletes the first folder whole.
+  clock_.AdvanceSeconds(int64_t{30} * 24 * 3600);
+  make("wl.2", "43");
+  runner_.On("scontrol show job -d -o 43",
+             {0, "JobId=43 JobName=wl.2 JobState=FAILED ExitCode=1:0\n", ""});
+  ASSERT_TRUE(backend_->Release("wl.2").has_value());
+  EXPECT_FALSE(std::filesystem::exists(root_ + "/wl.1"));
+  EXPECT_TRUE(std::filesystem::exists(root_ + "/wl.2/log"));
+  EXPECT_TRUE(std::filesystem::exists(root_ + "-outside/keep"));
+  std::filesystem::remove_all(root_ + "-outside");
 }
 
 TEST_F(SlurmBackendTest, ReadLogReadsFromTheOffsetAndSaysWhenComplete) {
