@@ -106,7 +106,8 @@ Result<std::string> MessageText(const Json& message, size_t index) {
   return text;
 }
 
-Status ReadChatPrompt(const Json& body, TextHasher& hasher, int64_t& prompt_tokens) {
+Status ReadChatPrompt(const Json& body, TextHasher& hasher, int64_t& prompt_tokens,
+                      std::string& prompt_bytes) {
   auto messages = body.find("messages");
   if (messages == body.end() || messages->is_null()) {
     return Error::InvalidArgument("you must provide a messages parameter");
@@ -127,11 +128,17 @@ Status ReadChatPrompt(const Json& body, TextHasher& hasher, int64_t& prompt_toke
     hasher.Add(role->get_ref<const std::string&>());
     hasher.Add(text);
     prompt_tokens += kTokensPerChatMessage + CountTextTokens(text);
+    // As a chat template lays it out: the role, then the content.
+    prompt_bytes += role->get_ref<const std::string&>();
+    prompt_bytes += '\n';
+    prompt_bytes += text;
+    prompt_bytes += '\n';
   }
   return OkStatus();
 }
 
-Status ReadTextPrompt(const Json& body, TextHasher& hasher, int64_t& prompt_tokens) {
+Status ReadTextPrompt(const Json& body, TextHasher& hasher, int64_t& prompt_tokens,
+                      std::string& prompt_bytes) {
   auto prompt = body.find("prompt");
   if (prompt == body.end() || prompt->is_null()) {
     return Error::InvalidArgument("you must provide a prompt parameter");
@@ -147,11 +154,17 @@ Status ReadTextPrompt(const Json& body, TextHasher& hasher, int64_t& prompt_toke
     const auto& text = one->get_ref<const std::string&>();
     hasher.Add(text);
     prompt_tokens = std::max<int64_t>(1, CountTextTokens(text));
+    prompt_bytes = text;
     return OkStatus();
   }
   if (IsTokenArray(*one) && !one->empty()) {
     HashTokens(*one, hasher);
     prompt_tokens = static_cast<int64_t>(one->size());
+    // Each token id as 4 bytes, so a block holds kPrefixBlockTokens of them.
+    for (const Json& t : *one) {
+      const uint64_t id = static_cast<uint64_t>(t.get<int64_t>());
+      for (int b = 0; b < 4; ++b) prompt_bytes += static_cast<char>((id >> (8 * b)) & 0xFF);
+    }
     return OkStatus();
   }
   return Error::InvalidArgument(
@@ -164,14 +177,17 @@ std::string FormatFloat(float v) {
   return ec == std::errc() ? std::string(buffer, end) : "0";
 }
 
-void AppendUsageObject(int64_t prompt_tokens, int64_t completion_tokens, std::string& out) {
+void AppendUsageObject(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens,
+                       std::string& out) {
   out += R"({"prompt_tokens":)";
   out += std::to_string(prompt_tokens);
   out += R"(,"completion_tokens":)";
   out += std::to_string(completion_tokens);
   out += R"(,"total_tokens":)";
   out += std::to_string(prompt_tokens + completion_tokens);
-  out += '}';
+  out += R"(,"prompt_tokens_details":{"cached_tokens":)";
+  out += std::to_string(cached_tokens);
+  out += "}}";
 }
 
 uint64_t Mix(uint64_t x) {
@@ -202,11 +218,20 @@ Result<CompletionRequest> ParseCompletionRequest(Endpoint endpoint, std::string_
   CompletionRequest request;
   request.endpoint = endpoint;
   TextHasher hasher(seed);
+  std::string prompt_bytes;
   if (endpoint == Endpoint::kChatCompletions) {
-    ATRIUM_RETURN_IF_ERROR(ReadChatPrompt(json, hasher, request.prompt_tokens));
+    ATRIUM_RETURN_IF_ERROR(ReadChatPrompt(json, hasher, request.prompt_tokens, prompt_bytes));
   } else {
-    ATRIUM_RETURN_IF_ERROR(ReadTextPrompt(json, hasher, request.prompt_tokens));
+    ATRIUM_RETURN_IF_ERROR(ReadTextPrompt(json, hasher, request.prompt_tokens, prompt_bytes));
   }
+  // vLLM's rule: absent or null, or a non-empty string.
+  if (auto salt = json.find("cache_salt"); salt != json.end() && !salt->is_null()) {
+    if (!salt->is_string() || salt->get_ref<const std::string&>().empty()) {
+      return Error::InvalidArgument("'cache_salt' must be a non-empty string if provided");
+    }
+    request.cache_salt = salt->get<std::string>();
+  }
+  request.prefix_blocks = PrefixBlocks(request.cache_salt, prompt_bytes);
   // The model is checked after the prompt so that a request that is both
   // malformed and for an unknown model gets the 400, as OpenAI answers.
   ATRIUM_ASSIGN_OR_RETURN(request.model, ReadModel(json, models));
@@ -314,8 +339,8 @@ std::vector<float> EmbeddingVector(uint64_t input_hash, int dimensions) {
 }
 
 std::string CompletionResponseJson(const ResponseMeta& meta, std::string_view text,
-                                   int64_t prompt_tokens, int completion_tokens,
-                                   FinishReason reason) {
+                                   int64_t prompt_tokens, int64_t cached_tokens,
+                                   int completion_tokens, FinishReason reason) {
   const bool chat = meta.endpoint == Endpoint::kChatCompletions;
   std::string out;
   out.reserve(256 + text.size());
@@ -339,7 +364,7 @@ std::string CompletionResponseJson(const ResponseMeta& meta, std::string_view te
   out += R"("logprobs":null,"finish_reason":")";
   out += FinishReasonName(reason);
   out += R"("}],"usage":)";
-  AppendUsageObject(prompt_tokens, completion_tokens, out);
+  AppendUsageObject(prompt_tokens, completion_tokens, cached_tokens, out);
   out += '}';
   return out;
 }
@@ -395,12 +420,12 @@ void StreamEvents::AppendFinish(FinishReason reason, std::string& out) const {
   CloseEvent(include_usage_, out);
 }
 
-void StreamEvents::AppendUsage(int64_t prompt_tokens, int completion_tokens,
+void StreamEvents::AppendUsage(int64_t prompt_tokens, int64_t cached_tokens, int completion_tokens,
                                std::string& out) const {
   if (!include_usage_) return;
   out += head_;
   out += R"(],"usage":)";
-  AppendUsageObject(prompt_tokens, completion_tokens, out);
+  AppendUsageObject(prompt_tokens, completion_tokens, cached_tokens, out);
   out += "}\n\n";
 }
 

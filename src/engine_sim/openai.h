@@ -10,6 +10,7 @@
 
 #include "common/result.h"
 #include "engine_sim/engine.h"
+#include "engine_sim/prefix_cache.h"
 
 namespace atrium::engine_sim {
 
@@ -29,6 +30,11 @@ struct CompletionRequest {
   std::optional<int> max_tokens;  // max_tokens, or max_completion_tokens (chat); >= 1
   int64_t prompt_tokens = 0;      // see CountTextTokens and kTokensPerChatMessage
   uint64_t text_hash = 0;         // TextHasher(seed) over the prompt: picks the text
+  // `cache_salt` (vLLM's; "" = none): the prompt's prefix-cache blocks are
+  // named under it (prefix_cache.h).
+  std::string cache_salt;
+  std::vector<uint64_t> prefix_blocks;  // PrefixBlocks(cache_salt, the prompt)
+  int64_t cached_tokens = 0;            // set by the server from its prefix cache
 };
 
 // Parses a /v1/chat/completions or /v1/completions body. Fields the
@@ -72,10 +78,12 @@ struct ResponseMeta {
   std::string model;    // as the client named it
 };
 
-// The non-streaming body: chat.completion or text_completion with usage.
+// The non-streaming body: chat.completion or text_completion with usage
+// (prompt_tokens_details.cached_tokens: the prompt's tokens the prefix
+// cache served).
 std::string CompletionResponseJson(const ResponseMeta& meta, std::string_view text,
-                                   int64_t prompt_tokens, int completion_tokens,
-                                   FinishReason reason);
+                                   int64_t prompt_tokens, int64_t cached_tokens,
+                                   int completion_tokens, FinishReason reason);
 
 // The SSE events of one streamed completion, each a complete
 // "data: {...}\n\n", shaped as OpenAI's: for chat, a first event with the
@@ -91,7 +99,8 @@ class StreamEvents {
   void AppendToken(std::string_view text, std::string& out) const;
   void AppendFinish(FinishReason reason, std::string& out) const;
   // Nothing unless include_usage.
-  void AppendUsage(int64_t prompt_tokens, int completion_tokens, std::string& out) const;
+  void AppendUsage(int64_t prompt_tokens, int64_t cached_tokens, int completion_tokens,
+                   std::string& out) const;
   static void AppendDone(std::string& out);  // "data: [DONE]\n\n"
 
  private:

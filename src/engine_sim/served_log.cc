@@ -66,6 +66,10 @@ std::string ServedLog::ToJson() const {
     out += r.endpoint;
     out += R"(","prompt_tokens":)";
     out += std::to_string(r.prompt_tokens);
+    out += R"(,"cached_tokens":)";
+    out += std::to_string(r.cached_tokens);
+    out += R"(,"cache_salt":)";
+    AppendJsonString(r.cache_salt, out);
     out += R"(,"completion_tokens":)";
     out += std::to_string(r.completion_tokens);
     out += R"(,"stream":)";

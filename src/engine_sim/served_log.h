@@ -16,6 +16,8 @@ struct ServedRecord {
   std::string model;
   std::string endpoint;  // "chat.completions", "completions" or "embeddings"
   int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;      // of the prompt, served by the prefix cache
+  std::string cache_salt;         // as the request carried it ("" = none)
   int64_t completion_tokens = 0;  // 0 until the request ends
   bool stream = false;
   bool finished = false;   // completed and fully written to the client

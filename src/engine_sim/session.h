@@ -110,6 +110,9 @@ struct Server::Core {
   Engine engine;                                 // GUARDED_BY(mu)
   std::unordered_map<RequestId, Active> active;  // GUARDED_BY(mu)
   std::optional<Micros> pump_at;                 // GUARDED_BY(mu): when Pump is due
+  // Prompt blocks of recent requests, by salt (prefix_cache.h): 64 Ki blocks
+  // of 16 tokens, about a million tokens of KV cache.
+  PrefixCache prefix_cache{65'536};  // GUARDED_BY(mu)
 };
 
 enum class AfterWrite { kNextRequest, kClose, kLinger };

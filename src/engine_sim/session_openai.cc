@@ -72,6 +72,11 @@ void Session::StartCompletion(Endpoint endpoint, const std::string& body) {
 
   auto c = std::make_unique<Completion>();
   c->request = std::move(*parsed);
+  {
+    std::lock_guard lock(core_->mu);
+    const size_t blocks = core_->prefix_cache.LookupAndInsert(c->request.prefix_blocks);
+    c->request.cached_tokens = CachedTokens(blocks, c->request.prompt_tokens);
+  }
   const std::string own_id = core_->NextId();
   const std::string record_id = client_request_id_.empty() ? "esim-" + own_id : client_request_id_;
   c->meta = {.endpoint = endpoint,
@@ -88,6 +93,8 @@ void Session::StartCompletion(Endpoint endpoint, const std::string& body) {
                                    .model = c->request.model,
                                    .endpoint = std::string(EndpointName(endpoint)),
                                    .prompt_tokens = c->request.prompt_tokens,
+                                   .cached_tokens = c->request.cached_tokens,
+                                   .cache_salt = c->request.cache_salt,
                                    .stream = c->request.stream});
   request_id_header_ = RequestIdHeader(record_id);
   after_write_ = keep_alive_ ? AfterWrite::kNextRequest : AfterWrite::kClose;
@@ -108,10 +115,12 @@ void Session::StartCompletion(Endpoint endpoint, const std::string& body) {
     return Flush();
   }
 
-  auto id = core_->Submit({.prompt_tokens = completion_->request.prompt_tokens,
-                           .max_tokens = max_tokens,
-                           .stop_after = stop_after},
-                          shared_from_this(), stream);
+  // What the prefix cache served is not computed again.
+  auto id = core_->Submit(
+      {.prompt_tokens = completion_->request.prompt_tokens - completion_->request.cached_tokens,
+       .max_tokens = max_tokens,
+       .stop_after = stop_after},
+      shared_from_this(), stream);
   if (!id.has_value()) {  // the checks above make this unreachable
     core_->served.End(completion_->record, 0, /*cancelled=*/true);
     completion_.reset();

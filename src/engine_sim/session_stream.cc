@@ -123,16 +123,17 @@ void Session::OnFinished(int completion_tokens, FinishReason reason) {
     c.events->AppendFinish(reason, scratch_);
     AppendChunk(scratch_);
     scratch_.clear();
-    c.events->AppendUsage(c.request.prompt_tokens, completion_tokens, scratch_);
+    c.events->AppendUsage(c.request.prompt_tokens, c.request.cached_tokens, completion_tokens,
+                          scratch_);
     if (!scratch_.empty()) AppendChunk(scratch_);
     scratch_.clear();
     StreamEvents::AppendDone(scratch_);
     AppendChunk(scratch_);
     if (chunked_) pending_ += "0\r\n\r\n";
   } else {
-    const std::string body =
-        CompletionResponseJson(c.meta, CompletionText(c.request.text_hash, completion_tokens),
-                               c.request.prompt_tokens, completion_tokens, reason);
+    const std::string body = CompletionResponseJson(
+        c.meta, CompletionText(c.request.text_hash, completion_tokens), c.request.prompt_tokens,
+        c.request.cached_tokens, completion_tokens, reason);
     AppendHead(200, "application/json", body.size(), request_id_header_);
     pending_ += body;
     c.pending = completion_tokens;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <vector>
 
 #include "common/json_reader.h"
 
@@ -280,11 +281,11 @@ struct Span {
   size_t end = kNpos;
 };
 
-// The value of the last member named `name` (the one a JSON parser keeps) of
-// the object whose '{' is at `open`; an empty Span when there is none, and
-// nullopt when the text does not scan.
-std::optional<Span> LastMember(std::string_view s, size_t open, std::string_view name) {
-  Span found;
+// The values of every member named `name` of the object whose '{' is at
+// `open`, in order; nullopt when the text does not scan.
+std::optional<std::vector<Span>> MembersNamed(std::string_view s, size_t open,
+                                              std::string_view name) {
+  std::vector<Span> found;
   size_t i = SkipSpace(s, open + 1);
   if (i < s.size() && s[i] == '}') return found;
   while (i < s.size() && s[i] == '"') {
@@ -303,13 +304,21 @@ std::optional<Span> LastMember(std::string_view s, size_t open, std::string_view
     size_t value = SkipSpace(s, i + 1);
     size_t value_end = SkipValue(s, value);
     if (value_end == kNpos) return std::nullopt;
-    if (match) found = {value, value_end};
+    if (match) found.push_back({value, value_end});
     i = SkipSpace(s, value_end);
     if (i < s.size() && s[i] == '}') return found;
     if (i >= s.size() || s[i] != ',') return std::nullopt;
     i = SkipSpace(s, i + 1);
   }
   return std::nullopt;
+}
+
+// The value of the last member named `name` (the one a JSON parser keeps);
+// an empty Span when there is none, nullopt when the text does not scan.
+std::optional<Span> LastMember(std::string_view s, size_t open, std::string_view name) {
+  auto all = MembersNamed(s, open, name);
+  if (!all) return std::nullopt;
+  return all->empty() ? Span{} : all->back();
 }
 
 // `member` inserted as the first member of the object whose '{' is at `open`.
@@ -521,6 +530,26 @@ std::string UpstreamBody(std::string_view body, const ParsedRequest& request) {
     return InsertFirstMember(body, options->begin, R"("include_usage":true)");
   }
   return Replace(body, *include, "true");
+}
+
+Result<std::string> WithCacheSalt(std::string_view body, std::string_view salt) {
+  size_t open = 0;
+  if (body.substr(0, 3) == "\xEF\xBB\xBF") open = 3;
+  open = SkipSpace(body, open);
+  auto unscannable = [] {
+    return Error::InvalidArgument("the request body could not be prepared for the model server");
+  };
+  if (open >= body.size() || body[open] != '{') return unscannable();
+  std::optional<std::vector<Span>> members = MembersNamed(body, open, "cache_salt");
+  if (!members) return unscannable();
+  const std::string value = Json(std::string(salt)).dump();
+  if (members->empty()) return InsertFirstMember(body, open, "\"cache_salt\":" + value);
+  // From the last to the first, so earlier spans keep their offsets.
+  std::string out(body);
+  for (auto it = members->rbegin(); it != members->rend(); ++it) {
+    out.replace(it->begin, it->end - it->begin, value);
+  }
+  return out;
 }
 
 Usage UsageFromResponse(std::string_view body) {

@@ -75,6 +75,13 @@ inline constexpr int64_t kOutputMarginTokens = 16;        // per choice, on max_
 // returned unchanged).
 std::string UpstreamBody(std::string_view body, const ParsedRequest& request);
 
+// `body` (one ParseRequest accepted) with its top-level "cache_salt" set to
+// `salt` (cache_salt.h says why): every member of that name (escaped
+// spellings and duplicates included) gets the value, or the member is
+// inserted first when there is none; every other byte is kept. kInvalidArgument when the body does
+// not scan as ParseRequest left it, so a client's salt can never slip through.
+Result<std::string> WithCacheSalt(std::string_view body, std::string_view salt);
+
 struct Usage {
   bool present = false;
   int64_t prompt_tokens = 0;

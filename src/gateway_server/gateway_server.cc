@@ -209,8 +209,10 @@ awaitable<void> GatewayServer::Impl::Maintenance() {
 }
 
 GatewayServer::GatewayServer(GatewayOptions options, PolicyLoader& policy, UsageJournal& journal,
-                             const Clock& clock)
-    : impl_(std::make_unique<Impl>(std::move(options), policy, journal, clock)) {}
+                             const Clock& clock) {
+  if (options.cache_salt_key.empty()) options.cache_salt_key = crypto::RandomBytes(32);
+  impl_ = std::make_unique<Impl>(std::move(options), policy, journal, clock);
+}
 
 GatewayServer::~GatewayServer() { Stop(); }
 

@@ -63,6 +63,15 @@ struct GatewayOptions {
   // default rules (public addresses only). The gateway adds its own
   // listener to it when it binds.
   std::shared_ptr<gateway::EgressPolicy> egress;
+  // The key each tenant's prefix-cache salt is derived from
+  // (gateway::CacheSalt, set as `cache_salt` on every chat and completions
+  // request): the same on every gateway of a platform, so a tenant's cache
+  // is one whichever gateway relays it. Empty: a random key for this
+  // process (tenants still never share a cache).
+  std::string cache_salt_key;
+  // false: requests go upstream without a cache_salt of the gateway's
+  // (for engines that refuse the field; tenants may then share a cache).
+  bool set_cache_salt = true;
   DispatcherOptions dispatcher;
 };
 

@@ -10,6 +10,7 @@
 #include <limits>
 #include <vector>
 
+#include "gateway/cache_salt.h"
 #include "gateway_server/exchange.h"
 
 namespace atrium::gateway_server {
@@ -59,7 +60,14 @@ int64_t RetryAfterMs(const bhttp::fields& head) {
 // another endpoint (bounded) only before the first byte: on a connection
 // that fails, or a 502/503/504 answer.
 awaitable<std::optional<Session::Early>> Session::Route(Exchange& x) {
-  const std::string upstream_body = gateway::UpstreamBody(x.body, x.parsed);
+  std::string upstream_body = gateway::UpstreamBody(x.body, x.parsed);
+  if (options().set_cache_salt && x.api != gateway::Api::kEmbeddings) {
+    // The tenant's own prefix cache, whatever the client sent (openai.h).
+    auto salted = gateway::WithCacheSalt(
+        upstream_body, gateway::CacheSalt(options().cache_salt_key, x.caller.tenant_id));
+    if (!salted.has_value()) co_return Early::Rejected(gateway::RefusalOf(salted.error()));
+    upstream_body = std::move(*salted);
+  }
   std::vector<std::string> tried;
   std::string failure;  // for the operator's log: may name the endpoint
   int failure_status = 502;

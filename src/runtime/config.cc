@@ -295,6 +295,7 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
               int64_t{1} << 40);
   gateway.String("upstream_ca_file", c.gateway_upstream_ca_file);
   gateway.Bool("dedicated_requires_entitlement", c.gateway_dedicated_requires_entitlement);
+  gateway.Bool("cache_salt", c.gateway_cache_salt);
   ATRIUM_RETURN_IF_ERROR(gateway.Finish());
   TableReader audit(root["audit"].as_table(), "audit");
   audit.String("checkpoint_file", c.audit_checkpoint_file);

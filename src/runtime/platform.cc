@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <set>
 
+#include "gateway/cache_salt.h"
 #include "identity/signing_key_box.h"
 
 namespace atrium {
@@ -126,6 +127,11 @@ Result<std::string> Platform::StartGateway() {
       static_cast<size_t>(config_.gateway_queued_body_bytes_per_tenant);
   opts.upstream_ca_file = config_.gateway_upstream_ca_file;
   opts.egress = egress_;
+  // Every server of a platform shares the signing-key file, so every
+  // gateway derives the same salts from it.
+  ATRIUM_ASSIGN_OR_RETURN(std::string platform_key, LoadOrCreateKeyFile(config_.signing_key_file));
+  opts.cache_salt_key = gateway::CacheSaltKey(platform_key);
+  opts.set_cache_salt = config_.gateway_cache_salt;
   opts.dispatcher.discipline = config_.gateway_queue == "fifo"
                                    ? gateway_server::QueueDiscipline::kFifo
                                    : gateway_server::QueueDiscipline::kFair;

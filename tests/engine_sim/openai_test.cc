@@ -110,6 +110,40 @@ TEST(OpenAiParseTest, MaxTokensStreamAndIncludeUsage) {
   EXPECT_FALSE(Chat(body)->max_tokens.has_value());
 }
 
+TEST(OpenAiParseTest, CacheSaltNamesThePromptsBlocksAndMustBeANonEmptyString) {
+  json body = ChatBody();
+  body["messages"][1]["content"] = std::string(300, 'q');
+  auto plain = Chat(body);
+  ASSERT_TRUE(plain.has_value());
+  EXPECT_EQ(plain->cache_salt, "");
+  EXPECT_GE(plain->prefix_blocks.size(), 4u);
+  body["cache_salt"] = "tenant-a";
+  auto salted = Chat(body);
+  ASSERT_TRUE(salted.has_value());
+  EXPECT_EQ(salted->cache_salt, "tenant-a");
+  EXPECT_EQ(salted->prefix_blocks.size(), plain->prefix_blocks.size());
+  EXPECT_NE(salted->prefix_blocks, plain->prefix_blocks);
+  body["cache_salt"] = nullptr;
+  EXPECT_TRUE(Chat(body).has_value());
+  for (const json& bad : {json(""), json(7), json::object()}) {
+    body["cache_salt"] = bad;
+    auto refused = Chat(body);
+    ASSERT_FALSE(refused.has_value()) << bad;
+    EXPECT_NE(refused.error().message.find("cache_salt"), std::string::npos);
+  }
+  // Completions too, token arrays included.
+  auto text = Text({{"model", "other"}, {"prompt", std::vector<int>(40, 7)}, {"cache_salt", "x"}});
+  ASSERT_TRUE(text.has_value());
+  EXPECT_EQ(text->prefix_blocks.size(), 2u);  // 40 tokens: two whole blocks of 16
+}
+
+TEST(OpenAiParseTest, UsageSaysHowManyPromptTokensTheCacheServed) {
+  ResponseMeta meta{Endpoint::kChatCompletions, "chatcmpl-1", 1, "m"};
+  json body = json::parse(CompletionResponseJson(meta, "x", 40, 32, 1, FinishReason::kStop));
+  EXPECT_EQ(body["usage"]["prompt_tokens"], 40);
+  EXPECT_EQ(body["usage"]["prompt_tokens_details"]["cached_tokens"], 32);
+}
+
 TEST(OpenAiParseTest, RejectsMalformedRequests) {
   EXPECT_ERROR(ParseCompletionRequest(Endpoint::kChatCompletions, "{not json", kModels, 0),
                ErrorCode::kInvalidArgument);
@@ -179,7 +213,7 @@ TEST(OpenAiResponseTest, NonStreamingChatShape) {
                     .created = 1700000000,
                     .model = "m"};
   json body =
-      json::parse(CompletionResponseJson(meta, "the \"model\"", 10, 2, FinishReason::kLength));
+      json::parse(CompletionResponseJson(meta, "the \"model\"", 10, 0, 2, FinishReason::kLength));
   EXPECT_EQ(body["id"], "chatcmpl-1");
   EXPECT_EQ(body["object"], "chat.completion");
   EXPECT_EQ(body["created"], 1700000000);
@@ -190,11 +224,13 @@ TEST(OpenAiResponseTest, NonStreamingChatShape) {
   EXPECT_EQ(body["choices"][0]["message"]["role"], "assistant");
   EXPECT_EQ(body["choices"][0]["message"]["content"], "the \"model\"");
   EXPECT_EQ(body["choices"][0]["finish_reason"], "length");
-  EXPECT_EQ(body["usage"],
-            json({{"prompt_tokens", 10}, {"completion_tokens", 2}, {"total_tokens", 12}}));
+  EXPECT_EQ(body["usage"], json({{"prompt_tokens", 10},
+                                 {"completion_tokens", 2},
+                                 {"total_tokens", 12},
+                                 {"prompt_tokens_details", {{"cached_tokens", 0}}}}));
 
   meta.endpoint = Endpoint::kCompletions;
-  body = json::parse(CompletionResponseJson(meta, "x", 1, 1, FinishReason::kStop));
+  body = json::parse(CompletionResponseJson(meta, "x", 1, 0, 1, FinishReason::kStop));
   EXPECT_EQ(body["object"], "text_completion");
   EXPECT_EQ(body["choices"][0]["text"], "x");
   EXPECT_EQ(body["choices"][0]["finish_reason"], "stop");
@@ -209,7 +245,7 @@ TEST(OpenAiResponseTest, ChatStreamEventsAreOpenAisChunks) {
   events.AppendToken("Hello", text);
   events.AppendToken(" world", text);
   events.AppendFinish(FinishReason::kLength, text);
-  events.AppendUsage(3, 2, text);  // not asked for: nothing
+  events.AppendUsage(3, 0, 2, text);  // not asked for: nothing
   StreamEvents::AppendDone(text);
   auto payloads = SsePayloads(text);
   ASSERT_EQ(payloads.size(), 5u);
@@ -234,7 +270,7 @@ TEST(OpenAiResponseTest, IncludeUsageAddsNullUsageAndAFinalUsageEvent) {
   events.AppendStart(text);
   events.AppendToken("Hi", text);
   events.AppendFinish(FinishReason::kStop, text);
-  events.AppendUsage(3, 1, text);
+  events.AppendUsage(3, 0, 1, text);
   StreamEvents::AppendDone(text);
   auto payloads = SsePayloads(text);
   ASSERT_EQ(payloads.size(), 5u);
@@ -245,8 +281,10 @@ TEST(OpenAiResponseTest, IncludeUsageAddsNullUsageAndAFinalUsageEvent) {
   }
   json usage = json::parse(payloads[3]);
   EXPECT_EQ(usage["choices"], json::array());
-  EXPECT_EQ(usage["usage"],
-            json({{"prompt_tokens", 3}, {"completion_tokens", 1}, {"total_tokens", 4}}));
+  EXPECT_EQ(usage["usage"], json({{"prompt_tokens", 3},
+                                  {"completion_tokens", 1},
+                                  {"total_tokens", 4},
+                                  {"prompt_tokens_details", {{"cached_tokens", 0}}}}));
 }
 
 TEST(OpenAiResponseTest, CompletionStreamEvents) {

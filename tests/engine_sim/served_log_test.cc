@@ -28,6 +28,8 @@ TEST(ServedLogTest, RecordsStartAndEndOfEachRequest) {
                                          {"model", "m"},
                                          {"endpoint", "chat.completions"},
                                          {"prompt_tokens", 10},
+                                         {"cached_tokens", 0},
+                                         {"cache_salt", ""},
                                          {"completion_tokens", 5},
                                          {"stream", true},
                                          {"finished", true},

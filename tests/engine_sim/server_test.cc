@@ -135,8 +135,10 @@ TEST(EngineSimServerTest, NonStreamingChatHasOpenAisShapeAndUsage) {
   EXPECT_EQ(body["choices"][0]["finish_reason"], "length");
   const std::string content = body["choices"][0]["message"]["content"];
   EXPECT_EQ(std::count(content.begin(), content.end(), ' '), 15);  // 16 words: the default
-  EXPECT_EQ(body["usage"],
-            json({{"prompt_tokens", 9}, {"completion_tokens", 16}, {"total_tokens", 25}}));
+  EXPECT_EQ(body["usage"], json({{"prompt_tokens", 9},
+                                 {"completion_tokens", 16},
+                                 {"total_tokens", 25},
+                                 {"prompt_tokens_details", {{"cached_tokens", 0}}}}));
 
   auto limited = sim.Post("/v1/chat/completions", ChatBody(prompt, /*max_tokens=*/3));
   ASSERT_OK(limited);
@@ -167,8 +169,10 @@ TEST(EngineSimServerTest, LegacyCompletions) {
   EXPECT_EQ(body["object"], "text_completion");
   EXPECT_EQ(body["id"].get<std::string>().rfind("cmpl-", 0), 0u);
   EXPECT_FALSE(body["choices"][0]["text"].get<std::string>().empty());
-  EXPECT_EQ(body["usage"],
-            json({{"prompt_tokens", 3}, {"completion_tokens", 4}, {"total_tokens", 7}}));
+  EXPECT_EQ(body["usage"], json({{"prompt_tokens", 3},
+                                 {"completion_tokens", 4},
+                                 {"total_tokens", 7},
+                                 {"prompt_tokens_details", {{"cached_tokens", 0}}}}));
 }
 
 // Streams one request over a raw connection and returns the reader.
@@ -225,8 +229,10 @@ TEST(EngineSimServerTest, IncludeUsageAddsTheUsageChunkOnlyWhenAsked) {
   EXPECT_EQ(events.back().first, "[DONE]");
   json usage = json::parse(events[events.size() - 2].first);
   EXPECT_EQ(usage["choices"], json::array());
-  EXPECT_EQ(usage["usage"],
-            json({{"prompt_tokens", 4 + 2}, {"completion_tokens", 3}, {"total_tokens", 9}}));
+  EXPECT_EQ(usage["usage"], json({{"prompt_tokens", 4 + 2},
+                                  {"completion_tokens", 3},
+                                  {"total_tokens", 9},
+                                  {"prompt_tokens_details", {{"cached_tokens", 0}}}}));
   for (size_t i = 0; i + 2 < events.size(); ++i) {
     json event = json::parse(events[i].first);
     EXPECT_TRUE(event.contains("usage") && event["usage"].is_null()) << events[i].first;

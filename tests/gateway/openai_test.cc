@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/json_reader.h"
+#include "gateway/cache_salt.h"
 #include "support/result_matchers.h"
 
 namespace atrium::gateway {
@@ -701,6 +702,72 @@ TEST(OpenAiTest, ErrorBodyHasOpenAisShape) {
   // Client text with invalid UTF-8 must not throw.
   std::string odd = ErrorBody("The model `\xff\xfe` does not exist", "invalid_request_error", "x");
   EXPECT_NE(odd.find("does not exist"), std::string::npos);
+}
+
+// --- prefix-cache salt -------------------------------------------------
+
+TEST(CacheSaltTest, EachTenantItsOwnSaltTheSameOnEveryGatewayNoneFromThePlatformKeyAlone) {
+  const std::string platform_key(32, 'k');
+  const std::string salt_key = CacheSaltKey(platform_key);
+  EXPECT_EQ(salt_key.size(), 32u);
+  EXPECT_NE(salt_key, platform_key);
+  EXPECT_EQ(CacheSaltKey(platform_key), salt_key);  // every gateway derives the same
+  const std::string a = CacheSalt(salt_key, "tn_a");
+  EXPECT_EQ(a.size(), 43u);
+  EXPECT_EQ(CacheSalt(salt_key, "tn_a"), a);
+  EXPECT_NE(CacheSalt(salt_key, "tn_b"), a);
+  EXPECT_NE(CacheSalt(CacheSaltKey(std::string(32, 'x')), "tn_a"), a);  // another platform
+  // Not the tenant id in disguise: nothing of it shows.
+  EXPECT_EQ(a.find("tn_a"), std::string::npos);
+}
+
+TEST(CacheSaltTest, InsertedWhenAbsentEveryOtherByteKept) {
+  const std::string body = R"({"model":"m","messages":[{"role":"user","content":"hi"}]})";
+  auto salted = WithCacheSalt(body, "S1");
+  ASSERT_TRUE(salted.has_value());
+  EXPECT_EQ(*salted,
+            R"({"cache_salt":"S1","model":"m","messages":[{"role":"user","content":"hi"}]})");
+  auto empty = WithCacheSalt("  {}", "S1");
+  ASSERT_TRUE(empty.has_value());
+  EXPECT_EQ(*empty, R"(  {"cache_salt":"S1"})");
+}
+
+// A hostile tenant names another's salt — or hides its own behind a
+// duplicate key or an escaped spelling, which the engine's parser would
+// keep: every one of them becomes the gateway's.
+TEST(CacheSaltTest, EveryClientSaltIsReplacedDuplicatesAndEscapedSpellingsIncluded) {
+  const std::string body =
+      R"({"cache_salt":"victims-salt","model":"m","cache\u005fsalt":{"x":1},)"
+      R"("messages":[{"role":"user","content":"hi","cache_salt":"nested stays"}],)"
+      R"("cache_salt" : 7})";
+  auto salted = WithCacheSalt(body, "mine");
+  ASSERT_TRUE(salted.has_value());
+  Json parsed = MustParse(*salted);
+  EXPECT_EQ(parsed["cache_salt"], "mine");
+  EXPECT_EQ(salted->find("victims-salt"), std::string::npos) << *salted;
+  EXPECT_EQ(salted->find("{\"x\":1}"), std::string::npos) << *salted;
+  size_t ours = 0;
+  for (size_t at = 0; (at = salted->find("\"mine\"", at)) != std::string::npos; ++at) ++ours;
+  EXPECT_EQ(ours, 3u);
+  EXPECT_EQ(parsed["messages"][0]["cache_salt"], "nested stays");  // not the engine's field
+  // Still valid for ParseRequest, and asks the same of the model.
+  auto request = ParseRequest(Api::kChatCompletions, *salted);
+  ASSERT_TRUE(request.has_value()) << *salted;
+  EXPECT_EQ(request->model, "m");
+}
+
+TEST(CacheSaltTest, ASaltIsAJsonStringWhateverItHolds) {
+  auto salted = WithCacheSalt(R"({"model":"m"})", "a\"b\\c");
+  ASSERT_TRUE(salted.has_value());
+  EXPECT_EQ(MustParse(*salted)["cache_salt"], "a\"b\\c");
+}
+
+TEST(CacheSaltTest, ABodyThatDoesNotScanIsRefusedNotRelayedWithTheClientsSalt) {
+  for (const std::string body : {R"([1,2])", R"({"cache_salt":"x")", "", R"({"a" 1})"}) {
+    auto salted = WithCacheSalt(body, "mine");
+    ASSERT_FALSE(salted.has_value()) << body;
+    EXPECT_EQ(salted.error().code, ErrorCode::kInvalidArgument);
+  }
 }
 
 }  // namespace

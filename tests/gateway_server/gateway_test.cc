@@ -922,6 +922,88 @@ TEST_F(GatewayTest, StreamsChunkByChunkAndHidesTheUsageChunkUnlessAsked) {
   EXPECT_EQ(usage_chunk["usage"]["completion_tokens"], 5);
 }
 
+// Prefix-cache isolation: the gateway salts every request with its
+// tenant's own cache_salt, so a tenant's repeated prompt is served from its
+// cache and another tenant's identical prompt is not — even when that
+// tenant names the first one's salt itself, twice, or under an escaped key.
+TEST_F(GatewayTest, EachTenantHasItsOwnPrefixCacheWhateverItSends) {
+  const std::string url = StartSim("instant");
+  AddDeployment("dep_1", {{url, 8}});
+  StartGateway();
+  const auto ask = [&](const std::string& key, const std::string& prompt,
+                       const std::string& extra = "") {
+    Json body = {{"model", "sim-model"},
+                 {"messages", {{{"role", "user"}, {"content", prompt}}}},
+                 {"max_tokens", 1}};
+    std::string text = body.dump();
+    if (!extra.empty()) text = "{" + extra + "," + text.substr(1);
+    RawResponse r = Post(key, text);
+    EXPECT_EQ(r.status, 200) << r.body;
+    Json answer = Json::parse(r.body, nullptr, false);
+    auto record = RecordOf(r.headers["x-request-id"]);
+    const int64_t cached = answer["usage"]["prompt_tokens_details"].value("cached_tokens", -1);
+    EXPECT_TRUE(record.has_value());
+    if (record) EXPECT_EQ(record->cached_tokens, cached);  // metered as the engine said
+    return cached;
+  };
+  const std::string story(2000, 's');
+  EXPECT_EQ(ask(key_a_, story), 0);
+  EXPECT_GT(ask(key_a_, story), 400);  // a's own prefix: served from its cache
+  EXPECT_EQ(ask(key_b_, story), 0);    // the same prompt from b: nothing of a's
+
+  // The salt a's requests carried, as the engine saw them.
+  const auto salts = [&] {
+    Connection c(std::stoi(url.substr(url.rfind(':') + 1)));
+    c.Send("GET", "/sim/served", "");
+    std::vector<std::string> out;
+    const Json served = Json::parse(c.Read().body);
+    for (const Json& r : served["requests"]) {
+      out.push_back(r["cache_salt"]);
+    }
+    return out;
+  }();
+  ASSERT_EQ(salts.size(), 3u);
+  EXPECT_EQ(salts[0], salts[1]);
+  EXPECT_NE(salts[0], salts[2]);
+  EXPECT_FALSE(salts[0].empty());
+  const std::string a_salt = salts[0];
+
+  // b names a's salt (as it is, twice, and under an escaped key) for a
+  // prompt a has cached: b still gets nothing from a's cache.
+  const std::string secret(2000, 'p');
+  EXPECT_EQ(ask(key_a_, secret), 0);
+  EXPECT_EQ(ask(key_b_, secret,
+                "\"cache_salt\":\"" + a_salt + "\",\"cache\\u005fsalt\":\"" + a_salt +
+                    "\",\"cache_salt\":\"" + a_salt + "\""),
+            0);
+  EXPECT_GT(ask(key_a_, secret), 400);
+  Connection c(std::stoi(url.substr(url.rfind(':') + 1)));
+  c.Send("GET", "/sim/served", "");
+  const Json served = Json::parse(c.Read().body)["requests"];
+  ASSERT_EQ(served.size(), 6u);
+  EXPECT_EQ(served[4]["cache_salt"], salts[2]);  // b's own, not a's
+}
+
+// Turned off (for engines that refuse the field), the body goes up as the
+// client wrote it.
+TEST_F(GatewayTest, WithoutCacheSaltsTheClientsBodyGoesUpAsItIs) {
+  const std::string url = StartSim("instant");
+  AddDeployment("dep_1", {{url, 8}});
+  GatewayOptions options;
+  options.set_cache_salt = false;
+  StartGateway(options);
+  Json body = Json::parse(ChatBody(1, false));
+  ASSERT_EQ(Post(key_a_, body.dump()).status, 200);
+  body["cache_salt"] = "clients-own";
+  ASSERT_EQ(Post(key_a_, body.dump()).status, 200);
+  Connection c(std::stoi(url.substr(url.rfind(':') + 1)));
+  c.Send("GET", "/sim/served", "");
+  const Json served = Json::parse(c.Read().body);
+  ASSERT_EQ(served["requests"].size(), 2u);
+  EXPECT_EQ(served["requests"][0]["cache_salt"], "");
+  EXPECT_EQ(served["requests"][1]["cache_salt"], "clients-own");
+}
+
 TEST_F(GatewayTest, RefusesBadCredentialsInOpenAIsShape) {
   AddDeployment("dep_1", {{StartSim("instant"), 8}});
   StartGateway();

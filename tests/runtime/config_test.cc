@@ -217,17 +217,19 @@ TEST(ConfigTest, EgressSectionAndDedicatedEntitlement) {
   EXPECT_TRUE(defaults->egress_denied_networks.empty());
   EXPECT_EQ(defaults->egress_allowed_hosts, std::vector<std::string>{"*"});
   EXPECT_FALSE(defaults->gateway_dedicated_requires_entitlement);
+  EXPECT_TRUE(defaults->gateway_cache_salt) << "tenants' prefix caches apart unless turned off";
   auto rules = EgressRulesOf(*defaults);
   ASSERT_TRUE(rules.has_value());
   EXPECT_TRUE(rules->allowed_networks.empty());
 
   auto c = ParseConfig(
       "[store]\nurl = \"sqlite:///x.db\"\n[gateway]\ndedicated_requires_entitlement = true\n"
-      "[egress]\nallowed_networks = [\"10.20.0.0/16\", \"fd00::/8\"]\n"
+      "cache_salt = false\n[egress]\nallowed_networks = [\"10.20.0.0/16\", \"fd00::/8\"]\n"
       "denied_networks = [\"10.20.1.0/24\"]\nallowed_hosts = [\"*.models.example.com\"]\n",
       "t.toml");
   ASSERT_TRUE(c.has_value()) << c.error().message;
   EXPECT_TRUE(c->gateway_dedicated_requires_entitlement);
+  EXPECT_FALSE(c->gateway_cache_salt);
   auto parsed = EgressRulesOf(*c);
   ASSERT_TRUE(parsed.has_value());
   ASSERT_EQ(parsed->allowed_networks.size(), 2u);
