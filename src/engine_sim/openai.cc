@@ -98,8 +98,11 @@ Result<std::string> MessageText(const Json& message, size_t index) {
     }
     auto type = part.find("type");
     auto part_text = part.find("text");
-    if (type != part.end() && *type == "text" && part_text != part.end() &&
-        part_text->is_string()) {
+    // Chat's "text" parts; the Responses API's "input_text" and (earlier
+    // turns) "output_text".
+    const bool text_part =
+        type != part.end() && (*type == "text" || *type == "input_text" || *type == "output_text");
+    if (text_part && part_text != part.end() && part_text->is_string()) {
       text += part_text->get_ref<const std::string&>();
     }
   }
@@ -171,6 +174,68 @@ Status ReadTextPrompt(const Json& body, TextHasher& hasher, int64_t& prompt_toke
       "'prompt' must be a string, a non-empty token array, or an array holding one of those");
 }
 
+// Every string in `v`, at any depth, appended to `text`.
+void AllStrings(const Json& v, std::string& text) {
+  if (v.is_string()) {
+    text += v.get_ref<const std::string&>();
+  } else if (v.is_array() || v.is_object()) {
+    for (const Json& item : v) AllStrings(item, text);
+  }
+}
+
+Status ReadResponsesInput(const Json& body, TextHasher& hasher, int64_t& prompt_tokens,
+                          std::string& prompt_bytes) {
+  for (const char* unsupported : {"previous_response_id", "background", "conversation"}) {
+    auto it = body.find(unsupported);
+    if (it != body.end() && !it->is_null() && *it != false) {
+      return Error::InvalidArgument(std::string("'") + unsupported +
+                                    "' needs stored responses, which the engine simulator does "
+                                    "not keep");
+    }
+  }
+  auto add = [&](std::string_view role, const std::string& text) {
+    hasher.Add(role);
+    hasher.Add(text);
+    prompt_tokens += kTokensPerChatMessage + CountTextTokens(text);
+    prompt_bytes += role;
+    prompt_bytes += '\n';
+    prompt_bytes += text;
+    prompt_bytes += '\n';
+  };
+  if (auto it = body.find("instructions"); it != body.end() && !it->is_null()) {
+    if (!it->is_string()) return Error::InvalidArgument("'instructions' must be a string");
+    add("system", it->get<std::string>());
+  }
+  auto input = body.find("input");
+  if (input == body.end() || input->is_null()) {
+    return Error::InvalidArgument("you must provide an input parameter");
+  }
+  if (input->is_string()) {
+    add("user", input->get<std::string>());
+    return OkStatus();
+  }
+  if (!input->is_array() || input->empty()) {
+    return Error::InvalidArgument("'input' must be a string or a non-empty array of items");
+  }
+  for (size_t i = 0; i < input->size(); ++i) {
+    const Json& item = (*input)[i];
+    if (!item.is_object()) {
+      return Error::InvalidArgument("input[" + std::to_string(i) + "] must be an object");
+    }
+    auto role = item.find("role");
+    if (role != item.end() && role->is_string()) {
+      ATRIUM_ASSIGN_OR_RETURN(std::string text, MessageText(item, i));
+      add(role->get_ref<const std::string&>(), text);
+    } else {
+      // A tool call's output, a reasoning item ...: its strings.
+      std::string text;
+      AllStrings(item, text);
+      add("item", text);
+    }
+  }
+  return OkStatus();
+}
+
 std::string FormatFloat(float v) {
   char buffer[32];
   auto [end, ec] = std::to_chars(buffer, buffer + sizeof(buffer), v);
@@ -207,6 +272,8 @@ std::string_view EndpointName(Endpoint endpoint) {
       return "completions";
     case Endpoint::kEmbeddings:
       return "embeddings";
+    case Endpoint::kResponses:
+      return "responses";
   }
   return "unknown";
 }
@@ -219,7 +286,9 @@ Result<CompletionRequest> ParseCompletionRequest(Endpoint endpoint, std::string_
   request.endpoint = endpoint;
   TextHasher hasher(seed);
   std::string prompt_bytes;
-  if (endpoint == Endpoint::kChatCompletions) {
+  if (endpoint == Endpoint::kResponses) {
+    ATRIUM_RETURN_IF_ERROR(ReadResponsesInput(json, hasher, request.prompt_tokens, prompt_bytes));
+  } else if (endpoint == Endpoint::kChatCompletions) {
     ATRIUM_RETURN_IF_ERROR(ReadChatPrompt(json, hasher, request.prompt_tokens, prompt_bytes));
   } else {
     ATRIUM_RETURN_IF_ERROR(ReadTextPrompt(json, hasher, request.prompt_tokens, prompt_bytes));
@@ -237,6 +306,12 @@ Result<CompletionRequest> ParseCompletionRequest(Endpoint endpoint, std::string_
   ATRIUM_ASSIGN_OR_RETURN(request.model, ReadModel(json, models));
   request.text_hash = hasher.value();
 
+  if (endpoint == Endpoint::kResponses) {
+    ATRIUM_ASSIGN_OR_RETURN(request.max_tokens, ReadInt(json, "max_output_tokens", 1));
+    ATRIUM_ASSIGN_OR_RETURN(std::optional<bool> stream, ReadBool(json, "stream"));
+    request.stream = stream.value_or(false);
+    return request;
+  }
   ATRIUM_ASSIGN_OR_RETURN(std::optional<int> max_tokens, ReadInt(json, "max_tokens", 1));
   if (endpoint == Endpoint::kChatCompletions) {
     ATRIUM_ASSIGN_OR_RETURN(std::optional<int> max_completion,
@@ -367,6 +442,137 @@ std::string CompletionResponseJson(const ResponseMeta& meta, std::string_view te
   AppendUsageObject(prompt_tokens, completion_tokens, cached_tokens, out);
   out += '}';
   return out;
+}
+
+namespace {
+
+// A Responses API `response` object: `status` "in_progress" (no output, usage
+// null), "completed" or "incomplete" (the one message and the usage).
+void AppendResponseObject(const ResponseMeta& meta, std::string_view item_id,
+                          std::string_view status, std::string_view text, int64_t prompt_tokens,
+                          int64_t cached_tokens, int completion_tokens, std::string& out) {
+  const bool done = status != "in_progress";
+  out += R"({"id":)";
+  AppendJsonString(meta.id, out);
+  out += R"(,"object":"response","created_at":)";
+  out += std::to_string(meta.created);
+  out += R"(,"status":")";
+  out += status;
+  out += R"(","error":null,"incomplete_details":)";
+  out += status == "incomplete" ? R"({"reason":"max_output_tokens"})" : "null";
+  out += R"(,"instructions":null,"model":)";
+  AppendJsonString(meta.model, out);
+  out += R"(,"output":[)";
+  if (done) {
+    out += R"({"id":)";
+    AppendJsonString(item_id, out);
+    out += R"(,"type":"message","status":"completed","role":"assistant","content":[)";
+    out += R"({"type":"output_text","text":)";
+    AppendJsonString(text, out);
+    out += R"(,"annotations":[]}]})";
+  }
+  out += R"(],"parallel_tool_calls":true,"tool_choice":"auto","tools":[],"usage":)";
+  if (!done) {
+    out += "null}";
+    return;
+  }
+  out += R"({"input_tokens":)";
+  out += std::to_string(prompt_tokens);
+  out += R"(,"input_tokens_details":{"cached_tokens":)";
+  out += std::to_string(cached_tokens);
+  out += R"(},"output_tokens":)";
+  out += std::to_string(completion_tokens);
+  out += R"(,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":)";
+  out += std::to_string(prompt_tokens + completion_tokens);
+  out += "}}";
+}
+
+std::string_view ResponseStatus(FinishReason reason) {
+  return reason == FinishReason::kLength ? "incomplete" : "completed";
+}
+
+std::string ItemIdOf(const ResponseMeta& meta) {
+  // "resp_<n>" -> "msg_<n>"
+  const size_t underscore = meta.id.find('_');
+  return "msg_" + (underscore == std::string::npos ? meta.id : meta.id.substr(underscore + 1));
+}
+
+}  // namespace
+
+std::string ResponsesResponseJson(const ResponseMeta& meta, std::string_view text,
+                                  int64_t prompt_tokens, int64_t cached_tokens,
+                                  int completion_tokens, FinishReason reason) {
+  std::string out;
+  out.reserve(512 + text.size());
+  AppendResponseObject(meta, ItemIdOf(meta), ResponseStatus(reason), text, prompt_tokens,
+                       cached_tokens, completion_tokens, out);
+  return out;
+}
+
+ResponsesEvents::ResponsesEvents(const ResponseMeta& meta)
+    : meta_(meta), item_id_(ItemIdOf(meta)) {}
+
+void ResponsesEvents::AppendEvent(std::string_view type, std::string_view fields,
+                                  std::string& out) {
+  out += "event: ";
+  out += type;
+  out += "\ndata: {\"type\":\"";
+  out += type;
+  out += "\",\"sequence_number\":";
+  out += std::to_string(sequence_++);
+  if (!fields.empty()) {
+    out += ',';
+    out += fields;
+  }
+  out += "}\n\n";
+}
+
+void ResponsesEvents::AppendStart(std::string& out) {
+  std::string response = R"("response":)";
+  AppendResponseObject(meta_, item_id_, "in_progress", "", 0, 0, 0, response);
+  AppendEvent("response.created", response, out);
+  AppendEvent("response.in_progress", response, out);
+  std::string item = R"("output_index":0,"item":{"id":)";
+  AppendJsonString(item_id_, item);
+  item += R"(,"type":"message","status":"in_progress","role":"assistant","content":[]})";
+  AppendEvent("response.output_item.added", item, out);
+  std::string part = R"("item_id":)";
+  AppendJsonString(item_id_, part);
+  part +=
+      R"(,"output_index":0,"content_index":0,"part":{"type":"output_text","text":"","annotations":[]})";
+  AppendEvent("response.content_part.added", part, out);
+}
+
+void ResponsesEvents::AppendToken(std::string_view text, std::string& out) {
+  text_ += text;
+  std::string fields = R"("item_id":)";
+  AppendJsonString(item_id_, fields);
+  fields += R"(,"output_index":0,"content_index":0,"delta":)";
+  AppendJsonString(text, fields);
+  AppendEvent("response.output_text.delta", fields, out);
+}
+
+void ResponsesEvents::AppendEnd(FinishReason reason, int64_t prompt_tokens, int64_t cached_tokens,
+                                int completion_tokens, std::string& out) {
+  std::string where = R"("item_id":)";
+  AppendJsonString(item_id_, where);
+  where += R"(,"output_index":0,"content_index":0)";
+  std::string text_done = where + R"(,"text":)";
+  AppendJsonString(text_, text_done);
+  AppendEvent("response.output_text.done", text_done, out);
+  std::string part = R"({"type":"output_text","text":)";
+  AppendJsonString(text_, part);
+  part += R"(,"annotations":[]})";
+  AppendEvent("response.content_part.done", where + R"(,"part":)" + part, out);
+  std::string item = R"("output_index":0,"item":{"id":)";
+  AppendJsonString(item_id_, item);
+  item += R"(,"type":"message","status":"completed","role":"assistant","content":[)" + part + "]}";
+  AppendEvent("response.output_item.done", item, out);
+  const std::string_view status = ResponseStatus(reason);
+  std::string response = R"("response":)";
+  AppendResponseObject(meta_, item_id_, status, text_, prompt_tokens, cached_tokens,
+                       completion_tokens, response);
+  AppendEvent(status == "completed" ? "response.completed" : "response.incomplete", response, out);
 }
 
 StreamEvents::StreamEvents(const ResponseMeta& meta, bool include_usage)

@@ -18,8 +18,8 @@ namespace atrium::engine_sim {
 // Server header: the simulator never passes for a real engine.
 inline constexpr std::string_view kSimulatorName = "atrium-engine-sim";
 
-enum class Endpoint { kChatCompletions, kCompletions, kEmbeddings };
-// "chat.completions", "completions", "embeddings"
+enum class Endpoint { kChatCompletions, kCompletions, kEmbeddings, kResponses };
+// "chat.completions", "completions", "embeddings", "responses"
 std::string_view EndpointName(Endpoint endpoint);
 
 struct CompletionRequest {
@@ -37,7 +37,14 @@ struct CompletionRequest {
   int64_t cached_tokens = 0;            // set by the server from its prefix cache
 };
 
-// Parses a /v1/chat/completions or /v1/completions body. Fields the
+// Parses a /v1/chat/completions, /v1/completions or /v1/responses body.
+// Responses (OpenAI's Responses API, as vLLM serves it): `input` a string or
+// a non-empty array of items (a message's `content` a string or parts whose
+// "text" counts; other items' strings count), `instructions` a string
+// counted as a system message, `max_output_tokens` >= 1; `stream` as for
+// chat, never usage options (usage comes with response.completed);
+// `previous_response_id` and `background` are refused (nothing is stored).
+// Chat and completions: Fields the
 // simulator does not use are ignored, as OpenAI-compatible servers do.
 // Accepted prompts: chat `messages` (non-empty array of objects with a string
 // `role` and `content` that is a string, null, or an array of parts whose
@@ -84,6 +91,39 @@ struct ResponseMeta {
 std::string CompletionResponseJson(const ResponseMeta& meta, std::string_view text,
                                    int64_t prompt_tokens, int64_t cached_tokens,
                                    int completion_tokens, FinishReason reason);
+
+// The Responses API's non-streaming body: a `response` object, status
+// "completed" ("incomplete" with incomplete_details.reason
+// "max_output_tokens" when the length stopped it), one assistant message
+// with one output_text part, and usage as input_tokens / output_tokens /
+// input_tokens_details.cached_tokens.
+std::string ResponsesResponseJson(const ResponseMeta& meta, std::string_view text,
+                                  int64_t prompt_tokens, int64_t cached_tokens,
+                                  int completion_tokens, FinishReason reason);
+
+// The Responses API's stream, each event "event: <type>\ndata: {...}\n\n"
+// with its type and sequence_number: response.created and .in_progress,
+// output_item.added, content_part.added, one output_text.delta per token,
+// then output_text.done, content_part.done, output_item.done and
+// response.completed (or .incomplete) carrying the whole response with its
+// usage. No [DONE]: the last event ends it.
+class ResponsesEvents {
+ public:
+  explicit ResponsesEvents(const ResponseMeta& meta);
+
+  void AppendStart(std::string& out);
+  void AppendToken(std::string_view text, std::string& out);
+  void AppendEnd(FinishReason reason, int64_t prompt_tokens, int64_t cached_tokens,
+                 int completion_tokens, std::string& out);
+
+ private:
+  void AppendEvent(std::string_view type, std::string_view fields, std::string& out);
+
+  ResponseMeta meta_;
+  std::string item_id_;
+  std::string text_;  // every delta so far
+  int64_t sequence_ = 0;
+};
 
 // The SSE events of one streamed completion, each a complete
 // "data: {...}\n\n", shaped as OpenAI's: for chat, a first event with the

@@ -8,6 +8,8 @@
 //   POST /v1/chat/completions, /v1/completions   non-streaming, or SSE with
 //        "stream": true (one event per token as the engine produces it;
 //        stream_options.include_usage adds OpenAI's usage event)
+//   POST /v1/responses                           OpenAI's Responses API, whole or
+//        streamed as its response.* events (usage on response.completed)
 //   POST /v1/embeddings                          deterministic unit vectors
 //   GET  /v1/models, /v1/models/{id}             owned_by "atrium-engine-sim"
 //   GET  /sim/served                             what was served (served_log.h)

@@ -170,6 +170,8 @@ void Session::Route(bhttp::verb method, const std::string& target, const std::st
     if (require(bhttp::verb::post)) StartCompletion(Endpoint::kChatCompletions, body);
   } else if (path == "/v1/completions") {
     if (require(bhttp::verb::post)) StartCompletion(Endpoint::kCompletions, body);
+  } else if (path == "/v1/responses") {
+    if (require(bhttp::verb::post)) StartCompletion(Endpoint::kResponses, body);
   } else if (path == "/v1/embeddings") {
     if (require(bhttp::verb::post)) Embeddings(body);
   } else if (path == "/v1/models") {

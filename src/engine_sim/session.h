@@ -121,10 +121,11 @@ enum class AfterWrite { kNextRequest, kClose, kLinger };
 struct Completion {
   CompletionRequest request;
   ResponseMeta meta;
-  std::optional<StreamEvents> events;  // streams only
-  RequestId engine_id = 0;             // 0: answered inline (instant profile)
-  uint64_t record = 0;                 // ServedLog handle
-  int completion_tokens = 0;           // once the engine finished
+  std::optional<StreamEvents> events;               // chat and completions streams
+  std::optional<ResponsesEvents> responses_events;  // Responses API streams
+  RequestId engine_id = 0;                          // 0: answered inline (instant profile)
+  uint64_t record = 0;                              // ServedLog handle
+  int completion_tokens = 0;                        // once the engine finished
   FinishReason reason = FinishReason::kLength;
   bool engine_done = false;
   bool head_written = false;  // the stream's response head is in pending_ or sent

@@ -66,7 +66,10 @@ void Session::StartCompletion(Endpoint endpoint, const std::string& body) {
             std::to_string(parsed->prompt_tokens + std::max(max_tokens, 1)) + " tokens (" +
             std::to_string(parsed->prompt_tokens) + " in the prompt, " +
             std::to_string(std::max(max_tokens, 1)) + " in the completion).",
-        "invalid_request_error", endpoint == Endpoint::kChatCompletions ? "messages" : "prompt",
+        "invalid_request_error",
+        endpoint == Endpoint::kChatCompletions ? "messages"
+        : endpoint == Endpoint::kResponses     ? "input"
+                                               : "prompt",
         "context_length_exceeded");
   }
 
@@ -80,11 +83,18 @@ void Session::StartCompletion(Endpoint endpoint, const std::string& body) {
   const std::string own_id = core_->NextId();
   const std::string record_id = client_request_id_.empty() ? "esim-" + own_id : client_request_id_;
   c->meta = {.endpoint = endpoint,
-             .id = (endpoint == Endpoint::kChatCompletions ? "chatcmpl-" : "cmpl-") + own_id,
+             .id = (endpoint == Endpoint::kChatCompletions ? "chatcmpl-"
+                    : endpoint == Endpoint::kResponses     ? "resp_"
+                                                           : "cmpl-") +
+                   own_id,
              .created = static_cast<int64_t>(std::time(nullptr)),
              .model = c->request.model};
   if (c->request.stream) {
-    c->events.emplace(c->meta, c->request.include_usage);
+    if (endpoint == Endpoint::kResponses) {
+      c->responses_events.emplace(c->meta);
+    } else {
+      c->events.emplace(c->meta, c->request.include_usage);
+    }
     // HTTP/1.0 has no chunked encoding: the end of the stream is the close.
     if (version_ < 11) keep_alive_ = false;
   }

@@ -92,17 +92,25 @@ void Session::AppendChunk(std::string_view data) {
 
 void Session::OnToken(int index) {
   Completion& c = *completion_;
-  if (!c.events) return;  // non-streaming: the text is built at the end
+  if (!c.events && !c.responses_events) return;  // non-streaming: the text is built at the end
   if (!c.head_written) {
     AppendHead(200, "text/event-stream", std::nullopt,
                request_id_header_ + "Cache-Control: no-cache\r\n");
     c.head_written = true;
     scratch_.clear();
-    c.events->AppendStart(scratch_);
+    if (c.events) {
+      c.events->AppendStart(scratch_);
+    } else {
+      c.responses_events->AppendStart(scratch_);
+    }
     if (!scratch_.empty()) AppendChunk(scratch_);
   }
   scratch_.clear();
-  c.events->AppendToken(TokenText(c.request.text_hash, index), scratch_);
+  if (c.events) {
+    c.events->AppendToken(TokenText(c.request.text_hash, index), scratch_);
+  } else {
+    c.responses_events->AppendToken(TokenText(c.request.text_hash, index), scratch_);
+  }
   AppendChunk(scratch_);
   ++c.pending;
   Flush();
@@ -113,7 +121,18 @@ void Session::OnFinished(int completion_tokens, FinishReason reason) {
   c.engine_done = true;
   c.completion_tokens = completion_tokens;
   c.reason = reason;
-  if (c.events) {
+  if (c.responses_events) {
+    if (!c.head_written) {  // unreachable: a request produces at least one token
+      AppendHead(200, "text/event-stream", std::nullopt,
+                 request_id_header_ + "Cache-Control: no-cache\r\n");
+      c.head_written = true;
+    }
+    scratch_.clear();
+    c.responses_events->AppendEnd(reason, c.request.prompt_tokens, c.request.cached_tokens,
+                                  completion_tokens, scratch_);
+    AppendChunk(scratch_);
+    if (chunked_) pending_ += "0\r\n\r\n";
+  } else if (c.events) {
     if (!c.head_written) {  // unreachable: a request produces at least one token
       AppendHead(200, "text/event-stream", std::nullopt,
                  request_id_header_ + "Cache-Control: no-cache\r\n");
@@ -131,9 +150,13 @@ void Session::OnFinished(int completion_tokens, FinishReason reason) {
     AppendChunk(scratch_);
     if (chunked_) pending_ += "0\r\n\r\n";
   } else {
-    const std::string body = CompletionResponseJson(
-        c.meta, CompletionText(c.request.text_hash, completion_tokens), c.request.prompt_tokens,
-        c.request.cached_tokens, completion_tokens, reason);
+    const std::string text = CompletionText(c.request.text_hash, completion_tokens);
+    const std::string body =
+        c.meta.endpoint == Endpoint::kResponses
+            ? ResponsesResponseJson(c.meta, text, c.request.prompt_tokens, c.request.cached_tokens,
+                                    completion_tokens, reason)
+            : CompletionResponseJson(c.meta, text, c.request.prompt_tokens, c.request.cached_tokens,
+                                     completion_tokens, reason);
     AppendHead(200, "application/json", body.size(), request_id_header_);
     pending_ += body;
     c.pending = completion_tokens;

@@ -144,6 +144,37 @@ TEST(OpenAiParseTest, UsageSaysHowManyPromptTokensTheCacheServed) {
   EXPECT_EQ(body["usage"]["prompt_tokens_details"]["cached_tokens"], 32);
 }
 
+TEST(OpenAiParseTest, ResponsesInputInstructionsAndMaxOutputTokens) {
+  auto parse = [](const json& body) {
+    return ParseCompletionRequest(Endpoint::kResponses, body.dump(), kModels, 0);
+  };
+  auto plain = parse({{"model", "other"}, {"input", "Hello there, model!"}});  // 19 bytes
+  ASSERT_TRUE(plain.has_value()) << plain.error().message;
+  EXPECT_EQ(plain->prompt_tokens, 4 + 5);
+  EXPECT_FALSE(plain->max_tokens.has_value());
+  EXPECT_FALSE(plain->stream);
+  auto items = parse({{"model", "other"},
+                      {"input",
+                       {{{"role", "user"}, {"content", "Hi"}},
+                        {{"type", "function_call_output"}, {"call_id", "c1"}, {"output", "42"}}}},
+                      {"max_output_tokens", 7},
+                      {"stream", true}});
+  ASSERT_TRUE(items.has_value()) << items.error().message;
+  EXPECT_EQ(items->max_tokens, 7);
+  EXPECT_TRUE(items->stream);
+  EXPECT_GT(items->prompt_tokens, 8);
+  for (const json& bad :
+       {json({{"model", "other"}}), json({{"model", "other"}, {"input", json::array()}}),
+        json({{"model", "other"}, {"input", 3}}),
+        json({{"model", "other"}, {"input", "x"}, {"instructions", 1}}),
+        json({{"model", "other"}, {"input", "x"}, {"max_output_tokens", 0}}),
+        json({{"model", "other"}, {"input", "x"}, {"background", true}})}) {
+    auto refused = parse(bad);
+    ASSERT_FALSE(refused.has_value()) << bad;
+    EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument) << bad;
+  }
+}
+
 TEST(OpenAiParseTest, RejectsMalformedRequests) {
   EXPECT_ERROR(ParseCompletionRequest(Endpoint::kChatCompletions, "{not json", kModels, 0),
                ErrorCode::kInvalidArgument);

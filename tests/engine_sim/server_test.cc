@@ -177,10 +177,11 @@ TEST(EngineSimServerTest, LegacyCompletions) {
 
 // Streams one request over a raw connection and returns the reader.
 std::unique_ptr<ResponseReader> Stream(int port, const json& body,
-                                       const std::string& extra_headers = "") {
+                                       const std::string& extra_headers = "",
+                                       const std::string& path = "/v1/chat/completions") {
   RawConnection connection(port);
   EXPECT_TRUE(connection.connected());
-  EXPECT_TRUE(connection.Send(PostRequest("/v1/chat/completions", body.dump(), extra_headers)));
+  EXPECT_TRUE(connection.Send(PostRequest(path, body.dump(), extra_headers)));
   auto reader = std::make_unique<ResponseReader>();
   EXPECT_TRUE(ReadAll({{&connection, reader.get()}}, 5000));
   return reader;
@@ -217,6 +218,74 @@ TEST(EngineSimServerTest, StreamIsOneChunkPerEventInOpenAisFormat) {
   auto whole = sim.Post("/v1/chat/completions", ChatBody("Stream please", 5));
   ASSERT_OK(whole);
   EXPECT_EQ(json::parse(whole->body)["choices"][0]["message"]["content"], text);
+}
+
+// OpenAI's Responses API, as vLLM serves it: the same engine and text, a
+// `response` object, and a stream of response.* events with the usage on
+// the last.
+TEST(EngineSimServerTest, ResponsesApiWholeAndStreamed) {
+  Running sim = Start(WithProfile("instant"));
+  json body = {
+      {"model", kModel},
+      {"instructions", "Be brief."},
+      {"input", {{{"role", "user"}, {"content", {{{"type", "input_text"}, {"text", "Hi"}}}}}}},
+      {"max_output_tokens", 6}};
+  auto whole = sim.Post("/v1/responses", body);
+  ASSERT_OK(whole);
+  ASSERT_EQ(whole->status, 200) << whole->body;
+  json response = json::parse(whole->body);
+  EXPECT_EQ(response["object"], "response");
+  EXPECT_EQ(response["id"].get<std::string>().rfind("resp_", 0), 0u);
+  EXPECT_EQ(response["status"], "incomplete");  // stopped by max_output_tokens
+  EXPECT_EQ(response["incomplete_details"]["reason"], "max_output_tokens");
+  ASSERT_EQ(response["output"].size(), 1u);
+  const std::string text = response["output"][0]["content"][0]["text"];
+  EXPECT_EQ(response["output"][0]["content"][0]["type"], "output_text");
+  EXPECT_EQ(response["usage"]["output_tokens"], 6);
+  // "system" + "Be brief." (3) and "user" + "Hi" (1), 4 each for framing.
+  EXPECT_EQ(response["usage"]["input_tokens"], 4 + 3 + 4 + 1);
+  EXPECT_EQ(response["usage"]["total_tokens"], 4 + 3 + 4 + 1 + 6);
+  EXPECT_EQ(response["usage"]["input_tokens_details"]["cached_tokens"], 0);
+
+  body["stream"] = true;
+  auto reader = Stream(sim.port, body, "", "/v1/responses");
+  ASSERT_TRUE(reader->complete());
+  EXPECT_EQ(reader->Header("content-type"), "text/event-stream");
+  std::vector<std::string> types;
+  std::string streamed;
+  json last;
+  int64_t sequence = 0;
+  for (const auto& [event, at] : reader->Events()) {
+    ASSERT_EQ(event.rfind("event: ", 0), 0u) << event;
+    const size_t data = event.find("\ndata: ");
+    ASSERT_NE(data, std::string::npos) << event;
+    const std::string type = event.substr(7, data - 7);
+    json payload = json::parse(event.substr(data + 7));
+    EXPECT_EQ(payload["type"], type);
+    EXPECT_EQ(payload["sequence_number"], sequence++);
+    types.push_back(type);
+    if (type == "response.output_text.delta") streamed += payload["delta"].get<std::string>();
+    last = payload;
+  }
+  const std::vector<std::string> want_head = {"response.created", "response.in_progress",
+                                              "response.output_item.added",
+                                              "response.content_part.added"};
+  ASSERT_GE(types.size(), 4u + 6u + 4u);
+  EXPECT_EQ(std::vector<std::string>(types.begin(), types.begin() + 4), want_head);
+  EXPECT_EQ(std::count(types.begin(), types.end(), "response.output_text.delta"), 6);
+  EXPECT_EQ(types.back(), "response.incomplete");
+  EXPECT_EQ(streamed, text);  // the streamed text is the whole one
+  EXPECT_EQ(last["response"]["usage"]["output_tokens"], 6);
+  EXPECT_EQ(last["response"]["output"][0]["content"][0]["text"], text);
+  EXPECT_EQ(reader->body().find("[DONE]"), std::string::npos);
+
+  // What needs a stored response is refused, as an engine without a store does.
+  json chained = body;
+  chained["previous_response_id"] = "resp_1";
+  auto refused = sim.Post("/v1/responses", chained);
+  ASSERT_OK(refused);
+  EXPECT_EQ(refused->status, 400);
+  EXPECT_NE(refused->body.find("previous_response_id"), std::string::npos);
 }
 
 TEST(EngineSimServerTest, IncludeUsageAddsTheUsageChunkOnlyWhenAsked) {
