@@ -3,7 +3,7 @@
 // like one it saw faster, and says so (cached_tokens): across tenants that
 // is a timing side channel telling one tenant what another asked. vLLM keys
 // its cache by the request's `cache_salt`, so the gateway sets it on every
-// chat and completions request (WithCacheSalt in openai.h) to a value
+// chat, completions and Responses request (WithCacheSalt in openai.h) to a value
 // derived from a platform key and the tenant's id: a tenant's requests
 // share their cache, no two tenants share one. A client's own cache_salt is
 // replaced, never trusted. Pure.

@@ -170,6 +170,59 @@ Status TallyPrompt(const std::optional<element>& v, std::string_view field, Text
   return OkStatus();
 }
 
+// A content part: its "text" when it has one, else a non-text part (an
+// image, a file, audio).
+void TallyPart(element part, TextTally& tally) {
+  if (part.type() == element_type::STRING) {
+    TallyString(part, tally);
+    return;
+  }
+  auto fields = AsObject(part);
+  if (!fields) return;
+  bool has_text = false;
+  for (auto field : *fields) has_text = has_text || field.key == "text";
+  if (has_text) {
+    TallyString(Member(*fields, "text"), tally);
+  } else {
+    tally.tokens += kTokensPerNonTextPart;
+    ++tally.non_text_parts;
+  }
+}
+
+// The Responses API's input: a string, or items — messages (a role and
+// content) and others (tool calls and their outputs, reasoning ...).
+Status TallyResponsesInput(const std::optional<element>& v, TextTally& tally) {
+  if (!v) return Error::InvalidArgument("missing required field 'input'");
+  if (v->type() == element_type::STRING) {
+    TallyString(v, tally);
+    tally.tokens += kTokensPerMessage;
+    return OkStatus();
+  }
+  auto items = AsArray(v);
+  if (!items || items->size() == 0) return FieldError("input", "a string or a non-empty array");
+  size_t i = 0;
+  for (element it : *items) {
+    auto item = AsObject(it);
+    if (!item) return FieldError("input[" + std::to_string(i) + "]", "an object");
+    ++i;
+    tally.tokens += kTokensPerMessage;
+    for (auto field : *item) {
+      if (field.key == "role" || field.key == "type" || field.key == "id" ||
+          field.key == "status") {
+        continue;
+      }
+      if (field.key == "content") {
+        if (auto parts = AsArray(field.value)) {
+          for (element part : *parts) TallyPart(part, tally);
+          continue;
+        }
+      }
+      TallyAllText(field.value, false, tally);
+    }
+  }
+  return OkStatus();
+}
+
 // Top-level request fields known never to reach the prompt whose values
 // hold strings or keys (numbers and booleans count nothing anyway).
 bool IsNonPromptField(std::string_view name) {
@@ -207,20 +260,7 @@ Status TallyMessages(const std::optional<element>& v, TextTally& tally) {
     tally.tokens += kTokensPerMessage;
     auto content = Member(*message, "content");
     if (auto parts = AsArray(content)) {
-      for (element part : *parts) {
-        if (part.type() == element_type::STRING) {
-          TallyString(part, tally);
-        } else if (auto fields = AsObject(part)) {
-          bool has_text = false;
-          for (auto field : *fields) has_text = has_text || field.key == "text";
-          if (has_text) {
-            TallyString(Member(*fields, "text"), tally);
-          } else {
-            tally.tokens += kTokensPerNonTextPart;
-            ++tally.non_text_parts;
-          }
-        }
-      }
+      for (element part : *parts) TallyPart(part, tally);
     } else {
       TallyString(content, tally);
     }
@@ -349,15 +389,22 @@ int64_t CountOf(object o, const char* name) {
   return std::max<int64_t>(0, n);
 }
 
+// Chat and completions name usage prompt_tokens / completion_tokens /
+// prompt_tokens_details; the Responses API input_tokens / output_tokens /
+// input_tokens_details. A usage object uses one naming or the other.
 Usage ReadUsage(object usage) {
   Usage u;
-  auto prompt = Member(usage, "prompt_tokens");
-  auto completion = Member(usage, "completion_tokens");
+  const bool responses = Member(usage, "input_tokens") || Member(usage, "output_tokens");
+  const char* input = responses ? "input_tokens" : "prompt_tokens";
+  const char* output = responses ? "output_tokens" : "completion_tokens";
+  auto prompt = Member(usage, input);
+  auto completion = Member(usage, output);
   u.present = (prompt && IsInteger(*prompt)) || (completion && IsInteger(*completion));
   if (!u.present) return u;
-  u.prompt_tokens = CountOf(usage, "prompt_tokens");
-  u.completion_tokens = CountOf(usage, "completion_tokens");
-  if (auto details = AsObject(Member(usage, "prompt_tokens_details"))) {
+  u.prompt_tokens = CountOf(usage, input);
+  u.completion_tokens = CountOf(usage, output);
+  if (auto details =
+          AsObject(Member(usage, responses ? "input_tokens_details" : "prompt_tokens_details"))) {
     u.cached_tokens = CountOf(*details, "cached_tokens");
   }
   return u;
@@ -417,6 +464,8 @@ std::string_view ApiName(Api api) {
       return "completions";
     case Api::kEmbeddings:
       return "embeddings";
+    case Api::kResponses:
+      return "responses";
   }
   return "";
 }
@@ -461,6 +510,9 @@ Result<ParsedRequest> ParseRequest(Api api, std::string_view body) {
         } else if (api == Api::kCompletions) {
           prompt_field = "prompt";
           ATRIUM_RETURN_IF_ERROR(TallyPrompt(Member(*json, "prompt"), "prompt", tally));
+        } else if (api == Api::kResponses) {
+          prompt_field = "input";
+          ATRIUM_RETURN_IF_ERROR(TallyResponsesInput(Member(*json, "input"), tally));
         } else {
           prompt_field = "input";
           ATRIUM_RETURN_IF_ERROR(TallyPrompt(Member(*json, "input"), "input", tally));
@@ -480,6 +532,38 @@ Result<ParsedRequest> ParseRequest(Api api, std::string_view body) {
         // Embeddings neither stream nor generate: their stream/max_tokens fields,
         // if any, are the upstream's business.
         if (api == Api::kEmbeddings) return request;
+        if (api == Api::kResponses) {
+          // Nothing is stored upstream (store=false), so nothing can be
+          // continued or fetched later: say so rather than fail upstream.
+          for (const char* stored : {"previous_response_id", "conversation"}) {
+            if (Member(*json, stored)) {
+              return Error::InvalidArgument(
+                  std::string("'") + stored +
+                  "' is not supported: responses are not stored; send the conversation's items "
+                  "in 'input'");
+            }
+          }
+          if (auto background = Member(*json, "background")) {
+            bool on = false;
+            if (background->get_bool().get(on) != simdjson::SUCCESS) {
+              return FieldError("background", "a boolean");
+            }
+            if (on) {
+              return Error::InvalidArgument(
+                  "'background' is not supported: responses are not stored");
+            }
+          }
+          if (auto stream = Member(*json, "stream")) {
+            if (stream->get_bool().get(request.stream) != simdjson::SUCCESS) {
+              return FieldError("stream", "a boolean");
+            }
+          }
+          ATRIUM_ASSIGN_OR_RETURN(std::optional<int64_t> max_output,
+                                  NonNegativeInt(*json, "max_output_tokens"));
+          request.max_tokens = max_output.value_or(0);
+          request.client_wants_usage = true;  // always sent, on response.completed
+          return request;
+        }
 
         if (auto stream = Member(*json, "stream")) {
           if (stream->get_bool().get(request.stream) != simdjson::SUCCESS) {
@@ -533,6 +617,11 @@ std::string UpstreamBody(std::string_view body, const ParsedRequest& request) {
 }
 
 Result<std::string> WithCacheSalt(std::string_view body, std::string_view salt) {
+  return WithTopLevelMember(body, "cache_salt", Json(std::string(salt)).dump());
+}
+
+Result<std::string> WithTopLevelMember(std::string_view body, std::string_view name,
+                                       std::string_view json_value) {
   size_t open = 0;
   if (body.substr(0, 3) == "\xEF\xBB\xBF") open = 3;
   open = SkipSpace(body, open);
@@ -540,10 +629,12 @@ Result<std::string> WithCacheSalt(std::string_view body, std::string_view salt) 
     return Error::InvalidArgument("the request body could not be prepared for the model server");
   };
   if (open >= body.size() || body[open] != '{') return unscannable();
-  std::optional<std::vector<Span>> members = MembersNamed(body, open, "cache_salt");
+  std::optional<std::vector<Span>> members = MembersNamed(body, open, name);
   if (!members) return unscannable();
-  const std::string value = Json(std::string(salt)).dump();
-  if (members->empty()) return InsertFirstMember(body, open, "\"cache_salt\":" + value);
+  const std::string value(json_value);
+  if (members->empty()) {
+    return InsertFirstMember(body, open, Json(std::string(name)).dump() + ":" + value);
+  }
   // From the last to the first, so earlier spans keep their offsets.
   std::string out(body);
   for (auto it = members->rbegin(); it != members->rend(); ++it) {
@@ -570,6 +661,35 @@ int64_t EstimateOutputTokens(Api api, std::string_view body) {
     auto response = AsObject(root);
     if (!response) return EstimateTokens(body);
     TextTally tally;
+    if (api == Api::kResponses) {
+      // Its output items: messages' text parts, tool calls' names and
+      // arguments, reasoning: every string but ids, types and statuses.
+      auto output = AsArray(Member(*response, "output"));
+      if (!output) return 0;
+      for (element it : *output) {
+        auto item = AsObject(it);
+        if (!item) continue;
+        for (auto field : *item) {
+          if (field.key == "id" || field.key == "type" || field.key == "status" ||
+              field.key == "role" || field.key == "call_id") {
+            continue;
+          }
+          if (field.key == "content") {
+            if (auto parts = AsArray(field.value)) {
+              for (element part : *parts) {
+                if (auto p = AsObject(part)) {
+                  TallyString(Member(*p, "text"), tally);
+                  TallyString(Member(*p, "refusal"), tally);
+                }
+              }
+              continue;
+            }
+          }
+          TallyAllText(field.value, false, tally);
+        }
+      }
+      return (tally.bytes + 3) / 4;
+    }
     auto choices = AsArray(Member(*response, "choices"));
     if (!choices) return 0;
     for (element c : *choices) {
@@ -592,7 +712,17 @@ int64_t EstimateOutputTokens(Api api, std::string_view body) {
   });
 }
 
-SseRelay::SseRelay(bool client_wants_usage) : client_wants_usage_(client_wants_usage) {}
+SseRelay::SseRelay(bool client_wants_usage, Api api)
+    : client_wants_usage_(client_wants_usage || api == Api::kResponses),
+      responses_(api == Api::kResponses) {}
+
+void SseRelay::AddUsage(const Usage& u) {
+  if (!u.present) return;
+  usage_.present = true;
+  usage_.prompt_tokens = std::max(usage_.prompt_tokens, u.prompt_tokens);
+  usage_.completion_tokens = std::max(usage_.completion_tokens, u.completion_tokens);
+  usage_.cached_tokens = std::max(usage_.cached_tokens, u.cached_tokens);
+}
 
 std::string SseRelay::Feed(std::string_view bytes) {
   if (saw_done_ && held_.empty()) {
@@ -746,16 +876,29 @@ bool SseRelay::MeterEvent() {
     if (parsed.get(root) != simdjson::SUCCESS) return false;
     auto chunk = AsObject(root);
     if (!chunk) return false;
+    if (responses_) {
+      auto type = AsString(Member(*chunk, "type"));
+      if (!type) return false;
+      if (type->size() > 6 && type->substr(type->size() - 6) == ".delta") {
+        // Text, tool-call arguments, reasoning, a refusal: generated.
+        auto delta = AsString(Member(*chunk, "delta"));
+        if (delta && !delta->empty()) {
+          ++content_chunks_;
+          content_bytes_ += static_cast<int64_t>(delta->size());
+        }
+      } else if (*type == "response.completed" || *type == "response.incomplete" ||
+                 *type == "response.failed") {
+        auto response = AsObject(Member(*chunk, "response"));
+        auto usage = response ? AsObject(Member(*response, "usage")) : std::nullopt;
+        if (usage) AddUsage(ReadUsage(*usage));
+        saw_done_ = true;  // the last event: relayed, nothing after it
+      }
+      return false;
+    }
     bool has_usage = false;
     if (auto usage = AsObject(Member(*chunk, "usage"))) {
       has_usage = true;
-      Usage u = ReadUsage(*usage);
-      if (u.present) {
-        usage_.present = true;
-        usage_.prompt_tokens = std::max(usage_.prompt_tokens, u.prompt_tokens);
-        usage_.completion_tokens = std::max(usage_.completion_tokens, u.completion_tokens);
-        usage_.cached_tokens = std::max(usage_.cached_tokens, u.cached_tokens);
-      }
+      AddUsage(ReadUsage(*usage));
     }
     auto choices = AsArray(Member(*chunk, "choices"));
     if (!choices) return false;

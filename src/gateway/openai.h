@@ -12,17 +12,21 @@
 
 namespace atrium::gateway {
 
-enum class Api { kChatCompletions, kCompletions, kEmbeddings };
+// kResponses: OpenAI's Responses API (POST /v1/responses), as vLLM serves it.
+enum class Api { kChatCompletions, kCompletions, kEmbeddings, kResponses };
 
-// "chat.completions" | "completions" | "embeddings" (UsageRecord::api).
+// "chat.completions" | "completions" | "embeddings" | "responses"
+// (UsageRecord::api).
 std::string_view ApiName(Api api);
 
 struct ParsedRequest {
   std::string model;
-  bool stream = false;              // embeddings: always false
-  bool client_wants_usage = false;  // stream_options.include_usage == true in the client's body
-  int64_t max_tokens = 0;           // max_completion_tokens or max_tokens; 0 when absent
-  int64_t choices = 1;              // completions generated: max(n, best_of), at least 1
+  bool stream = false;  // embeddings: always false
+  // stream_options.include_usage == true in the client's body; always true
+  // for the Responses API, whose usage always comes (on response.completed).
+  bool client_wants_usage = false;
+  int64_t max_tokens = 0;  // max_completion_tokens or max_tokens; 0 when absent
+  int64_t choices = 1;     // completions generated: max(n, best_of), at least 1
   int64_t estimated_input_tokens = 0;
   // The most prompt tokens the request can be: its body's bytes (no
   // tokenizer makes more than one token of a byte of text, and the JSON
@@ -42,6 +46,13 @@ struct ParsedRequest {
 // array. Optional fields may be null, as OpenAI allows. Unknown fields are
 // allowed (they are relayed). Errors are kInvalidArgument naming the field,
 // for an OpenAI 400.
+//
+// Responses: "input" a string or a non-empty array of items (a message's
+// text parts count as text, its image / file / audio parts as non-text
+// parts, every string of any other item as text); "max_output_tokens" a
+// non-negative integer; "stream" a bool. Refused, because the platform
+// keeps no responses (the upstream is told store=false): a non-null
+// "previous_response_id" or "conversation", and "background": true.
 Result<ParsedRequest> ParseRequest(Api api, std::string_view body);
 inline constexpr int64_t kMaxChoices = 128;  // OpenAI's own bound on n
 
@@ -75,6 +86,13 @@ inline constexpr int64_t kOutputMarginTokens = 16;        // per choice, on max_
 // returned unchanged).
 std::string UpstreamBody(std::string_view body, const ParsedRequest& request);
 
+// `body` (one ParseRequest accepted) with every top-level member `name` set
+// to `json_value` (raw JSON text), or the member inserted first when there
+// is none; every other byte is kept. kInvalidArgument when the body does
+// not scan as ParseRequest left it.
+Result<std::string> WithTopLevelMember(std::string_view body, std::string_view name,
+                                       std::string_view json_value);
+
 // `body` (one ParseRequest accepted) with its top-level "cache_salt" set to
 // `salt` (cache_salt.h says why): every member of that name (escaped
 // spellings and duplicates included) gets the value, or the member is
@@ -97,11 +115,16 @@ Usage UsageFromResponse(std::string_view body);
 // usage, estimated (EstimateTokens) from what was generated: chat choices'
 // message content (strings or text parts), reasoning content and tool-call
 // names and arguments; completions choices' text; nothing for embeddings
-// (vectors are not generated tokens). A body that is not a JSON object is
+// (vectors are not generated tokens); the Responses API's output items'
+// text parts, tool calls and reasoning. A body that is not a JSON object is
 // estimated whole.
 int64_t EstimateOutputTokens(Api api, std::string_view body);
 
 // Incremental relay filter for one streamed (server-sent events) response.
+// Chat and completions streams are chunks ending at "data: [DONE]"; a
+// Responses stream (Api::kResponses) is typed response.* events ending at
+// response.completed, .incomplete or .failed, whose "response.usage" is
+// the usage, and whose *.delta events carry the generated text.
 //
 // Feed() takes upstream body bytes as they arrive — events may be split
 // anywhere; lines end with LF, CRLF or CR and a blank line ends an event — and
@@ -126,7 +149,7 @@ int64_t EstimateOutputTokens(Api api, std::string_view body);
 // server that goes on would have its tokens relayed unbilled).
 class SseRelay {
  public:
-  explicit SseRelay(bool client_wants_usage);
+  explicit SseRelay(bool client_wants_usage, Api api = Api::kChatCompletions);
 
   std::string Feed(std::string_view bytes);
   // At the end of the upstream body: whatever is still held (an incomplete
@@ -153,7 +176,10 @@ class SseRelay {
   // Meters the finished event's data; true when it is to be dropped.
   bool MeterEvent();
 
+  void AddUsage(const Usage& u);  // field by field, the largest seen
+
   bool client_wants_usage_;
+  bool responses_;
   std::string held_;            // the incomplete event
   size_t scan_ = 0;             // held_[0, scan_) has been split into lines
   size_t line_start_ = 0;       // start of the current, unfinished line

@@ -64,8 +64,8 @@ struct GatewayOptions {
   // listener to it when it binds.
   std::shared_ptr<gateway::EgressPolicy> egress;
   // The key each tenant's prefix-cache salt is derived from
-  // (gateway::CacheSalt, set as `cache_salt` on every chat and completions
-  // request): the same on every gateway of a platform, so a tenant's cache
+  // (gateway::CacheSalt, set as `cache_salt` on every chat, completions and
+  // Responses request): the same on every gateway of a platform, so a tenant's cache
   // is one whichever gateway relays it. Empty: a random key for this
   // process (tenants still never share a cache).
   std::string cache_salt_key;

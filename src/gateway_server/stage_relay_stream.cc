@@ -29,7 +29,7 @@ awaitable<bool> Session::RelayStream(Exchange& x) {
   auto& response = *x.response;
   UpstreamConnection& connection = *x.connection;
   int64_t received = 0;  // body bytes read so far
-  gateway::SseRelay relay(x.parsed.client_wants_usage);
+  gateway::SseRelay relay(x.parsed.client_wants_usage, x.api);
   bool client_ok = true;
   bool upstream_ok = true;
   int64_t charged = 0;  // output tokens charged to the fair queue so far

@@ -28,6 +28,8 @@ std::string_view UpstreamPath(gateway::Api api) {
       return "/v1/completions";
     case gateway::Api::kEmbeddings:
       return "/v1/embeddings";
+    case gateway::Api::kResponses:
+      return "/v1/responses";
   }
   return "";
 }
@@ -67,6 +69,14 @@ awaitable<std::optional<Session::Early>> Session::Route(Exchange& x) {
         upstream_body, gateway::CacheSalt(options().cache_salt_key, x.caller.tenant_id));
     if (!salted.has_value()) co_return Early::Rejected(gateway::RefusalOf(salted.error()));
     upstream_body = std::move(*salted);
+  }
+  if (x.api == gateway::Api::kResponses) {
+    // The platform keeps no responses, and a shared engine must keep none
+    // one tenant could fetch or continue by id (ParseRequest refuses what
+    // would need them).
+    auto unstored = gateway::WithTopLevelMember(upstream_body, "store", "false");
+    if (!unstored.has_value()) co_return Early::Rejected(gateway::RefusalOf(unstored.error()));
+    upstream_body = std::move(*unstored);
   }
   std::vector<std::string> tried;
   std::string failure;  // for the operator's log: may name the endpoint

@@ -162,7 +162,7 @@ struct Config {  // NOLINT(clang-analyzer-optin.performance.Padding)
   // models per tenant turns this on. Off: a dedicated deployment is the
   // tenant's own server, serving whatever it names.
   bool gateway_dedicated_requires_entitlement = false;
-  // Set each tenant's own `cache_salt` on chat and completions requests
+  // Set each tenant's own `cache_salt` on chat, completions and Responses requests
   // (gateway/cache_salt.h); off only for engines that refuse the field.
   bool gateway_cache_salt = true;
   // [egress] Where a tenant's dedicated deployment may send requests (see

@@ -704,6 +704,121 @@ TEST(OpenAiTest, ErrorBodyHasOpenAisShape) {
   EXPECT_NE(odd.find("does not exist"), std::string::npos);
 }
 
+// --- the Responses API ----------------------------------------------------
+
+TEST(ResponsesApiTest, ParsesInputItemsAndAlwaysHasUsage) {
+  auto plain = ParseRequest(Api::kResponses, R"({"model":"m","input":"Hello there"})");
+  ASSERT_TRUE(plain.has_value()) << plain.error().message;
+  EXPECT_EQ(plain->model, "m");
+  EXPECT_FALSE(plain->stream);
+  EXPECT_TRUE(plain->client_wants_usage);  // it comes on response.completed, always
+  EXPECT_EQ(plain->max_tokens, 0);
+  EXPECT_EQ(plain->estimated_input_tokens, (11 + 3) / 4 + 4);
+  auto items = ParseRequest(
+      Api::kResponses,
+      R"({"model":"m","stream":true,"max_output_tokens":50,"instructions":"Be brief.",)"
+      R"("input":[{"role":"user","content":[{"type":"input_text","text":"What is in it?"},)"
+      R"({"type":"input_image","image_url":"https://x/y.png"}]},)"
+      R"({"type":"function_call_output","call_id":"c1","output":"42 degrees"}]})");
+  ASSERT_TRUE(items.has_value()) << items.error().message;
+  EXPECT_TRUE(items->stream);
+  EXPECT_EQ(items->max_tokens, 50);
+  // Two items' framing, an image part, and the text (instructions included).
+  EXPECT_GT(items->estimated_input_tokens, 2 * 4 + 256);
+  EXPECT_GT(items->input_bound, kNonTextPartTokenBound);
+}
+
+TEST(ResponsesApiTest, WhatNeedsStoredResponsesIsRefusedNamingIt) {
+  ExpectFieldError(Api::kResponses, R"({"model":"m"})", "input");
+  ExpectFieldError(Api::kResponses, R"({"model":"m","input":[]})", "input");
+  ExpectFieldError(Api::kResponses, R"({"model":"m","input":7})", "input");
+  ExpectFieldError(Api::kResponses, R"({"model":"m","input":[3]})", "input[0]");
+  ExpectFieldError(Api::kResponses, R"({"model":"m","input":"x","max_output_tokens":-1})",
+                   "max_output_tokens");
+  ExpectFieldError(Api::kResponses, R"({"model":"m","input":"x","stream":"yes"})", "stream");
+  ExpectFieldError(Api::kResponses, R"({"model":"m","input":"x","previous_response_id":"resp_1"})",
+                   "previous_response_id");
+  ExpectFieldError(Api::kResponses, R"({"model":"m","input":"x","conversation":"conv_1"})",
+                   "conversation");
+  ExpectFieldError(Api::kResponses, R"({"model":"m","input":"x","background":true})", "background");
+  EXPECT_TRUE(
+      ParseRequest(Api::kResponses,
+                   R"({"model":"m","input":"x","background":false,"previous_response_id":null})")
+          .has_value());
+}
+
+TEST(ResponsesApiTest, TheUpstreamBodyIsTheClientsWithStoreOff) {
+  const std::string body = R"({"model":"m","input":"x","stream":true})";
+  auto parsed = ParseRequest(Api::kResponses, body);
+  ASSERT_TRUE(parsed.has_value());
+  EXPECT_EQ(UpstreamBody(body, *parsed), body);  // no stream_options: not in this API
+  auto unstored = WithTopLevelMember(body, "store", "false");
+  ASSERT_TRUE(unstored.has_value());
+  EXPECT_EQ(*unstored, R"({"store":false,"model":"m","input":"x","stream":true})");
+  auto replaced =
+      WithTopLevelMember(R"({"store":true,"model":"m","store" : {"a":1}})", "store", "false");
+  ASSERT_TRUE(replaced.has_value());
+  EXPECT_EQ(*replaced, R"({"store":false,"model":"m","store" : false})");
+}
+
+TEST(ResponsesApiTest, UsageAndOutputOfAWholeResponse) {
+  const std::string body =
+      R"({"id":"resp_1","object":"response","status":"completed","output":[)"
+      R"({"id":"msg_1","type":"message","status":"completed","role":"assistant",)"
+      R"("content":[{"type":"output_text","text":"Twelve bytes","annotations":[]}]},)"
+      R"({"id":"fc_1","type":"function_call","call_id":"c1","name":"get","arguments":"{}"}],)"
+      R"("usage":{"input_tokens":20,"input_tokens_details":{"cached_tokens":16},)"
+      R"("output_tokens":5,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":25}})";
+  Usage u = UsageFromResponse(body);
+  EXPECT_TRUE(u.present);
+  EXPECT_EQ(u.prompt_tokens, 20);
+  EXPECT_EQ(u.completion_tokens, 5);
+  EXPECT_EQ(u.cached_tokens, 16);
+  // Without usage: "Twelve bytes" + "get" + "{}" = 17 bytes.
+  EXPECT_EQ(EstimateOutputTokens(Api::kResponses, body), (17 + 3) / 4);
+}
+
+std::string ResponsesEvent(const std::string& type, const std::string& fields) {
+  return "event: " + type + "\ndata: {\"type\":\"" + type + "\"" +
+         (fields.empty() ? "" : "," + fields) + "}\n\n";
+}
+
+std::string ResponsesStream() {
+  return ResponsesEvent("response.created", R"("response":{"id":"resp_1","usage":null})") +
+         ResponsesEvent("response.output_text.delta", R"("delta":"Hel")") +
+         ResponsesEvent("response.output_text.delta", R"("delta":"lo")") +
+         ResponsesEvent("response.function_call_arguments.delta", R"("delta":"{}")") +
+         ResponsesEvent("response.output_text.done", R"("text":"Hello")") +
+         ResponsesEvent("response.completed",
+                        R"("response":{"id":"resp_1","usage":{"input_tokens":9,)"
+                        R"("input_tokens_details":{"cached_tokens":4},"output_tokens":3}})");
+}
+
+TEST(ResponsesApiTest, AStreamIsRelayedWholeAndEndsAtItsLastEvent) {
+  const std::string stream = ResponsesStream();
+  for (size_t cut = 0; cut <= stream.size(); cut += 7) {
+    SseRelay relay(false, Api::kResponses);
+    // What a server sends after the end is neither relayed nor metered.
+    const std::string after =
+        ResponsesEvent("response.output_text.delta", R"("delta":"unbilled")") + "data: [DONE]\n\n";
+    ASSERT_EQ(Relay(relay, stream + after, {cut}), stream) << "cut at " << cut;
+    EXPECT_TRUE(relay.saw_done());
+    EXPECT_TRUE(relay.usage().present);
+    EXPECT_EQ(relay.usage().prompt_tokens, 9);
+    EXPECT_EQ(relay.usage().completion_tokens, 3);
+    EXPECT_EQ(relay.usage().cached_tokens, 4);
+    EXPECT_EQ(relay.content_chunks(), 3);
+    EXPECT_EQ(relay.EstimatedOutputTokens(), (3 + 2 + 2 + 3) / 4);
+  }
+  // Cut short before its end: no usage, the deltas still tell the output.
+  SseRelay cut_short(false, Api::kResponses);
+  const std::string head = stream.substr(0, stream.find("event: response.output_text.done"));
+  EXPECT_EQ(Relay(cut_short, head, {}), head);
+  EXPECT_FALSE(cut_short.saw_done());
+  EXPECT_FALSE(cut_short.usage().present);
+  EXPECT_EQ(cut_short.StreamedTokens(), 3);
+}
+
 // --- prefix-cache salt -------------------------------------------------
 
 TEST(CacheSaltTest, EachTenantItsOwnSaltTheSameOnEveryGatewayNoneFromThePlatformKeyAlone) {

@@ -541,6 +541,9 @@ struct MemoryStore {
   }
 };
 
+// The port of a URL "http://127.0.0.1:PORT".
+int PortOf(const std::string& url) { return std::stoi(url.substr(url.rfind(':') + 1)); }
+
 class GatewayTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -922,6 +925,68 @@ TEST_F(GatewayTest, StreamsChunkByChunkAndHidesTheUsageChunkUnlessAsked) {
   EXPECT_EQ(usage_chunk["usage"]["completion_tokens"], 5);
 }
 
+// OpenAI's Responses API, relayed like chat: whole and streamed (typed
+// response.* events, no [DONE]), metered from response.completed's usage,
+// salted per tenant; what needs stored responses is refused before any
+// upstream sees it.
+TEST_F(GatewayTest, RelaysTheResponsesApiWholeAndStreamedAndMetersIt) {
+  const std::string url = StartSim("h100-llama3-8b");
+  AddDeployment("dep_1", {{url, 8}});
+  StartGateway();
+  const auto post = [&](const std::string& key, const Json& body) {
+    Connection c(port_);
+    c.Send("POST", "/v1/responses", body.dump(), {{"Authorization", "Bearer " + key}});
+    return c.Read();
+  };
+  Json body = {{"model", "sim-model"},
+               {"input", "Tell the gateway test a story."},
+               {"max_output_tokens", 7}};
+  RawResponse whole = post(key_a_, body);
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  Json response = Json::parse(whole.body);
+  EXPECT_EQ(response["object"], "response");
+  EXPECT_EQ(response["usage"]["output_tokens"], 7);
+  auto record = RecordOf(whole.headers["x-request-id"]);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->api, "responses");
+  EXPECT_EQ(record->status, "completed");
+  EXPECT_EQ(record->output_tokens, 7);
+  EXPECT_EQ(record->input_tokens, response["usage"]["input_tokens"].get<int64_t>());
+
+  body["stream"] = true;
+  RawResponse streamed = post(key_b_, body);
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  EXPECT_EQ(streamed.headers["content-type"].rfind("text/event-stream", 0), 0u);
+  // Stopped by max_output_tokens: the last event is response.incomplete.
+  EXPECT_NE(streamed.body.find("event: response.incomplete"), std::string::npos);
+  EXPECT_EQ(streamed.body.find("[DONE]"), std::string::npos);
+  int deltas = 0;
+  for (size_t at = 0;
+       (at = streamed.body.find("response.output_text.delta", at)) != std::string::npos; ++at) {
+    ++deltas;
+  }
+  EXPECT_EQ(deltas, 2 * 7);  // each named on its event: line and in its data
+  record = RecordOf(streamed.headers["x-request-id"]);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_TRUE(record->stream);
+  EXPECT_EQ(record->status, "completed");
+  EXPECT_EQ(record->output_tokens, 7);
+  EXPECT_GT(record->ttft_ms, 0);
+
+  body["previous_response_id"] = response["id"];  // a's response, asked for by b
+  RawResponse refused = post(key_b_, body);
+  EXPECT_EQ(refused.status, 400);
+  EXPECT_NE(refused.body.find("previous_response_id"), std::string::npos) << refused.body;
+
+  Connection c(PortOf(url));
+  c.Send("GET", "/sim/served", "");
+  const Json served = Json::parse(c.Read().body);
+  ASSERT_EQ(served["requests"].size(), 2u);  // the refused one never went up
+  EXPECT_EQ(served["requests"][0]["endpoint"], "responses");
+  EXPECT_NE(served["requests"][0]["cache_salt"], "");
+  EXPECT_NE(served["requests"][0]["cache_salt"], served["requests"][1]["cache_salt"]);
+}
+
 // Prefix-cache isolation: the gateway salts every request with its
 // tenant's own cache_salt, so a tenant's repeated prompt is served from its
 // cache and another tenant's identical prompt is not — even when that
@@ -943,7 +1008,9 @@ TEST_F(GatewayTest, EachTenantHasItsOwnPrefixCacheWhateverItSends) {
     auto record = RecordOf(r.headers["x-request-id"]);
     const int64_t cached = answer["usage"]["prompt_tokens_details"].value("cached_tokens", -1);
     EXPECT_TRUE(record.has_value());
-    if (record) EXPECT_EQ(record->cached_tokens, cached);  // metered as the engine said
+    if (record) {
+      EXPECT_EQ(record->cached_tokens, cached);  // metered as the engine said
+    }
     return cached;
   };
   const std::string story(2000, 's');
@@ -953,7 +1020,7 @@ TEST_F(GatewayTest, EachTenantHasItsOwnPrefixCacheWhateverItSends) {
 
   // The salt a's requests carried, as the engine saw them.
   const auto salts = [&] {
-    Connection c(std::stoi(url.substr(url.rfind(':') + 1)));
+    Connection c(PortOf(url));
     c.Send("GET", "/sim/served", "");
     std::vector<std::string> out;
     const Json served = Json::parse(c.Read().body);
@@ -977,7 +1044,7 @@ TEST_F(GatewayTest, EachTenantHasItsOwnPrefixCacheWhateverItSends) {
                     "\",\"cache_salt\":\"" + a_salt + "\""),
             0);
   EXPECT_GT(ask(key_a_, secret), 400);
-  Connection c(std::stoi(url.substr(url.rfind(':') + 1)));
+  Connection c(PortOf(url));
   c.Send("GET", "/sim/served", "");
   const Json served = Json::parse(c.Read().body)["requests"];
   ASSERT_EQ(served.size(), 6u);
@@ -996,7 +1063,7 @@ TEST_F(GatewayTest, WithoutCacheSaltsTheClientsBodyGoesUpAsItIs) {
   ASSERT_EQ(Post(key_a_, body.dump()).status, 200);
   body["cache_salt"] = "clients-own";
   ASSERT_EQ(Post(key_a_, body.dump()).status, 200);
-  Connection c(std::stoi(url.substr(url.rfind(':') + 1)));
+  Connection c(PortOf(url));
   c.Send("GET", "/sim/served", "");
   const Json served = Json::parse(c.Read().body);
   ASSERT_EQ(served["requests"].size(), 2u);
@@ -1233,9 +1300,6 @@ TEST_F(GatewayTest, FallsOverFromADedicatedDeploymentWhoseEndpointsAreAllDown) {
     EXPECT_EQ(record->deployment_id, "dep_shared");
   }
 }
-
-// The port of a URL "http://127.0.0.1:PORT".
-int PortOf(const std::string& url) { return std::stoi(url.substr(url.rfind(':') + 1)); }
 
 TEST_F(GatewayTest, RelaysToAnHttpsEndpointWhoseCertificateItTrusts) {
   TlsFront front(PortOf(StartSim("instant")), "localhost");

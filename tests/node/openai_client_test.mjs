@@ -120,6 +120,42 @@ test('legacy completions and embeddings', async () => {
   assert.ok(e.data[0].embedding.length > 0);
 });
 
+test('the Responses API, whole and streamed, with the SDK its users now default to', async () => {
+  const r = await client.responses.create({
+    model: MODEL,
+    instructions: 'Be brief.',
+    input: 'Say hello to the gateway test.',
+    max_output_tokens: 9,
+  });
+  assert.equal(r.object, 'response');
+  assert.ok(r.output_text.length > 0, JSON.stringify(r));
+  assert.equal(r.usage.output_tokens, 9);
+  assert.ok(r.usage.input_tokens > 0);
+
+  const stream = await client.responses.create({
+    model: MODEL,
+    input: [{ role: 'user', content: [{ type: 'input_text', text: 'Stream me six tokens.' }] }],
+    max_output_tokens: 6,
+    stream: true,
+  });
+  let text = '';
+  let deltas = 0;
+  let last;
+  for await (const event of stream) {
+    if (event.type === 'response.output_text.delta') { deltas += 1; text += event.delta; }
+    last = event;
+  }
+  assert.equal(deltas, 6);
+  assert.ok(['response.completed', 'response.incomplete'].includes(last.type), last.type);
+  assert.equal(last.response.usage.output_tokens, 6);
+  assert.equal(last.response.output[0].content[0].text, text);
+
+  // Nothing is stored, so nothing can be continued: a clear 400, not a 500.
+  await assert.rejects(
+    client.responses.create({ model: MODEL, input: 'again', previous_response_id: r.id }),
+    (e) => e instanceof OpenAI.BadRequestError && /previous_response_id/.test(e.message));
+});
+
 test('errors come back as the SDK expects them', async () => {
   const bad = new OpenAI({ baseURL: gatewayUrl + '/v1', apiKey: 'atr_nope', maxRetries: 0 });
   await assert.rejects(bad.models.list(), (e) => e instanceof OpenAI.AuthenticationError);
