@@ -10,7 +10,8 @@
 //   - token counts are never negative, and an estimate never exceeds the
 //     text it was made from;
 //   - a relayed stream is the upstream's bytes exactly when the client asked
-//     for usage (until [DONE], where the stream ends), and otherwise those
+//     for usage or it is a Responses stream (until [DONE] or the Responses
+//     API's last event, where the stream ends), and otherwise those
 //     bytes less whole events (a subsequence);
 //   - how the bytes were cut into pieces changes neither the relayed bytes
 //     nor the metering (for streams whose events fit the relay's 1 MiB cap);
@@ -86,7 +87,7 @@ void CheckRecord(Api api, const Usage& reported, std::optional<int64_t> counted)
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
   const bool stream = (data[0] & 1) != 0;
-  const Api api = static_cast<Api>(((data[0] >> 1) & 3) % 3);
+  const Api api = static_cast<Api>((data[0] >> 1) & 3);  // the four APIs
   const bool wants_usage = (data[0] & 8) != 0;
   const size_t piece = 1 + data[1];
   const std::string_view sent(reinterpret_cast<const char*>(data + 2), size - 2);
@@ -100,9 +101,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
 
-  SseRelay pieces(wants_usage);
+  SseRelay pieces(wants_usage, api);
+  // A Responses stream's usage always reaches the client: nothing is dropped.
+  const bool relays_all = wants_usage || api == Api::kResponses;
   const std::string out = RelayInPieces(pieces, sent, piece);
-  if (wants_usage && !pieces.saw_done()) {
+  if (relays_all && !pieces.saw_done()) {
     Check(out == sent);
   } else {  // events dropped, or the stream ended at [DONE]
     Check(IsSubsequence(out, sent));
@@ -110,7 +113,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   CheckUsage(pieces.usage());
   Check(pieces.content_chunks() >= 0 && pieces.StreamedTokens() >= 0);
   if (sent.size() <= (size_t{1} << 20)) {
-    SseRelay whole(wants_usage);
+    SseRelay whole(wants_usage, api);
     Check(RelayInPieces(whole, sent, sent.size() + 1) == out);
     Check(whole.usage().present == pieces.usage().present);
     Check(whole.usage().completion_tokens == pieces.usage().completion_tokens);
