@@ -110,7 +110,7 @@ Result<std::string> MessageText(const Json& message, size_t index) {
 }
 
 Status ReadChatPrompt(const Json& body, TextHasher& hasher, int64_t& prompt_tokens,
-                      std::string& prompt_bytes) {
+                      std::string& prompt_bytes, std::string& last_user_text) {
   auto messages = body.find("messages");
   if (messages == body.end() || messages->is_null()) {
     return Error::InvalidArgument("you must provide a messages parameter");
@@ -136,6 +136,7 @@ Status ReadChatPrompt(const Json& body, TextHasher& hasher, int64_t& prompt_toke
     prompt_bytes += '\n';
     prompt_bytes += text;
     prompt_bytes += '\n';
+    last_user_text = *role == "user" ? text : std::string();
   }
   return OkStatus();
 }
@@ -184,7 +185,7 @@ void AllStrings(const Json& v, std::string& text) {
 }
 
 Status ReadResponsesInput(const Json& body, TextHasher& hasher, int64_t& prompt_tokens,
-                          std::string& prompt_bytes) {
+                          std::string& prompt_bytes, std::string& last_user_text) {
   for (const char* unsupported : {"previous_response_id", "background", "conversation"}) {
     auto it = body.find(unsupported);
     if (it != body.end() && !it->is_null() && *it != false) {
@@ -194,6 +195,7 @@ Status ReadResponsesInput(const Json& body, TextHasher& hasher, int64_t& prompt_
     }
   }
   auto add = [&](std::string_view role, const std::string& text) {
+    last_user_text = role == "user" ? text : std::string();
     hasher.Add(role);
     hasher.Add(text);
     prompt_tokens += kTokensPerChatMessage + CountTextTokens(text);
@@ -286,10 +288,13 @@ Result<CompletionRequest> ParseCompletionRequest(Endpoint endpoint, std::string_
   request.endpoint = endpoint;
   TextHasher hasher(seed);
   std::string prompt_bytes;
+  std::string last_user_text;
   if (endpoint == Endpoint::kResponses) {
-    ATRIUM_RETURN_IF_ERROR(ReadResponsesInput(json, hasher, request.prompt_tokens, prompt_bytes));
+    ATRIUM_RETURN_IF_ERROR(
+        ReadResponsesInput(json, hasher, request.prompt_tokens, prompt_bytes, last_user_text));
   } else if (endpoint == Endpoint::kChatCompletions) {
-    ATRIUM_RETURN_IF_ERROR(ReadChatPrompt(json, hasher, request.prompt_tokens, prompt_bytes));
+    ATRIUM_RETURN_IF_ERROR(
+        ReadChatPrompt(json, hasher, request.prompt_tokens, prompt_bytes, last_user_text));
   } else {
     ATRIUM_RETURN_IF_ERROR(ReadTextPrompt(json, hasher, request.prompt_tokens, prompt_bytes));
   }
@@ -305,6 +310,11 @@ Result<CompletionRequest> ParseCompletionRequest(Endpoint endpoint, std::string_
   // malformed and for an unknown model gets the 400, as OpenAI answers.
   ATRIUM_ASSIGN_OR_RETURN(request.model, ReadModel(json, models));
   request.text_hash = hasher.value();
+  if (endpoint != Endpoint::kCompletions) {
+    ATRIUM_ASSIGN_OR_RETURN(
+        request.tool_call,
+        DecideToolCall(json, endpoint == Endpoint::kResponses, last_user_text, request.text_hash));
+  }
 
   if (endpoint == Endpoint::kResponses) {
     ATRIUM_ASSIGN_OR_RETURN(request.max_tokens, ReadInt(json, "max_output_tokens", 1));
@@ -413,9 +423,31 @@ std::vector<float> EmbeddingVector(uint64_t input_hash, int dimensions) {
   return v;
 }
 
+namespace {
+
+// {"id":..,"type":"function","function":{"name":..,"arguments":..}}, with
+// "index":0 first when `index` (stream deltas).
+void AppendToolCallObject(const ToolCall& call, std::string_view arguments, bool index,
+                          std::string& out) {
+  out += index ? R"({"index":0,"id":)" : R"({"id":)";
+  AppendJsonString(call.call_id, out);
+  out += R"(,"type":"function","function":{"name":)";
+  AppendJsonString(call.name, out);
+  out += R"(,"arguments":)";
+  AppendJsonString(arguments, out);
+  out += "}}";
+}
+
+std::string_view ChatFinishName(FinishReason reason, bool tool_call) {
+  return tool_call && reason == FinishReason::kStop ? "tool_calls" : FinishReasonName(reason);
+}
+
+}  // namespace
+
 std::string CompletionResponseJson(const ResponseMeta& meta, std::string_view text,
                                    int64_t prompt_tokens, int64_t cached_tokens,
-                                   int completion_tokens, FinishReason reason) {
+                                   int completion_tokens, FinishReason reason,
+                                   const ToolCall* call) {
   const bool chat = meta.endpoint == Endpoint::kChatCompletions;
   std::string out;
   out.reserve(256 + text.size());
@@ -427,7 +459,11 @@ std::string CompletionResponseJson(const ResponseMeta& meta, std::string_view te
   out += R"(,"model":)";
   AppendJsonString(meta.model, out);
   out += R"(,"system_fingerprint":"atrium-engine-sim","choices":[{"index":0,)";
-  if (chat) {
+  if (chat && call != nullptr) {
+    out += R"("message":{"role":"assistant","content":null,"tool_calls":[)";
+    AppendToolCallObject(*call, ArgumentsAfter(*call, completion_tokens), false, out);
+    out += "]},";
+  } else if (chat) {
     out += R"("message":{"role":"assistant","content":)";
     AppendJsonString(text, out);
     out += "},";
@@ -437,7 +473,7 @@ std::string CompletionResponseJson(const ResponseMeta& meta, std::string_view te
     out += ',';
   }
   out += R"("logprobs":null,"finish_reason":")";
-  out += FinishReasonName(reason);
+  out += ChatFinishName(reason, chat && call != nullptr);
   out += R"("}],"usage":)";
   AppendUsageObject(prompt_tokens, completion_tokens, cached_tokens, out);
   out += '}';
@@ -448,9 +484,39 @@ namespace {
 
 // A Responses API `response` object: `status` "in_progress" (no output, usage
 // null), "completed" or "incomplete" (the one message and the usage).
+// The output item: a message with `text`, or with `call` a function_call
+// with its arguments as far as `completion_tokens` got.
+void AppendOutputItem(std::string_view item_id, std::string_view status, std::string_view text,
+                      const ToolCall* call, int completion_tokens, std::string& out) {
+  out += R"({"id":)";
+  AppendJsonString(item_id, out);
+  if (call != nullptr) {
+    out += R"(,"type":"function_call","status":")";
+    out += status;
+    out += R"(","call_id":)";
+    AppendJsonString(call->call_id, out);
+    out += R"(,"name":)";
+    AppendJsonString(call->name, out);
+    out += R"(,"arguments":)";
+    AppendJsonString(ArgumentsAfter(*call, completion_tokens), out);
+    out += '}';
+    return;
+  }
+  out += R"(,"type":"message","status":")";
+  out += status;
+  out += R"(","role":"assistant","content":[)";
+  if (status == "completed") {
+    out += R"({"type":"output_text","text":)";
+    AppendJsonString(text, out);
+    out += R"(,"annotations":[]})";
+  }
+  out += "]}";
+}
+
 void AppendResponseObject(const ResponseMeta& meta, std::string_view item_id,
                           std::string_view status, std::string_view text, int64_t prompt_tokens,
-                          int64_t cached_tokens, int completion_tokens, std::string& out) {
+                          int64_t cached_tokens, int completion_tokens, std::string& out,
+                          const ToolCall* call = nullptr) {
   const bool done = status != "in_progress";
   out += R"({"id":)";
   AppendJsonString(meta.id, out);
@@ -463,14 +529,7 @@ void AppendResponseObject(const ResponseMeta& meta, std::string_view item_id,
   out += R"(,"instructions":null,"model":)";
   AppendJsonString(meta.model, out);
   out += R"(,"output":[)";
-  if (done) {
-    out += R"({"id":)";
-    AppendJsonString(item_id, out);
-    out += R"(,"type":"message","status":"completed","role":"assistant","content":[)";
-    out += R"({"type":"output_text","text":)";
-    AppendJsonString(text, out);
-    out += R"(,"annotations":[]}]})";
-  }
+  if (done) AppendOutputItem(item_id, "completed", text, call, completion_tokens, out);
   out += R"(],"parallel_tool_calls":true,"tool_choice":"auto","tools":[],"usage":)";
   if (!done) {
     out += "null}";
@@ -491,26 +550,28 @@ std::string_view ResponseStatus(FinishReason reason) {
   return reason == FinishReason::kLength ? "incomplete" : "completed";
 }
 
-std::string ItemIdOf(const ResponseMeta& meta) {
-  // "resp_<n>" -> "msg_<n>"
+std::string ItemIdOf(const ResponseMeta& meta, bool call) {
+  // "resp_<n>" -> "msg_<n>" (a message) or "fc_<n>" (a function call)
   const size_t underscore = meta.id.find('_');
-  return "msg_" + (underscore == std::string::npos ? meta.id : meta.id.substr(underscore + 1));
+  return (call ? "fc_" : "msg_") +
+         (underscore == std::string::npos ? meta.id : meta.id.substr(underscore + 1));
 }
 
 }  // namespace
 
 std::string ResponsesResponseJson(const ResponseMeta& meta, std::string_view text,
                                   int64_t prompt_tokens, int64_t cached_tokens,
-                                  int completion_tokens, FinishReason reason) {
+                                  int completion_tokens, FinishReason reason,
+                                  const ToolCall* call) {
   std::string out;
   out.reserve(512 + text.size());
-  AppendResponseObject(meta, ItemIdOf(meta), ResponseStatus(reason), text, prompt_tokens,
-                       cached_tokens, completion_tokens, out);
+  AppendResponseObject(meta, ItemIdOf(meta, call != nullptr), ResponseStatus(reason), text,
+                       prompt_tokens, cached_tokens, completion_tokens, out, call);
   return out;
 }
 
-ResponsesEvents::ResponsesEvents(const ResponseMeta& meta)
-    : meta_(meta), item_id_(ItemIdOf(meta)) {}
+ResponsesEvents::ResponsesEvents(const ResponseMeta& meta, std::optional<ToolCall> call)
+    : meta_(meta), call_(std::move(call)), item_id_(ItemIdOf(meta, call_.has_value())) {}
 
 void ResponsesEvents::AppendEvent(std::string_view type, std::string_view fields,
                                   std::string& out) {
@@ -532,10 +593,11 @@ void ResponsesEvents::AppendStart(std::string& out) {
   AppendResponseObject(meta_, item_id_, "in_progress", "", 0, 0, 0, response);
   AppendEvent("response.created", response, out);
   AppendEvent("response.in_progress", response, out);
-  std::string item = R"("output_index":0,"item":{"id":)";
-  AppendJsonString(item_id_, item);
-  item += R"(,"type":"message","status":"in_progress","role":"assistant","content":[]})";
+  const ToolCall* call = call_ ? &*call_ : nullptr;
+  std::string item = R"("output_index":0,"item":)";
+  AppendOutputItem(item_id_, "in_progress", "", call, 0, item);
   AppendEvent("response.output_item.added", item, out);
+  if (call != nullptr) return;
   std::string part = R"("item_id":)";
   AppendJsonString(item_id_, part);
   part +=
@@ -547,31 +609,39 @@ void ResponsesEvents::AppendToken(std::string_view text, std::string& out) {
   text_ += text;
   std::string fields = R"("item_id":)";
   AppendJsonString(item_id_, fields);
-  fields += R"(,"output_index":0,"content_index":0,"delta":)";
+  fields +=
+      call_ ? R"(,"output_index":0,"delta":)" : R"(,"output_index":0,"content_index":0,"delta":)";
   AppendJsonString(text, fields);
-  AppendEvent("response.output_text.delta", fields, out);
+  AppendEvent(call_ ? "response.function_call_arguments.delta" : "response.output_text.delta",
+              fields, out);
 }
 
 void ResponsesEvents::AppendEnd(FinishReason reason, int64_t prompt_tokens, int64_t cached_tokens,
                                 int completion_tokens, std::string& out) {
+  const ToolCall* call = call_ ? &*call_ : nullptr;
   std::string where = R"("item_id":)";
   AppendJsonString(item_id_, where);
-  where += R"(,"output_index":0,"content_index":0)";
-  std::string text_done = where + R"(,"text":)";
-  AppendJsonString(text_, text_done);
-  AppendEvent("response.output_text.done", text_done, out);
-  std::string part = R"({"type":"output_text","text":)";
-  AppendJsonString(text_, part);
-  part += R"(,"annotations":[]})";
-  AppendEvent("response.content_part.done", where + R"(,"part":)" + part, out);
-  std::string item = R"("output_index":0,"item":{"id":)";
-  AppendJsonString(item_id_, item);
-  item += R"(,"type":"message","status":"completed","role":"assistant","content":[)" + part + "]}";
+  if (call != nullptr) {
+    std::string done = where + R"(,"output_index":0,"arguments":)";
+    AppendJsonString(text_, done);
+    AppendEvent("response.function_call_arguments.done", done, out);
+  } else {
+    where += R"(,"output_index":0,"content_index":0)";
+    std::string text_done = where + R"(,"text":)";
+    AppendJsonString(text_, text_done);
+    AppendEvent("response.output_text.done", text_done, out);
+    std::string part = R"({"type":"output_text","text":)";
+    AppendJsonString(text_, part);
+    part += R"(,"annotations":[]})";
+    AppendEvent("response.content_part.done", where + R"(,"part":)" + part, out);
+  }
+  std::string item = R"("output_index":0,"item":)";
+  AppendOutputItem(item_id_, "completed", text_, call, completion_tokens, item);
   AppendEvent("response.output_item.done", item, out);
   const std::string_view status = ResponseStatus(reason);
   std::string response = R"("response":)";
   AppendResponseObject(meta_, item_id_, status, text_, prompt_tokens, cached_tokens,
-                       completion_tokens, response);
+                       completion_tokens, response, call);
   AppendEvent(status == "completed" ? "response.completed" : "response.incomplete", response, out);
 }
 
@@ -617,11 +687,27 @@ void StreamEvents::AppendToken(std::string_view text, std::string& out) const {
   CloseEvent(include_usage_, out);
 }
 
-void StreamEvents::AppendFinish(FinishReason reason, std::string& out) const {
+void StreamEvents::AppendToolCallStart(const ToolCall& call, std::string& out) const {
+  out += head_;
+  out += R"({"index":0,"delta":{"tool_calls":[)";
+  AppendToolCallObject(call, "", true, out);
+  out += R"(]},"logprobs":null,"finish_reason":null})";
+  CloseEvent(include_usage_, out);
+}
+
+void StreamEvents::AppendToolCallArguments(std::string_view piece, std::string& out) const {
+  out += head_;
+  out += R"({"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":)";
+  AppendJsonString(piece, out);
+  out += R"(}}]},"logprobs":null,"finish_reason":null})";
+  CloseEvent(include_usage_, out);
+}
+
+void StreamEvents::AppendFinish(FinishReason reason, std::string& out, bool tool_call) const {
   out += head_;
   out += chat_ ? R"({"index":0,"delta":{},"logprobs":null,"finish_reason":")"
                : R"({"index":0,"text":"","logprobs":null,"finish_reason":")";
-  out += FinishReasonName(reason);
+  out += ChatFinishName(reason, chat_ && tool_call);
   out += R"("})";
   CloseEvent(include_usage_, out);
 }

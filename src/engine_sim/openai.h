@@ -11,6 +11,7 @@
 #include "common/result.h"
 #include "engine_sim/engine.h"
 #include "engine_sim/prefix_cache.h"
+#include "engine_sim/tools.h"
 
 namespace atrium::engine_sim {
 
@@ -35,6 +36,9 @@ struct CompletionRequest {
   std::string cache_salt;
   std::vector<uint64_t> prefix_blocks;  // PrefixBlocks(cache_salt, the prompt)
   int64_t cached_tokens = 0;            // set by the server from its prefix cache
+  // Chat and Responses: the function call it answers with instead of text
+  // (tools.h); none: text.
+  std::optional<ToolCall> tool_call;
 };
 
 // Parses a /v1/chat/completions, /v1/completions or /v1/responses body.
@@ -88,28 +92,36 @@ struct ResponseMeta {
 // The non-streaming body: chat.completion or text_completion with usage
 // (prompt_tokens_details.cached_tokens: the prompt's tokens the prefix
 // cache served).
+// With `call` (chat only), the message is that function call — its
+// arguments as far as `completion_tokens` got — and finish_reason
+// "tool_calls" (or "length").
 std::string CompletionResponseJson(const ResponseMeta& meta, std::string_view text,
                                    int64_t prompt_tokens, int64_t cached_tokens,
-                                   int completion_tokens, FinishReason reason);
+                                   int completion_tokens, FinishReason reason,
+                                   const ToolCall* call = nullptr);
 
 // The Responses API's non-streaming body: a `response` object, status
 // "completed" ("incomplete" with incomplete_details.reason
 // "max_output_tokens" when the length stopped it), one assistant message
 // with one output_text part, and usage as input_tokens / output_tokens /
 // input_tokens_details.cached_tokens.
+// With `call`, the one output item is that function_call instead.
 std::string ResponsesResponseJson(const ResponseMeta& meta, std::string_view text,
                                   int64_t prompt_tokens, int64_t cached_tokens,
-                                  int completion_tokens, FinishReason reason);
+                                  int completion_tokens, FinishReason reason,
+                                  const ToolCall* call = nullptr);
 
 // The Responses API's stream, each event "event: <type>\ndata: {...}\n\n"
 // with its type and sequence_number: response.created and .in_progress,
 // output_item.added, content_part.added, one output_text.delta per token,
 // then output_text.done, content_part.done, output_item.done and
 // response.completed (or .incomplete) carrying the whole response with its
-// usage. No [DONE]: the last event ends it.
+// usage. No [DONE]: the last event ends it. With a function call:
+// output_item.added (the function_call), one function_call_arguments.delta
+// per token, function_call_arguments.done, output_item.done, the end.
 class ResponsesEvents {
  public:
-  explicit ResponsesEvents(const ResponseMeta& meta);
+  ResponsesEvents(const ResponseMeta& meta, std::optional<ToolCall> call);
 
   void AppendStart(std::string& out);
   void AppendToken(std::string_view text, std::string& out);
@@ -120,6 +132,7 @@ class ResponsesEvents {
   void AppendEvent(std::string_view type, std::string_view fields, std::string& out);
 
   ResponseMeta meta_;
+  std::optional<ToolCall> call_;
   std::string item_id_;
   std::string text_;  // every delta so far
   int64_t sequence_ = 0;
@@ -137,7 +150,11 @@ class StreamEvents {
 
   void AppendStart(std::string& out) const;  // chat only; nothing for completions
   void AppendToken(std::string_view text, std::string& out) const;
-  void AppendFinish(FinishReason reason, std::string& out) const;
+  // A chat function call: its id, type and name with empty arguments, then
+  // the arguments a piece a token, then a finish_reason of "tool_calls".
+  void AppendToolCallStart(const ToolCall& call, std::string& out) const;
+  void AppendToolCallArguments(std::string_view piece, std::string& out) const;
+  void AppendFinish(FinishReason reason, std::string& out, bool tool_call = false) const;
   // Nothing unless include_usage.
   void AppendUsage(int64_t prompt_tokens, int64_t cached_tokens, int completion_tokens,
                    std::string& out) const;

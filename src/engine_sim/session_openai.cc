@@ -91,7 +91,7 @@ void Session::StartCompletion(Endpoint endpoint, const std::string& body) {
              .model = c->request.model};
   if (c->request.stream) {
     if (endpoint == Endpoint::kResponses) {
-      c->responses_events.emplace(c->meta);
+      c->responses_events.emplace(c->meta, c->request.tool_call);
     } else {
       c->events.emplace(c->meta, c->request.include_usage);
     }
@@ -108,7 +108,10 @@ void Session::StartCompletion(Endpoint endpoint, const std::string& body) {
                                    .stream = c->request.stream});
   request_id_header_ = RequestIdHeader(record_id);
   after_write_ = keep_alive_ ? AfterWrite::kNextRequest : AfterWrite::kClose;
-  const int stop_after = NaturalLength(c->request.text_hash, core_->options.max_natural_length);
+  // A function call ends with its arguments; text at its natural length.
+  const int stop_after =
+      c->request.tool_call ? ToolCallTokens(*c->request.tool_call)
+                           : NaturalLength(c->request.text_hash, core_->options.max_natural_length);
   const bool stream = c->request.stream;
   completion_ = std::move(c);
 

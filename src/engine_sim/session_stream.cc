@@ -100,16 +100,21 @@ void Session::OnToken(int index) {
     scratch_.clear();
     if (c.events) {
       c.events->AppendStart(scratch_);
+      if (c.request.tool_call) c.events->AppendToolCallStart(*c.request.tool_call, scratch_);
     } else {
       c.responses_events->AppendStart(scratch_);
     }
     if (!scratch_.empty()) AppendChunk(scratch_);
   }
   scratch_.clear();
-  if (c.events) {
-    c.events->AppendToken(TokenText(c.request.text_hash, index), scratch_);
+  const std::string_view piece = c.request.tool_call ? ArgumentsPiece(*c.request.tool_call, index)
+                                                     : TokenText(c.request.text_hash, index);
+  if (c.events && c.request.tool_call) {
+    c.events->AppendToolCallArguments(piece, scratch_);
+  } else if (c.events) {
+    c.events->AppendToken(piece, scratch_);
   } else {
-    c.responses_events->AppendToken(TokenText(c.request.text_hash, index), scratch_);
+    c.responses_events->AppendToken(piece, scratch_);
   }
   AppendChunk(scratch_);
   ++c.pending;
@@ -139,7 +144,7 @@ void Session::OnFinished(int completion_tokens, FinishReason reason) {
       c.head_written = true;
     }
     scratch_.clear();
-    c.events->AppendFinish(reason, scratch_);
+    c.events->AppendFinish(reason, scratch_, c.request.tool_call.has_value());
     AppendChunk(scratch_);
     scratch_.clear();
     c.events->AppendUsage(c.request.prompt_tokens, c.request.cached_tokens, completion_tokens,
@@ -151,12 +156,13 @@ void Session::OnFinished(int completion_tokens, FinishReason reason) {
     if (chunked_) pending_ += "0\r\n\r\n";
   } else {
     const std::string text = CompletionText(c.request.text_hash, completion_tokens);
+    const ToolCall* call = c.request.tool_call ? &*c.request.tool_call : nullptr;
     const std::string body =
         c.meta.endpoint == Endpoint::kResponses
             ? ResponsesResponseJson(c.meta, text, c.request.prompt_tokens, c.request.cached_tokens,
-                                    completion_tokens, reason)
+                                    completion_tokens, reason, call)
             : CompletionResponseJson(c.meta, text, c.request.prompt_tokens, c.request.cached_tokens,
-                                     completion_tokens, reason);
+                                     completion_tokens, reason, call);
     AppendHead(200, "application/json", body.size(), request_id_header_);
     pending_ += body;
     c.pending = completion_tokens;

@@ -288,6 +288,85 @@ TEST(EngineSimServerTest, ResponsesApiWholeAndStreamed) {
   EXPECT_NE(refused->body.find("previous_response_id"), std::string::npos);
 }
 
+// Tools: a request whose user names a tool gets that function call — whole,
+// as streamed deltas that add up to the same arguments, and in the
+// Responses API's shape — instead of text.
+TEST(EngineSimServerTest, ToolCallsWholeStreamedAndInTheResponsesApi) {
+  Running sim = Start(WithProfile("instant"));
+  json body = ChatBody("Please call get_weather for me.");
+  body["tools"] = json::parse(R"([{"type":"function","function":{"name":"get_weather",
+      "parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}])");
+  auto whole = sim.Post("/v1/chat/completions", body);
+  ASSERT_OK(whole);
+  ASSERT_EQ(whole->status, 200) << whole->body;
+  json answer = json::parse(whole->body);
+  EXPECT_EQ(answer["choices"][0]["finish_reason"], "tool_calls");
+  const json& message = answer["choices"][0]["message"];
+  EXPECT_TRUE(message["content"].is_null());
+  ASSERT_EQ(message["tool_calls"].size(), 1u);
+  EXPECT_EQ(message["tool_calls"][0]["type"], "function");
+  EXPECT_EQ(message["tool_calls"][0]["function"]["name"], "get_weather");
+  const std::string arguments = message["tool_calls"][0]["function"]["arguments"];
+  EXPECT_TRUE(json::parse(arguments).contains("city"));
+  EXPECT_EQ(answer["usage"]["completion_tokens"], (arguments.size() + 3) / 4);
+
+  body["stream"] = true;
+  auto reader = Stream(sim.port, body);
+  std::string streamed;
+  std::string finish;
+  for (const auto& [event, at] : reader->Events()) {
+    if (event == "[DONE]") continue;
+    json chunk = json::parse(event);
+    const json& choice = chunk["choices"][0];
+    if (choice["delta"].contains("tool_calls")) {
+      const json& call = choice["delta"]["tool_calls"][0];
+      EXPECT_EQ(call["index"], 0);
+      streamed += call["function"]["arguments"].get<std::string>();
+      if (call.contains("id")) EXPECT_EQ(call["function"]["name"], "get_weather");
+    }
+    if (!choice["finish_reason"].is_null()) finish = choice["finish_reason"];
+  }
+  EXPECT_EQ(streamed, arguments);
+  EXPECT_EQ(finish, "tool_calls");
+
+  json responses = {{"model", kModel},
+                    {"input", "Please call get_weather for me."},
+                    {"tools", json::parse(R"([{"type":"function","name":"get_weather",
+                        "parameters":{"type":"object","properties":{"city":{"type":"string"}}}}])")}};
+  auto flat = sim.Post("/v1/responses", responses);
+  ASSERT_OK(flat);
+  json response = json::parse(flat->body);
+  EXPECT_EQ(response["status"], "completed");
+  ASSERT_EQ(response["output"].size(), 1u);
+  EXPECT_EQ(response["output"][0]["type"], "function_call");
+  EXPECT_EQ(response["output"][0]["name"], "get_weather");
+  EXPECT_EQ(response["output"][0]["arguments"], arguments);
+  responses["stream"] = true;
+  auto events = Stream(sim.port, responses, "", "/v1/responses");
+  std::string deltas;
+  bool done = false;
+  for (const auto& [event, at] : events->Events()) {
+    const size_t data = event.find("\ndata: ");
+    json payload = json::parse(event.substr(data + 7));
+    if (payload["type"] == "response.function_call_arguments.delta") deltas += payload["delta"];
+    if (payload["type"] == "response.function_call_arguments.done") {
+      EXPECT_EQ(payload["arguments"], arguments);
+    }
+    done = done || payload["type"] == "response.completed";
+  }
+  EXPECT_EQ(deltas, arguments);
+  EXPECT_TRUE(done);
+
+  // "required" without tools is refused; "none" answers text.
+  json required = ChatBody("hi");
+  required["tool_choice"] = "required";
+  EXPECT_EQ(sim.Post("/v1/chat/completions", required)->status, 400);
+  body.erase("stream");
+  body["tool_choice"] = "none";
+  json text = json::parse(sim.Post("/v1/chat/completions", body)->body);
+  EXPECT_FALSE(text["choices"][0]["message"].contains("tool_calls"));
+}
+
 TEST(EngineSimServerTest, IncludeUsageAddsTheUsageChunkOnlyWhenAsked) {
   Running sim = Start(WithProfile("instant"));
   json body = ChatBody("Count me", 3, /*stream=*/true);

@@ -156,6 +156,49 @@ test('the Responses API, whole and streamed, with the SDK its users now default 
     (e) => e instanceof OpenAI.BadRequestError && /previous_response_id/.test(e.message));
 });
 
+test('tool calls, whole and streamed, in chat and in the Responses API', async () => {
+  const tools = [{
+    type: 'function',
+    function: {
+      name: 'get_weather',
+      description: 'The weather in a city',
+      parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+    },
+  }];
+  const messages = [{ role: 'user', content: 'What is the weather? Use get_weather.' }];
+  const r = await client.chat.completions.create({ model: MODEL, messages, tools });
+  assert.equal(r.choices[0].finish_reason, 'tool_calls');
+  const call = r.choices[0].message.tool_calls[0];
+  assert.equal(call.function.name, 'get_weather');
+  assert.ok(typeof JSON.parse(call.function.arguments).city === 'string');
+
+  // The SDK's own stream helper puts the deltas back together.
+  const runner = client.chat.completions.stream({ model: MODEL, messages, tools });
+  const final = await runner.finalChatCompletion();
+  assert.equal(final.choices[0].message.tool_calls[0].function.arguments, call.function.arguments);
+
+  // The tool's result goes back; the model answers in text.
+  const followUp = await client.chat.completions.create({
+    model: MODEL,
+    tools,
+    messages: [...messages, r.choices[0].message,
+      { role: 'tool', tool_call_id: call.id, content: '{"temperature": 21}' }],
+    max_tokens: 5,
+  });
+  assert.equal(followUp.choices[0].finish_reason, 'length');
+  assert.ok(followUp.choices[0].message.content.length > 0);
+
+  const resp = await client.responses.create({
+    model: MODEL,
+    input: 'Use get_weather, please.',
+    tools: [{ type: 'function', name: 'get_weather', parameters: tools[0].function.parameters }],
+  });
+  const fc = resp.output.find((o) => o.type === 'function_call');
+  assert.ok(fc, JSON.stringify(resp.output));
+  assert.equal(fc.name, 'get_weather');
+  assert.ok(typeof JSON.parse(fc.arguments).city === 'string');
+});
+
 test('errors come back as the SDK expects them', async () => {
   const bad = new OpenAI({ baseURL: gatewayUrl + '/v1', apiKey: 'atr_nope', maxRetries: 0 });
   await assert.rejects(bad.models.list(), (e) => e instanceof OpenAI.AuthenticationError);
