@@ -93,7 +93,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view sent(reinterpret_cast<const char*>(data + 2), size - 2);
 
   if (!stream) {
-    const Usage usage = atrium::gateway::UsageFromResponse(sent);
+    const Usage usage = atrium::gateway::UsageFromResponse(sent, api);
     CheckUsage(usage);
     const int64_t estimate = atrium::gateway::EstimateOutputTokens(api, sent);
     Check(estimate >= 0 && estimate <= atrium::gateway::EstimateTokens(sent));

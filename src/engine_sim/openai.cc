@@ -344,6 +344,148 @@ Result<CompletionRequest> ParseCompletionRequest(Endpoint endpoint, std::string_
   return request;
 }
 
+namespace {
+
+// A string, or with `objects` a {"text": ...} object, else "".
+std::optional<std::string> TextOf(const Json& v, bool objects) {
+  if (v.is_string()) return v.get<std::string>();
+  if (objects && v.is_object()) {
+    auto text = v.find("text");
+    if (text != v.end() && text->is_string()) return text->get<std::string>();
+  }
+  return std::nullopt;
+}
+
+// A string or a non-empty array of strings (`objects`: or {"text"} objects).
+Result<std::vector<std::string>> ReadTexts(const Json& body, const char* name, bool objects) {
+  auto it = body.find(name);
+  if (it == body.end() || it->is_null()) {
+    return Error::InvalidArgument(std::string("you must provide a ") + name + " parameter");
+  }
+  std::vector<std::string> texts;
+  if (auto one = TextOf(*it, false)) {
+    texts.push_back(std::move(*one));
+    return texts;
+  }
+  if (!it->is_array() || it->empty()) {
+    return Error::InvalidArgument(std::string("'") + name +
+                                  "' must be a string or a non-empty array");
+  }
+  for (const Json& item : *it) {
+    auto text = TextOf(item, objects);
+    if (!text) {
+      return Error::InvalidArgument(std::string("'") + name + "' must hold " +
+                                    (objects ? "strings or {\"text\": ...} objects" : "strings"));
+    }
+    texts.push_back(std::move(*text));
+  }
+  return texts;
+}
+
+double PairScore(uint64_t seed, const std::string& query, const std::string& document) {
+  TextHasher hasher(seed);
+  hasher.Add(query);
+  hasher.Add(document);
+  return static_cast<double>(Mix(hasher.value()) >> 11) / 9007199254740992.0;  // 2^53
+}
+
+void ScorePairs(uint64_t seed, const std::vector<std::string>& queries, PairScores& out) {
+  for (size_t i = 0; i < out.documents.size(); ++i) {
+    const std::string& query = queries.size() == 1 ? queries[0] : queries[i];
+    out.scores.push_back(PairScore(seed, query, out.documents[i]));
+    out.prompt_tokens += CountTextTokens(query) + CountTextTokens(out.documents[i]);
+  }
+}
+
+}  // namespace
+
+Result<PairScores> ParseRerankRequest(std::string_view body, const std::vector<std::string>& models,
+                                      uint64_t seed) {
+  ATRIUM_ASSIGN_OR_RETURN(Json json, ParseBodyObject(body));
+  PairScores out;
+  auto query = json.find("query");
+  if (query == json.end() || !query->is_string()) {
+    return Error::InvalidArgument("'query' must be a string");
+  }
+  auto documents = json.find("documents");
+  if (documents == json.end() || !documents->is_array() || documents->empty()) {
+    return Error::InvalidArgument("'documents' must be a non-empty array");
+  }
+  ATRIUM_ASSIGN_OR_RETURN(out.documents, ReadTexts(json, "documents", true));
+  ATRIUM_ASSIGN_OR_RETURN(std::optional<int> top_n, ReadInt(json, "top_n", 0));
+  out.top_n = top_n.value_or(0);
+  ATRIUM_ASSIGN_OR_RETURN(out.model, ReadModel(json, models));
+  ScorePairs(seed, {query->get<std::string>()}, out);
+  return out;
+}
+
+Result<PairScores> ParseScoreRequest(std::string_view body, const std::vector<std::string>& models,
+                                     uint64_t seed) {
+  ATRIUM_ASSIGN_OR_RETURN(Json json, ParseBodyObject(body));
+  PairScores out;
+  ATRIUM_ASSIGN_OR_RETURN(std::vector<std::string> first, ReadTexts(json, "text_1", false));
+  ATRIUM_ASSIGN_OR_RETURN(out.documents, ReadTexts(json, "text_2", false));
+  if (first.size() != 1 && first.size() != out.documents.size()) {
+    return Error::InvalidArgument("'text_1' must be one text or as many as 'text_2'");
+  }
+  ATRIUM_ASSIGN_OR_RETURN(out.model, ReadModel(json, models));
+  ScorePairs(seed, first, out);
+  return out;
+}
+
+std::string RerankResponseJson(const PairScores& scores, std::string_view id) {
+  std::vector<size_t> order(scores.documents.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return scores.scores[a] > scores.scores[b]; });
+  if (scores.top_n > 0 && static_cast<size_t>(scores.top_n) < order.size()) {
+    order.resize(static_cast<size_t>(scores.top_n));
+  }
+  std::string out = R"({"id":)";
+  AppendJsonString(id, out);
+  out += R"(,"model":)";
+  AppendJsonString(scores.model, out);
+  out += R"(,"usage":{"total_tokens":)";
+  out += std::to_string(scores.prompt_tokens);
+  out += R"(},"results":[)";
+  for (size_t k = 0; k < order.size(); ++k) {
+    if (k > 0) out += ',';
+    out += R"({"index":)";
+    out += std::to_string(order[k]);
+    out += R"(,"document":{"text":)";
+    AppendJsonString(scores.documents[order[k]], out);
+    out += R"(},"relevance_score":)";
+    out += FormatFloat(static_cast<float>(scores.scores[order[k]]));
+    out += '}';
+  }
+  out += "]}";
+  return out;
+}
+
+std::string ScoreResponseJson(const PairScores& scores, std::string_view id, int64_t created) {
+  std::string out = R"({"id":)";
+  AppendJsonString(id, out);
+  out += R"(,"object":"list","created":)";
+  out += std::to_string(created);
+  out += R"(,"model":)";
+  AppendJsonString(scores.model, out);
+  out += R"(,"data":[)";
+  for (size_t i = 0; i < scores.scores.size(); ++i) {
+    if (i > 0) out += ',';
+    out += R"({"index":)";
+    out += std::to_string(i);
+    out += R"(,"object":"score","score":)";
+    out += FormatFloat(static_cast<float>(scores.scores[i]));
+    out += '}';
+  }
+  out += R"(],"usage":{"prompt_tokens":)";
+  out += std::to_string(scores.prompt_tokens);
+  out += R"(,"total_tokens":)";
+  out += std::to_string(scores.prompt_tokens);
+  out += R"(,"completion_tokens":0}})";
+  return out;
+}
+
 Result<EmbeddingRequest> ParseEmbeddingRequest(std::string_view body,
                                                const std::vector<std::string>& models,
                                                uint64_t seed) {

@@ -78,6 +78,29 @@ Result<EmbeddingRequest> ParseEmbeddingRequest(std::string_view body,
                                                const std::vector<std::string>& models,
                                                uint64_t seed);
 
+// vLLM's pooling endpoints with a cross-encoder's answers: a relevance
+// score in [0, 1) per (query, document) pair, from their hash.
+struct PairScores {
+  std::string model;
+  std::vector<std::string> documents;  // in the request's order
+  std::vector<double> scores;          // one per document
+  int64_t prompt_tokens = 0;           // per pair: its query's tokens + its document's
+  int64_t top_n = 0;                   // rerank: the best this many; 0 = all
+};
+// POST /v1/rerank: "query" a string, "documents" a non-empty array of
+// strings or {"text": ...} objects, "top_n" >= 0. Errors as for completions.
+Result<PairScores> ParseRerankRequest(std::string_view body, const std::vector<std::string>& models,
+                                      uint64_t seed);
+// POST /v1/score: "text_1" and "text_2" strings or non-empty arrays; one
+// text_1 is scored against every text_2, else they pair up (equal lengths).
+Result<PairScores> ParseScoreRequest(std::string_view body, const std::vector<std::string>& models,
+                                     uint64_t seed);
+// vLLM's answers: results sorted by relevance_score, best first, at most
+// top_n, usage {"total_tokens"}; and a list of {"index","object":"score",
+// "score"} with usage prompt_tokens / total_tokens / completion_tokens 0.
+std::string RerankResponseJson(const PairScores& scores, std::string_view id);
+std::string ScoreResponseJson(const PairScores& scores, std::string_view id, int64_t created);
+
 // A deterministic unit vector for an input hash.
 std::vector<float> EmbeddingVector(uint64_t input_hash, int dimensions);
 

@@ -172,6 +172,10 @@ void Session::Route(bhttp::verb method, const std::string& target, const std::st
     if (require(bhttp::verb::post)) StartCompletion(Endpoint::kCompletions, body);
   } else if (path == "/v1/responses") {
     if (require(bhttp::verb::post)) StartCompletion(Endpoint::kResponses, body);
+  } else if (path == "/v1/rerank") {
+    if (require(bhttp::verb::post)) Scores(/*rerank=*/true, body);
+  } else if (path == "/v1/score") {
+    if (require(bhttp::verb::post)) Scores(/*rerank=*/false, body);
   } else if (path == "/v1/embeddings") {
     if (require(bhttp::verb::post)) Embeddings(body);
   } else if (path == "/v1/models") {

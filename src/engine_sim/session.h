@@ -164,6 +164,8 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string RecordId();
   std::string RequestIdHeader(const std::string& id);
   void Embeddings(const std::string& body);
+  // /v1/rerank (`rerank`) or /v1/score.
+  void Scores(bool rerank, const std::string& body);
   void StartCompletion(Endpoint endpoint, const std::string& body);
 
   // ---- Responses (session_stream.cc).

@@ -51,6 +51,24 @@ void Session::Embeddings(const std::string& body) {
           RequestIdHeader(id));
 }
 
+void Session::Scores(bool rerank, const std::string& body) {
+  auto request = rerank ? ParseRerankRequest(body, core_->models, core_->options.seed)
+                        : ParseScoreRequest(body, core_->models, core_->options.seed);
+  if (!request.has_value()) return RespondError(request.error());
+  const std::string id = RecordId();
+  core_->served.Begin({.request_id = id,
+                       .model = request->model,
+                       .endpoint = rerank ? "rerank" : "score",
+                       .prompt_tokens = request->prompt_tokens,
+                       .stream = false,
+                       .finished = true});
+  const std::string own = (rerank ? "rerank-" : "score-") + core_->NextId();
+  Respond(200, "application/json",
+          rerank ? RerankResponseJson(*request, own)
+                 : ScoreResponseJson(*request, own, static_cast<int64_t>(std::time(nullptr))),
+          AfterWrite::kNextRequest, RequestIdHeader(id));
+}
+
 void Session::StartCompletion(Endpoint endpoint, const std::string& body) {
   auto parsed = ParseCompletionRequest(endpoint, body, core_->models, core_->options.seed);
   if (!parsed.has_value()) return RespondError(parsed.error());

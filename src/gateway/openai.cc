@@ -223,6 +223,34 @@ Status TallyResponsesInput(const std::optional<element>& v, TextTally& tally) {
   return OkStatus();
 }
 
+// A rerank's query and documents, a score's two texts: present and of the
+// right shape (their text is counted with every other field's).
+Status CheckPoolingFields(Api api, object body) {
+  auto text_or_list = [&](const char* name) -> Status {
+    auto v = Member(body, name);
+    if (!v) return Error::InvalidArgument(std::string("missing required field '") + name + "'");
+    if (v->type() == element_type::STRING) return OkStatus();
+    auto list = AsArray(v);
+    if (!list || list->size() == 0) return FieldError(name, "a string or a non-empty array");
+    return OkStatus();
+  };
+  if (api == Api::kScore) {
+    ATRIUM_RETURN_IF_ERROR(text_or_list("text_1"));
+    return text_or_list("text_2");
+  }
+  auto query = Member(body, "query");
+  if (!query) return Error::InvalidArgument("missing required field 'query'");
+  if (query->type() != element_type::STRING) return FieldError("query", "a string");
+  auto documents = AsArray(Member(body, "documents"));
+  if (!Member(body, "documents")) {
+    return Error::InvalidArgument("missing required field 'documents'");
+  }
+  if (!documents || documents->size() == 0) return FieldError("documents", "a non-empty array");
+  ATRIUM_ASSIGN_OR_RETURN(std::optional<int64_t> top_n, NonNegativeInt(body, "top_n"));
+  (void)top_n;
+  return OkStatus();
+}
+
 // Top-level request fields known never to reach the prompt whose values
 // hold strings or keys (numbers and booleans count nothing anyway).
 bool IsNonPromptField(std::string_view name) {
@@ -466,8 +494,42 @@ std::string_view ApiName(Api api) {
       return "embeddings";
     case Api::kResponses:
       return "responses";
+    case Api::kRerank:
+      return "rerank";
+    case Api::kScore:
+      return "score";
   }
   return "";
+}
+
+std::string_view PathOf(Api api) {
+  switch (api) {
+    case Api::kChatCompletions:
+      return "/v1/chat/completions";
+    case Api::kCompletions:
+      return "/v1/completions";
+    case Api::kEmbeddings:
+      return "/v1/embeddings";
+    case Api::kResponses:
+      return "/v1/responses";
+    case Api::kRerank:
+      return "/v1/rerank";
+    case Api::kScore:
+      return "/v1/score";
+  }
+  return "";
+}
+
+std::optional<Api> ApiOfPath(std::string_view path) {
+  for (Api api : {Api::kChatCompletions, Api::kCompletions, Api::kEmbeddings, Api::kResponses,
+                  Api::kRerank, Api::kScore}) {
+    if (path == PathOf(api)) return api;
+  }
+  return std::nullopt;
+}
+
+bool GeneratesNothing(Api api) {
+  return api == Api::kEmbeddings || api == Api::kRerank || api == Api::kScore;
 }
 
 int64_t EstimateTokens(std::string_view text) {
@@ -513,6 +575,10 @@ Result<ParsedRequest> ParseRequest(Api api, std::string_view body) {
         } else if (api == Api::kResponses) {
           prompt_field = "input";
           ATRIUM_RETURN_IF_ERROR(TallyResponsesInput(Member(*json, "input"), tally));
+        } else if (api == Api::kRerank || api == Api::kScore) {
+          // Everything they hold is input: the loop below counts it.
+          ATRIUM_RETURN_IF_ERROR(CheckPoolingFields(api, *json));
+          tally.tokens += 1;
         } else {
           prompt_field = "input";
           ATRIUM_RETURN_IF_ERROR(TallyPrompt(Member(*json, "input"), "input", tally));
@@ -531,7 +597,7 @@ Result<ParsedRequest> ParseRequest(Api api, std::string_view body) {
 
         // Embeddings neither stream nor generate: their stream/max_tokens fields,
         // if any, are the upstream's business.
-        if (api == Api::kEmbeddings) return request;
+        if (GeneratesNothing(api)) return request;
         if (api == Api::kResponses) {
           // Nothing is stored upstream (store=false), so nothing can be
           // continued or fetched later: say so rather than fail upstream.
@@ -643,18 +709,28 @@ Result<std::string> WithTopLevelMember(std::string_view body, std::string_view n
   return out;
 }
 
-Usage UsageFromResponse(std::string_view body) {
-  return WithDocument(body, [](simdjson::simdjson_result<element> parsed) {
+Usage UsageFromResponse(std::string_view body, Api api) {
+  return WithDocument(body, [api](simdjson::simdjson_result<element> parsed) {
     element root;
     if (parsed.get(root) != simdjson::SUCCESS) return Usage{};
     auto response = AsObject(root);
     auto usage = response ? AsObject(Member(*response, "usage")) : std::nullopt;
-    return usage ? ReadUsage(*usage) : Usage{};
+    if (!usage) return Usage{};
+    Usage u = ReadUsage(*usage);
+    if (!u.present && GeneratesNothing(api)) {
+      // A rerank reports {"total_tokens": N}: all of it input.
+      auto total = Member(*usage, "total_tokens");
+      if (total && IsInteger(*total)) {
+        u.present = true;
+        u.prompt_tokens = CountOf(*usage, "total_tokens");
+      }
+    }
+    return u;
   });
 }
 
 int64_t EstimateOutputTokens(Api api, std::string_view body) {
-  if (api == Api::kEmbeddings) return 0;
+  if (GeneratesNothing(api)) return 0;
   return WithDocument(body, [&](simdjson::simdjson_result<element> parsed) -> int64_t {
     element root;
     if (parsed.get(root) != simdjson::SUCCESS) return EstimateTokens(body);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -12,12 +13,19 @@
 
 namespace atrium::gateway {
 
-// kResponses: OpenAI's Responses API (POST /v1/responses), as vLLM serves it.
-enum class Api { kChatCompletions, kCompletions, kEmbeddings, kResponses };
+// kResponses: OpenAI's Responses API (POST /v1/responses), as vLLM serves
+// it. kRerank and kScore: vLLM's /v1/rerank (Cohere's shape) and /v1/score.
+enum class Api { kChatCompletions, kCompletions, kEmbeddings, kResponses, kRerank, kScore };
 
-// "chat.completions" | "completions" | "embeddings" | "responses"
-// (UsageRecord::api).
+// "chat.completions" | "completions" | "embeddings" | "responses" |
+// "rerank" | "score" (UsageRecord::api).
 std::string_view ApiName(Api api);
+// Embeddings, rerank and score: pooling, no generated tokens, no stream.
+bool GeneratesNothing(Api api);
+// The path a client calls and the gateway calls upstream: "/v1/chat/completions" ...
+std::string_view PathOf(Api api);
+// The API a request path is for; nullopt for any other path.
+std::optional<Api> ApiOfPath(std::string_view path);
 
 struct ParsedRequest {
   std::string model;
@@ -46,6 +54,11 @@ struct ParsedRequest {
 // array. Optional fields may be null, as OpenAI allows. Unknown fields are
 // allowed (they are relayed). Errors are kInvalidArgument naming the field,
 // for an OpenAI 400.
+//
+// Rerank: "query" a string, "documents" a non-empty array (of strings or
+// objects), "top_n" a non-negative integer. Score: "text_1" and "text_2"
+// each a string or a non-empty array. Every string of theirs counts as
+// input; they never stream.
 //
 // Responses: "input" a string or a non-empty array of items (a message's
 // text parts count as text, its image / file / audio parts as non-text
@@ -109,7 +122,9 @@ struct Usage {
 
 // Usage of a non-streamed response body; present=false when the body has no
 // usage object (or is not JSON). Negative or non-integer counts read as 0.
-Usage UsageFromResponse(std::string_view body);
+// For a pooling API (GeneratesNothing) a usage with only total_tokens (a
+// rerank's) is all input.
+Usage UsageFromResponse(std::string_view body, Api api = Api::kChatCompletions);
 
 // The output tokens of a successful non-streamed answer that reported no
 // usage, estimated (EstimateTokens) from what was generated: chat choices'

@@ -43,7 +43,7 @@ std::variant<RequestOptions, Refusal> ReadRequestOptions(std::string_view priori
 
 int64_t ReservedTokens(Api api, const ParsedRequest& request, int64_t default_output) {
   int64_t output = request.max_tokens;
-  if (output <= 0) output = api == Api::kEmbeddings ? 0 : default_output;
+  if (output <= 0) output = GeneratesNothing(api) ? 0 : default_output;
   // Saturating: max_tokens may be any int64 (the limiter refuses what no
   // bucket can hold).
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();

@@ -252,8 +252,7 @@ std::optional<gateway::Refusal> Session::AdmitHeaders(
   }
   std::string_view target(head.target().data(), head.target().size());
   std::string_view path = target.substr(0, target.find('?'));
-  const bool inference = path == "/v1/chat/completions" || path == "/v1/completions" ||
-                         path == "/v1/embeddings" || path == "/v1/responses";
+  const bool inference = gateway::ApiOfPath(path).has_value();
   if (inference && head.method() == bhttp::verb::post) {
     auto snapshot = server_.policy.Current();
     auto caller =
@@ -312,11 +311,7 @@ awaitable<bool> Session::Handle(HttpRequest& request, bool keep_alive) {
   std::string_view path = target.substr(0, target.find('?'));
   const bool post = request.method() == bhttp::verb::post;
   const bool get = request.method() == bhttp::verb::get;
-  std::optional<gateway::Api> api;
-  if (path == "/v1/chat/completions") api = gateway::Api::kChatCompletions;
-  if (path == "/v1/completions") api = gateway::Api::kCompletions;
-  if (path == "/v1/embeddings") api = gateway::Api::kEmbeddings;
-  if (path == "/v1/responses") api = gateway::Api::kResponses;
+  const std::optional<gateway::Api> api = gateway::ApiOfPath(path);
   if (api) {
     if (!post) {
       const gateway::Refusal error = gateway::Refusal::MethodNotAllowed("POST", path);

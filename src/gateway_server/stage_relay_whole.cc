@@ -97,7 +97,7 @@ awaitable<bool> Session::RelayWhole(Exchange& x) {
   const std::string& encoding = x.answer.encoding;
   x.meter.Received(static_cast<int64_t>(whole.size()));
   const gateway::Usage reported =
-      encoding.empty() ? gateway::UsageFromResponse(whole) : gateway::Usage{};
+      encoding.empty() ? gateway::UsageFromResponse(whole, x.api) : gateway::Usage{};
   std::optional<int64_t> estimate;  // parses the body again: only when needed
   if (!reported.present && x.answer.status == 200) {
     estimate =

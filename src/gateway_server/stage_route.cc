@@ -20,24 +20,10 @@ using gateway::UsageStatus;
 
 namespace {
 
-std::string_view UpstreamPath(gateway::Api api) {
-  switch (api) {
-    case gateway::Api::kChatCompletions:
-      return "/v1/chat/completions";
-    case gateway::Api::kCompletions:
-      return "/v1/completions";
-    case gateway::Api::kEmbeddings:
-      return "/v1/embeddings";
-    case gateway::Api::kResponses:
-      return "/v1/responses";
-  }
-  return "";
-}
-
 // The head of the request to a model server at `address`.
 std::string UpstreamRequestHead(const UpstreamAddress& address, gateway::Api api, bool stream,
                                 const std::string& request_id, size_t body_bytes) {
-  return "POST " + address.base_path + std::string(UpstreamPath(api)) +
+  return "POST " + address.base_path + std::string(gateway::PathOf(api)) +
          " HTTP/1.1\r\nHost: " + address.host_header +
          "\r\nContent-Type: application/json\r\nAccept: " +
          (stream ? "text/event-stream" : "application/json") +
@@ -63,7 +49,7 @@ int64_t RetryAfterMs(const bhttp::fields& head) {
 // that fails, or a 502/503/504 answer.
 awaitable<std::optional<Session::Early>> Session::Route(Exchange& x) {
   std::string upstream_body = gateway::UpstreamBody(x.body, x.parsed);
-  if (options().set_cache_salt && x.api != gateway::Api::kEmbeddings) {
+  if (options().set_cache_salt && !gateway::GeneratesNothing(x.api)) {
     // The tenant's own prefix cache, whatever the client sent (openai.h).
     auto salted = gateway::WithCacheSalt(
         upstream_body, gateway::CacheSalt(options().cache_salt_key, x.caller.tenant_id));

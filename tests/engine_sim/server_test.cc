@@ -367,6 +367,44 @@ TEST(EngineSimServerTest, ToolCallsWholeStreamedAndInTheResponsesApi) {
   EXPECT_FALSE(text["choices"][0]["message"].contains("tool_calls"));
 }
 
+// vLLM's cross-encoder endpoints: rerank (Cohere's shape) and score.
+TEST(EngineSimServerTest, RerankAndScoreAreDeterministicAndCountTheirTokens) {
+  Running sim = Start(WithProfile("instant"));
+  json rerank = {{"model", kModel},
+                 {"query", "gpu"},  // 1 token
+                 {"documents", {"eight bytes", {{"text", "twelve bytes"}}, "four"}},
+                 {"top_n", 2}};
+  auto r = sim.Post("/v1/rerank", rerank);
+  ASSERT_OK(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  json ranked = json::parse(r->body);
+  ASSERT_EQ(ranked["results"].size(), 2u);  // top_n
+  EXPECT_GE(ranked["results"][0]["relevance_score"], ranked["results"][1]["relevance_score"]);
+  EXPECT_EQ(ranked["usage"]["total_tokens"], (1 + 3) + (1 + 3) + (1 + 1));
+  EXPECT_EQ(json::parse(sim.Post("/v1/rerank", rerank)->body)["results"], ranked["results"]);
+
+  json score = {{"model", kModel}, {"text_1", "gpu"}, {"text_2", {"eight bytes", "four"}}};
+  auto sc = sim.Post("/v1/score", score);
+  ASSERT_OK(sc);
+  ASSERT_EQ(sc->status, 200) << sc->body;
+  json scored = json::parse(sc->body);
+  ASSERT_EQ(scored["data"].size(), 2u);
+  EXPECT_EQ(scored["data"][1]["object"], "score");
+  EXPECT_EQ(scored["usage"]["prompt_tokens"], (1 + 3) + (1 + 1));
+  EXPECT_EQ(scored["usage"]["completion_tokens"], 0);
+
+  for (const auto& [path, bad] : std::vector<std::pair<std::string, json>>{
+           {"/v1/rerank", {{"model", kModel}, {"query", "q"}}},
+           {"/v1/rerank", {{"model", kModel}, {"query", 3}, {"documents", {"d"}}}},
+           {"/v1/score", {{"model", kModel}, {"text_1", {"a", "b"}}, {"text_2", {"c", "d", "e"}}}},
+           {"/v1/score", {{"model", "nope"}, {"text_1", "a"}, {"text_2", "b"}}}}) {
+    auto refused = sim.Post(path, bad);
+    ASSERT_OK(refused);
+    EXPECT_GE(refused->status, 400) << bad;
+    EXPECT_LT(refused->status, 500) << bad;
+  }
+}
+
 TEST(EngineSimServerTest, IncludeUsageAddsTheUsageChunkOnlyWhenAsked) {
   Running sim = Start(WithProfile("instant"));
   json body = ChatBody("Count me", 3, /*stream=*/true);

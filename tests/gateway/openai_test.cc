@@ -819,6 +819,47 @@ TEST(ResponsesApiTest, AStreamIsRelayedWholeAndEndsAtItsLastEvent) {
   EXPECT_EQ(cut_short.StreamedTokens(), 3);
 }
 
+// --- rerank and score ------------------------------------------------------
+
+TEST(PoolingApiTest, RerankAndScoreCountEveryTextAsInputAndGenerateNothing) {
+  auto rerank = ParseRequest(Api::kRerank,
+                             R"({"model":"m","query":"abcd","documents":["efgh",{"text":"ijkl"}],)"
+                             R"("top_n":1,"max_tokens":99,"stream":true})");
+  ASSERT_TRUE(rerank.has_value()) << rerank.error().message;
+  EXPECT_FALSE(rerank->stream);
+  EXPECT_EQ(rerank->max_tokens, 0);
+  EXPECT_GE(rerank->estimated_input_tokens, 3);
+  EXPECT_TRUE(GeneratesNothing(Api::kRerank));
+  EXPECT_TRUE(GeneratesNothing(Api::kScore));
+  EXPECT_FALSE(GeneratesNothing(Api::kResponses));
+  auto score = ParseRequest(Api::kScore, R"({"model":"m","text_1":"a","text_2":["b","c"]})");
+  ASSERT_TRUE(score.has_value()) << score.error().message;
+  ExpectFieldError(Api::kRerank, R"({"model":"m","documents":["d"]})", "query");
+  ExpectFieldError(Api::kRerank, R"({"model":"m","query":1,"documents":["d"]})", "query");
+  ExpectFieldError(Api::kRerank, R"({"model":"m","query":"q","documents":[]})", "documents");
+  ExpectFieldError(Api::kRerank, R"({"model":"m","query":"q","documents":["d"],"top_n":-1})",
+                   "top_n");
+  ExpectFieldError(Api::kScore, R"({"model":"m","text_2":"b"})", "text_1");
+  ExpectFieldError(Api::kScore, R"({"model":"m","text_1":"a","text_2":[]})", "text_2");
+  // A rerank's usage is a total: all of it input. Not so for a chat answer.
+  const std::string body = R"({"results":[],"usage":{"total_tokens":12}})";
+  Usage u = UsageFromResponse(body, Api::kRerank);
+  EXPECT_TRUE(u.present);
+  EXPECT_EQ(u.prompt_tokens, 12);
+  EXPECT_EQ(u.completion_tokens, 0);
+  EXPECT_FALSE(UsageFromResponse(body, Api::kChatCompletions).present);
+  EXPECT_EQ(EstimateOutputTokens(Api::kScore, R"({"data":[{"score":0.5}]})"), 0);
+}
+
+TEST(PoolingApiTest, PathsAndApisMapBothWays) {
+  for (Api api : {Api::kChatCompletions, Api::kCompletions, Api::kEmbeddings, Api::kResponses,
+                  Api::kRerank, Api::kScore}) {
+    EXPECT_EQ(ApiOfPath(PathOf(api)), api) << PathOf(api);
+  }
+  EXPECT_FALSE(ApiOfPath("/v1/models").has_value());
+  EXPECT_FALSE(ApiOfPath("/v1/rerank/").has_value());
+}
+
 // --- prefix-cache salt -------------------------------------------------
 
 TEST(CacheSaltTest, EachTenantItsOwnSaltTheSameOnEveryGatewayNoneFromThePlatformKeyAlone) {

@@ -987,6 +987,48 @@ TEST_F(GatewayTest, RelaysTheResponsesApiWholeAndStreamedAndMetersIt) {
   EXPECT_NE(served["requests"][0]["cache_salt"], served["requests"][1]["cache_salt"]);
 }
 
+// vLLM's rerank and score relayed and metered: all input, no output, never
+// salted (a pooling request has no prefix cache to share).
+TEST_F(GatewayTest, RelaysRerankAndScoreAndMetersThemAsInput) {
+  const std::string url = StartSim("instant");
+  AddDeployment("dep_1", {{url, 8}});
+  StartGateway();
+  const auto post = [&](const std::string& path, const Json& body) {
+    Connection c(port_);
+    c.Send("POST", path, body.dump(), {{"Authorization", "Bearer " + key_a_}});
+    return c.Read();
+  };
+  RawResponse rerank = post(
+      "/v1/rerank",
+      {{"model", "sim-model"}, {"query", "which GPU"}, {"documents", {"an H100", "a toaster"}}});
+  ASSERT_EQ(rerank.status, 200) << rerank.body;
+  const Json ranked = Json::parse(rerank.body);
+  ASSERT_EQ(ranked["results"].size(), 2u);
+  auto record = RecordOf(rerank.headers["x-request-id"]);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->api, "rerank");
+  EXPECT_EQ(record->input_tokens, ranked["usage"]["total_tokens"].get<int64_t>());
+  EXPECT_EQ(record->output_tokens, 0);
+
+  RawResponse score =
+      post("/v1/score", {{"model", "sim-model"}, {"text_1", "which GPU"}, {"text_2", "an H100"}});
+  ASSERT_EQ(score.status, 200) << score.body;
+  record = RecordOf(score.headers["x-request-id"]);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->api, "score");
+  EXPECT_EQ(record->input_tokens, Json::parse(score.body)["usage"]["prompt_tokens"].get<int64_t>());
+  EXPECT_EQ(record->output_tokens, 0);
+
+  RawResponse bad = post("/v1/rerank", {{"model", "sim-model"}, {"query", "q"}});
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("documents"), std::string::npos) << bad.body;
+  Connection c(PortOf(url));
+  c.Send("GET", "/sim/served", "");
+  const Json served = Json::parse(c.Read().body);
+  ASSERT_EQ(served["requests"].size(), 2u);  // the malformed one never went up
+  EXPECT_EQ(served["requests"][0]["cache_salt"], "");
+}
+
 // Prefix-cache isolation: the gateway salts every request with its
 // tenant's own cache_salt, so a tenant's repeated prompt is served from its
 // cache and another tenant's identical prompt is not — even when that
