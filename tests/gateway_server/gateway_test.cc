@@ -1143,6 +1143,41 @@ TEST_F(GatewayTest, UnknownAndUnentitledModelsLookTheSame) {
   EXPECT_EQ(a.replace(a.find("nope"), 4, "sim-model"), b);
 }
 
+// Every inference path, not only chat: no key, a foreign tenant's model,
+// a wrong method — each refused before any model server sees it.
+TEST_F(GatewayTest, EveryInferencePathAuthenticatesAndEntitlesBeforeRelaying) {
+  const std::string url = StartSim("instant");
+  AddDeployment("dep_1", {{url, 8}}, {"tn_a"});  // tn_b is not entitled
+  StartGateway();
+  const std::map<gateway::Api, Json> bodies = {
+      {gateway::Api::kChatCompletions,
+       {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 1}}},
+      {gateway::Api::kCompletions, {{"prompt", "hi"}, {"max_tokens", 1}}},
+      {gateway::Api::kEmbeddings, {{"input", "hi"}}},
+      {gateway::Api::kResponses, {{"input", "hi"}, {"max_output_tokens", 1}}},
+      {gateway::Api::kRerank, {{"query", "hi"}, {"documents", {"a"}}}},
+      {gateway::Api::kScore, {{"text_1", "hi"}, {"text_2", "a"}}}};
+  for (auto [api, body] : bodies) {
+    body["model"] = "sim-model";
+    const std::string path(gateway::PathOf(api));
+    const auto send = [&](const std::string& method, const std::string& key) {
+      Connection c(port_);
+      std::map<std::string, std::string> headers;
+      if (!key.empty()) headers["Authorization"] = "Bearer " + key;
+      c.Send(method, path, method == "POST" ? body.dump() : "", headers);
+      return c.Read();
+    };
+    EXPECT_EQ(send("POST", "").status, 401) << path;
+    EXPECT_EQ(send("POST", "atr_forged").status, 401) << path;
+    EXPECT_EQ(send("POST", key_b_).status, 404) << path;  // not entitled: no such model for b
+    EXPECT_EQ(send("GET", key_a_).status, 405) << path;
+    EXPECT_EQ(send("POST", key_a_).status, 200) << path;
+  }
+  Connection c(PortOf(url));
+  c.Send("GET", "/sim/served", "");
+  EXPECT_EQ(Json::parse(c.Read().body)["requests"].size(), bodies.size());  // a's only
+}
+
 TEST_F(GatewayTest, BadRequestsGet400AndTheControlPlaneIsNotReachable) {
   AddDeployment("dep_1", {{StartSim("instant"), 8}});
   StartGateway();
