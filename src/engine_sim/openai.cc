@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "common/json_reader.h"
+#include "common/multipart.h"
 #include "engine_sim/json_text.h"
 
 namespace atrium::engine_sim {
@@ -483,6 +484,62 @@ std::string ScoreResponseJson(const PairScores& scores, std::string_view id, int
   out += R"(,"total_tokens":)";
   out += std::to_string(scores.prompt_tokens);
   out += R"(,"completion_tokens":0}})";
+  return out;
+}
+
+Result<Transcription> ParseTranscriptionRequest(std::string_view content_type,
+                                                std::string_view body,
+                                                const std::vector<std::string>& models,
+                                                uint64_t seed) {
+  ATRIUM_ASSIGN_OR_RETURN(std::string boundary, FormBoundary(content_type));
+  ATRIUM_ASSIGN_OR_RETURN(std::vector<FormPart> parts, ParseForm(body, boundary));
+  Transcription t;
+  Json fields = Json::object();
+  const FormPart* file = nullptr;
+  for (const FormPart& part : parts) {
+    if (part.name == "file") {
+      file = &part;
+    } else {
+      fields[part.name] = std::string(part.data);
+    }
+  }
+  if (file == nullptr || file->data.empty()) {
+    return Error::InvalidArgument("you must provide a non-empty file");
+  }
+  if (fields.value("stream", "false") == "true") {
+    return Error::InvalidArgument("the engine simulator does not stream transcriptions");
+  }
+  const std::string format = fields.value("response_format", "json");
+  if (format != "json" && format != "text") {
+    return Error::InvalidArgument("'response_format' must be json or text");
+  }
+  t.text_format = format == "text";
+  ATRIUM_ASSIGN_OR_RETURN(t.model, ReadModel(fields, models));
+  TextHasher hasher(seed);
+  hasher.Add(file->data);
+  t.audio_hash = hasher.value();
+  t.audio_tokens = std::max<int64_t>(1, static_cast<int64_t>(file->data.size() + 639) / 640);
+  t.prompt_tokens = CountTextTokens(fields.value("prompt", ""));
+  t.words = static_cast<int>(std::clamp<int64_t>(t.audio_tokens / 10, 1, 256));
+  return t;
+}
+
+std::string TranscriptionResponseBody(const Transcription& t) {
+  const std::string text = CompletionText(t.audio_hash, t.words);
+  if (t.text_format) return text;
+  std::string out = R"({"text":)";
+  AppendJsonString(text, out);
+  out += R"(,"usage":{"type":"tokens","input_tokens":)";
+  out += std::to_string(t.audio_tokens + t.prompt_tokens);
+  out += R"(,"input_token_details":{"audio_tokens":)";
+  out += std::to_string(t.audio_tokens);
+  out += R"(,"text_tokens":)";
+  out += std::to_string(t.prompt_tokens);
+  out += R"(},"output_tokens":)";
+  out += std::to_string(t.words);
+  out += R"(,"total_tokens":)";
+  out += std::to_string(t.audio_tokens + t.prompt_tokens + t.words);
+  out += "}}";
   return out;
 }
 

@@ -101,6 +101,30 @@ Result<PairScores> ParseScoreRequest(std::string_view body, const std::vector<st
 std::string RerankResponseJson(const PairScores& scores, std::string_view id);
 std::string ScoreResponseJson(const PairScores& scores, std::string_view id, int64_t created);
 
+// POST /v1/audio/transcriptions, as OpenAI's transcription models answer it:
+// multipart/form-data with "model" and a non-empty "file" (any audio: the
+// simulator hears only its bytes), optional "prompt", "language" and
+// "response_format" (json, the default, or text). The audio is ~640 bytes a
+// token (16 kHz 16-bit PCM at ~50 tokens a second); the text is a word per
+// 10 of them (at least 1, at most 256), picked by the file's hash. A
+// streamed transcription is refused.
+struct Transcription {
+  std::string model;
+  bool text_format = false;  // response_format "text": the bare text
+  int64_t audio_tokens = 0;
+  int64_t prompt_tokens = 0;  // the "prompt" field's text
+  int words = 0;
+  uint64_t audio_hash = 0;
+};
+Result<Transcription> ParseTranscriptionRequest(std::string_view content_type,
+                                                std::string_view body,
+                                                const std::vector<std::string>& models,
+                                                uint64_t seed);
+// The json body: {"text", "usage":{"type":"tokens","input_tokens",
+// "input_token_details":{"audio_tokens","text_tokens"},"output_tokens",
+// "total_tokens"}}; with text_format just the text.
+std::string TranscriptionResponseBody(const Transcription& t);
+
 // A deterministic unit vector for an input hash.
 std::vector<float> EmbeddingVector(uint64_t input_hash, int dimensions);
 

@@ -11,6 +11,7 @@
 //   POST /v1/responses                           OpenAI's Responses API, whole or
 //        streamed as its response.* events (usage on response.completed)
 //   POST /v1/embeddings                          deterministic unit vectors
+//   POST /v1/audio/transcriptions                multipart audio in, text out
 //   POST /v1/rerank, /v1/score                   vLLM's cross-encoder endpoints:
 //        deterministic relevance scores
 //   GET  /v1/models, /v1/models/{id}             owned_by "atrium-engine-sim"

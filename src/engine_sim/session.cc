@@ -151,6 +151,10 @@ void Session::OnRequest(beast::error_code ec) {
   if (auto it = request.find("x-request-id"); it != request.end()) {
     client_request_id_ = std::string(it->value());
   }
+  content_type_.clear();
+  if (auto it = request.find(bhttp::field::content_type); it != request.end()) {
+    content_type_ = std::string(it->value());
+  }
   std::string body = std::move(request.body());
   parser_.reset();
   Route(method, target, body);
@@ -172,6 +176,8 @@ void Session::Route(bhttp::verb method, const std::string& target, const std::st
     if (require(bhttp::verb::post)) StartCompletion(Endpoint::kCompletions, body);
   } else if (path == "/v1/responses") {
     if (require(bhttp::verb::post)) StartCompletion(Endpoint::kResponses, body);
+  } else if (path == "/v1/audio/transcriptions") {
+    if (require(bhttp::verb::post)) Transcription(body);
   } else if (path == "/v1/rerank") {
     if (require(bhttp::verb::post)) Scores(/*rerank=*/true, body);
   } else if (path == "/v1/score") {

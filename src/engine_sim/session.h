@@ -166,6 +166,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void Embeddings(const std::string& body);
   // /v1/rerank (`rerank`) or /v1/score.
   void Scores(bool rerank, const std::string& body);
+  // /v1/audio/transcriptions (multipart/form-data).
+  void Transcription(const std::string& body);
   void StartCompletion(Endpoint endpoint, const std::string& body);
 
   // ---- Responses (session_stream.cc).
@@ -218,6 +220,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string pending_;  // bytes produced since
   std::string scratch_;  // one SSE event being formatted
   std::string client_request_id_;
+  std::string content_type_;  // the request's Content-Type
   std::string request_id_header_;
   SteadyClock::time_point deadline_;
   uint64_t watch_generation_ = 0;

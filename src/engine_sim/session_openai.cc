@@ -69,6 +69,21 @@ void Session::Scores(bool rerank, const std::string& body) {
           AfterWrite::kNextRequest, RequestIdHeader(id));
 }
 
+void Session::Transcription(const std::string& body) {
+  auto request = ParseTranscriptionRequest(content_type_, body, core_->models, core_->options.seed);
+  if (!request.has_value()) return RespondError(request.error());
+  const std::string id = RecordId();
+  const uint64_t record = core_->served.Begin({.request_id = id,
+                                               .model = request->model,
+                                               .endpoint = "audio.transcriptions",
+                                               .prompt_tokens = request->audio_tokens,
+                                               .stream = false,
+                                               .finished = false});
+  core_->served.End(record, request->words, /*cancelled=*/false);
+  Respond(200, request->text_format ? "text/plain; charset=utf-8" : "application/json",
+          TranscriptionResponseBody(*request), AfterWrite::kNextRequest, RequestIdHeader(id));
+}
+
 void Session::StartCompletion(Endpoint endpoint, const std::string& body) {
   auto parsed = ParseCompletionRequest(endpoint, body, core_->models, core_->options.seed);
   if (!parsed.has_value()) return RespondError(parsed.error());

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/json_reader.h"
+#include "common/multipart.h"
 
 namespace atrium::gateway {
 
@@ -249,6 +250,21 @@ Status CheckPoolingFields(Api api, object body) {
   ATRIUM_ASSIGN_OR_RETURN(std::optional<int64_t> top_n, NonNegativeInt(body, "top_n"));
   (void)top_n;
   return OkStatus();
+}
+
+// A model name as it may reach the usage record (and logs) before it is
+// resolved: a NUL there once made the store refuse the record, and the
+// journal's shipper stall behind it for every tenant.
+Result<std::string> CheckModelName(std::string_view model) {
+  if (model.empty()) return FieldError("model", "a non-empty string");
+  if (model.size() > kMaxModelLength) {
+    return FieldError("model", "at most " + std::to_string(kMaxModelLength) + " bytes");
+  }
+  if (std::any_of(model.begin(), model.end(),
+                  [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7F; })) {
+    return FieldError("model", "a name without control characters");
+  }
+  return std::string(model);
 }
 
 // Top-level request fields known never to reach the prompt whose values
@@ -498,8 +514,48 @@ std::string_view ApiName(Api api) {
       return "rerank";
     case Api::kScore:
       return "score";
+    case Api::kTranscriptions:
+      return "audio.transcriptions";
   }
   return "";
+}
+
+bool HasJsonBody(Api api) { return api != Api::kTranscriptions; }
+
+Result<ParsedRequest> ParseFormRequest(Api api, std::string_view content_type,
+                                       std::string_view body) {
+  if (api != Api::kTranscriptions) return Error::InvalidArgument("not a form request");
+  ATRIUM_ASSIGN_OR_RETURN(std::string boundary, FormBoundary(content_type));
+  ATRIUM_ASSIGN_OR_RETURN(std::vector<FormPart> parts, ParseForm(body, boundary));
+  ParsedRequest request;
+  const FormPart* model = nullptr;
+  const FormPart* file = nullptr;
+  int64_t text_bytes = 0;
+  for (const FormPart& part : parts) {
+    if (part.name == "model") {
+      model = &part;
+    } else if (part.name == "file") {
+      if (file != nullptr) return FieldError("file", "one file");
+      file = &part;
+    } else if (part.name == "stream") {
+      if (part.data == "true") {
+        return Error::InvalidArgument("'stream' is not supported for transcriptions");
+      }
+    } else {
+      text_bytes += static_cast<int64_t>(part.data.size());  // prompt and the rest
+    }
+  }
+  if (model == nullptr) return Error::InvalidArgument("missing required field 'model'");
+  ATRIUM_ASSIGN_OR_RETURN(request.model, CheckModelName(model->data));
+  if (file == nullptr || file->data.empty()) {
+    return Error::InvalidArgument("missing required field 'file' (non-empty audio)");
+  }
+  constexpr int64_t kAudioBytesPerToken = 320;  // compressed speech; raw PCM is ~640
+  request.estimated_input_tokens = std::max<int64_t>(
+      1, (static_cast<int64_t>(file->data.size()) + kAudioBytesPerToken - 1) / kAudioBytesPerToken +
+             (text_bytes + 3) / 4);
+  request.input_bound = static_cast<int64_t>(body.size()) + kUsageMarginTokens;
+  return request;
 }
 
 std::string_view PathOf(Api api) {
@@ -516,13 +572,15 @@ std::string_view PathOf(Api api) {
       return "/v1/rerank";
     case Api::kScore:
       return "/v1/score";
+    case Api::kTranscriptions:
+      return "/v1/audio/transcriptions";
   }
   return "";
 }
 
 std::optional<Api> ApiOfPath(std::string_view path) {
   for (Api api : {Api::kChatCompletions, Api::kCompletions, Api::kEmbeddings, Api::kResponses,
-                  Api::kRerank, Api::kScore}) {
+                  Api::kRerank, Api::kScore, Api::kTranscriptions}) {
     if (path == PathOf(api)) return api;
   }
   return std::nullopt;
@@ -551,18 +609,8 @@ Result<ParsedRequest> ParseRequest(Api api, std::string_view body) {
         auto model_field = Member(*json, "model");
         if (!model_field) return Error::InvalidArgument("missing required field 'model'");
         auto model = AsString(model_field);
-        if (!model || model->empty()) return FieldError("model", "a non-empty string");
-        if (model->size() > kMaxModelLength) {
-          return FieldError("model", "at most " + std::to_string(kMaxModelLength) + " bytes");
-        }
-        // The name reaches the usage record (and logs) before it is resolved:
-        // a NUL there once made the store refuse the record, and the journal's
-        // shipper stall behind it for every tenant.
-        if (std::any_of(model->begin(), model->end(),
-                        [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7F; })) {
-          return FieldError("model", "a name without control characters");
-        }
-        request.model = std::string(*model);
+        if (!model) return FieldError("model", "a non-empty string");
+        ATRIUM_ASSIGN_OR_RETURN(request.model, CheckModelName(*model));
 
         TextTally tally;
         std::string_view prompt_field;
@@ -737,6 +785,10 @@ int64_t EstimateOutputTokens(Api api, std::string_view body) {
     auto response = AsObject(root);
     if (!response) return EstimateTokens(body);
     TextTally tally;
+    if (api == Api::kTranscriptions) {
+      TallyString(Member(*response, "text"), tally);
+      return (tally.bytes + 3) / 4;
+    }
     if (api == Api::kResponses) {
       // Its output items: messages' text parts, tool calls' names and
       // arguments, reasoning: every string but ids, types and statuses.

@@ -15,13 +15,24 @@ namespace atrium::gateway {
 
 // kResponses: OpenAI's Responses API (POST /v1/responses), as vLLM serves
 // it. kRerank and kScore: vLLM's /v1/rerank (Cohere's shape) and /v1/score.
-enum class Api { kChatCompletions, kCompletions, kEmbeddings, kResponses, kRerank, kScore };
+// kTranscriptions: POST /v1/audio/transcriptions (multipart/form-data).
+enum class Api {
+  kChatCompletions,
+  kCompletions,
+  kEmbeddings,
+  kResponses,
+  kRerank,
+  kScore,
+  kTranscriptions
+};
 
 // "chat.completions" | "completions" | "embeddings" | "responses" |
-// "rerank" | "score" (UsageRecord::api).
+// "rerank" | "score" | "audio.transcriptions" (UsageRecord::api).
 std::string_view ApiName(Api api);
 // Embeddings, rerank and score: pooling, no generated tokens, no stream.
 bool GeneratesNothing(Api api);
+// Every API's body is JSON but a transcription's (multipart/form-data).
+bool HasJsonBody(Api api);
 // The path a client calls and the gateway calls upstream: "/v1/chat/completions" ...
 std::string_view PathOf(Api api);
 // The API a request path is for; nullopt for any other path.
@@ -67,6 +78,15 @@ struct ParsedRequest {
 // keeps no responses (the upstream is told store=false): a non-null
 // "previous_response_id" or "conversation", and "background": true.
 Result<ParsedRequest> ParseRequest(Api api, std::string_view body);
+
+// A transcription's multipart/form-data body (common/multipart.h): "model"
+// checked as in JSON, exactly one non-empty "file", "stream" "true"
+// refused (streamed transcriptions are not relayed). The input estimate is
+// the file at 320 bytes a token (compressed speech) plus the other fields'
+// text; the bound on a reported input, the body's bytes plus the margin.
+// Everything else is the model server's to judge.
+Result<ParsedRequest> ParseFormRequest(Api api, std::string_view content_type,
+                                       std::string_view body);
 inline constexpr int64_t kMaxChoices = 128;  // OpenAI's own bound on n
 
 // ceil(bytes / 4): the usual rough ratio of text to tokens. The request

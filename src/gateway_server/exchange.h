@@ -69,7 +69,8 @@ struct Session::Exchange {
   const std::shared_ptr<const gateway::PolicySnapshot> snapshot;  // owns the deployments
   const gateway::Caller& caller;                                  // the snapshot's
   gateway::UsageMeter meter;
-  std::string_view body;  // the client's request body (owned by Session::Run)
+  std::string_view body;     // the client's request body (owned by Session::Run)
+  std::string content_type;  // a form request's Content-Type (boundary included)
   gateway::ParsedRequest parsed;
   SlotRequest slot;
   std::shared_ptr<Interrupts> interrupts;

@@ -14,7 +14,13 @@ using gateway::Refusal;
 // Parse, entitle, limit: the stages that need no waiting.
 std::optional<Session::Early> Session::Prepare(Exchange& x, const HttpRequest& request) {
   x.body = request.body();
-  auto parsed = gateway::ParseRequest(x.api, x.body);
+  if (!gateway::HasJsonBody(x.api)) {
+    auto type = request.find(bhttp::field::content_type);
+    if (type != request.end()) x.content_type = std::string(type->value());
+  }
+  auto parsed = gateway::HasJsonBody(x.api)
+                    ? gateway::ParseRequest(x.api, x.body)
+                    : gateway::ParseFormRequest(x.api, x.content_type, x.body);
   if (!parsed.has_value()) return Early::Rejected(gateway::RefusalOf(parsed.error()));
   x.parsed = std::move(*parsed);
   x.meter.Parsed(x.parsed);

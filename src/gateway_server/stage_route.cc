@@ -22,11 +22,12 @@ namespace {
 
 // The head of the request to a model server at `address`.
 std::string UpstreamRequestHead(const UpstreamAddress& address, gateway::Api api, bool stream,
-                                const std::string& request_id, size_t body_bytes) {
+                                const std::string& request_id, size_t body_bytes,
+                                std::string_view content_type) {
   return "POST " + address.base_path + std::string(gateway::PathOf(api)) +
-         " HTTP/1.1\r\nHost: " + address.host_header +
-         "\r\nContent-Type: application/json\r\nAccept: " +
-         (stream ? "text/event-stream" : "application/json") +
+         " HTTP/1.1\r\nHost: " + address.host_header + "\r\nContent-Type: " +
+         (content_type.empty() ? std::string("application/json") : std::string(content_type)) +
+         "\r\nAccept: " + (stream ? "text/event-stream" : "application/json") +
          // Metered answers must be readable: no compression.
          "\r\nAccept-Encoding: identity\r\nX-Request-Id: " + request_id +
          "\r\nContent-Length: " + std::to_string(body_bytes) + "\r\n\r\n";
@@ -49,7 +50,8 @@ int64_t RetryAfterMs(const bhttp::fields& head) {
 // that fails, or a 502/503/504 answer.
 awaitable<std::optional<Session::Early>> Session::Route(Exchange& x) {
   std::string upstream_body = gateway::UpstreamBody(x.body, x.parsed);
-  if (options().set_cache_salt && !gateway::GeneratesNothing(x.api)) {
+  if (options().set_cache_salt && gateway::HasJsonBody(x.api) &&
+      !gateway::GeneratesNothing(x.api)) {
     // The tenant's own prefix cache, whatever the client sent (openai.h).
     auto salted = gateway::WithCacheSalt(
         upstream_body, gateway::CacheSalt(options().cache_salt_key, x.caller.tenant_id));
@@ -82,8 +84,8 @@ awaitable<std::optional<Session::Early>> Session::Route(Exchange& x) {
     } else if (egress && !(failure = server_.EgressRefusal(*egress, x.endpoint)).empty()) {
       // Refused like an unreachable endpoint: another may be tried.
     } else {
-      const std::string head =
-          UpstreamRequestHead(*address, x.api, x.parsed.stream, x.request_id, upstream_body.size());
+      const std::string head = UpstreamRequestHead(*address, x.api, x.parsed.stream, x.request_id,
+                                                   upstream_body.size(), x.content_type);
       // A pooled connection the peer closed meanwhile fails at once: then
       // one fresh connection to the same endpoint, which is no verdict on it.
       for (int fresh = 0; fresh < 2; ++fresh) {

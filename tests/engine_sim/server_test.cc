@@ -405,6 +405,43 @@ TEST(EngineSimServerTest, RerankAndScoreAreDeterministicAndCountTheirTokens) {
   }
 }
 
+TEST(EngineSimServerTest, TranscriptionsTakeAFormAndAnswerTextWithTokenUsage) {
+  Running sim = Start(WithProfile("instant"));
+  const auto form = [](const std::string& format) {
+    std::string body =
+        "--b\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\n" + std::string(kModel) +
+        "\r\n--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.wav\"\r\n"
+        "Content-Type: audio/wav\r\n\r\n" +
+        std::string(64000, '\x01') + "\r\n";
+    if (!format.empty()) {
+      body += "--b\r\nContent-Disposition: form-data; name=\"response_format\"\r\n\r\n" + format +
+              "\r\n";
+    }
+    return body + "--b--\r\n";
+  };
+  const auto post = [&](const std::string& body, const std::string& type) {
+    RawConnection connection(sim.port);
+    EXPECT_TRUE(connection.Send(
+        "POST /v1/audio/transcriptions HTTP/1.1\r\nHost: x\r\nContent-Type: " + type +
+        "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body));
+    auto reader = std::make_unique<ResponseReader>();
+    EXPECT_TRUE(ReadAll({{&connection, reader.get()}}, 5000));
+    return reader;
+  };
+  auto whole = post(form(""), "multipart/form-data; boundary=b");
+  ASSERT_EQ(whole->status(), 200) << whole->body();
+  json answer = json::parse(whole->body());
+  EXPECT_FALSE(answer["text"].get<std::string>().empty());
+  EXPECT_EQ(answer["usage"]["type"], "tokens");
+  EXPECT_EQ(answer["usage"]["input_tokens"], 100);  // 64,000 bytes at 640 a token
+  EXPECT_EQ(answer["usage"]["output_tokens"], 10);
+  auto text = post(form("text"), "multipart/form-data; boundary=b");
+  ASSERT_EQ(text->status(), 200);
+  EXPECT_EQ(text->body(), answer["text"]);
+  EXPECT_EQ(post(form(""), "application/json")->status(), 400);
+  EXPECT_EQ(post("--b--\r\n", "multipart/form-data; boundary=b")->status(), 400);  // no file
+}
+
 TEST(EngineSimServerTest, IncludeUsageAddsTheUsageChunkOnlyWhenAsked) {
   Running sim = Start(WithProfile("instant"));
   json body = ChatBody("Count me", 3, /*stream=*/true);

@@ -853,11 +853,54 @@ TEST(PoolingApiTest, RerankAndScoreCountEveryTextAsInputAndGenerateNothing) {
 
 TEST(PoolingApiTest, PathsAndApisMapBothWays) {
   for (Api api : {Api::kChatCompletions, Api::kCompletions, Api::kEmbeddings, Api::kResponses,
-                  Api::kRerank, Api::kScore}) {
+                  Api::kRerank, Api::kScore, Api::kTranscriptions}) {
     EXPECT_EQ(ApiOfPath(PathOf(api)), api) << PathOf(api);
   }
   EXPECT_FALSE(ApiOfPath("/v1/models").has_value());
   EXPECT_FALSE(ApiOfPath("/v1/rerank/").has_value());
+}
+
+// --- transcriptions (multipart/form-data) -----------------------------------
+
+std::string Form(const std::vector<std::pair<std::string, std::string>>& fields) {
+  std::string body;
+  for (const auto& [name, value] : fields) {
+    body += "--B0undary\r\nContent-Disposition: form-data; name=\"" + name + "\"";
+    if (name == "file") body += "; filename=\"a.wav\"\r\nContent-Type: audio/wav";
+    body += "\r\n\r\n" + value + "\r\n";
+  }
+  return body + "--B0undary--\r\n";
+}
+
+TEST(TranscriptionTest, AFormIsReadForItsModelAndItsAudio) {
+  const std::string type = "multipart/form-data; boundary=B0undary";
+  auto parsed = ParseFormRequest(
+      Api::kTranscriptions, type,
+      Form({{"model", "whisper"}, {"file", std::string(3200, 'a')}, {"prompt", "GPU words"}}));
+  ASSERT_TRUE(parsed.has_value()) << parsed.error().message;
+  EXPECT_EQ(parsed->model, "whisper");
+  EXPECT_FALSE(parsed->stream);
+  EXPECT_EQ(parsed->estimated_input_tokens, 3200 / 320 + (9 + 3) / 4);
+  EXPECT_FALSE(HasJsonBody(Api::kTranscriptions));
+  EXPECT_TRUE(HasJsonBody(Api::kResponses));
+  EXPECT_EQ(EstimateOutputTokens(Api::kTranscriptions, R"({"text":"twelve bytes"})"), 3);
+  EXPECT_EQ(EstimateOutputTokens(Api::kTranscriptions, "bare text answer"), 4);
+
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"application/json", Form({{"model", "w"}, {"file", "x"}})},
+      {type, Form({{"file", "x"}})},
+      {type, Form({{"model", "w"}})},
+      {type, Form({{"model", "w"}, {"file", ""}})},
+      {type, Form({{"model", "w"}, {"file", "x"}, {"file", "y"}})},
+      {type, Form({{"model", "w"}, {"file", "x"}, {"stream", "true"}})},
+      {type, Form({{"model", std::string("w\0x", 3)}, {"file", "x"}})},
+      {type, "--B0undary\r\nno headers end"},
+  };
+  for (const auto& [content_type, body] : bad) {
+    auto refused = ParseFormRequest(Api::kTranscriptions, content_type, body);
+    ASSERT_FALSE(refused.has_value()) << body;
+    EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+  }
 }
 
 // --- prefix-cache salt -------------------------------------------------

@@ -1029,6 +1029,56 @@ TEST_F(GatewayTest, RelaysRerankAndScoreAndMetersThemAsInput) {
   EXPECT_EQ(served["requests"][0]["cache_salt"], "");
 }
 
+// A transcription: a multipart body relayed as sent (its boundary with it),
+// metered from the usage the model server reports, or from the text when it
+// answers bare text; refused before any model server when the form is bad.
+TEST_F(GatewayTest, RelaysTranscriptionFormsAndMetersThem) {
+  const std::string url = StartSim("instant");
+  AddDeployment("dep_1", {{url, 8}});
+  StartGateway();
+  const auto form = [](const std::string& format, const std::string& model) {
+    std::string body = "--zz\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\n" + model +
+                       "\r\n--zz\r\nContent-Disposition: form-data; name=\"file\"; "
+                       "filename=\"a.wav\"\r\nContent-Type: audio/wav\r\n\r\n" +
+                       std::string(32000, 'w') + "\r\n";
+    if (!format.empty()) {
+      body += "--zz\r\nContent-Disposition: form-data; name=\"response_format\"\r\n\r\n" + format +
+              "\r\n";
+    }
+    return body + "--zz--\r\n";
+  };
+  const auto post = [&](const std::string& key, const std::string& body) {
+    Connection c(port_);
+    std::map<std::string, std::string> headers = {
+        {"Content-Type", "multipart/form-data; boundary=zz"}};
+    if (!key.empty()) headers["Authorization"] = "Bearer " + key;
+    c.Send("POST", "/v1/audio/transcriptions", body, headers);
+    return c.Read();
+  };
+  RawResponse json_answer = post(key_a_, form("", "sim-model"));
+  ASSERT_EQ(json_answer.status, 200) << json_answer.body;
+  const Json answer = Json::parse(json_answer.body);
+  auto record = RecordOf(json_answer.headers["x-request-id"]);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->api, "audio.transcriptions");
+  EXPECT_EQ(record->input_tokens, answer["usage"]["input_tokens"].get<int64_t>());
+  EXPECT_EQ(record->output_tokens, answer["usage"]["output_tokens"].get<int64_t>());
+
+  RawResponse text_answer = post(key_a_, form("text", "sim-model"));
+  ASSERT_EQ(text_answer.status, 200) << text_answer.body;
+  EXPECT_EQ(text_answer.body, answer["text"]);
+  record = RecordOf(text_answer.headers["x-request-id"]);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->output_tokens, static_cast<int64_t>(text_answer.body.size() + 3) / 4);
+
+  EXPECT_EQ(post("", form("", "sim-model")).status, 401);
+  EXPECT_EQ(post(key_a_, form("", "no-such-model")).status, 404);
+  EXPECT_EQ(post(key_a_, "--zz--\r\n").status, 400);  // no model, no file
+  Connection c(PortOf(url));
+  c.Send("GET", "/sim/served", "");
+  EXPECT_EQ(Json::parse(c.Read().body)["requests"].size(), 2u);
+}
+
 // Prefix-cache isolation: the gateway salts every request with its
 // tenant's own cache_salt, so a tenant's repeated prompt is served from its
 // cache and another tenant's identical prompt is not — even when that

@@ -7,7 +7,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import OpenAI from 'openai';
+import OpenAI, { toFile } from 'openai';
 
 const BIN = process.env.ATRIUM_BIN ?? 'build/apps/atrium/atrium';
 const MODEL = 'llama-3.1-8b-instruct';
@@ -197,6 +197,23 @@ test('tool calls, whole and streamed, in chat and in the Responses API', async (
   assert.ok(fc, JSON.stringify(resp.output));
   assert.equal(fc.name, 'get_weather');
   assert.ok(typeof JSON.parse(fc.arguments).city === 'string');
+});
+
+test('an audio transcription uploaded as the SDK does it', async () => {
+  const audio = Buffer.alloc(48000, 7);  // what the simulator hears is only bytes
+  const t = await client.audio.transcriptions.create({
+    model: MODEL,
+    file: await toFile(audio, 'speech.wav', { type: 'audio/wav' }),
+  });
+  assert.ok(t.text.length > 0, JSON.stringify(t));
+  assert.equal(t.usage.type, 'tokens');
+  assert.equal(t.usage.input_tokens, 75);  // 48,000 bytes at 640 a token
+  const text = await client.audio.transcriptions.create({
+    model: MODEL,
+    file: await toFile(audio, 'speech.wav', { type: 'audio/wav' }),
+    response_format: 'text',
+  });
+  assert.equal(text, t.text);
 });
 
 test('errors come back as the SDK expects them', async () => {
