@@ -68,10 +68,10 @@ ctest --test-dir build -j"$JOBS" --output-on-failure --timeout 600 || status=$?
 echo "== fuzz (${FUZZ_SECONDS}s per target)"
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DATRIUM_FUZZ=ON \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-ninja -C build-fuzz -j"$JOBS" http_request_fuzz json_body_fuzz upstream_response_fuzz
+ninja -C build-fuzz -j"$JOBS" http_request_fuzz json_body_fuzz upstream_response_fuzz form_body_fuzz
 fuzz_pass=0
 fuzz_fail=0
-for target in http_request_fuzz json_body_fuzz upstream_response_fuzz; do
+for target in http_request_fuzz json_body_fuzz upstream_response_fuzz form_body_fuzz; do
   seeds="$ROOT/fuzz/corpus/${target%_fuzz}"
   work=$(mktemp -d /tmp/atrium-fuzz.XXXXXX)
   if (cd "$work" && "$ROOT/build-fuzz/fuzz/$target" -max_total_time="$FUZZ_SECONDS" \
