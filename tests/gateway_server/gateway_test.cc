@@ -601,6 +601,13 @@ class GatewayTest : public ::testing::Test {
     return "http://127.0.0.1:" + std::to_string(*port);
   }
 
+  // What the engine simulator at `url` served: its /sim/served requests.
+  static Json Served(const std::string& url) {
+    Connection c(PortOf(url));
+    c.Send("GET", "/sim/served", "");
+    return Json::parse(c.Read().body)["requests"];
+  }
+
   void AddDeployment(const std::string& id, std::vector<DeploymentEndpoint> endpoints,
                      const std::vector<std::string>& entitled = {"tn_a", "tn_b"}) {
     DeploymentRecord d;
@@ -978,13 +985,11 @@ TEST_F(GatewayTest, RelaysTheResponsesApiWholeAndStreamedAndMetersIt) {
   EXPECT_EQ(refused.status, 400);
   EXPECT_NE(refused.body.find("previous_response_id"), std::string::npos) << refused.body;
 
-  Connection c(PortOf(url));
-  c.Send("GET", "/sim/served", "");
-  const Json served = Json::parse(c.Read().body);
-  ASSERT_EQ(served["requests"].size(), 2u);  // the refused one never went up
-  EXPECT_EQ(served["requests"][0]["endpoint"], "responses");
-  EXPECT_NE(served["requests"][0]["cache_salt"], "");
-  EXPECT_NE(served["requests"][0]["cache_salt"], served["requests"][1]["cache_salt"]);
+  const Json served = Served(url);
+  ASSERT_EQ(served.size(), 2u);  // the refused one never went up
+  EXPECT_EQ(served[0]["endpoint"], "responses");
+  EXPECT_NE(served[0]["cache_salt"], "");
+  EXPECT_NE(served[0]["cache_salt"], served[1]["cache_salt"]);
 }
 
 // vLLM's rerank and score relayed and metered: all input, no output, never
@@ -1022,11 +1027,9 @@ TEST_F(GatewayTest, RelaysRerankAndScoreAndMetersThemAsInput) {
   RawResponse bad = post("/v1/rerank", {{"model", "sim-model"}, {"query", "q"}});
   EXPECT_EQ(bad.status, 400);
   EXPECT_NE(bad.body.find("documents"), std::string::npos) << bad.body;
-  Connection c(PortOf(url));
-  c.Send("GET", "/sim/served", "");
-  const Json served = Json::parse(c.Read().body);
-  ASSERT_EQ(served["requests"].size(), 2u);  // the malformed one never went up
-  EXPECT_EQ(served["requests"][0]["cache_salt"], "");
+  const Json served = Served(url);
+  ASSERT_EQ(served.size(), 2u);  // the malformed one never went up
+  EXPECT_EQ(served[0]["cache_salt"], "");
 }
 
 // A transcription: a multipart body relayed as sent (its boundary with it),
@@ -1074,9 +1077,7 @@ TEST_F(GatewayTest, RelaysTranscriptionFormsAndMetersThem) {
   EXPECT_EQ(post("", form("", "sim-model")).status, 401);
   EXPECT_EQ(post(key_a_, form("", "no-such-model")).status, 404);
   EXPECT_EQ(post(key_a_, "--zz--\r\n").status, 400);  // no model, no file
-  Connection c(PortOf(url));
-  c.Send("GET", "/sim/served", "");
-  EXPECT_EQ(Json::parse(c.Read().body)["requests"].size(), 2u);
+  EXPECT_EQ(Served(url).size(), 2u);
 }
 
 // Prefix-cache isolation: the gateway salts every request with its
@@ -1112,11 +1113,9 @@ TEST_F(GatewayTest, EachTenantHasItsOwnPrefixCacheWhateverItSends) {
 
   // The salt a's requests carried, as the engine saw them.
   const auto salts = [&] {
-    Connection c(PortOf(url));
-    c.Send("GET", "/sim/served", "");
     std::vector<std::string> out;
-    const Json served = Json::parse(c.Read().body);
-    for (const Json& r : served["requests"]) {
+    const Json served = Served(url);
+    for (const Json& r : served) {
       out.push_back(r["cache_salt"]);
     }
     return out;
@@ -1136,9 +1135,7 @@ TEST_F(GatewayTest, EachTenantHasItsOwnPrefixCacheWhateverItSends) {
                     "\",\"cache_salt\":\"" + a_salt + "\""),
             0);
   EXPECT_GT(ask(key_a_, secret), 400);
-  Connection c(PortOf(url));
-  c.Send("GET", "/sim/served", "");
-  const Json served = Json::parse(c.Read().body)["requests"];
+  const Json served = Served(url);
   ASSERT_EQ(served.size(), 6u);
   EXPECT_EQ(served[4]["cache_salt"], salts[2]);  // b's own, not a's
 }
@@ -1155,12 +1152,10 @@ TEST_F(GatewayTest, WithoutCacheSaltsTheClientsBodyGoesUpAsItIs) {
   ASSERT_EQ(Post(key_a_, body.dump()).status, 200);
   body["cache_salt"] = "clients-own";
   ASSERT_EQ(Post(key_a_, body.dump()).status, 200);
-  Connection c(PortOf(url));
-  c.Send("GET", "/sim/served", "");
-  const Json served = Json::parse(c.Read().body);
-  ASSERT_EQ(served["requests"].size(), 2u);
-  EXPECT_EQ(served["requests"][0]["cache_salt"], "");
-  EXPECT_EQ(served["requests"][1]["cache_salt"], "clients-own");
+  const Json served = Served(url);
+  ASSERT_EQ(served.size(), 2u);
+  EXPECT_EQ(served[0]["cache_salt"], "");
+  EXPECT_EQ(served[1]["cache_salt"], "clients-own");
 }
 
 TEST_F(GatewayTest, RefusesBadCredentialsInOpenAIsShape) {
@@ -1223,9 +1218,7 @@ TEST_F(GatewayTest, EveryInferencePathAuthenticatesAndEntitlesBeforeRelaying) {
     EXPECT_EQ(send("GET", key_a_).status, 405) << path;
     EXPECT_EQ(send("POST", key_a_).status, 200) << path;
   }
-  Connection c(PortOf(url));
-  c.Send("GET", "/sim/served", "");
-  EXPECT_EQ(Json::parse(c.Read().body)["requests"].size(), bodies.size());  // a's only
+  EXPECT_EQ(Served(url).size(), bodies.size());  // a's only
 }
 
 TEST_F(GatewayTest, BadRequestsGet400AndTheControlPlaneIsNotReachable) {
