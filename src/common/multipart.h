@@ -15,7 +15,7 @@
 namespace atrium {
 
 inline constexpr size_t kMaxParts = 64;
-inline constexpr size_t kMaxPartHeaderBytes = 8 * 1024;
+inline constexpr size_t kMaxPartHeaderBytes = size_t{8} * 1024;
 
 struct FormPart {
   std::string name;          // Content-Disposition's name

@@ -36,7 +36,9 @@ void EmptyFolder(int dir, const std::string& where, int depth, Removal& removal)
     names.emplace_back(e->d_name);
   }
   for (const std::string& name : names) {
-    const std::string what = where + "/" + name;
+    std::string what = where;
+    what += '/';
+    what += name;
     if (::unlinkat(dir, name.c_str(), 0) == 0 || errno == ENOENT) continue;
     if (errno != EISDIR && errno != EPERM) {
       removal.Fail(what, errno);

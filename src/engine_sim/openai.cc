@@ -525,7 +525,7 @@ Result<Transcription> ParseTranscriptionRequest(std::string_view content_type,
 }
 
 std::string TranscriptionResponseBody(const Transcription& t) {
-  const std::string text = CompletionText(t.audio_hash, t.words);
+  std::string text = CompletionText(t.audio_hash, t.words);
   if (t.text_format) return text;
   std::string out = R"({"text":)";
   AppendJsonString(text, out);

@@ -22,9 +22,13 @@ std::vector<uint64_t> PrefixBlocks(std::string_view salt, std::string_view promp
   blocks.reserve(prompt.size() / kPrefixBlockBytes);
   // The chain starts from the salt: the same text under two salts shares
   // no block name.
-  std::string chain = crypto::Sha256(std::string("atrium-engine-sim/prefix\n") + std::string(salt));
+  std::string link = "atrium-engine-sim/prefix\n";
+  link.append(salt);
+  std::string chain = crypto::Sha256(link);
   for (size_t at = 0; at + kPrefixBlockBytes <= prompt.size(); at += kPrefixBlockBytes) {
-    chain = crypto::Sha256(chain + std::string(prompt.substr(at, kPrefixBlockBytes)));
+    link = chain;
+    link.append(prompt.substr(at, kPrefixBlockBytes));
+    chain = crypto::Sha256(link);
     blocks.push_back(First8(chain));
   }
   return blocks;
