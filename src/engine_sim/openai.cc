@@ -110,8 +110,26 @@ Result<std::string> MessageText(const Json& message, size_t index) {
   return text;
 }
 
-Status ReadChatPrompt(const Json& body, TextHasher& hasher, int64_t& prompt_tokens,
-                      std::string& prompt_bytes, std::string& last_user_text) {
+// What a prompt's messages add up to, as they are read.
+struct PromptSink {
+  TextHasher& hasher;
+  int64_t& prompt_tokens;
+  std::string& prompt_bytes;    // as a chat template lays it out: role, then content
+  std::string& last_user_text;  // the last message's text when it is the user's
+
+  void Add(std::string_view role, const std::string& text) {
+    last_user_text = role == "user" ? text : std::string();
+    hasher.Add(role);
+    hasher.Add(text);
+    prompt_tokens += kTokensPerChatMessage + CountTextTokens(text);
+    prompt_bytes += role;
+    prompt_bytes += '\n';
+    prompt_bytes += text;
+    prompt_bytes += '\n';
+  }
+};
+
+Status ReadChatPrompt(const Json& body, PromptSink& sink) {
   auto messages = body.find("messages");
   if (messages == body.end() || messages->is_null()) {
     return Error::InvalidArgument("you must provide a messages parameter");
@@ -129,15 +147,7 @@ Status ReadChatPrompt(const Json& body, TextHasher& hasher, int64_t& prompt_toke
       return Error::InvalidArgument("messages[" + std::to_string(i) + "].role must be a string");
     }
     ATRIUM_ASSIGN_OR_RETURN(std::string text, MessageText(message, i));
-    hasher.Add(role->get_ref<const std::string&>());
-    hasher.Add(text);
-    prompt_tokens += kTokensPerChatMessage + CountTextTokens(text);
-    // As a chat template lays it out: the role, then the content.
-    prompt_bytes += role->get_ref<const std::string&>();
-    prompt_bytes += '\n';
-    prompt_bytes += text;
-    prompt_bytes += '\n';
-    last_user_text = *role == "user" ? text : std::string();
+    sink.Add(role->get_ref<const std::string&>(), text);
   }
   return OkStatus();
 }
@@ -185,8 +195,7 @@ void AllStrings(const Json& v, std::string& text) {
   }
 }
 
-Status ReadResponsesInput(const Json& body, TextHasher& hasher, int64_t& prompt_tokens,
-                          std::string& prompt_bytes, std::string& last_user_text) {
+Status ReadResponsesInput(const Json& body, PromptSink& sink) {
   for (const char* unsupported : {"previous_response_id", "background", "conversation"}) {
     auto it = body.find(unsupported);
     if (it != body.end() && !it->is_null() && *it != false) {
@@ -195,26 +204,16 @@ Status ReadResponsesInput(const Json& body, TextHasher& hasher, int64_t& prompt_
                                     "not keep");
     }
   }
-  auto add = [&](std::string_view role, const std::string& text) {
-    last_user_text = role == "user" ? text : std::string();
-    hasher.Add(role);
-    hasher.Add(text);
-    prompt_tokens += kTokensPerChatMessage + CountTextTokens(text);
-    prompt_bytes += role;
-    prompt_bytes += '\n';
-    prompt_bytes += text;
-    prompt_bytes += '\n';
-  };
   if (auto it = body.find("instructions"); it != body.end() && !it->is_null()) {
     if (!it->is_string()) return Error::InvalidArgument("'instructions' must be a string");
-    add("system", it->get<std::string>());
+    sink.Add("system", it->get<std::string>());
   }
   auto input = body.find("input");
   if (input == body.end() || input->is_null()) {
     return Error::InvalidArgument("you must provide an input parameter");
   }
   if (input->is_string()) {
-    add("user", input->get<std::string>());
+    sink.Add("user", input->get<std::string>());
     return OkStatus();
   }
   if (!input->is_array() || input->empty()) {
@@ -228,12 +227,12 @@ Status ReadResponsesInput(const Json& body, TextHasher& hasher, int64_t& prompt_
     auto role = item.find("role");
     if (role != item.end() && role->is_string()) {
       ATRIUM_ASSIGN_OR_RETURN(std::string text, MessageText(item, i));
-      add(role->get_ref<const std::string&>(), text);
+      sink.Add(role->get_ref<const std::string&>(), text);
     } else {
       // A tool call's output, a reasoning item ...: its strings.
       std::string text;
       AllStrings(item, text);
-      add("item", text);
+      sink.Add("item", text);
     }
   }
   return OkStatus();
@@ -290,12 +289,11 @@ Result<CompletionRequest> ParseCompletionRequest(Endpoint endpoint, std::string_
   TextHasher hasher(seed);
   std::string prompt_bytes;
   std::string last_user_text;
+  PromptSink sink{hasher, request.prompt_tokens, prompt_bytes, last_user_text};
   if (endpoint == Endpoint::kResponses) {
-    ATRIUM_RETURN_IF_ERROR(
-        ReadResponsesInput(json, hasher, request.prompt_tokens, prompt_bytes, last_user_text));
+    ATRIUM_RETURN_IF_ERROR(ReadResponsesInput(json, sink));
   } else if (endpoint == Endpoint::kChatCompletions) {
-    ATRIUM_RETURN_IF_ERROR(
-        ReadChatPrompt(json, hasher, request.prompt_tokens, prompt_bytes, last_user_text));
+    ATRIUM_RETURN_IF_ERROR(ReadChatPrompt(json, sink));
   } else {
     ATRIUM_RETURN_IF_ERROR(ReadTextPrompt(json, hasher, request.prompt_tokens, prompt_bytes));
   }
