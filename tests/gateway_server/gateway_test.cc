@@ -25,6 +25,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -1188,11 +1189,16 @@ TEST_F(GatewayTest, UnknownAndUnentitledModelsLookTheSame) {
   EXPECT_EQ(a.replace(a.find("nope"), 4, "sim-model"), b);
 }
 
-// Every inference path, not only chat: no key, a foreign tenant's model,
-// a wrong method — each refused before any model server sees it.
+// Every inference path, not only chat: no key, a forged key, a foreign
+// tenant's model, a viewer's key, a key scoped to another model, a wrong
+// method — each refused before any model server sees it; and numbers the
+// caller chose at their largest are the model server's to refuse, with
+// nothing overflowing on the way.
 TEST_F(GatewayTest, EveryInferencePathAuthenticatesAndEntitlesBeforeRelaying) {
   const std::string url = StartSim("instant");
   AddDeployment("dep_1", {{url, 8}}, {"tn_a"});  // tn_b is not entitled
+  const std::string scoped = AddKey("tn_a", "tenant-member");
+  rows_.keys.back().key.scopes = {"another-model"};
   StartGateway();
   const std::map<gateway::Api, Json> bodies = {
       {gateway::Api::kChatCompletions,
@@ -1215,10 +1221,37 @@ TEST_F(GatewayTest, EveryInferencePathAuthenticatesAndEntitlesBeforeRelaying) {
     EXPECT_EQ(send("POST", "").status, 401) << path;
     EXPECT_EQ(send("POST", "atr_forged").status, 401) << path;
     EXPECT_EQ(send("POST", key_b_).status, 404) << path;  // not entitled: no such model for b
+    EXPECT_EQ(send("POST", viewer_).status, 403) << path;
+    EXPECT_EQ(send("POST", scoped).status, 404) << path;  // outside the key's scope
     EXPECT_EQ(send("GET", key_a_).status, 405) << path;
     EXPECT_EQ(send("POST", key_a_).status, 200) << path;
   }
   EXPECT_EQ(Served(url).size(), bodies.size());  // a's only
+
+  const int64_t most = std::numeric_limits<int64_t>::max();
+  const auto post = [&](gateway::Api api, Json body) {
+    body["model"] = "sim-model";
+    Connection c(port_);
+    c.Send("POST", std::string(gateway::PathOf(api)), body.dump(),
+           {{"Authorization", "Bearer " + key_a_}});
+    return c.Read();
+  };
+  Json chat = bodies.at(gateway::Api::kChatCompletions);
+  chat["max_tokens"] = most;
+  RawResponse huge_chat = post(gateway::Api::kChatCompletions, chat);
+  EXPECT_EQ(huge_chat.status, 400) << huge_chat.body;  // the context is the limit
+  Json responses = bodies.at(gateway::Api::kResponses);
+  responses["max_output_tokens"] = most;
+  EXPECT_EQ(post(gateway::Api::kResponses, responses).status, 400);
+  Json rerank = bodies.at(gateway::Api::kRerank);
+  rerank["top_n"] = most;
+  RawResponse all = post(gateway::Api::kRerank, rerank);
+  ASSERT_EQ(all.status, 200) << all.body;
+  EXPECT_EQ(Json::parse(all.body)["results"].size(), 1u);
+  auto record = RecordOf(huge_chat.headers["x-request-id"]);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_GE(record->input_tokens, 0);
+  EXPECT_GE(record->output_tokens, 0);
 }
 
 TEST_F(GatewayTest, BadRequestsGet400AndTheControlPlaneIsNotReachable) {
