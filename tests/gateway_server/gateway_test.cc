@@ -716,12 +716,18 @@ class GatewayTest : public ::testing::Test {
     return body.dump();
   }
 
-  RawResponse Post(const std::string& key, const std::string& body,
-                   std::map<std::string, std::string> headers = {}) {
+  // POSTs `body` to `path` as `key` ("" = no Authorization).
+  RawResponse PostTo(const std::string& path, const std::string& key, const std::string& body,
+                     std::map<std::string, std::string> headers = {}) {
     Connection c(port_);
     if (!key.empty()) headers["Authorization"] = "Bearer " + key;
-    c.Send("POST", "/v1/chat/completions", body, headers);
+    c.Send("POST", path, body, headers);
     return c.Read();
+  }
+
+  RawResponse Post(const std::string& key, const std::string& body,
+                   std::map<std::string, std::string> headers = {}) {
+    return PostTo("/v1/chat/completions", key, body, std::move(headers));
   }
 
   // Waits until the journal shipped `n` refusals of `key` (a key's text) for `reason`.
@@ -942,9 +948,7 @@ TEST_F(GatewayTest, RelaysTheResponsesApiWholeAndStreamedAndMetersIt) {
   AddDeployment("dep_1", {{url, 8}});
   StartGateway();
   const auto post = [&](const std::string& key, const Json& body) {
-    Connection c(port_);
-    c.Send("POST", "/v1/responses", body.dump(), {{"Authorization", "Bearer " + key}});
-    return c.Read();
+    return PostTo("/v1/responses", key, body.dump());
   };
   Json body = {{"model", "sim-model"},
                {"input", "Tell the gateway test a story."},
@@ -1000,9 +1004,7 @@ TEST_F(GatewayTest, RelaysRerankAndScoreAndMetersThemAsInput) {
   AddDeployment("dep_1", {{url, 8}});
   StartGateway();
   const auto post = [&](const std::string& path, const Json& body) {
-    Connection c(port_);
-    c.Send("POST", path, body.dump(), {{"Authorization", "Bearer " + key_a_}});
-    return c.Read();
+    return PostTo(path, key_a_, body.dump());
   };
   RawResponse rerank = post(
       "/v1/rerank",
@@ -1052,12 +1054,8 @@ TEST_F(GatewayTest, RelaysTranscriptionFormsAndMetersThem) {
     return body + "--zz--\r\n";
   };
   const auto post = [&](const std::string& key, const std::string& body) {
-    Connection c(port_);
-    std::map<std::string, std::string> headers = {
-        {"Content-Type", "multipart/form-data; boundary=zz"}};
-    if (!key.empty()) headers["Authorization"] = "Bearer " + key;
-    c.Send("POST", "/v1/audio/transcriptions", body, headers);
-    return c.Read();
+    return PostTo("/v1/audio/transcriptions", key, body,
+                  {{"Content-Type", "multipart/form-data; boundary=zz"}});
   };
   RawResponse json_answer = post(key_a_, form("", "sim-model"));
   ASSERT_EQ(json_answer.status, 200) << json_answer.body;
@@ -1231,10 +1229,7 @@ TEST_F(GatewayTest, EveryInferencePathAuthenticatesAndEntitlesBeforeRelaying) {
   const int64_t most = std::numeric_limits<int64_t>::max();
   const auto post = [&](gateway::Api api, Json body) {
     body["model"] = "sim-model";
-    Connection c(port_);
-    c.Send("POST", std::string(gateway::PathOf(api)), body.dump(),
-           {{"Authorization", "Bearer " + key_a_}});
-    return c.Read();
+    return PostTo(std::string(gateway::PathOf(api)), key_a_, body.dump());
   };
   Json chat = bodies.at(gateway::Api::kChatCompletions);
   chat["max_tokens"] = most;
