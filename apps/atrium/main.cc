@@ -252,6 +252,9 @@ int main(int argc, char** argv) {
     if (scrub_command != std::vector<std::string>{"none"}) {
       config.scrub.default_command = scrub_command;
     }
+    // Shared managed deployments run as this tenant, once the operator has
+    // created it and given it a quota (README, "Managed deployments").
+    config.serving_platform_tenant = "platform-serving";
     config.run_gateway = true;
     config.gateway_listen = gateway_listen;
     config.gateway_queue = gateway_queue;

@@ -22,6 +22,7 @@
 #include "jobs/archive_service.h"
 #include "jobs/job_service.h"
 #include "scheduling/scheduling_service.h"
+#include "serving/deployment_controller.h"
 #include "store/store.h"
 #include "templates/template_service.h"
 #include "tenancy/tenant_service.h"
@@ -41,6 +42,9 @@ struct Services {
   jobs::ArchiveService* archives = nullptr;
   // Environment templates; nullptr: their routes answer Unavailable.
   templates::TemplateService* templates = nullptr;
+  // Managed deployments' controller; nullptr: creating or scaling one
+  // answers 503 (external deployments are unaffected).
+  serving::DeploymentController* serving = nullptr;
   // The last signed audit checkpoint (runtime/audit_checkpointer.h); unset
   // or nullopt when checkpoints are off or none was taken yet.
   std::function<std::optional<audit::Checkpoint>()> audit_checkpoint;

@@ -6,6 +6,12 @@
 // ones' endpoint URLs (the operator's servers). A dedicated deployment's
 // endpoints must pass the operator's egress policy, and where the operator
 // requires it the tenant must be entitled to its model.
+//
+// A managed deployment (`serving`: a template, resources per replica,
+// replicas) is run by the serving controller (src/serving): its endpoints
+// are its ready replicas, never written here. Extra engine arguments are
+// platform staff's to set; a tenant's dedicated replicas are its jobs,
+// held to its quota.
 #include <algorithm>
 #include <set>
 
@@ -14,6 +20,8 @@
 #include "api/handlers.h"
 #include "api/views.h"
 #include "crypto/ids.h"
+#include "serving/deployment_controller.h"
+#include "serving/replica_plan.h"
 
 namespace atrium::api {
 namespace {
@@ -36,6 +44,7 @@ struct DeploymentFields {
   std::optional<std::vector<DeploymentEndpoint>> endpoints;
   std::optional<std::string> region;
   std::optional<std::string> latency_tier;
+  std::optional<Json> serving;  // the managed spec as sent
 };
 
 // Reads and validates the common fields; `required` for create.
@@ -45,11 +54,28 @@ Result<DeploymentFields> FieldsOf(const Json& body, JsonObjectReader& r, bool re
   f.version = r.String("version", false, 64);
   f.region = r.String("region", required, 63);
   f.latency_tier = r.String("latency_tier", false, 16);
-  ATRIUM_ASSIGN_OR_RETURN(f.endpoints, EndpointsOf(body, r, required));
+  // An object: read by serving::ReadManagedSpec; IsNull marks it known.
+  const bool serving_null = r.IsNull("serving");
+  const bool managed = body.is_object() && body.contains("serving");
+  if (managed) {
+    if (serving_null) return Error::InvalidArgument("field 'serving' must be an object");
+    f.serving = body["serving"];
+  }
+  ATRIUM_ASSIGN_OR_RETURN(f.endpoints, EndpointsOf(body, r, /*required=*/false));
   return f;
 }
 
-Status Validate(const DeploymentFields& f) {
+Status Validate(const DeploymentFields& f, bool create) {
+  if (create && !f.serving && !f.endpoints) {
+    return Error::InvalidArgument(
+        "a deployment needs 'endpoints' (servers someone else runs) or 'serving' (replicas the "
+        "platform runs)");
+  }
+  if (f.serving && f.endpoints) {
+    return Error::InvalidArgument(
+        "a managed deployment's endpoints are its replicas: send 'serving' or 'endpoints', not "
+        "both");
+  }
   if (f.model) ATRIUM_RETURN_IF_ERROR(ValidateModelName(*f.model, "model"));
   if (f.version && !IsPrintableAscii(*f.version, /*allow_space=*/true)) {
     return Error::InvalidArgument("version must be printable ASCII");
@@ -141,6 +167,58 @@ void Apply(const DeploymentFields& f, DeploymentRecord& d) {
   if (f.latency_tier) d.latency_tier = *f.latency_tier;
 }
 
+serving::SpecAuthor AuthorOf(const Context& ctx) {
+  return ctx.principal->is_platform() ? serving::SpecAuthor::kPlatform
+                                      : serving::SpecAuthor::kTenant;
+}
+
+// The managed spec `sent` for deployment `d` (as it will be stored), over
+// `before` (the stored spec; nullopt on create): checked against the
+// templates this platform runs, its generation bumped when what a replica
+// runs changed. A tenant's write keeps the extra arguments staff set.
+Result<serving::ManagedSpec> SpecToStore(const Context& ctx, const DeploymentRecord& d,
+                                         const Json& sent,
+                                         const std::optional<serving::ManagedSpec>& before) {
+  if (ctx.services.serving == nullptr) {
+    return Error::Unavailable("this server runs no managed deployments (no workload backend)");
+  }
+  ATRIUM_ASSIGN_OR_RETURN(serving::ManagedSpec spec, serving::ReadManagedSpec(sent, AuthorOf(ctx)));
+  ATRIUM_RETURN_IF_ERROR(ctx.services.serving->CheckSpec(spec, d.tenant_id));
+  if (before) {
+    if (AuthorOf(ctx) == serving::SpecAuthor::kTenant) spec.extra_args = before->extra_args;
+    const bool same_replica =
+        spec.template_name == before->template_name && spec.source == before->source &&
+        spec.extra_args == before->extra_args && spec.resources == before->resources;
+    spec.generation = same_replica ? before->generation : before->generation + 1;
+  }
+  return spec;
+}
+
+// The view of `d` for the caller, with its serving spec (extra arguments
+// for platform staff only).
+Json ViewFor(const Context& ctx, const DeploymentRecord& d) {
+  Json view = DeploymentView(d, ShowsEndpoints(ctx, d));
+  view["managed"] = d.managed();
+  if (d.managed()) {
+    auto spec = serving::ParseStoredSpec(d.serving);
+    if (spec.has_value()) {
+      Json s = serving::ManagedSpecJson(*spec);
+      if (!ctx.principal->is_platform()) s.erase("extra_args");
+      view["serving"] = s;
+    }
+  }
+  return view;
+}
+
+Result<const DeploymentRecord*> ManagedOf(const Context& ctx) {
+  if (!ctx.deployment->managed()) {
+    return Error::FailedPrecondition(
+        "deployment " + ctx.deployment->id +
+        " is external (its endpoints are servers someone else runs): it has no replicas");
+  }
+  return &*ctx.deployment;
+}
+
 }  // namespace
 
 Result<http::Response> CreateDeployment(Context& ctx) {
@@ -150,7 +228,7 @@ Result<http::Response> CreateDeployment(Context& ctx) {
   auto named_tenant = r.String("tenant_id", false, 64);
   ATRIUM_ASSIGN_OR_RETURN(DeploymentFields fields, FieldsOf(body, r, /*required=*/true));
   ATRIUM_RETURN_IF_ERROR(r.Finish());
-  ATRIUM_RETURN_IF_ERROR(Validate(fields));
+  ATRIUM_RETURN_IF_ERROR(Validate(fields, /*create=*/true));
   if (visibility && *visibility != "shared" && *visibility != "dedicated") {
     return Error::InvalidArgument("visibility must be shared or dedicated");
   }
@@ -198,9 +276,14 @@ Result<http::Response> CreateDeployment(Context& ctx) {
   Apply(fields, d);
   d.created_at = d.updated_at = now;
   ctx.audit_target = AuditTargetOf(d);
+  if (fields.serving) {
+    ATRIUM_ASSIGN_OR_RETURN(serving::ManagedSpec spec,
+                            SpecToStore(ctx, d, *fields.serving, std::nullopt));
+    d.serving = serving::ManagedSpecJson(spec).dump();
+  }
   ATRIUM_RETURN_IF_ERROR(CheckDedicated(ctx, d));
   ATRIUM_RETURN_IF_ERROR(ctx.services.store->CreateDeployment(d));
-  return JsonResponse(201, DeploymentView(d, true));
+  return JsonResponse(201, ViewFor(ctx, d));
 }
 
 Result<http::Response> ListDeployments(Context& ctx) {
@@ -223,14 +306,12 @@ Result<http::Response> ListDeployments(Context& ctx) {
     }
     ATRIUM_ASSIGN_OR_RETURN(page, ctx.services.store->ListDeployments(ctx.scope, filter, opts));
   }
-  return JsonResponse(200, PageView(page, [&ctx](const DeploymentRecord& d) {
-                        return DeploymentView(d, ShowsEndpoints(ctx, d));
-                      }));
+  return JsonResponse(
+      200, PageView(page, [&ctx](const DeploymentRecord& d) { return ViewFor(ctx, d); }));
 }
 
 Result<http::Response> GetDeployment(Context& ctx) {
-  const DeploymentRecord& d = *ctx.deployment;
-  return JsonResponse(200, DeploymentView(d, ShowsEndpoints(ctx, d)));
+  return JsonResponse(200, ViewFor(ctx, *ctx.deployment));
 }
 
 Result<http::Response> UpdateDeployment(Context& ctx) {
@@ -242,11 +323,25 @@ Result<http::Response> UpdateDeployment(Context& ctx) {
   JsonObjectReader r(body);
   ATRIUM_ASSIGN_OR_RETURN(DeploymentFields fields, FieldsOf(body, r, /*required=*/false));
   ATRIUM_RETURN_IF_ERROR(r.Finish());
-  ATRIUM_RETURN_IF_ERROR(Validate(fields));
+  ATRIUM_RETURN_IF_ERROR(Validate(fields, /*create=*/false));
   DeploymentRecord d = *ctx.deployment;
   if (fields.region && !d.tenant_id.empty() && *fields.region != d.region) {
     ATRIUM_ASSIGN_OR_RETURN(Tenant t, ctx.services.store->GetTenant(d.tenant_id));
     ATRIUM_RETURN_IF_ERROR(CheckResidency(t, *fields.region));
+  }
+  if (d.managed() && fields.endpoints) {
+    return Error::InvalidArgument(
+        "a managed deployment's endpoints are its replicas; change 'serving' instead");
+  }
+  if (!d.managed() && fields.serving) {
+    return Error::InvalidArgument(
+        "an external deployment stays external; create a managed one beside it");
+  }
+  if (fields.serving) {
+    ATRIUM_ASSIGN_OR_RETURN(serving::ManagedSpec before, serving::ParseStoredSpec(d.serving));
+    ATRIUM_ASSIGN_OR_RETURN(serving::ManagedSpec spec,
+                            SpecToStore(ctx, d, *fields.serving, before));
+    d.serving = serving::ManagedSpecJson(spec).dump();
   }
   Apply(fields, d);
   d.updated_at = ctx.services.clock->NowMillis();
@@ -255,7 +350,9 @@ Result<http::Response> UpdateDeployment(Context& ctx) {
   // gateway's to refuse when it connects).
   if (fields.endpoints || fields.model) ATRIUM_RETURN_IF_ERROR(CheckDedicated(ctx, d));
   ATRIUM_RETURN_IF_ERROR(ctx.services.store->UpdateDeployment(TenantScope::Of(d.tenant_id), d));
-  return JsonResponse(200, DeploymentView(d, true));
+  ATRIUM_ASSIGN_OR_RETURN(DeploymentRecord stored,
+                          ctx.services.store->GetDeploymentForPlatform(d.id));
+  return JsonResponse(200, ViewFor(ctx, stored));
 }
 
 Result<http::Response> DeleteDeployment(Context& ctx) {
@@ -264,6 +361,46 @@ Result<http::Response> DeleteDeployment(Context& ctx) {
   http::Response r;
   r.status = 204;
   return r;
+}
+
+Result<http::Response> ScaleDeployment(Context& ctx) {
+  ATRIUM_ASSIGN_OR_RETURN(Json body, BodyJson(ctx));
+  JsonObjectReader r(body);
+  auto replicas = r.Int("replicas", true, 0, serving::kMaxReplicas);
+  ATRIUM_RETURN_IF_ERROR(r.Finish());
+  ATRIUM_ASSIGN_OR_RETURN(const DeploymentRecord* found, ManagedOf(ctx));
+  DeploymentRecord d = *found;
+  ATRIUM_ASSIGN_OR_RETURN(serving::ManagedSpec spec, serving::ParseStoredSpec(d.serving));
+  if (spec.autoscale && (*replicas < spec.min_replicas || *replicas > spec.max_replicas)) {
+    return Error::InvalidArgument("the deployment autoscales between " +
+                                  std::to_string(spec.min_replicas) + " and " +
+                                  std::to_string(spec.max_replicas) +
+                                  " replicas; change min_replicas and max_replicas instead");
+  }
+  spec.replicas = *replicas;
+  if (!spec.autoscale) {
+    spec.min_replicas = std::min(spec.min_replicas, spec.replicas);
+    spec.max_replicas = std::max<int64_t>({spec.max_replicas, spec.replicas, 1});
+  }
+  d.serving = serving::ManagedSpecJson(spec).dump();
+  d.updated_at = ctx.services.clock->NowMillis();
+  ATRIUM_RETURN_IF_ERROR(ctx.services.store->UpdateDeployment(TenantScope::Of(d.tenant_id), d));
+  ATRIUM_ASSIGN_OR_RETURN(DeploymentRecord stored,
+                          ctx.services.store->GetDeploymentForPlatform(d.id));
+  return JsonResponse(200, ViewFor(ctx, stored));
+}
+
+Result<http::Response> ListDeploymentReplicas(Context& ctx) {
+  ATRIUM_ASSIGN_OR_RETURN(const DeploymentRecord* d, ManagedOf(ctx));
+  if (!ShowsEndpoints(ctx, *d)) {
+    // A shared deployment's replicas are the operator's servers.
+    return Error::PermissionDenied("a shared deployment's replicas are shown to platform staff");
+  }
+  ATRIUM_ASSIGN_OR_RETURN(std::vector<DeploymentReplicaRecord> replicas,
+                          ctx.services.store->ListReplicas(d->id));
+  Json items = Json::array();
+  for (const auto& x : replicas) items.push_back(DeploymentReplicaView(x));
+  return JsonResponse(200, {{"items", items}});
 }
 
 }  // namespace atrium::api

@@ -79,6 +79,8 @@ Result<http::Response> ListDeployments(Context& ctx);
 Result<http::Response> GetDeployment(Context& ctx);
 Result<http::Response> UpdateDeployment(Context& ctx);
 Result<http::Response> DeleteDeployment(Context& ctx);
+Result<http::Response> ScaleDeployment(Context& ctx);
+Result<http::Response> ListDeploymentReplicas(Context& ctx);
 
 Result<http::Response> ListEntitlements(Context& ctx);
 Result<http::Response> GrantEntitlement(Context& ctx);

@@ -220,7 +220,13 @@ ApiRouter BuildRoutes() {
       "deployment.update", UpdateDeployment,
       "Update a deployment's model, version, endpoints, region or latency tier", {.body = true});
   add("DELETE", "/api/v1/deployments/{deployment_id}", P::kDeploymentManage, T::kDeployment,
-      "deployment.delete", DeleteDeployment, "Delete a model deployment");
+      "deployment.delete", DeleteDeployment,
+      "Delete a model deployment (a managed one's replicas are stopped)");
+  add("POST", "/api/v1/deployments/{deployment_id}/scale", P::kDeploymentManage, T::kDeployment,
+      "deployment.scale", ScaleDeployment,
+      "Set a managed deployment's replicas (scale-down drains before it stops)", {.body = true});
+  add("GET", "/api/v1/deployments/{deployment_id}/replicas", P::kDeploymentRead, T::kDeployment, "",
+      ListDeploymentReplicas, "A managed deployment's replicas: state, endpoint, generation, why");
 
   // What a tenant may call, how much, and what it used.
   add("GET", "/api/v1/tenants/{tenant_id}/entitlements", P::kEntitlementRead, T::kTenant, "",

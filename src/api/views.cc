@@ -283,6 +283,25 @@ Json DeploymentView(const DeploymentRecord& d, bool with_endpoints) {
           {"updated_at", FormatTimestamp(d.updated_at)}};
 }
 
+Json DeploymentReplicaView(const DeploymentReplicaRecord& r) {
+  auto time_or_null = [](int64_t ms) { return ms < 0 ? Json(nullptr) : Json(FormatTimestamp(ms)); };
+  return {{"id", r.id},
+          {"deployment_id", r.deployment_id},
+          {"tenant_id", r.tenant_id},
+          {"job_id", OrNull(r.job_id)},
+          {"state", r.state},
+          {"url", OrNull(r.url)},
+          {"port", r.port},
+          {"generation", r.generation},
+          {"health_failures", r.health_failures},
+          {"reason", r.reason},
+          {"created_at", FormatTimestamp(r.created_at)},
+          {"ready_at", time_or_null(r.ready_at)},
+          {"drain_started_at", time_or_null(r.drain_started_at)},
+          {"ended_at", time_or_null(r.ended_at)},
+          {"updated_at", FormatTimestamp(r.updated_at)}};
+}
+
 Json EntitlementView(const EntitlementRecord& e) {
   return {{"tenant_id", e.tenant_id},
           {"model", e.model},

@@ -37,6 +37,7 @@ Json CapacityView(const scheduling::CapacityRow& c);
 // with_endpoints false: the endpoint URLs are left out (null), as for a
 // tenant looking at a shared deployment, whose servers are the operator's.
 Json DeploymentView(const DeploymentRecord& d, bool with_endpoints);
+Json DeploymentReplicaView(const DeploymentReplicaRecord& r);
 Json EntitlementView(const EntitlementRecord& e);
 // A stored limit row, or (key_id "" with updated_at 0) the tenant's
 // implicit "no limits" row.

@@ -73,4 +73,23 @@ Result<Json> QuotaBody(const std::string& model, const std::string& kind,
                        const std::string& guarantee, const std::string& limit);
 void PrintQuotaRows(Context& ctx, const Json& rows);
 
+// What to allocate, as `job submit` and `deployment create` take it: the
+// options (the GPU model's under `model_flag`) and the allocation request
+// they make (a usage error for a MIG or share request that is incomplete).
+struct ResourceArgs {
+  std::string kind = "gpu";
+  std::string model;
+  int gpus = 0;
+  std::string mig_profile;
+  std::string share;
+  int64_t gpu_memory_mib = 0;
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  std::string pool;
+  std::string region;
+};
+void AddResourceOptions(CLI::App* command, ResourceArgs& args, const std::string& model_flag,
+                        const std::string& region_flag = "--region");
+Result<Json> ResourcesBody(const ResourceArgs& args);
+
 }  // namespace atrium::cli

@@ -1,7 +1,8 @@
-// deployment create | list | get | update | delete: the model deployments
-// behind the inference gateway. Platform staff run shared ones (or place a
-// dedicated one for --tenant); a tenant admin runs its tenant's dedicated
-// ones.
+// deployment create | list | get | update | delete | scale | replicas: the
+// model deployments behind the inference gateway. Platform staff run shared
+// ones (or place a dedicated one for --tenant); a tenant admin runs its
+// tenant's dedicated ones. With --template a deployment is managed: the
+// platform runs its replicas on its own GPUs.
 #include <memory>
 
 #include "cli/args.h"
@@ -11,8 +12,12 @@ namespace atrium::cli {
 namespace {
 
 const std::vector<std::string> kDeploymentFieldOrder = {
-    "id",           "model",     "version",        "visibility", "tenant_id",  "region",
-    "latency_tier", "endpoints", "endpoint_count", "capacity",   "created_at", "updated_at"};
+    "id",      "model",        "version",   "visibility",     "tenant_id",
+    "region",  "latency_tier", "endpoints", "endpoint_count", "capacity",
+    "managed", "created_at",   "updated_at"};
+const std::vector<Column> kReplicaColumns = {{"ID", "id"},      {"STATE", "state"},
+                                             {"URL", "url"},    {"GENERATION", "generation"},
+                                             {"JOB", "job_id"}, {"REASON", "reason"}};
 const std::vector<Column> kDeploymentColumns = {{"ID", "id"},
                                                 {"MODEL", "model"},
                                                 {"VERSION", "version"},
@@ -47,7 +52,16 @@ void PrintDeployment(Context& ctx, const Json& d) {
   }
   Json shown = d;
   shown.erase("endpoints");
+  shown.erase("serving");
   ctx.out() << FormatDetail(shown, kDeploymentFieldOrder);
+  const Json serving = FieldAt(d, "serving");
+  if (serving.is_object()) {
+    ctx.out() << "serving: template " << EscapeForTerminal(StringAt(serving, "template"))
+              << ", replicas " << CellText(FieldAt(serving, "replicas")) << " (min "
+              << CellText(FieldAt(serving, "min_replicas")) << ", max "
+              << CellText(FieldAt(serving, "max_replicas")) << "), generation "
+              << CellText(FieldAt(serving, "generation")) << "\n";
+  }
   Json endpoints = FieldAt(d, "endpoints");
   if (!endpoints.is_array()) {
     ctx.out() << "endpoints: (run by the platform)\n";
@@ -91,7 +105,7 @@ void AddFieldOptions(CLI::App* command, FieldArgs& args, bool create) {
       ->check(CLI::IsMember({"interactive", "standard", "batch"}));
   if (create) {
     model->required();
-    endpoint->required();
+    (void)endpoint;  // or --template
     region->required();
   } else {
     endpoint->description(
@@ -116,12 +130,42 @@ struct CreateArgs {
   FieldArgs fields;
   std::string visibility;
   std::string tenant;
+  // Managed: the serving template and what each replica holds.
+  std::string serving_template;
+  std::string source;
+  std::vector<std::string> extra_args;
+  int64_t replicas = 1;
+  int64_t capacity = 0;
+  int64_t drain_timeout_s = -1;
+  std::string priority;
+  ResourceArgs resources;
 };
+
+// The `serving` object of a managed deployment's create.
+Result<Json> ServingBody(const CreateArgs& args) {
+  ATRIUM_ASSIGN_OR_RETURN(Json resources, ResourcesBody(args.resources));
+  Json serving = {
+      {"template", args.serving_template}, {"resources", resources}, {"replicas", args.replicas}};
+  if (!args.source.empty()) serving["source"] = args.source;
+  if (!args.extra_args.empty()) serving["extra_args"] = args.extra_args;
+  if (args.capacity > 0) serving["capacity"] = args.capacity;
+  if (args.drain_timeout_s >= 0) serving["drain_timeout_s"] = args.drain_timeout_s;
+  if (!args.priority.empty()) serving["priority"] = args.priority;
+  return serving;
+}
 
 int Create(Context& ctx, const CreateArgs& args) {
   auto body = FieldsBody(args.fields);
   if (!body.has_value()) return ctx.Usage(body.error().message);
   if (!args.visibility.empty()) (*body)["visibility"] = args.visibility;
+  if (args.serving_template.empty() == args.fields.endpoints.empty()) {
+    return ctx.Usage("give --endpoint (servers someone else runs) or --template (managed), one");
+  }
+  if (!args.serving_template.empty()) {
+    auto serving = ServingBody(args);
+    if (!serving.has_value()) return ctx.Usage(serving.error().message);
+    (*body)["serving"] = *serving;
+  }
   ApiSession* api = ctx.Connect();
   if (api == nullptr) return kExitUsage;
   auto id = ctx.TenantIdOf(args.tenant);
@@ -179,6 +223,36 @@ int Update(Context& ctx, const UpdateArgs& args) {
   return kExitOk;
 }
 
+struct ScaleArgs {
+  std::string id;
+  int64_t replicas = 0;
+};
+
+int Scale(Context& ctx, const ScaleArgs& args) {
+  ApiSession* api = ctx.Connect();
+  if (api == nullptr) return kExitUsage;
+  auto d = api->Post(DeploymentPath(args.id) + "/scale", Json{{"replicas", args.replicas}});
+  if (!d.has_value()) return ctx.Fail(d.error());
+  PrintDeployment(ctx, *d);
+  return kExitOk;
+}
+
+int Replicas(Context& ctx, const std::string& id) {
+  ApiSession* api = ctx.Connect();
+  if (api == nullptr) return kExitUsage;
+  auto page = api->Get(DeploymentPath(id) + "/replicas");
+  if (!page.has_value()) return ctx.Fail(page.error());
+  if (ctx.json_output()) {
+    ctx.PrintJson(*page);
+    return kExitOk;
+  }
+  const Json items = FieldAt(*page, "items");
+  std::vector<Json> rows;
+  if (items.is_array()) rows.assign(items.begin(), items.end());
+  ctx.out() << FormatObjects(kReplicaColumns, rows);
+  return kExitOk;
+}
+
 int Delete(Context& ctx, const std::string& id) {
   ApiSession* api = ctx.Connect();
   if (api == nullptr) return kExitUsage;
@@ -205,6 +279,27 @@ void AddDeploymentCommands(CLI::App& app, VerbTable& verbs) {
   create->add_option("--tenant", create_args->tenant,
                      "Tenant id or name a dedicated deployment is for (platform staff; a tenant "
                      "admin's are its own tenant's)");
+  create->add_option("--template", create_args->serving_template,
+                     "Managed: the serving template its replicas run (engine-sim, vllm, sglang, "
+                     "tgi, llama-cpp, or the operator's)");
+  create->add_option("--source", create_args->source,
+                     "Managed: what the engine loads (a path or hub id; default the model name)");
+  create->add_option("--extra-arg", create_args->extra_args,
+                     "Managed: an argument appended to the engine's command (repeatable; "
+                     "platform staff)");
+  create->add_option("--replicas", create_args->replicas, "Managed: replicas (default 1)")
+      ->check(CLI::Range(0, 64));
+  create
+      ->add_option("--slots", create_args->capacity,
+                   "Managed: gateway slots per replica (default: from the engine's batch)")
+      ->check(CLI::Range(1, 4096));
+  create
+      ->add_option("--drain-timeout", create_args->drain_timeout_s,
+                   "Managed: seconds a draining replica may finish requests (default 30)")
+      ->check(CLI::Range(0, 3600));
+  create->add_option("--priority", create_args->priority, "Managed: the replicas' priority class")
+      ->check(CLI::IsMember({"interactive", "batch", "preemptible"}));
+  AddResourceOptions(create, create_args->resources, "--gpu-model", "--node-region");
   verbs.Add(create, [create_args](Context& ctx) { return Create(ctx, *create_args); });
 
   auto list_args = std::make_shared<ListDeploymentArgs>();
@@ -231,6 +326,21 @@ void AddDeploymentCommands(CLI::App& app, VerbTable& verbs) {
   CLI::App* del = deployment->add_subcommand("delete", "Delete a deployment");
   del->add_option("id", *delete_arg, "Deployment id")->required();
   verbs.Add(del, [delete_arg](Context& ctx) { return Delete(ctx, *delete_arg); });
+
+  auto scale_args = std::make_shared<ScaleArgs>();
+  CLI::App* scale = deployment->add_subcommand(
+      "scale", "Set a managed deployment's replicas (a replica scaled away drains first)");
+  scale->add_option("id", scale_args->id, "Deployment id")->required();
+  scale->add_option("--replicas", scale_args->replicas, "Replicas")
+      ->required()
+      ->check(CLI::Range(0, 64));
+  verbs.Add(scale, [scale_args](Context& ctx) { return Scale(ctx, *scale_args); });
+
+  auto replicas_arg = std::make_shared<std::string>();
+  CLI::App* replicas =
+      deployment->add_subcommand("replicas", "List a managed deployment's replicas");
+  replicas->add_option("id", *replicas_arg, "Deployment id")->required();
+  verbs.Add(replicas, [replicas_arg](Context& ctx) { return Replicas(ctx, *replicas_arg); });
 }
 
 }  // namespace atrium::cli

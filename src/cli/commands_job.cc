@@ -109,16 +109,7 @@ struct SubmitArgs {
   std::string archive_file;          // a local tar / tar.gz uploaded first
   std::string archive_id;            // an archive uploaded before
   std::vector<std::string> env;      // NAME=VALUE
-  std::string kind = "gpu";
-  std::string model;
-  int gpus = 0;
-  std::string mig_profile;
-  std::string share;
-  int64_t gpu_memory_mib = 0;
-  int64_t cpu_milli = 0;
-  int64_t memory_mib = 0;
-  std::string pool;
-  std::string region;
+  ResourceArgs resources;
   std::string priority;
   int64_t time_limit_s = 0;
   std::string restart;
@@ -128,26 +119,9 @@ struct SubmitArgs {
 };
 
 int Submit(Context& ctx, const SubmitArgs& args) {
-  Json resources = {{"kind", args.kind}, {"model", args.model}};
-  if (args.gpus > 0) resources["gpus"] = args.gpus;
-  if (!args.mig_profile.empty()) resources["mig_profile"] = args.mig_profile;
-  if (!args.share.empty()) {
-    auto milli = ParseMilliGpus(args.share);
-    if (!milli.has_value()) return ctx.Usage(milli.error().message);
-    if (*milli < 1 || *milli > 999) return ctx.Usage("--share must be between 1m and 0.999");
-    resources["milli"] = *milli;
-  }
-  if (args.gpu_memory_mib > 0) resources["gpu_memory_mib"] = args.gpu_memory_mib;
-  if (args.cpu_milli > 0) resources["cpu_milli"] = args.cpu_milli;
-  if (args.memory_mib > 0) resources["memory_mib"] = args.memory_mib;
-  if (!args.pool.empty()) resources["pool"] = args.pool;
-  if (!args.region.empty()) resources["region"] = args.region;
-  if (args.kind == "mig" && args.mig_profile.empty()) {
-    return ctx.Usage("--kind mig needs --mig-profile, e.g. 3g.40gb");
-  }
-  if (args.kind == "share" && (args.share.empty() || args.gpu_memory_mib <= 0)) {
-    return ctx.Usage("--kind share needs --share (e.g. 0.25) and --gpu-memory-mib");
-  }
+  auto resources_body = ResourcesBody(args.resources);
+  if (!resources_body.has_value()) return ctx.Usage(resources_body.error().message);
+  const Json& resources = *resources_body;
 
   Json body = {{"name", args.name}, {"resources", resources}};
   if (args.command.empty() == args.script_file.empty()) {
@@ -329,18 +303,8 @@ void AddJobCommands(CLI::App& app, VerbTable& verbs) {
   submit->add_option("--archive-id", s->archive_id,
                      "Unpack this uploaded archive (atrium job upload)");
   submit->add_option("--env", s->env, "NAME=VALUE (repeatable)");
-  submit->add_option("--kind", s->kind, "What to allocate")
-      ->check(CLI::IsMember({"gpu", "mig", "share", "node"}))
-      ->capture_default_str();
-  submit->add_option("--model", s->model, "GPU model, e.g. H100-80GB")->required();
-  submit->add_option("--gpus", s->gpus, "GPUs (gpu, node), 1..8")->check(CLI::Range(1, 8));
-  submit->add_option("--mig-profile", s->mig_profile, "MIG profile, e.g. 3g.40gb");
-  submit->add_option("--share", s->share, "Fraction of one GPU (share), e.g. 0.25");
-  submit->add_option("--gpu-memory-mib", s->gpu_memory_mib, "GPU-memory cap of a share, MiB");
-  submit->add_option("--cpu-milli", s->cpu_milli, "Host CPU, milli-cores");
-  submit->add_option("--memory-mib", s->memory_mib, "Host memory, MiB");
-  submit->add_option("--pool", s->pool, "Only nodes of this pool");
-  submit->add_option("--region", s->region, "Only nodes of this region");
+  AddResourceOptions(submit, s->resources, "--model");
+  submit->get_option("--model")->required();
   submit->add_option("--priority", s->priority, "Priority class (default batch)")
       ->check(CLI::IsMember({"interactive", "batch", "preemptible"}));
   submit->add_option("--time-limit", s->time_limit_s, "Seconds before it is stopped")
@@ -419,6 +383,47 @@ void AddJobCommands(CLI::App& app, VerbTable& verbs) {
   CLI::App* why = job->add_subcommand("why", "Why a job waits, or where it runs");
   why->add_option("job", *why_arg, "Job id")->required();
   verbs.Add(why, [why_arg](Context& ctx) { return JobWhy(ctx, *why_arg); });
+}
+
+void AddResourceOptions(CLI::App* command, ResourceArgs& args, const std::string& model_flag,
+                        const std::string& region_flag) {
+  command->add_option("--kind", args.kind, "What to allocate")
+      ->check(CLI::IsMember({"gpu", "mig", "share", "node"}))
+      ->capture_default_str();
+  command->add_option(model_flag, args.model, "GPU model, e.g. H100-80GB");
+  command->add_option("--gpus", args.gpus, "GPUs (gpu, node), 1..8")->check(CLI::Range(1, 8));
+  command->add_option("--mig-profile", args.mig_profile, "MIG profile, e.g. 3g.40gb");
+  command->add_option("--share", args.share, "Fraction of one GPU (share), e.g. 0.25");
+  command->add_option("--gpu-memory-mib", args.gpu_memory_mib, "GPU-memory cap of a share, MiB");
+  command->add_option("--cpu-milli", args.cpu_milli, "Host CPU, milli-cores");
+  command->add_option("--memory-mib", args.memory_mib, "Host memory, MiB");
+  command->add_option("--pool", args.pool, "Only nodes of this pool");
+  command->add_option(region_flag, args.region, "Only nodes of this region");
+}
+
+Result<Json> ResourcesBody(const ResourceArgs& args) {
+  Json resources = {{"kind", args.kind}, {"model", args.model}};
+  if (args.gpus > 0) resources["gpus"] = args.gpus;
+  if (!args.mig_profile.empty()) resources["mig_profile"] = args.mig_profile;
+  if (!args.share.empty()) {
+    ATRIUM_ASSIGN_OR_RETURN(int64_t milli, ParseMilliGpus(args.share));
+    if (milli < 1 || milli > 999) {
+      return Error::InvalidArgument("--share must be between 1m and 0.999");
+    }
+    resources["milli"] = milli;
+  }
+  if (args.gpu_memory_mib > 0) resources["gpu_memory_mib"] = args.gpu_memory_mib;
+  if (args.cpu_milli > 0) resources["cpu_milli"] = args.cpu_milli;
+  if (args.memory_mib > 0) resources["memory_mib"] = args.memory_mib;
+  if (!args.pool.empty()) resources["pool"] = args.pool;
+  if (!args.region.empty()) resources["region"] = args.region;
+  if (args.kind == "mig" && args.mig_profile.empty()) {
+    return Error::InvalidArgument("--kind mig needs --mig-profile, e.g. 3g.40gb");
+  }
+  if (args.kind == "share" && (args.share.empty() || args.gpu_memory_mib <= 0)) {
+    return Error::InvalidArgument("--kind share needs --share (e.g. 0.25) and --gpu-memory-mib");
+  }
+  return resources;
 }
 
 }  // namespace atrium::cli

@@ -55,4 +55,18 @@ bool UrlDecode(std::string_view in, std::string& out) {
   return true;
 }
 
+bool IsCleanAbsolutePath(std::string_view p) {
+  if (p.empty() || p.front() != '/' || p.size() > 4096 || p.find('\0') != std::string_view::npos) {
+    return false;
+  }
+  size_t start = 0;
+  while (start <= p.size()) {
+    size_t end = p.find('/', start);
+    if (end == std::string_view::npos) end = p.size();
+    if (p.substr(start, end - start) == "..") return false;
+    start = end + 1;
+  }
+  return true;
+}
+
 }  // namespace atrium

@@ -13,5 +13,8 @@ bool StartsWith(std::string_view s, std::string_view prefix);
 bool IsValidSlug(std::string_view s, size_t max_len = 63);
 // Decodes %XX and '+' in a URL query component. Returns false on bad escapes.
 bool UrlDecode(std::string_view in, std::string& out);
+// Absolute, at most PATH_MAX, no NUL and no ".." component: a path that
+// means what it says, whatever the current directory.
+bool IsCleanAbsolutePath(std::string_view p);
 
 }  // namespace atrium

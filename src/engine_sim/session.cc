@@ -201,6 +201,8 @@ void Session::Route(bhttp::verb method, const std::string& target, const std::st
     if (require(bhttp::verb::get)) Respond(200, "application/json", core_->served.ToJson());
   } else if (path == "/sim/status") {
     if (require(bhttp::verb::get)) Respond(200, "application/json", StatusJson());
+  } else if (path == "/metrics") {
+    if (require(bhttp::verb::get)) Respond(200, "text/plain; version=0.0.4", MetricsText());
   } else if (path == "/healthz") {
     if (require(bhttp::verb::get)) Respond(200, "application/json", R"({"status":"ok"})");
   } else {

@@ -161,6 +161,9 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // ---- The endpoints (session_openai.cc).
   std::string StatusJson() const;
+  // GET /metrics: the batch's running and waiting requests as Prometheus
+  // gauges, by vLLM's names (a draining replica is stopped once idle).
+  std::string MetricsText() const;
   std::string RecordId();
   std::string RequestIdHeader(const std::string& id);
   void Embeddings(const std::string& body);

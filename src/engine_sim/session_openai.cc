@@ -8,6 +8,23 @@
 
 namespace atrium::engine_sim {
 
+std::string Session::MetricsText() const {
+  std::lock_guard lock(core_->mu);
+  // vLLM's names, so what reads a vLLM server's load reads this one's.
+  const std::string running = std::to_string(core_->engine.running());
+  const std::string waiting = std::to_string(core_->engine.waiting());
+  return "# HELP vllm:num_requests_running Requests in the batch (atrium engine simulator).\n"
+         "# TYPE vllm:num_requests_running gauge\n"
+         "vllm:num_requests_running " +
+         running +
+         "\n"
+         "# HELP vllm:num_requests_waiting Requests waiting for the batch (atrium engine "
+         "simulator).\n"
+         "# TYPE vllm:num_requests_waiting gauge\n"
+         "vllm:num_requests_waiting " +
+         waiting + "\n";
+}
+
 std::string Session::StatusJson() const {
   std::lock_guard lock(core_->mu);
   const EngineStats& s = core_->engine.stats();

@@ -88,6 +88,14 @@ struct LaunchSpec {
   // The tenant's tier demands full confinement: refuse to start (rather
   // than run with less) when the host refuses a mechanism (cgroups, namespaces).
   bool require_full_confinement = false;
+  // The platform's own model servers (src/serving) only, never a tenant's
+  // job: share the node's network, so the gateway reaches the server's
+  // port (the local sandbox keeps no network namespace of its own), and
+  // show host folders read-only inside the sandbox: (where inside, the
+  // host's path), e.g. the engine and the model's weights. The Slurm
+  // backend refuses binds without a root_fs (it sandboxes only then).
+  bool host_network = false;
+  std::vector<std::pair<std::string, std::string>> read_only_binds;
 };
 
 enum class WorkloadPhase {

@@ -4,6 +4,8 @@
 #include <set>
 #include <string_view>
 
+#include "common/strings.h"
+
 namespace atrium::exec {
 namespace {
 
@@ -16,20 +18,6 @@ bool IsIdChar(char c) {
 }
 
 bool HasNul(std::string_view s) { return s.find('\0') != std::string_view::npos; }
-
-// Absolute, at most PATH_MAX, no NUL and no ".." component: a path that
-// means what it says, whatever the current directory.
-bool IsCleanAbsolutePath(std::string_view p) {
-  if (p.empty() || p.front() != '/' || p.size() > 4096 || HasNul(p)) return false;
-  size_t start = 0;
-  while (start <= p.size()) {
-    size_t end = p.find('/', start);
-    if (end == std::string_view::npos) end = p.size();
-    if (p.substr(start, end - start) == "..") return false;
-    start = end + 1;
-  }
-  return true;
-}
 
 // True when `p` is `dir` or inside it (both clean absolute paths).
 bool IsAtOrUnder(std::string_view p, std::string_view dir) {
@@ -408,6 +396,20 @@ Status ValidateLaunchSpec(const LaunchSpec& spec) {
   if (!spec.archive_path.empty() && !IsCleanAbsolutePath(spec.archive_path)) {
     return Error::InvalidArgument("archive_path must be an absolute path without '..'");
   }
+  if (spec.read_only_binds.size() > 16) {
+    return Error::InvalidArgument("at most 16 read_only_binds");
+  }
+  for (const auto& [inside, host_path] : spec.read_only_binds) {
+    bool own = inside == "/";
+    for (std::string_view dir : {"/proc", "/dev", "/tmp", kSandboxWorkDir, kSandboxInitPath}) {
+      own = own || IsAtOrUnder(inside, dir) || IsAtOrUnder(dir, inside);
+    }
+    if (!IsCleanAbsolutePath(inside) || !IsCleanAbsolutePath(host_path) || own) {
+      return Error::InvalidArgument(
+          "read_only_binds: absolute paths without '..', never at or around /, /proc, /dev, "
+          "/tmp or the working directory inside");
+    }
+  }
   if (!spec.root_fs.empty() && (!IsCleanAbsolutePath(spec.root_fs) || spec.root_fs == "/")) {
     return Error::InvalidArgument(
         "root_fs must be an absolute directory other than '/', without '..'");
@@ -431,7 +433,7 @@ Result<SandboxPlan> PlanSandbox(const LaunchSpec& spec, const SandboxHost& host)
   SandboxPlan plan;
   auto& a = plan.argv;
   a = {host.bwrap_path, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts"};
-  if (host.unshare_network) a.push_back("--unshare-net");
+  if (host.unshare_network && !spec.host_network) a.push_back("--unshare-net");
   a.insert(a.end(), {"--hostname", "workload"});
 
   if (!spec.root_fs.empty()) {
@@ -444,6 +446,9 @@ Result<SandboxPlan> PlanSandbox(const LaunchSpec& spec, const SandboxHost& host)
         a.insert(a.end(), {"--symlink", system.symlink_target, system.path});
       }
     }
+  }
+  for (const auto& [inside, host_path] : spec.read_only_binds) {
+    a.insert(a.end(), {"--ro-bind", host_path, inside});
   }
   // Both tmpfs are bounded (bubblewrap >= 0.5 knows --size): /dev/shm of
   // bubblewrap's /dev would otherwise be a writable tmpfs without a bound.

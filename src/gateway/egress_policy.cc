@@ -279,7 +279,7 @@ Result<HostPort> HostPortOfUrl(std::string_view url) {
 std::vector<HostPort> SharedEndpointsOf(const std::vector<DeploymentRecord>& deployments) {
   std::vector<HostPort> shared;
   for (const DeploymentRecord& d : deployments) {
-    if (d.visibility != "shared") continue;
+    if (UnderEgressPolicy(d)) continue;  // a tenant's own URLs
     for (const DeploymentEndpoint& e : d.endpoints) {
       if (auto target = HostPortOfUrl(e.url); target.has_value()) {
         shared.push_back(std::move(*target));

@@ -85,9 +85,20 @@ struct HostPort {
 };
 // "http[s]://host[:port][/path]"; kInvalidArgument otherwise.
 Result<HostPort> HostPortOfUrl(std::string_view url);
-// The host:port of every endpoint of the shared deployments among
-// `deployments` (the ones a tenant's endpoint may never name).
+// The host:port of every endpoint the platform runs or chose among
+// `deployments`: shared deployments' and managed replicas' (another
+// tenant's dedicated ones included), which a tenant's endpoint may never
+// name.
 std::vector<HostPort> SharedEndpointsOf(const std::vector<DeploymentRecord>& deployments);
+
+// Whether the gateway sends `d`'s requests (and probes) only where the
+// egress policy lets it: a tenant's dedicated deployment whose endpoints
+// the tenant wrote. A managed one's endpoints are the serving
+// controller's (replicas it started on the platform's nodes), and a shared
+// one's the operator's.
+inline bool UnderEgressPolicy(const DeploymentRecord& d) {
+  return d.visibility != "shared" && !d.managed();
+}
 
 // The operator's rules ([egress] in the configuration).
 struct EgressRules {

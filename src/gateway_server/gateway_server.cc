@@ -196,7 +196,7 @@ awaitable<void> GatewayServer::Impl::Maintenance() {
       auto snapshot = policy.Current();
       for (const DeploymentRecord& d : snapshot->deployments()) {
         for (const DeploymentEndpoint& e : d.endpoints) {
-          probes[{e.url, d.visibility != "shared"}].push_back(d.id);
+          probes[{e.url, gateway::UnderEgressPolicy(d)}].push_back(d.id);
         }
       }
       for (auto& [probe, ids] : probes) {

@@ -72,7 +72,7 @@ awaitable<std::optional<Session::Early>> Session::Route(Exchange& x) {
   int64_t failure_retry_after_ms = 0;
   // A tenant's dedicated deployment sends only where the egress policy lets it.
   std::shared_ptr<const gateway::EgressFacts> egress;
-  if (x.slot.deployment->visibility != "shared") egress = server_.EgressFactsOf(*x.snapshot);
+  if (gateway::UnderEgressPolicy(*x.slot.deployment)) egress = server_.EgressFactsOf(*x.snapshot);
   AddressCheck egress_check;
   for (int attempt = 0;; ++attempt) {
     tried.push_back(x.endpoint);

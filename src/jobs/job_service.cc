@@ -432,7 +432,7 @@ void JobService::SetStopSent(const std::string& workload_id, bool sent) {
 Result<JobSpec> JobService::SpecOf(const JobRecord& job) const {
   auto parsed = ParseJson(job.spec);
   if (!parsed.has_value()) return Error::Internal("job " + job.id + " has an unreadable spec");
-  auto spec = ReadJobSpec(*parsed, options_.limits);
+  auto spec = ReadJobSpec(*parsed, options_.limits, SpecOrigin::kPlatform);
   if (!spec.has_value()) {
     return Error::Internal("job " + job.id +
                            " has a spec it no longer passes: " + spec.error().message);
@@ -448,7 +448,8 @@ Result<JobService::Submitted> JobService::Submit(const RequestOrigin& by,
                                                  const std::string& idempotency_key) {
   // The stored form is the canonical one, read back under this service's
   // limits: what is stored is exactly what a requeue will submit.
-  ATRIUM_ASSIGN_OR_RETURN(JobSpec accepted, ReadJobSpec(JobSpecJson(spec), options_.limits));
+  ATRIUM_ASSIGN_OR_RETURN(JobSpec accepted,
+                          ReadJobSpec(JobSpecJson(spec), options_.limits, SpecOrigin::kPlatform));
   if (idempotency_key.size() > 255) {
     return Error::InvalidArgument("the idempotency key is longer than 255 bytes");
   }
@@ -647,7 +648,8 @@ Status JobService::ReconcileClaimed(JobRecord job, const exec::WorkloadStatus* s
     return RequestStopClaimed(std::move(job), "allocation-released", 0, kJobsActor);
   }
   ATRIUM_ASSIGN_OR_RETURN(JobSpec spec, SpecOf(job));
-  if (job.started_ms >= 0 && now >= job.started_ms + spec.time_limit_s * 1000) {
+  if (spec.time_limit_s > 0 && job.started_ms >= 0 &&
+      now >= job.started_ms + spec.time_limit_s * 1000) {
     return RequestStopClaimed(std::move(job), "time-limit", options_.time_limit_grace_ms,
                               kJobsActor);
   }

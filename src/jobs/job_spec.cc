@@ -99,7 +99,33 @@ Result<EnvironmentRef> ParseEnvironmentRef(std::string_view text) {
   return ref;
 }
 
-Result<JobSpec> ReadJobSpec(const Json& body, const JobLimits& limits) {
+namespace {
+
+Result<PlatformFields> ReadPlatformFields(const Json& body) {
+  PlatformFields p;
+  auto it = body.find("platform");
+  if (it == body.end()) return p;
+  if (!it->is_object()) return Error::InvalidArgument("field 'platform' must be an object");
+  JsonObjectReader r(*it, "platform");
+  auto host_network = r.Bool("host_network", false);
+  auto binds = r.StringMap("read_only_binds", false, 16, 4096);
+  auto no_time_limit = r.Bool("no_time_limit", false);
+  ATRIUM_RETURN_IF_ERROR(r.Finish());
+  p.host_network = host_network.value_or(false);
+  for (const auto& [inside, host] : binds.value_or(std::map<std::string, std::string>{})) {
+    if (!IsCleanAbsolutePath(inside) || !IsCleanAbsolutePath(host)) {
+      return Error::InvalidArgument(
+          "read_only_binds: both sides must be absolute paths without '..'");
+    }
+    p.read_only_binds.emplace_back(inside, host);
+  }
+  p.no_time_limit = no_time_limit.value_or(false);
+  return p;
+}
+
+}  // namespace
+
+Result<JobSpec> ReadJobSpec(const Json& body, const JobLimits& limits, SpecOrigin origin) {
   JsonObjectReader r(body, "job");
   auto name = r.String("name", true, 128);
   auto project = r.String("project", false, 63);
@@ -116,9 +142,14 @@ Result<JobSpec> ReadJobSpec(const Json& body, const JobLimits& limits) {
   auto environment = r.String("environment", false, 127);
   // An object: read by its own reader below; IsNull marks it known.
   const bool resources_null = r.IsNull("resources");
+  // Only the platform's own jobs carry it; to a tenant it is unknown.
+  const bool platform_null = origin == SpecOrigin::kPlatform && r.IsNull("platform");
   ATRIUM_RETURN_IF_ERROR(r.Finish());
 
   JobSpec s;
+  if (origin == SpecOrigin::kPlatform && !platform_null) {
+    ATRIUM_ASSIGN_OR_RETURN(s.platform, ReadPlatformFields(body));
+  }
   auto it = body.find("resources");
   if (it == body.end() || resources_null) {
     return Error::InvalidArgument("missing required field 'resources'");
@@ -193,6 +224,11 @@ Result<JobSpec> ReadJobSpec(const Json& body, const JobLimits& limits) {
   }
 
   s.time_limit_s = time_limit.value_or(limits.default_time_limit_s);
+  if (s.platform.no_time_limit) {
+    if (time_limit)
+      return Error::InvalidArgument("time_limit_s and no_time_limit exclude each other");
+    s.time_limit_s = 0;
+  }
   if (restart) {
     ATRIUM_ASSIGN_OR_RETURN(s.restart.kind, ParseRestartPolicy(*restart));
   }
@@ -235,6 +271,18 @@ Json JobSpecJson(const JobSpec& s) {
   j["restart_policy"] = std::string(RestartPolicyName(s.restart.kind));
   if (s.restart.kind != RestartPolicyKind::kNever) j["max_restarts"] = s.restart.max_restarts;
   if (!s.environment.empty()) j["environment"] = s.environment;
+  if (s.platform != PlatformFields{}) {
+    Json p = Json::object();
+    if (s.platform.host_network) p["host_network"] = true;
+    if (!s.platform.read_only_binds.empty()) {
+      Json binds = Json::object();
+      for (const auto& [inside, host] : s.platform.read_only_binds) binds[inside] = host;
+      p["read_only_binds"] = binds;
+    }
+    if (s.platform.no_time_limit) p["no_time_limit"] = true;
+    j["platform"] = p;
+  }
+  if (s.platform.no_time_limit) j.erase("time_limit_s");
   return j;
 }
 

@@ -56,6 +56,22 @@ struct RestartPolicy {
 // CUDA_MPS_* carry a share's limits (or would point at another's MPS server).
 bool IsReservedEnvName(std::string_view name);
 
+// What only the platform's own workloads may ask (the serving controller's
+// model servers, src/serving); a tenant's spec never carries it: ReadJobSpec
+// with SpecOrigin::kTenant refuses the field.
+struct PlatformFields {
+  // Share the node's network (no network namespace of its own), so the
+  // gateway reaches the model server's port.
+  bool host_network = false;
+  // Host folders shown read-only inside the sandbox: (where inside, the
+  // host's path), sorted; the serving template's engine and model weights.
+  // At most 16; exec/sandbox.h checks both sides.
+  std::vector<std::pair<std::string, std::string>> read_only_binds;
+  // Runs until stopped: no time limit (time_limit_s is 0).
+  bool no_time_limit = false;
+  bool operator==(const PlatformFields&) const = default;
+};
+
 struct JobSpec {
   std::string name;     // [A-Za-z0-9._-], 1..128
   std::string project;  // "" = the tenant's; else a project slug
@@ -77,6 +93,7 @@ struct JobSpec {
   RestartPolicy restart;
   // An environment template: "name" or "name@version"; "" = the host's.
   std::string environment;
+  PlatformFields platform;
 
   // The program the backend runs: command + args, or args after the script.
   std::vector<std::string> Argv() const;
@@ -90,8 +107,14 @@ struct JobSpec {
 // the field. Fields: name, project, command (string), args, script, env
 // (object), archive, archive_bytes, resources (an allocation request
 // without project and priority), priority, time_limit_s, restart_policy,
-// max_restarts, environment.
-Result<JobSpec> ReadJobSpec(const Json& body, const JobLimits& limits = {});
+// max_restarts, environment; with SpecOrigin::kPlatform also platform
+// (host_network, read_only_binds, no_time_limit).
+// kTenant: what the API reads (a 'platform' field is refused); kPlatform:
+// the job service reading its own canonical form back and the serving
+// controller's replicas.
+enum class SpecOrigin { kTenant, kPlatform };
+Result<JobSpec> ReadJobSpec(const Json& body, const JobLimits& limits = {},
+                            SpecOrigin origin = SpecOrigin::kTenant);
 
 // The canonical JSON of a spec: ReadJobSpec(JobSpecJson(s)) == s, and two
 // bodies that mean the same job give the same text.

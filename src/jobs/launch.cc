@@ -50,6 +50,8 @@ Result<exec::LaunchSpec> BuildLaunchSpec(const JobRecord& job, const JobSpec& sp
   l.env.assign(env.begin(), env.end());
   l.archive_path = archive_path;
   l.root_fs = environment.root_fs;
+  l.host_network = spec.platform.host_network;
+  l.read_only_binds = spec.platform.read_only_binds;
   l.time_limit_s = spec.time_limit_s;
   l.priority = std::string(sched::PriorityName(spec.resources.priority));
   return l;

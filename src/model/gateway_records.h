@@ -40,6 +40,37 @@ struct DeploymentRecord {
   std::string tenant_id;     // dedicated: the tenant; shared: ""
   int64_t created_at = 0;    // ms since epoch
   int64_t updated_at = 0;
+  // "": external (the endpoints are servers someone else runs). Otherwise
+  // managed: the serving spec as canonical JSON (serving::ManagedSpecJson),
+  // and the endpoints are its ready replicas, written by the serving
+  // controller alone.
+  std::string serving;
+  bool managed() const { return !serving.empty(); }
+};
+
+// One model server of a managed deployment: a job the serving controller
+// runs (src/serving), and, once it answers its health check, an endpoint
+// of the deployment.
+struct DeploymentReplicaRecord {
+  std::string id;  // rep_...
+  std::string deployment_id;
+  // Whose job runs it: a dedicated deployment's tenant, or for a shared one
+  // the platform's serving tenant (its GPU time is the platform's cost).
+  std::string tenant_id;
+  std::string job_id;
+  int64_t port = 0;
+  std::string url;  // http://<node address>:<port> once placed; "" before
+  // starting | ready | draining | stopping | ended (serving::ReplicaState)
+  std::string state;
+  int64_t generation = 1;       // of the deployment's spec it runs
+  int64_t health_failures = 0;  // failed checks in a row
+  std::string reason;           // words of its latest change
+  int64_t created_at = 0;
+  int64_t ready_at = -1;
+  int64_t drain_started_at = -1;
+  int64_t ended_at = -1;
+  int64_t updated_at = 0;
+  bool operator==(const DeploymentReplicaRecord&) const = default;
 };
 
 // Tenant `tenant_id` may call `model` (on shared deployments; a tenant's

@@ -81,6 +81,20 @@ class TableReader {
       }
     }
   }
+  // A table of strings, e.g. { node-a = "10.0.0.5" }.
+  void StringMap(const char* key, std::map<std::string, std::string>& out) {
+    const toml::table* table = Table(key);
+    if (table == nullptr || error_) return;
+    std::map<std::string, std::string> values;
+    for (const auto& [k, v] : *table) {
+      if (!v.is_string()) {
+        Fail("'" + name_ + "." + key + "' must be a table of strings");
+        return;
+      }
+      values[std::string(k.str())] = *v.value<std::string>();
+    }
+    out = std::move(values);
+  }
   // A sub-table; marks the key known. nullptr when absent (or not a table:
   // then an error).
   const toml::table* Table(const char* key) {
@@ -153,8 +167,8 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
   }
   Config c;
   static const std::set<std::string> kTables = {
-      "server", "store", "api",  "auth",  "log",   "scheduler", "gateway", "audit",
-      "egress", "fleet", "jobs", "slurm", "scrub", "templates", "metering"};
+      "server", "store", "api",  "auth",  "log",   "scheduler", "gateway",  "audit",
+      "egress", "fleet", "jobs", "slurm", "scrub", "templates", "metering", "serving"};
   for (const auto& [k, v] : root) {
     std::string key(k.str());
     if (!kTables.contains(key)) {
@@ -273,6 +287,19 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
   metering.Int("interval_ms", c.metering_interval_ms, 100, 3'600'000);
   metering.Int("open_lag_ms", c.metering_open_lag_ms, 0, 3'600'000);
   ATRIUM_RETURN_IF_ERROR(metering.Finish());
+  TableReader serving(root["serving"].as_table(), "serving");
+  serving.Bool("enabled", c.serving_enabled);
+  serving.String("platform_tenant", c.serving_platform_tenant);
+  serving.Int("port_min", c.serving_port_min, 1024, 65'535);
+  serving.Int("port_max", c.serving_port_max, 1024, 65'535);
+  serving.String("bind_host", c.serving_bind_host);
+  serving.String("node_address", c.serving_node_address);
+  serving.StringMap("node_addresses", c.serving_node_addresses);
+  serving.Int("tick_ms", c.serving_tick_ms, 50, 60'000);
+  ATRIUM_RETURN_IF_ERROR(serving.Finish());
+  if (c.serving_port_min > c.serving_port_max) {
+    return Error::InvalidArgument("'serving.port_min' is above 'serving.port_max'");
+  }
   TableReader templates(root["templates"].as_table(), "templates");
   templates.String("images_dir", c.templates_images_dir);
   ATRIUM_RETURN_IF_ERROR(templates.Finish());

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -136,6 +137,20 @@ struct Config {  // NOLINT(clang-analyzer-optin.performance.Padding)
   // to that late is still billed exactly).
   int64_t metering_interval_ms = 60'000;
   int64_t metering_open_lag_ms = 60'000;
+  // [serving] Managed deployments (serving/deployment_controller.h), run
+  // where jobs run. platform_tenant: the name of the tenant whose jobs a
+  // shared deployment's replicas are (the platform's own; "" = shared
+  // managed deployments are refused). Replicas get ports in
+  // port_min..port_max, bind bind_host, and the gateway reaches them at
+  // node_address (every node) or node_addresses[node].
+  bool serving_enabled = true;
+  std::string serving_platform_tenant;
+  int64_t serving_port_min = 20'000;
+  int64_t serving_port_max = 20'999;
+  std::string serving_bind_host = "127.0.0.1";
+  std::string serving_node_address = "127.0.0.1";
+  std::map<std::string, std::string> serving_node_addresses;
+  int64_t serving_tick_ms = 1000;
   // [gateway]
   std::string gateway_listen = "127.0.0.1:8081";
   int gateway_threads = 2;

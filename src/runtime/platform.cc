@@ -83,6 +83,9 @@ Result<PlatformUrls> Platform::Start() {
   if (config_.run_gateway) {
     ATRIUM_ASSIGN_OR_RETURN(urls.gateway, StartGateway());
   }
+  // Managed deployments start once the gateway (if this process runs one)
+  // can hear of their endpoints.
+  if (serving_) ATRIUM_RETURN_IF_ERROR(serving_->Start());
   return urls;
 }
 
@@ -197,6 +200,24 @@ Result<std::string> Platform::StartControlPlane() {
     // down at start): everything else serves; the job routes answer 503.
     spdlog::error("jobs are not available on this server: {}", workloads.error().message);
   }
+  if (workloads_ && config_.serving_enabled) {
+    serving::ServingOptions serving_opts;
+    serving_opts.tick_ms = config_.serving_tick_ms;
+    serving_opts.templates = workloads_->ServingTemplates();
+    serving_opts.platform_tenant = config_.serving_platform_tenant;
+    serving_opts.port_min = config_.serving_port_min;
+    serving_opts.port_max = config_.serving_port_max;
+    serving_opts.bind_host = config_.serving_bind_host;
+    serving_opts.default_node_address = config_.serving_node_address;
+    serving_opts.node_addresses = config_.serving_node_addresses;
+    // In one process the gateway hears of a replica leaving at once, not at
+    // its next policy poll.
+    serving_opts.endpoints_changed = [this] {
+      if (policy_) (void)policy_->Refresh();
+    };
+    serving_ = std::make_unique<serving::DeploymentController>(
+        *store_, workloads_->jobs(), SystemClock::Instance(), std::move(serving_opts));
+  }
   metering::GpuMeterOptions meter_opts;
   meter_opts.interval_ms = config_.metering_interval_ms;
   meter_opts.open_lag_ms = config_.metering_open_lag_ms;
@@ -217,6 +238,7 @@ Result<std::string> Platform::StartControlPlane() {
     services.jobs = &workloads_->jobs();
     services.archives = &workloads_->archives();
   }
+  services.serving = serving_.get();
   if (!config_.audit_checkpoint_file.empty()) {
     checkpointer_ = std::make_unique<AuditCheckpointer>(
         *store_, SystemClock::Instance(),
@@ -254,7 +276,10 @@ Result<std::string> Platform::StartControlPlane() {
 }
 
 void Platform::Stop() {
-  // The gateway first: requests in flight finish and are journaled, then the
+  // The serving controller first: it refreshes the gateway's policy and
+  // stops jobs. Its replicas run on (a model server is a job like any).
+  if (serving_) serving_->Stop();
+  // The gateway next: requests in flight finish and are journaled, then the
   // journal ships what it holds while the store is still open.
   if (gateway_) {
     gateway_->Stop();
@@ -284,6 +309,7 @@ void Platform::Stop() {
   if (checkpointer_) checkpointer_->Stop();
   checkpointer_.reset();
   if (tenants_) tenants_->SetObserver(nullptr);
+  serving_.reset();
   workloads_.reset();
   templates_.reset();
   scheduling_.reset();

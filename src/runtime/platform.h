@@ -22,6 +22,7 @@
 #include "runtime/gpu_health_watcher.h"
 #include "runtime/workloads.h"
 #include "scheduling/scheduling_service.h"
+#include "serving/deployment_controller.h"
 #include "store/store.h"
 #include "templates/template_service.h"
 #include "tenancy/tenant_service.h"
@@ -69,7 +70,8 @@ class Platform {
   FleetDiscovery fleet_discovery_;
   std::unique_ptr<scheduling::SchedulingService> scheduling_;
   std::unique_ptr<Workloads> workloads_;
-  std::unique_ptr<GpuHealthWatcher> gpu_health_;  // while the host's GPUs are used
+  std::unique_ptr<serving::DeploymentController> serving_;  // with workloads_
+  std::unique_ptr<GpuHealthWatcher> gpu_health_;            // while the host's GPUs are used
   std::unique_ptr<templates::TemplateService> templates_;
   std::unique_ptr<AuditCheckpointer> checkpointer_;
   std::unique_ptr<metering::GpuMeter> meter_;

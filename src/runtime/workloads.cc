@@ -29,6 +29,8 @@ constexpr int kMostGpusPerNode = 8;
 // Where workloads live when the data dir is out of their users' reach.
 constexpr char kHostWorkloadRoot[] = "/var/lib/atrium/workloads";
 
+constexpr char kSandboxBinDir[] = "/opt/atrium/bin";
+
 std::string DirOfThisProgram() {
   std::error_code ec;
   auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -367,6 +369,21 @@ Status Workloads::SyncTenants() {
     synced_[id] = account;
   }
   return first;
+}
+
+std::vector<serving::ServingTemplate> Workloads::ServingTemplates() const {
+  std::vector<serving::ServingTemplate> templates = serving::BuiltinTemplates();
+  const std::string dir = DirOfThisProgram();
+  for (serving::ServingTemplate& t : templates) {
+    if (t.engine != "engine-sim" || t.command.empty() || t.command.front() != "atrium") continue;
+    if (backend_->name() == "local") {
+      t.command.front() = std::string(kSandboxBinDir) + "/atrium";
+      t.read_only_binds.emplace_back(kSandboxBinDir, dir);
+    } else {
+      t.command.front() = dir + "/atrium";
+    }
+  }
+  return templates;
 }
 
 }  // namespace atrium

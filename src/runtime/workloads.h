@@ -18,6 +18,7 @@
 #include "jobs/job_service.h"
 #include "runtime/config.h"
 #include "scheduling/scheduling_service.h"
+#include "serving/serving_spec.h"
 #include "slurm/command_runner.h"
 #include "store/store.h"
 #include "templates/template_service.h"
@@ -53,6 +54,11 @@ class Workloads {
   // "<jobs state dir>/archives"; a tenant's go when it is evicted).
   jobs::ArchiveService& archives() { return *archives_; }
   exec::ExecutionBackend& backend() { return *backend_; }
+  // What a managed deployment's replicas need from this backend: the
+  // templates with the engine simulator's command pointing at this binary
+  // (on the local backend bound read-only into the sandbox at
+  // /opt/atrium/bin; on Slurm its path on the nodes, the same as here).
+  std::vector<serving::ServingTemplate> ServingTemplates() const;
 
   // Makes the backend's tenants match the store's: every tenant with its
   // state and its whole-GPU limits by model (its quota's gpu and node

@@ -104,6 +104,11 @@ Result<Argv> BuildSbatchArgv(const exec::LaunchSpec& spec, const SubmitContext& 
   if (spec.cpu_milli < 0 || spec.memory_mib < 0 || spec.time_limit_s < 0 || spec.pids_max < 0) {
     return Error::InvalidArgument("cpu_milli, memory_mib, pids_max, time_limit_s: must be >= 0");
   }
+  if (!spec.read_only_binds.empty() && spec.root_fs.empty()) {
+    return Error::InvalidArgument(
+        "read_only_binds: a job without a root_fs runs unsandboxed on the node, where nothing is "
+        "bound; name the host's paths themselves");
+  }
   std::set<int> indices;
   int32_t share_milli = 0;
   for (const auto& gpu : spec.gpus) {

@@ -62,12 +62,12 @@ std::vector<DeploymentEndpoint> DecodeEndpoints(const std::string& text) {
 
 constexpr char kDeploymentColumns[] =
     "id, model, version, endpoints, region, latency_tier, visibility, tenant_id, created_at, "
-    "updated_at";
+    "updated_at, serving";
 
 // The same columns qualified with the alias "d", for queries that join.
 constexpr char kDeploymentColumnsD[] =
     "d.id, d.model, d.version, d.endpoints, d.region, d.latency_tier, d.visibility, d.tenant_id, "
-    "d.created_at, d.updated_at";
+    "d.created_at, d.updated_at, d.serving";
 
 DeploymentRecord DeploymentFromRow(const Row& r) {
   DeploymentRecord d;
@@ -81,7 +81,38 @@ DeploymentRecord DeploymentFromRow(const Row& r) {
   d.tenant_id = r.Text(7);
   d.created_at = r.Int(8);
   d.updated_at = r.Int(9);
+  d.serving = r.Text(10);
   return d;
+}
+
+constexpr char kReplicaColumns[] =
+    "id, deployment_id, tenant_id, job_id, port, url, state, generation, health_failures, "
+    "reason, created_at, ready_at, drain_started_at, ended_at, updated_at";
+
+DeploymentReplicaRecord ReplicaFromRow(const Row& r) {
+  DeploymentReplicaRecord x;
+  x.id = r.Text(0);
+  x.deployment_id = r.Text(1);
+  x.tenant_id = r.Text(2);
+  x.job_id = r.Text(3);
+  x.port = r.Int(4);
+  x.url = r.Text(5);
+  x.state = r.Text(6);
+  x.generation = r.Int(7);
+  x.health_failures = r.Int(8);
+  x.reason = r.Text(9);
+  x.created_at = r.Int(10);
+  x.ready_at = r.Int(11);
+  x.drain_started_at = r.Int(12);
+  x.ended_at = r.Int(13);
+  x.updated_at = r.Int(14);
+  return x;
+}
+
+std::vector<Value> ReplicaValues(const DeploymentReplicaRecord& x) {
+  return {x.id,         x.deployment_id, x.tenant_id,        x.job_id,          x.port,
+          x.url,        x.state,         x.generation,       x.health_failures, x.reason,
+          x.created_at, x.ready_at,      x.drain_started_at, x.ended_at,        x.updated_at};
 }
 
 // What `tenant_param` (a placeholder holding the scope's tenant id) may use:
@@ -329,9 +360,9 @@ Status Store::CreateDeployment(const DeploymentRecord& d) {
   auto r = db_->Transact<bool>([&](sql::Connection& c) -> Result<bool> {
     ATRIUM_RETURN_IF_ERROR(
         c.Exec(std::string("INSERT INTO deployments (") + kDeploymentColumns +
-                   ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                   ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
                {d.id, d.model, d.version, EncodeEndpoints(d.endpoints), d.region, d.latency_tier,
-                d.visibility, d.tenant_id, d.created_at, d.updated_at}));
+                d.visibility, d.tenant_id, d.created_at, d.updated_at, d.serving}));
     ATRIUM_RETURN_IF_ERROR(BumpGatewayPolicyMarker(c));
     return true;
   });
@@ -376,10 +407,13 @@ Status Store::UpdateDeployment(const TenantScope& scope, const DeploymentRecord&
   return StatusOf(db_->Transact<bool>([&](sql::Connection& c) -> Result<bool> {
     ATRIUM_RETURN_IF_ERROR(ExpectOneRowOn(
         c,
-        "UPDATE deployments SET model = $3, version = $4, endpoints = $5, region = $6, "
-        "latency_tier = $7, updated_at = $8 WHERE tenant_id = $1 AND id = $2",
+        // A managed deployment's endpoints are the serving controller's
+        // (SetManagedEndpoints), never what the caller read before.
+        "UPDATE deployments SET model = $3, version = $4, "
+        "endpoints = CASE WHEN serving = '' THEN $5 ELSE endpoints END, region = $6, "
+        "latency_tier = $7, updated_at = $8, serving = $9 WHERE tenant_id = $1 AND id = $2",
         {scope.tenant_id, d.id, d.model, d.version, EncodeEndpoints(d.endpoints), d.region,
-         d.latency_tier, d.updated_at},
+         d.latency_tier, d.updated_at, d.serving},
         "deployment"));
     ATRIUM_RETURN_IF_ERROR(BumpGatewayPolicyMarker(c));
     return true;
@@ -394,6 +428,81 @@ Status Store::DeleteDeployment(const TenantScope& scope, const std::string& id) 
     ATRIUM_RETURN_IF_ERROR(BumpGatewayPolicyMarker(c));
     return true;
   }));
+}
+
+Result<std::vector<DeploymentRecord>> Store::ListManagedDeploymentsForServing() {
+  ATRIUM_ASSIGN_OR_RETURN(auto rows,
+                          db_->Exec(std::string("SELECT ") + kDeploymentColumns +
+                                        " FROM deployments WHERE serving <> '' ORDER BY id",
+                                    {}));
+  std::vector<DeploymentRecord> out;
+  for (const auto& r : rows.rows) out.push_back(DeploymentFromRow(r));
+  return out;
+}
+
+Status Store::SetManagedEndpoints(const std::string& id,
+                                  const std::vector<DeploymentEndpoint>& endpoints, int64_t at) {
+  return StatusOf(db_->Transact<bool>([&](sql::Connection& c) -> Result<bool> {
+    ATRIUM_RETURN_IF_ERROR(ExpectOneRowOn(
+        c, "UPDATE deployments SET endpoints = $2, updated_at = $3 WHERE id = $1 AND serving <> ''",
+        {id, EncodeEndpoints(endpoints), at}, "managed deployment"));
+    ATRIUM_RETURN_IF_ERROR(BumpGatewayPolicyMarker(c));
+    return true;
+  }));
+}
+
+Status Store::CreateReplica(const DeploymentReplicaRecord& r) {
+  ATRIUM_RETURN_IF_ERROR(db_->Exec(std::string("INSERT INTO deployment_replicas (") +
+                                       kReplicaColumns +
+                                       ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, "
+                                       "$12, $13, $14, $15)",
+                                   ReplicaValues(r)));
+  return OkStatus();
+}
+
+Status Store::UpdateReplica(const DeploymentReplicaRecord& r) {
+  std::vector<Value> values = ReplicaValues(r);
+  return StatusOf(db_->Transact<bool>([&](sql::Connection& c) -> Result<bool> {
+    ATRIUM_RETURN_IF_ERROR(ExpectOneRowOn(
+        c,
+        "UPDATE deployment_replicas SET deployment_id = $2, tenant_id = $3, job_id = $4, "
+        "port = $5, url = $6, state = $7, generation = $8, health_failures = $9, reason = $10, "
+        "created_at = $11, ready_at = $12, drain_started_at = $13, ended_at = $14, "
+        "updated_at = $15 WHERE id = $1",
+        values, "replica"));
+    return true;
+  }));
+}
+
+Result<std::vector<DeploymentReplicaRecord>> Store::ListLiveReplicasForServing() {
+  ATRIUM_ASSIGN_OR_RETURN(auto rows, db_->Exec(std::string("SELECT ") + kReplicaColumns +
+                                                   " FROM deployment_replicas WHERE state <> "
+                                                   "'ended' ORDER BY id",
+                                               {}));
+  std::vector<DeploymentReplicaRecord> out;
+  for (const auto& r : rows.rows) out.push_back(ReplicaFromRow(r));
+  return out;
+}
+
+Result<std::vector<DeploymentReplicaRecord>> Store::ListReplicas(const std::string& deployment_id,
+                                                                 int limit) {
+  ATRIUM_ASSIGN_OR_RETURN(
+      auto rows,
+      db_->Exec(std::string("SELECT ") + kReplicaColumns +
+                    " FROM deployment_replicas WHERE deployment_id = $1 ORDER BY "
+                    "CASE WHEN state = 'ended' THEN 1 ELSE 0 END, created_at DESC, id DESC "
+                    "LIMIT $2",
+                {deployment_id, int64_t{limit}}));
+  std::vector<DeploymentReplicaRecord> out;
+  for (const auto& r : rows.rows) out.push_back(ReplicaFromRow(r));
+  return out;
+}
+
+Status Store::DeleteEndedReplicas(int64_t ended_before_ms) {
+  ATRIUM_RETURN_IF_ERROR(
+      db_->Exec("DELETE FROM deployment_replicas WHERE state = 'ended' AND ended_at < $1",
+                {ended_before_ms}));
+  return OkStatus();
 }
 
 // ---------------------------------------------------------------- entitlements

@@ -486,6 +486,32 @@ INSERT INTO job_runs (job_id, attempt, tenant_id, project, allocation_id, starte
   SELECT id, attempt, tenant_id, project, allocation_id, started_ms, ended_ms, updated_at
   FROM jobs WHERE started_ms >= 0;
 )sql"},
+    // Managed deployments (src/serving): a deployment's serving spec
+    // ("" = external) and its replicas, each a job of the tenant that runs
+    // it. A replica row outlives its deployment until the controller has
+    // stopped its job; rows of a deleted tenant go with it.
+    {15, "managed deployments: serving specs and replicas", R"sql(
+ALTER TABLE deployments ADD COLUMN serving TEXT NOT NULL DEFAULT '';
+CREATE TABLE deployment_replicas (
+  id TEXT PRIMARY KEY,
+  deployment_id TEXT NOT NULL,
+  tenant_id TEXT NOT NULL,
+  job_id TEXT NOT NULL,
+  port BIGINT NOT NULL,
+  url TEXT NOT NULL,
+  state TEXT NOT NULL,
+  generation BIGINT NOT NULL,
+  health_failures BIGINT NOT NULL,
+  reason TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  ready_at BIGINT NOT NULL,
+  drain_started_at BIGINT NOT NULL,
+  ended_at BIGINT NOT NULL,
+  updated_at BIGINT NOT NULL
+);
+CREATE INDEX deployment_replicas_deployment ON deployment_replicas (deployment_id, id);
+CREATE INDEX deployment_replicas_state ON deployment_replicas (state, id);
+)sql"},
 };
 
 }  // namespace

@@ -203,8 +203,28 @@ class Store {
   // Replaces model, version, endpoints, region, latency tier and updated_at
   // of the deployment d.id that `scope` owns (platform scope: a shared one;
   // a tenant: its dedicated one). Visibility and tenant never change.
+  // A managed deployment's endpoints stay as the serving controller set
+  // them; its serving spec is replaced.
   Status UpdateDeployment(const TenantScope& scope, const DeploymentRecord& d);
   Status DeleteDeployment(const TenantScope& scope, const std::string& id);
+
+  // --- Managed deployments' replicas (src/serving; the serving controller
+  // is their one writer, the API reads them through a deployment it found).
+  // Every managed deployment, shared and dedicated (the controller's
+  // unscoped read).
+  Result<std::vector<DeploymentRecord>> ListManagedDeploymentsForServing();
+  // Replaces the endpoints of managed deployment `id`; NotFound when there
+  // is none (deleted, or external).
+  Status SetManagedEndpoints(const std::string& id,
+                             const std::vector<DeploymentEndpoint>& endpoints, int64_t at);
+  Status CreateReplica(const DeploymentReplicaRecord& r);
+  Status UpdateReplica(const DeploymentReplicaRecord& r);  // NotFound when gone
+  // Every replica not ended, of every deployment (the controller's round).
+  Result<std::vector<DeploymentReplicaRecord>> ListLiveReplicasForServing();
+  // A deployment's replicas, live first, newest first, at most `limit`.
+  Result<std::vector<DeploymentReplicaRecord>> ListReplicas(const std::string& deployment_id,
+                                                            int limit = 200);
+  Status DeleteEndedReplicas(int64_t ended_before_ms);
 
   // --- Environment templates (tenant_id "": the platform's, which every
   // tenant sees; otherwise visible only to its tenant). Rules in templates/.

@@ -164,6 +164,8 @@ Result<EvictionSummary> Store::DeleteTenantAndData(const std::string& tenant_id,
         auto deployments,
         c.Exec("DELETE FROM deployments WHERE tenant_id = $1 AND tenant_id <> ''", {tenant_id}));
     s.deployments = deployments.affected;
+    ATRIUM_RETURN_IF_ERROR(
+        c.Exec("DELETE FROM deployment_replicas WHERE tenant_id = $1", {tenant_id}));
     ATRIUM_ASSIGN_OR_RETURN(auto entitlements,
                             c.Exec("DELETE FROM entitlements WHERE tenant_id = $1", {tenant_id}));
     s.entitlements = entitlements.affected;

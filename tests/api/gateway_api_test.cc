@@ -127,7 +127,7 @@ TEST_F(GatewayApiTest, BadDeploymentsAreRefusedNamingTheProblemAndCreateNothing)
   for (int i = 0; i < 65; ++i) many.push_back({{"url", "http://h" + std::to_string(i) + ":80"}});
   std::vector<Probe> probes = {
       {without("model"), "missing required field 'model'"},
-      {without("endpoints"), "missing required field 'endpoints'"},
+      {without("endpoints"), "needs 'endpoints' (servers someone else runs) or 'serving'"},
       {without("region"), "missing required field 'region'"},
       {with("model", ""), "model must be"},
       {with("model", "org/model"), "'/'"},

@@ -243,6 +243,7 @@ Json NewDeploymentBody(ApiHarness& h, const Case&) {
 }
 
 Json DeploymentChangeBody(ApiHarness& h, const Case&) { return {{"version", h.UniqueName("v")}}; }
+Json ScaleBody(ApiHarness&, const Case&) { return {{"replicas", 1}}; }
 
 // Granting and revoking change something only from the other state.
 void RevokeMatrixModelFirst(ApiHarness& h, const Case& c) {
@@ -462,6 +463,15 @@ const std::map<std::string, Row>& Expectations() {
         .self = "- - - - -",
         .other = "200 403 m m m",
         .body = DeploymentChangeBody}},
+      // Scaling and listing replicas: the matrix's deployment is external,
+      // so whoever gets past authorization hears it has no replicas (409).
+      {"POST /api/v1/deployments/{deployment_id}/scale",
+       {.own = "409 403 409 403 403",
+        .self = "- - - - -",
+        .other = "409 403 m m m",
+        .body = ScaleBody}},
+      {"GET /api/v1/deployments/{deployment_id}/replicas",
+       {.own = "409 409 409 409 409", .self = "- - - - -", .other = "409 409 m m m"}},
       {"DELETE /api/v1/deployments/{deployment_id}",
        {.own = "204 403 204 403 403",
         .self = "- - - - -",

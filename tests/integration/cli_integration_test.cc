@@ -18,6 +18,7 @@
 
 #include "common/clock.h"
 #include "common/json_reader.h"
+#include "http/client.h"
 #include "subprocess.h"
 #include "support/wait.h"
 
@@ -100,6 +101,7 @@ class CliIntegrationTest : public ::testing::Test {
     url_ = server_->WaitForLine("API: ", kServerTimeout);
     ASSERT_FALSE(url_.empty()) << "no API line from the server:\n" << server_->Output();
     ASSERT_EQ(url_.rfind("http://127.0.0.1:", 0), 0u) << url_;
+    gateway_url_ = server_->WaitForLine("Gateway: ", kServerTimeout);
 
     std::string token_path = data_dir_ + "/admin.token";
     struct stat st {};
@@ -195,6 +197,7 @@ class CliIntegrationTest : public ::testing::Test {
   std::string data_dir_;
   std::string admin_home_;
   std::string url_;
+  std::string gateway_url_;
   std::string admin_token_;
   std::vector<std::string> server_args_;  // after the default `dev` arguments
   std::unique_ptr<BackgroundProcess> server_;
@@ -1250,6 +1253,138 @@ TEST_F(CliIntegrationTest, MigAndShareJobsRunConfinedToWhatTheyWereGiven) {
   ASSERT_EQ(log.exit_code, 0) << Describe(log);
   EXPECT_NE(log.out.find("caps=\n"), std::string::npos) << log.out;
   EXPECT_NE(log.out.find("CUDA=0 MIG= MPS=25"), std::string::npos) << log.out;
+}
+
+// A string field, "" when null or absent.
+std::string TextOf(const Json& object, const std::string& key) {
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+// Managed deployments under `atrium dev` on the local backend: the operator
+// creates a shared deployment of two engine-simulator replicas (jobs of the
+// platform's serving tenant); they are routed to only once healthy; a
+// replica killed by hand is routed around and replaced; scaling down drains
+// and scaling up adds, with no failed request; a tenant may not scale the
+// shared deployment, see its replicas or set engine arguments on its own.
+TEST_F(CliIntegrationTest, ManagedDeploymentRunsReplicasRoutesAroundACrashAndScales) {
+  AdminJson({"tenant", "create", "platform-serving", "-o", "json"});
+  ASSERT_EQ(Admin({"quota", "set", "platform-serving", "--model", "H100-80GB", "--guarantee", "4"})
+                .exit_code,
+            0);
+  Json created = AdminJson({"deployment", "create", "--model", "sim-managed", "--region", "local",
+                            "--template", "engine-sim", "--replicas", "2", "--gpu-model",
+                            "H100-80GB", "--gpus", "1", "-o", "json"});
+  const std::string dep = created.value("id", "");
+  ASSERT_FALSE(dep.empty()) << created.dump();
+  EXPECT_EQ(created["endpoints"].size(), 0u) << "routed before any replica is ready";
+  auto ready_urls = [&] {
+    std::set<std::string> urls;
+    Json replicas = AdminJson({"deployment", "replicas", dep, "-o", "json"});
+    for (const Json& r : replicas["items"]) {
+      if (TextOf(r, "state") == "ready") urls.insert(TextOf(r, "url"));
+    }
+    return urls;
+  };
+  auto endpoint_urls = [&] {
+    std::set<std::string> urls;
+    Json d = AdminJson({"deployment", "get", dep, "-o", "json"});
+    for (const Json& e : d["endpoints"]) urls.insert(e.value("url", ""));
+    return urls;
+  };
+  std::set<std::string> ready;
+  ASSERT_TRUE(testing_support::WaitUntil(
+      [&] {
+        ready = ready_urls();
+        return ready.size() == 2 && endpoint_urls() == ready;
+      },
+      kServerTimeout))
+      << "ready: " << ready.size() << "\n"
+      << server_->Output();
+
+  // The demo tenant, entitled, calls it through the gateway.
+  ASSERT_EQ(Admin({"entitlement", "grant", "demo", "sim-managed"}).exit_code, 0);
+  const std::string demo_key = [&] {
+    std::istringstream in(ReadFile(data_dir_ + "/demo.key"));
+    std::string key;
+    std::getline(in, key);
+    return key;
+  }();
+  auto gateway = http::Client::Create(gateway_url_, 30'000);
+  ASSERT_TRUE(gateway.has_value());
+  const std::string body =
+      R"({"model":"sim-managed","messages":[{"role":"user","content":"Hello"}],"max_tokens":8})";
+  auto chat = [&] {
+    auto r = (*gateway)->Send(
+        "POST", "/v1/chat/completions", body,
+        {{"authorization", "Bearer " + demo_key}, {"content-type", "application/json"}});
+    return r.has_value() ? r->status : 0;
+  };
+  ASSERT_TRUE(testing_support::WaitUntil([&] { return chat() == 200; }, kServerTimeout));
+
+  // Kill one replica's model server by hand while requests flow.
+  const std::string victim = *ready.begin();
+  const std::string port = victim.substr(victim.rfind(':') + 1);
+  ASSERT_EQ(
+      testing::RunProcess({"/usr/bin/pkill", "-9", "-f", "engine-sim --listen 127.0.0.1:" + port},
+                          {"PATH=/usr/bin:/bin"}, "", kCliTimeout)
+          .exit_code,
+      0);
+  int failed = 0;
+  for (int i = 0; i < 30; ++i) failed += chat() == 200 ? 0 : 1;
+  EXPECT_EQ(failed, 0) << "requests failed around the crash";
+  ASSERT_TRUE(testing_support::WaitUntil(
+      [&] {
+        ready = ready_urls();
+        return ready.size() == 2 && ready.count(victim) == 0 && endpoint_urls() == ready;
+      },
+      kServerTimeout))
+      << "the crashed replica was not replaced\n"
+      << server_->Output();
+  Json replicas = AdminJson({"deployment", "replicas", dep, "-o", "json"});
+  bool crash_recorded = false;
+  for (const Json& r : replicas["items"]) {
+    crash_recorded =
+        crash_recorded || (TextOf(r, "url") == victim && TextOf(r, "state") == "ended" &&
+                           TextOf(r, "reason").find("signal 9") != std::string::npos);
+  }
+  EXPECT_TRUE(crash_recorded) << replicas.dump();
+
+  // Scale down: drained, not cut; then up again.
+  AdminJson({"deployment", "scale", dep, "--replicas", "1", "-o", "json"});
+  for (int i = 0; i < 30; ++i) failed += chat() == 200 ? 0 : 1;
+  ASSERT_TRUE(testing_support::WaitUntil(
+      [&] { return ready_urls().size() == 1 && endpoint_urls().size() == 1; }, kServerTimeout));
+  AdminJson({"deployment", "scale", dep, "--replicas", "3", "-o", "json"});
+  ASSERT_TRUE(testing_support::WaitUntil(
+      [&] { return ready_urls().size() == 3 && endpoint_urls().size() == 3; }, kServerTimeout));
+  for (int i = 0; i < 10; ++i) failed += chat() == 200 ? 0 : 1;
+  EXPECT_EQ(failed, 0);
+
+  // A tenant may not scale the shared deployment, read its replicas, nor
+  // give its own dedicated deployment engine arguments.
+  const std::string alice = [&] {
+    AdminJson({"tenant", "create", "acme", "-o", "json"});
+    return LoginAsNewTenantAdmin("acme", "alice");
+  }();
+  EXPECT_NE(Run({"", alice, false}, {"deployment", "scale", dep, "--replicas", "9"}).exit_code, 0);
+  EXPECT_NE(Run({"", alice, false}, {"deployment", "replicas", dep}).exit_code, 0);
+  ProcessResult args =
+      Run({"", alice, false}, {"deployment", "create", "--model", "mine", "--region", "local",
+                               "--template", "engine-sim", "--gpu-model", "H100-80GB", "--gpus",
+                               "1", "--extra-arg", "--listen=0.0.0.0:80"});
+  EXPECT_NE(args.exit_code, 0) << Describe(args);
+  EXPECT_NE(args.err.find("extra_args"), std::string::npos) << Describe(args);
+
+  // Deleting it stops every replica.
+  ASSERT_EQ(Admin({"deployment", "delete", dep}).exit_code, 0);
+  ASSERT_TRUE(testing_support::WaitUntil(
+      [&] {
+        Json jobs = AdminJson(
+            {"job", "list", "--tenant", "platform-serving", "--state", "running", "-o", "json"});
+        return jobs["items"].empty();
+      },
+      kServerTimeout));
 }
 
 }  // namespace

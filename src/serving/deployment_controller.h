@@ -1,0 +1,141 @@
+// The serving controller: runs managed deployments. Each replica is a job
+// (src/jobs) that the scheduler places and the execution backend starts,
+// like any workload; the controller adds what makes it a model server of a
+// deployment:
+//  - it submits a replica's job with the serving template's command, the
+//    port it chose for it and the node's network, as the deployment's tenant
+//    (dedicated: counted against that tenant's quota) or, for a shared
+//    deployment, as the platform's serving tenant;
+//  - it checks each running replica's health (GET the template's health
+//    path) and only then adds it to the deployment's endpoints, which the
+//    gateway routes to (the store bumps the gateway's policy marker; in one
+//    process `endpoints_changed` refreshes the gateway at once);
+//  - a replica that exits, fails its checks or never becomes ready leaves
+//    the endpoints first, then its job is stopped and a new one started,
+//    after a backoff that grows with failures in a row;
+//  - scaling down or replacing a replica (a new generation of the spec)
+//    drains it: out of the endpoints, then stopped once its engine runs no
+//    request (its metrics) or the drain timeout has passed.
+// Every decision is in replica_plan.h (pure); this shell reads the rows,
+// probes, and writes. A replica's row is written before its job is
+// submitted (with the replica's id as the idempotency key), so a crash
+// between the two submits nothing twice, and no job runs without a row.
+//
+// One controller per platform (several control planes elect one: the
+// scale-out issue). Thread-safe: Tick runs under one mutex.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/result.h"
+#include "jobs/job_service.h"
+#include "serving/replica_plan.h"
+#include "serving/serving_spec.h"
+#include "store/store.h"
+
+namespace atrium::serving {
+
+inline constexpr char kServingActor[] = "system:serving";
+
+struct ServingOptions {
+  // How often the controller's thread runs Tick; 0: no thread (tests).
+  int64_t tick_ms = 1000;
+  // Every template a deployment may name (built-ins and the operator's).
+  std::vector<ServingTemplate> templates = BuiltinTemplates();
+  // The name of the tenant whose jobs a shared deployment's replicas are:
+  // the platform's own (its GPU time is the platform's cost), looked up
+  // when needed, so the operator may create it after start. "" (or no
+  // such tenant): shared managed deployments are refused.
+  std::string platform_tenant;
+  // Ports given to replicas, one per live replica, on any node.
+  int64_t port_min = 20'000;
+  int64_t port_max = 20'999;
+  // What a replica binds ({host}) and the address the gateway reaches a
+  // node at; by default every node is this host.
+  std::string bind_host = "127.0.0.1";
+  std::map<std::string, std::string> node_addresses;
+  std::string default_node_address = "127.0.0.1";
+  int64_t probe_timeout_ms = 2'000;
+  ReplicaTiming timing;
+  // Called after a deployment's endpoints changed (in one process: the
+  // gateway's policy refresh, so a replica leaving is routed to no more at
+  // once); may be empty.
+  std::function<void()> endpoints_changed;
+  // How ended replicas' rows are kept. Default 7 days.
+  int64_t ended_retention_ms = int64_t{7} * 24 * 3600 * 1000;
+  // The probes, replaceable by tests: GET url+path answered 200, and the
+  // gauge `metric` read from url+path (-1 unknown).
+  std::function<Health(const std::string& url, const std::string& path)> probe_health;
+  std::function<int64_t(const std::string& url, const std::string& path, const std::string& metric)>
+      probe_running;
+};
+
+class DeploymentController {
+ public:
+  DeploymentController(Store& store, jobs::JobService& jobs, const Clock& clock,
+                       ServingOptions options);
+  ~DeploymentController();
+  DeploymentController(const DeploymentController&) = delete;
+  DeploymentController& operator=(const DeploymentController&) = delete;
+
+  // Runs one Tick and starts the thread.
+  Status Start();
+  void Stop();  // idempotent
+  // One round over every managed deployment and live replica at the
+  // clock's time. Returns the first error; the rest are handled regardless.
+  Status Tick();
+
+  // Whether `spec` can run here for `tenant_id` ("" = shared): its template
+  // exists, and a shared one has a serving tenant. The API's check.
+  Status CheckSpec(const ManagedSpec& spec, const std::string& tenant_id) const;
+  const std::vector<ServingTemplate>& templates() const { return options_.templates; }
+
+ private:
+  struct Backoff {
+    int64_t failures = 0;
+    int64_t next_start_ms = 0;
+  };
+  // One round over a deployment's replicas (`replicas`: its live rows,
+  // changed in place); cancels are collected in `to_cancel`.
+  Status StepReplicas(const DeploymentRecord* deployment,
+                      std::vector<DeploymentReplicaRecord>& replicas,
+                      std::vector<DeploymentReplicaRecord>& to_cancel, int64_t now);
+  Status PlanAndApply(const DeploymentRecord& d, std::vector<DeploymentReplicaRecord>& replicas,
+                      std::vector<DeploymentReplicaRecord>& to_cancel, int64_t now);
+  Status StartReplica(const DeploymentRecord& d, const ManagedSpec& spec, const ServingTemplate& t,
+                      int64_t now);
+  // Submits (again: idempotent by the replica's id) a replica's job.
+  Status SubmitJob(const DeploymentRecord& d, const ManagedSpec& spec, const ServingTemplate& t,
+                   DeploymentReplicaRecord& replica);
+  void CancelJob(const DeploymentReplicaRecord& replica);
+  std::string ReplicaUrl(const DeploymentReplicaRecord& replica, const JobRecord& job);
+  Result<int64_t> FreePort();
+  Result<std::string> OwnerOf(const DeploymentRecord& d) const;
+  void Loop();
+
+  Store& store_;
+  jobs::JobService& jobs_;
+  const Clock& clock_;
+  ServingOptions options_;
+
+  std::mutex tick_mu_;
+  std::map<std::string, Backoff> backoff_;  // by deployment id; GUARDED_BY(tick_mu_)
+  std::vector<int64_t> ports_in_use_;       // this round's; GUARDED_BY(tick_mu_)
+  int64_t next_port_ = 0;                   // GUARDED_BY(tick_mu_)
+  int64_t last_cleanup_ms_ = 0;             // GUARDED_BY(tick_mu_)
+
+  std::mutex timer_mu_;
+  std::condition_variable timer_cv_;
+  bool stopping_ = false;  // GUARDED_BY(timer_mu_)
+  std::thread thread_;
+};
+
+}  // namespace atrium::serving

@@ -1,0 +1,122 @@
+// What a managed deployment runs: the serving template (how an engine is
+// started and checked) and the managed spec (which template, what each
+// replica holds, how many). Pure: no clock, no I/O. The API and the store
+// read a spec with the same strict reader (ReadManagedSpec), so what is
+// stored is exactly what was accepted.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/json_reader.h"
+#include "common/result.h"
+#include "jobs/job_spec.h"
+#include "scheduler/allocation.h"
+
+namespace atrium::serving {
+
+// How one engine is started and checked. Operators' templates come from
+// the configuration ([serving.templates.NAME]); BuiltinTemplates() are the
+// defaults for the engines Atrium knows.
+//
+// `command` is argv with placeholders, each replaced whole or inside an
+// argument: {port} (the replica's port), {host} (the address it binds),
+// {model} (the name clients send), {source} (what the engine loads: the
+// spec's source, else the model name). Nothing a tenant writes is ever
+// split into arguments: each value fills one placeholder of one argument.
+struct ServingTemplate {
+  std::string name;    // what a deployment names, e.g. "vllm"
+  std::string engine;  // engine-sim | vllm | sglang | tgi | llama-cpp
+  std::vector<std::string> command;
+  std::vector<std::pair<std::string, std::string>> env;
+  // Host folders the engine needs inside the local sandbox: (inside, host).
+  std::vector<std::pair<std::string, std::string>> read_only_binds;
+  std::string health_path = "/v1/models";  // 200: ready
+  int64_t readiness_timeout_s = 600;       // from running to ready, at most
+  // Where the engine tells, as Prometheus text, how many requests it runs
+  // now (`running_metric`): a draining replica stops once it says 0. "":
+  // it drains for the deployment's whole drain timeout.
+  std::string metrics_path;
+  std::string running_metric;
+  // Requests the engine runs in one batch: a replica's slot capacity unless
+  // the spec says otherwise (see EndpointSlotsOf).
+  int64_t max_batch = 8;
+};
+
+// The templates of engine-sim, vllm, sglang, tgi and llama-cpp as their
+// manuals start them. engine-sim's command[0] is "atrium": the runtime puts
+// the path of this binary there.
+std::vector<ServingTemplate> BuiltinTemplates();
+// InvalidArgument naming the field: a bad name or engine, an empty command,
+// a placeholder that is not one of the four, no {port}, a bad path.
+Status ValidateTemplate(const ServingTemplate& t);
+
+// Upper bounds on what a spec may ask, so no number overflows downstream.
+inline constexpr int64_t kMaxReplicas = 64;
+inline constexpr int64_t kMaxDrainTimeoutS = 3600;
+inline constexpr int64_t kMaxReplicaCapacity = 4096;
+
+struct ManagedSpec {
+  std::string template_name;
+  // What the engine loads (a path or a hub id); "" = the model name.
+  std::string source;
+  // Appended to the template's command; platform staff only (ReadManagedSpec
+  // refuses them from a tenant: an argument can change where the engine
+  // listens or what it loads).
+  std::vector<std::string> extra_args;
+  // What each replica holds, as an allocation takes it (priority included).
+  sched::AllocationRequest resources;
+  int64_t replicas = 1;  // wanted now
+  // Autoscaling: replicas move between min and max from the gateway's
+  // signals; without it they stay at `replicas`.
+  bool autoscale = false;
+  int64_t min_replicas = 1;
+  int64_t max_replicas = 1;
+  // Requests a draining replica may finish before it is stopped.
+  int64_t drain_timeout_s = 30;
+  // Slots per replica at the gateway; 0 = the template's max_batch.
+  int64_t capacity = 0;
+  // Bumped when what a replica runs changes (template, source, args,
+  // resources): replicas of an older generation are replaced.
+  int64_t generation = 1;
+
+  bool operator==(const ManagedSpec&) const = default;
+};
+
+enum class SpecAuthor { kTenant, kPlatform };
+
+// Reads a spec from a JSON object: template, source, extra_args (platform
+// only), resources (an allocation request without project), priority,
+// replicas, autoscale, min_replicas, max_replicas, drain_timeout_s,
+// capacity, generation (stored form only: an author's is refused).
+// Unknown fields, wrong types and values out of bounds are InvalidArgument
+// naming the field. `stored`: the canonical form read back (generation
+// allowed).
+Result<ManagedSpec> ReadManagedSpec(const Json& body, SpecAuthor author, bool stored = false);
+Json ManagedSpecJson(const ManagedSpec& spec);
+// ReadManagedSpec of a stored deployment's `serving` text.
+Result<ManagedSpec> ParseStoredSpec(const std::string& text);
+
+// The template `name` among `templates`; NotFound naming the ones there are.
+Result<ServingTemplate> FindTemplate(const std::vector<ServingTemplate>& templates,
+                                     const std::string& name);
+
+// Fills one argument's placeholders. InvalidArgument for an unknown one.
+struct LaunchValues {
+  int64_t port = 0;
+  std::string host;
+  std::string model;
+  std::string source;
+};
+Result<std::string> FillPlaceholders(const std::string& arg, const LaunchValues& values);
+
+// The job one replica is: the template's command filled in plus the
+// spec's extra args, the template's environment, the spec's resources,
+// the node's network and no time limit (src/jobs runs it like any job, on
+// the allocation the scheduler places). `name` is the job's name.
+Result<jobs::JobSpec> ReplicaJobSpec(const ServingTemplate& t, const ManagedSpec& spec,
+                                     const std::string& name, const LaunchValues& values);
+
+}  // namespace atrium::serving
