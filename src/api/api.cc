@@ -78,7 +78,8 @@ http::Response ErrorResponse(const Error& e, const std::string& request_id) {
   return r;
 }
 
-ControlPlaneApi::ControlPlaneApi(Services services) : services_(services), router_(BuildRoutes()) {}
+ControlPlaneApi::ControlPlaneApi(Services services)
+    : services_(std::move(services)), router_(BuildRoutes()) {}
 
 ControlPlaneApi::~ControlPlaneApi() {
   std::vector<AuditRecord> rest;
@@ -121,19 +122,19 @@ http::Response ControlPlaneApi::Handle(http::Request& request) {
   }
   request.path_params = match.params;
   const RouteSpec& spec = match.route->payload;
-  Context ctx{request,      services_,
-              std::nullopt, TenantScope::Platform(),
-              false,        TargetOf(spec.target, request),
-              "",           std::nullopt,
-              std::nullopt, std::nullopt,
-              std::nullopt};
+  Context ctx{.request = request,
+              .services = services_,
+              .scope = TenantScope::Platform(),
+              .audit_target = TargetOf(spec.target, request)};
   auto result = Dispatch(ctx, spec);
-  http::Response response = result.has_value() ? std::move(result).value()
-                                               : ErrorResponse(result.error(), request.request_id);
+  std::optional<Error> failure;
+  if (!result.has_value()) failure = result.error();
+  http::Response response =
+      failure ? ErrorResponse(*failure, request.request_id) : std::move(result).value();
   if (!spec.audit_action.empty()) {
     std::string outcome = "allowed";
-    if (!result.has_value()) {
-      ErrorCode c = result.error().code;
+    if (failure) {
+      ErrorCode c = failure->code;
       bool denied = c == ErrorCode::kUnauthenticated || c == ErrorCode::kPermissionDenied ||
                     (c == ErrorCode::kNotFound && !ctx.principal) ||
                     c == ErrorCode::kResourceExhausted;
@@ -144,9 +145,9 @@ http::Response ControlPlaneApi::Handle(http::Request& request) {
     if (outcome != "allowed" && !ctx.principal) {
       // Anyone can send these: counted, not appended one by one.
       std::lock_guard lock(denials_mu_);
-      closed = denials_.Add({spec.audit_action, outcome, response.status,
-                             std::string(WireNameOf(result.error().code))},
-                            request.remote_address, request.request_id, now);
+      closed = denials_.Add(
+          {spec.audit_action, outcome, response.status, std::string(WireNameOf(failure->code))},
+          request.remote_address, request.request_id, now);
     } else {
       Audit(ctx, spec, response.status, outcome);
       std::lock_guard lock(denials_mu_);
