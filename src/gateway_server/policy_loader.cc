@@ -6,7 +6,6 @@
 #include <chrono>
 
 #include "gateway_server/policy_cache.h"
-#include "threads/thread_name.h"
 
 namespace atrium::gateway_server {
 namespace {
@@ -20,7 +19,9 @@ int64_t WallNowMs() {
 }  // namespace
 
 PolicyLoader::PolicyLoader(PolicySource source, int poll_ms, std::string cache_path)
-    : source_(std::move(source)), poll_ms_(poll_ms), cache_path_(std::move(cache_path)) {}
+    : source_(std::move(source)),
+      cache_path_(std::move(cache_path)),
+      poll_("gw-policy", poll_ms, [this] { Poll(); }) {}
 
 PolicyLoader::~PolicyLoader() { Stop(); }
 
@@ -40,21 +41,11 @@ Status PolicyLoader::Start() {
         "gateway: control plane unreachable at start ({}); serving on the policy saved {} s ago",
         loaded.error().message, std::max<int64_t>(0, (now_ms - cached->saved_at) / 1000));
   }
-  thread_ = std::thread([this] {
-    NameThisThread("gw-policy");
-    Loop();
-  });
+  poll_.Start();
   return OkStatus();
 }
 
-void PolicyLoader::Stop() {
-  {
-    std::lock_guard lock(mu_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
+void PolicyLoader::Stop() { poll_.Stop(); }
 
 Status PolicyLoader::Refresh() {
   std::lock_guard refresh_lock(refresh_mu_);
@@ -83,23 +74,15 @@ Status PolicyLoader::Refresh() {
   return OkStatus();
 }
 
-void PolicyLoader::Loop() {
-  std::unique_lock lock(mu_);
-  bool was_failing = false;
-  while (!stopping_) {
-    wake_.wait_for(lock, std::chrono::milliseconds(poll_ms_));
-    if (stopping_) break;
-    lock.unlock();
-    Status s = Refresh();
-    if (!s.has_value() && !was_failing) {
-      spdlog::warn("gateway: control plane unreachable, serving on the last good policy: {}",
-                   s.error().message);
-    } else if (s.has_value() && was_failing) {
-      spdlog::info("gateway: control plane reachable again, policy reloaded");
-    }
-    was_failing = !s.has_value();
-    lock.lock();
+void PolicyLoader::Poll() {
+  Status s = Refresh();
+  if (!s.has_value() && !was_failing_) {
+    spdlog::warn("gateway: control plane unreachable, serving on the last good policy: {}",
+                 s.error().message);
+  } else if (s.has_value() && was_failing_) {
+    spdlog::info("gateway: control plane reachable again, policy reloaded");
   }
+  was_failing_ = !s.has_value();
 }
 
 }  // namespace atrium::gateway_server

@@ -9,17 +9,16 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 
 #include "common/result.h"
 #include "gateway/policy.h"
 #include "model/gateway_records.h"
+#include "threads/periodic_thread.h"
 
 namespace atrium::gateway_server {
 
@@ -47,20 +46,17 @@ class PolicyLoader {
   int64_t failures() const { return failures_.load(); }
 
  private:
-  void Loop();
+  void Poll();
 
   const PolicySource source_;
-  const int poll_ms_;
   const std::string cache_path_;                            // "" = none
   std::shared_ptr<const gateway::PolicySnapshot> current_;  // atomic_load/atomic_store only
   int64_t marker_ = -1;                                     // loader thread (and Start)
   std::atomic<int64_t> failures_{0};
-  std::mutex refresh_mu_;  // one Refresh at a time
+  std::mutex refresh_mu_;     // one Refresh at a time
+  bool was_failing_ = false;  // poll thread only
 
-  std::mutex mu_;
-  std::condition_variable wake_;
-  bool stopping_ = false;  // GUARDED_BY(mu_)
-  std::thread thread_;
+  PeriodicThread poll_;  // last: stopped before the rest goes
 };
 
 }  // namespace atrium::gateway_server

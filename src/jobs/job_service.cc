@@ -115,7 +115,10 @@ JobService::JobService(Store& store, scheduling::SchedulingService& scheduling,
       scheduling_(scheduling),
       backend_(backend),
       clock_(clock),
-      options_(std::move(options)) {}
+      options_(std::move(options)),
+      reconcile_("jobs-reconcile", options_.tick_ms, [this] {
+        if (auto s = Tick(); !s) spdlog::warn("jobs: reconcile: {}", s.error().message);
+      }) {}
 
 JobService::~JobService() { Stop(); }
 
@@ -157,7 +160,7 @@ Status JobService::Start() {
       // watched, ended ones recorded with their real end.
     }
   }
-  const bool threaded = options_.tick_ms > 0 && !timer_.joinable();
+  const bool threaded = options_.tick_ms > 0 && !reconcile_.running();
   if (threaded) {
     // Hints are taken only with the thread that acts on them.
     scheduling_.SetAllocationsChanged(
@@ -176,7 +179,7 @@ Status JobService::Start() {
       std::lock_guard<std::mutex> lock(timer_mu_);
       stopping_ = false;
     }
-    timer_ = std::thread([this] { TimerLoop(); });
+    reconcile_.Start();
     hints_ = std::thread([this] { HintLoop(); });
   }
   return OkStatus();
@@ -189,9 +192,8 @@ void JobService::Stop() {
     std::lock_guard<std::mutex> lock(timer_mu_);
     stopping_ = true;
   }
-  timer_cv_.notify_all();
+  reconcile_.Stop();
   hint_cv_.notify_all();
-  if (timer_.joinable()) timer_.join();
   if (hints_.joinable()) hints_.join();
   log_cv_.notify_all();
 }
@@ -215,19 +217,6 @@ void JobService::HintAllocations(const std::vector<std::string>& allocation_ids)
     hinted_now_ = true;
   }
   hint_cv_.notify_all();
-}
-
-void JobService::TimerLoop() {
-  NameThisThread("jobs-reconcile");
-  std::unique_lock<std::mutex> lock(timer_mu_);
-  while (!stopping_) {
-    timer_cv_.wait_for(lock, std::chrono::milliseconds(options_.tick_ms),
-                       [this] { return stopping_; });
-    if (stopping_) break;
-    lock.unlock();
-    if (auto s = Tick(); !s) spdlog::warn("jobs: reconcile: {}", s.error().message);
-    lock.lock();
-  }
 }
 
 void JobService::HintLoop() {

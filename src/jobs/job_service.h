@@ -87,6 +87,7 @@
 #include "scheduling/scheduling_service.h"
 #include "store/store.h"
 #include "tenancy/tenant_service.h"
+#include "threads/periodic_thread.h"
 
 namespace atrium::jobs {
 
@@ -226,7 +227,6 @@ class JobService {
   bool StopSent(const std::string& workload_id);
   void SetStopSent(const std::string& workload_id, bool sent);
   Result<JobSpec> SpecOf(const JobRecord& job) const;
-  void TimerLoop();
   // Reconciles hinted jobs as they come, on a thread of its own: a Tick
   // over thousands of jobs never holds one up.
   void HintLoop();
@@ -285,14 +285,13 @@ class JobService {
   void LeaveLogWait(const std::string& tenant_id);
 
   std::mutex timer_mu_;
-  std::condition_variable timer_cv_;
-  bool stopping_ = false;                     // GUARDED_BY(timer_mu_)
+  bool stopping_ = false;                     // GUARDED_BY(timer_mu_): the hint loop ends
   bool hinted_now_ = false;                   // GUARDED_BY(timer_mu_): a hint came
   std::map<std::string, Hint> hinted_jobs_;   // GUARDED_BY(timer_mu_)
   std::set<std::string> hinted_allocations_;  // GUARDED_BY(timer_mu_)
-  std::thread timer_;
-  std::condition_variable hint_cv_;  // with timer_mu_: a hint came, or stopping
+  std::condition_variable hint_cv_;           // with timer_mu_: a hint came, or stopping
   std::thread hints_;
+  PeriodicThread reconcile_;  // Tick every options_.tick_ms
 };
 
 // The tenant observer the tenant service is given when jobs run: the job

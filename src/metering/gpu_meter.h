@@ -16,20 +16,19 @@
 // the held time, recorded beside it and not billed on top; docs/billing.md).
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "common/clock.h"
 #include "common/result.h"
 #include "metering/gpu_usage.h"
 #include "store/store.h"
+#include "threads/periodic_thread.h"
 
 namespace atrium::metering {
 
@@ -71,7 +70,7 @@ class AllocationSubjectSource final : public MeterSubjectSource {
 };
 
 // The interval an allocation row held; nullopt for one never placed.
-std::optional<HeldInterval> HeldIntervalOfAllocation(const AllocationRecord& a);
+std::optional<HeldInterval> HeldIntervalOfAllocation(const AllocationToMeter& row);
 
 // Job runs (Store job_runs): one subject per attempt, subject id
 // "<job id>.<attempt>" (the backend's workload id; on Slurm the job name),
@@ -135,7 +134,7 @@ class GpuMeter {
   Result<MeterRound> Tick();
 
  private:
-  void Run();
+  void Round();
 
   Store& store_;
   const Clock& clock_;
@@ -145,10 +144,7 @@ class GpuMeter {
   std::mutex round_mu_;           // one round at a time (timer vs. callers)
   int64_t changed_since_ms_ = 0;  // GUARDED_BY(round_mu_)
 
-  std::mutex stop_mu_;
-  std::condition_variable stop_cv_;
-  bool stopping_ = false;  // GUARDED_BY(stop_mu_)
-  std::thread thread_;
+  PeriodicThread timer_;  // last: stopped before the rest goes
 };
 
 }  // namespace atrium::metering

@@ -12,7 +12,6 @@
 
 #include "crypto/crypto.h"
 #include "identity/signing_key_box.h"
-#include "threads/thread_name.h"
 
 namespace atrium {
 namespace {
@@ -41,7 +40,14 @@ Status CreateFileWith(const std::string& path, const std::string& text, mode_t m
 
 AuditCheckpointer::AuditCheckpointer(Store& store, const Clock& clock,
                                      AuditCheckpointOptions options)
-    : store_(store), clock_(clock), options_(std::move(options)) {}
+    : store_(store),
+      clock_(clock),
+      options_(std::move(options)),
+      timer_("audit-ckpt", options_.interval_ms, [this] {
+        if (auto taken = CheckpointNow(); !taken.has_value()) {
+          spdlog::error("audit checkpoint: {}", taken.error().message);
+        }
+      }) {}
 
 AuditCheckpointer::~AuditCheckpointer() { Stop(); }
 
@@ -168,33 +174,17 @@ Status AuditCheckpointer::Start() {
   ATRIUM_RETURN_IF_ERROR(ReadLastCheckpoint());
   ATRIUM_RETURN_IF_ERROR(CheckpointNow());
   started_ = true;
-  if (options_.interval_ms > 0) {
-    thread_ = std::thread([this] { Run(); });
-  }
+  timer_.Start();
   return OkStatus();
-}
-
-void AuditCheckpointer::Run() {
-  NameThisThread("audit-ckpt");
-  std::unique_lock lock(stop_mu_);
-  while (!stop_cv_.wait_for(lock, std::chrono::milliseconds(options_.interval_ms),
-                            [this] { return stopping_; })) {
-    lock.unlock();
-    if (auto taken = CheckpointNow(); !taken.has_value()) {
-      spdlog::error("audit checkpoint: {}", taken.error().message);
-    }
-    lock.lock();
-  }
 }
 
 void AuditCheckpointer::Stop() {
   {
     std::lock_guard lock(stop_mu_);
-    if (stopping_) return;
-    stopping_ = true;
+    if (stopped_) return;
+    stopped_ = true;
   }
-  stop_cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  timer_.Stop();
   // A clean stop anchors the trail's final state.
   if (started_) {
     if (auto taken = CheckpointNow(); !taken.has_value()) {

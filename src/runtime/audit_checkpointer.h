@@ -13,17 +13,16 @@
 // logs an error each round until an operator looks.
 #pragma once
 
-#include <condition_variable>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include "audit/checkpoint.h"
 #include "common/clock.h"
 #include "common/result.h"
 #include "store/audit_state.h"
 #include "store/store.h"
+#include "threads/periodic_thread.h"
 
 namespace atrium {
 
@@ -69,7 +68,6 @@ class AuditCheckpointer {
   Status ReadLastCheckpoint();
   Status CheckReaches(const audit::TrailState& state, const audit::Checkpoint& previous);
   Status Append(const audit::Checkpoint& checkpoint);
-  void Run();
 
   Store& store_;
   const Clock& clock_;
@@ -81,10 +79,9 @@ class AuditCheckpointer {
   std::mutex round_mu_;                      // one round at a time (timer vs. callers)
 
   std::mutex stop_mu_;
-  std::condition_variable stop_cv_;
-  bool stopping_ = false;  // guarded by stop_mu_
-  bool started_ = false;   // set by Start before the timer runs
-  std::thread thread_;
+  bool stopped_ = false;  // guarded by stop_mu_
+  bool started_ = false;  // set by Start before the timer runs
+  PeriodicThread timer_;  // CheckpointNow every options_.interval_ms
 };
 
 }  // namespace atrium

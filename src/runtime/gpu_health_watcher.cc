@@ -2,7 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include <chrono>
+#include <utility>
 
 namespace atrium {
 
@@ -12,37 +12,18 @@ GpuHealthWatcher::GpuHealthWatcher(nvml::NvmlLibrary& library,
     : library_(library),
       scheduling_(scheduling),
       node_(std::move(node)),
-      interval_ms_(interval_ms),
-      reported_(std::move(unhealthy_at_start)) {}
+      reported_(std::move(unhealthy_at_start)),
+      timer_("gpu-health", interval_ms, [this] {
+        if (auto checked = CheckOnce(); !checked) {
+          spdlog::warn("GPU health check failed: {}", checked.error().message);
+        }
+      }) {}
 
 GpuHealthWatcher::~GpuHealthWatcher() { Stop(); }
 
-void GpuHealthWatcher::Start() {
-  if (interval_ms_ <= 0 || timer_.joinable()) return;
-  timer_ = std::thread([this] { Run(); });
-}
+void GpuHealthWatcher::Start() { timer_.Start(); }
 
-void GpuHealthWatcher::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(timer_mu_);
-    stopping_ = true;
-  }
-  timer_cv_.notify_all();
-  if (timer_.joinable()) timer_.join();
-}
-
-void GpuHealthWatcher::Run() {
-  std::unique_lock<std::mutex> lock(timer_mu_);
-  while (!stopping_) {
-    timer_cv_.wait_for(lock, std::chrono::milliseconds(interval_ms_), [this] { return stopping_; });
-    if (stopping_) break;
-    lock.unlock();
-    if (auto checked = CheckOnce(); !checked) {
-      spdlog::warn("GPU health check failed: {}", checked.error().message);
-    }
-    lock.lock();
-  }
-}
+void GpuHealthWatcher::Stop() { timer_.Stop(); }
 
 Result<std::vector<int>> GpuHealthWatcher::CheckOnce() {
   std::lock_guard<std::mutex> lock(check_mu_);

@@ -6,18 +6,17 @@
 // never marks a GPU healthy: an operator does, after looking.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "common/result.h"
 #include "nvml/node_mapping.h"
 #include "nvml/nvml_library.h"
 #include "scheduling/scheduling_service.h"
+#include "threads/periodic_thread.h"
 
 namespace atrium {
 
@@ -45,19 +44,13 @@ class GpuHealthWatcher {
   Result<std::vector<int>> CheckOnce();
 
  private:
-  void Run();
-
   nvml::NvmlLibrary& library_;
   scheduling::SchedulingService& scheduling_;
   const std::string node_;
-  const int64_t interval_ms_;
 
   std::mutex check_mu_;     // one reading at a time (NvmlLibrary is not thread-safe)
   std::set<int> reported_;  // guarded by check_mu_
-  std::mutex timer_mu_;
-  std::condition_variable timer_cv_;
-  bool stopping_ = false;  // guarded by timer_mu_
-  std::thread timer_;
+  PeriodicThread timer_;    // last: stopped before the rest goes
 };
 
 }  // namespace atrium

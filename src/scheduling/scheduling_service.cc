@@ -7,7 +7,6 @@
 #include "capacity/fleet_spec.h"
 #include "crypto/ids.h"
 #include "scheduling/codec.h"
-#include "threads/thread_name.h"
 
 namespace atrium::scheduling {
 
@@ -28,8 +27,14 @@ SchedulingService::SchedulingService(Store& store, const Clock& clock, Schedulin
     : store_(store),
       clock_(clock),
       options_(std::move(options)),
-      scrubber_(options_.scrub, [this](const ScrubJob& job, const ScrubOutcome& outcome) {
-        ScrubFinished(job, outcome);
+      scrubber_(options_.scrub,
+                [this](const ScrubJob& job, const ScrubOutcome& outcome) {
+                  ScrubFinished(job, outcome);
+                }),
+      timer_("sched-timer", options_.tick_ms, [this] {
+        if (auto ticked = Tick(); !ticked) {
+          spdlog::warn("scheduler tick failed: {}", ticked.error().message);
+        }
       }) {}
 
 SchedulingService::~SchedulingService() { Stop(); }
@@ -52,42 +57,14 @@ Status SchedulingService::Start() {
           CommitLocked(RequestOrigin{.actor = kSchedulerActor}, owed, {}, nullptr, ""));
     }
   }
-  if (options_.tick_ms > 0) {
-    {
-      std::lock_guard<std::mutex> lock(timer_mu_);
-      stopping_ = false;
-    }
-    timer_ = std::thread([this] {
-      NameThisThread("sched-timer");
-      TimerLoop();
-    });
-  }
+  timer_.Start();
   return OkStatus();
 }
 
 void SchedulingService::Stop() {
   // First, so no scrub finishes into a scheduler being torn down.
   scrubber_.Stop();
-  {
-    std::lock_guard<std::mutex> lock(timer_mu_);
-    stopping_ = true;
-  }
-  timer_cv_.notify_all();
-  if (timer_.joinable()) timer_.join();
-}
-
-void SchedulingService::TimerLoop() {
-  std::unique_lock<std::mutex> lock(timer_mu_);
-  while (!stopping_) {
-    timer_cv_.wait_for(lock, std::chrono::milliseconds(options_.tick_ms),
-                       [this] { return stopping_; });
-    if (stopping_) break;
-    lock.unlock();
-    if (auto ticked = Tick(); !ticked) {
-      spdlog::warn("scheduler tick failed: {}", ticked.error().message);
-    }
-    lock.lock();
-  }
+  timer_.Stop();
 }
 
 Status SchedulingService::LoadLocked() {

@@ -35,7 +35,6 @@
 // the store is down.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -46,7 +45,6 @@
 #include <set>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -57,6 +55,7 @@
 #include "scheduling/scrub_runner.h"
 #include "store/store.h"
 #include "tenancy/tenant_service.h"
+#include "threads/periodic_thread.h"
 
 namespace atrium::scheduling {
 
@@ -276,7 +275,6 @@ class SchedulingService final : public TenantObserver {
   void ClearedMovesLocked(const std::map<std::string, AllocationRecord>& asked,
                           const sched::DecisionRecords& decisions,
                           SchedulingCommit& commit);  // REQUIRES(mu_)
-  void TimerLoop();
   // A scrub the runner finished (on its worker thread): the room is freed,
   // or the GPU marked unhealthy; persisted and audited.
   void ScrubFinished(const ScrubJob& job, const ScrubOutcome& outcome);
@@ -314,10 +312,7 @@ class SchedulingService final : public TenantObserver {
   AllocationsChanged changed_;  // GUARDED_BY(mu_)
   ScrubRunner scrubber_;
 
-  std::mutex timer_mu_;
-  std::condition_variable timer_cv_;
-  bool stopping_ = false;  // GUARDED_BY(timer_mu_)
-  std::thread timer_;
+  PeriodicThread timer_;  // "sched-timer": Tick every options_.tick_ms
 };
 
 }  // namespace atrium::scheduling
