@@ -186,10 +186,12 @@ Result<serving::ManagedSpec> SpecToStore(const Context& ctx, const DeploymentRec
   ATRIUM_RETURN_IF_ERROR(ctx.services.serving->CheckSpec(spec, d.tenant_id));
   if (before) {
     if (AuthorOf(ctx) == serving::SpecAuthor::kTenant) spec.extra_args = before->extra_args;
-    const bool same_replica =
-        spec.template_name == before->template_name && spec.source == before->source &&
-        spec.extra_args == before->extra_args && spec.resources == before->resources;
-    spec.generation = same_replica ? before->generation : before->generation + 1;
+    if (spec.SameRun(*before)) {
+      spec.generation = before->generation;
+      spec.rolled_back_from = before->rolled_back_from;
+    } else {
+      spec.generation = before->generation + 1;
+    }
   }
   return spec;
 }
@@ -371,17 +373,7 @@ Result<http::Response> ScaleDeployment(Context& ctx) {
   ATRIUM_ASSIGN_OR_RETURN(const DeploymentRecord* found, ManagedOf(ctx));
   DeploymentRecord d = *found;
   ATRIUM_ASSIGN_OR_RETURN(serving::ManagedSpec spec, serving::ParseStoredSpec(d.serving));
-  if (spec.autoscale && (*replicas < spec.min_replicas || *replicas > spec.max_replicas)) {
-    return Error::InvalidArgument("the deployment autoscales between " +
-                                  std::to_string(spec.min_replicas) + " and " +
-                                  std::to_string(spec.max_replicas) +
-                                  " replicas; change min_replicas and max_replicas instead");
-  }
-  spec.replicas = *replicas;
-  if (!spec.autoscale) {
-    spec.min_replicas = std::min(spec.min_replicas, spec.replicas);
-    spec.max_replicas = std::max<int64_t>({spec.max_replicas, spec.replicas, 1});
-  }
+  ATRIUM_RETURN_IF_ERROR(serving::ScaleTo(spec, *replicas));
   d.serving = serving::ManagedSpecJson(spec).dump();
   d.updated_at = ctx.services.clock->NowMillis();
   ATRIUM_RETURN_IF_ERROR(ctx.services.store->UpdateDeployment(TenantScope::Of(d.tenant_id), d));

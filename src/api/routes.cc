@@ -20,10 +20,15 @@ ApiRouter BuildRoutes() {
   const std::vector<std::string> kPaging = {"limit", "cursor"};
   auto add = [&r](const std::string& method, const std::string& path, P perm, T target,
                   const char* action, HandlerFn fn, std::string summary, Extras extras = {}) {
-    RouteSpec spec{perm, target, action, std::move(fn), extras.self_listable, std::move(summary)};
-    spec.takes_body = extras.body;
-    spec.takes_upload = extras.upload;
-    spec.query_params = std::move(extras.query);
+    RouteSpec spec{.permission = perm,
+                   .target = target,
+                   .audit_action = action,
+                   .handler = std::move(fn),
+                   .self_listable = extras.self_listable,
+                   .summary = std::move(summary),
+                   .takes_body = extras.body,
+                   .takes_upload = extras.upload,
+                   .query_params = std::move(extras.query)};
     r.Add(method, path, std::move(spec));
   };
 
@@ -247,10 +252,10 @@ ApiRouter BuildRoutes() {
       "Set an API key's limits and default priority (within the tenant's limits)", {.body = true});
   add("GET", "/api/v1/tenants/{tenant_id}/usage", P::kUsageRead, T::kTenant, "", ListUsage,
       "The tenant's gateway usage records, newest first",
-      {.query = {"limit", "cursor", "from", "to", "model", "key_id"}});
+      {.query = {"limit", "cursor", "from", "to", "model", "key_id", "deployment"}});
   add("GET", "/api/v1/tenants/{tenant_id}/usage/summary", P::kUsageRead, T::kTenant, "",
-      SummarizeUsage, "The tenant's gateway usage totals, overall or per model or key",
-      {.query = {"group_by", "from", "to", "model", "key_id"}});
+      SummarizeUsage, "The tenant's gateway usage totals, overall or per model, key or deployment",
+      {.query = {"group_by", "from", "to", "model", "key_id", "deployment"}});
   add("GET", "/api/v1/tenants/{tenant_id}/usage/refusals", P::kUsageRead, T::kTenant, "",
       SummarizeRefusals,
       "The tenant's requests the gateway refused before serving them, counted per key and reason",
@@ -258,12 +263,13 @@ ApiRouter BuildRoutes() {
   add("GET", "/api/v1/tenants/{tenant_id}/usage/gpu", P::kUsageRead, T::kTenant, "", ListGpuUsage,
       "The tenant's GPU usage records (GPU time its allocations held and its jobs ran, per "
       "hour), newest first",
-      {.query = {"limit", "cursor", "from", "to", "model", "project", "subject_kind", "job"}});
+      {.query = {"limit", "cursor", "from", "to", "model", "project", "subject_kind", "job",
+                 "deployment"}});
   add("GET", "/api/v1/tenants/{tenant_id}/usage/gpu/summary", P::kUsageRead, T::kTenant, "",
       SummarizeGpuUsage,
       "The tenant's GPU usage totals (time held, which is billed, and apart from it time run by "
-      "jobs), overall or per GPU model and kind or per project",
-      {.query = {"group_by", "from", "to", "model", "project"}});
+      "jobs), overall or per GPU model and kind, per project or per managed deployment",
+      {.query = {"group_by", "from", "to", "model", "project", "deployment"}});
   return r;
 }
 

@@ -70,6 +70,9 @@ struct DeploymentReplicaRecord {
   int64_t drain_started_at = -1;
   int64_t ended_at = -1;
   int64_t updated_at = 0;
+  // The deployment's serving spec (canonical JSON) it was started with:
+  // what a roll back returns to. "" on rows from before it was kept.
+  std::string spec;
   bool operator==(const DeploymentReplicaRecord&) const = default;
 };
 

@@ -3,11 +3,9 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <chrono>
 
 #include "crypto/ids.h"
 #include "http/client.h"
-#include "threads/thread_name.h"
 
 namespace atrium::serving {
 namespace {
@@ -35,15 +33,17 @@ RequestOrigin ServingOrigin() {
   return by;
 }
 
-bool IsLiveState(const DeploymentReplicaRecord& r, ReplicaState s) {
-  return r.state == ReplicaStateName(s);
-}
-
 }  // namespace
 
 DeploymentController::DeploymentController(Store& store, jobs::JobService& jobs, const Clock& clock,
                                            ServingOptions options)
-    : store_(store), jobs_(jobs), clock_(clock), options_(std::move(options)) {
+    : store_(store),
+      jobs_(jobs),
+      clock_(clock),
+      options_(std::move(options)),
+      timer_("serving", options_.tick_ms, [this] {
+        if (Status s = Tick(); !s.has_value()) spdlog::warn("serving: {}", s.error().message);
+      }) {
   const int64_t timeout = options_.probe_timeout_ms;
   if (!options_.probe_health) {
     options_.probe_health = [timeout](const std::string& url, const std::string& path) {
@@ -64,32 +64,11 @@ DeploymentController::~DeploymentController() { Stop(); }
 Status DeploymentController::Start() {
   Status first = Tick();
   if (!first.has_value()) spdlog::warn("serving: first round: {}", first.error().message);
-  if (options_.tick_ms > 0) thread_ = std::thread([this] { Loop(); });
+  timer_.Start();
   return OkStatus();
 }
 
-void DeploymentController::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(timer_mu_);
-    stopping_ = true;
-  }
-  timer_cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
-
-void DeploymentController::Loop() {
-  NameThisThread("serving");
-  std::unique_lock<std::mutex> lock(timer_mu_);
-  while (!stopping_) {
-    timer_cv_.wait_for(lock, std::chrono::milliseconds(options_.tick_ms),
-                       [this] { return stopping_; });
-    if (stopping_) break;
-    lock.unlock();
-    Status s = Tick();
-    if (!s.has_value()) spdlog::warn("serving: {}", s.error().message);
-    lock.lock();
-  }
-}
+void DeploymentController::Stop() { timer_.Stop(); }
 
 Status DeploymentController::CheckSpec(const ManagedSpec& spec,
                                        const std::string& tenant_id) const {
@@ -177,6 +156,7 @@ Status DeploymentController::StartReplica(const DeploymentRecord& d, const Manag
   r.generation = spec.generation;
   r.reason = "started for generation " + std::to_string(spec.generation);
   r.created_at = r.updated_at = now;
+  r.spec = d.serving;
   ATRIUM_RETURN_IF_ERROR(store_.CreateReplica(r));
   Status submitted = SubmitJob(d, spec, t, r);
   if (!submitted.has_value()) {
@@ -187,9 +167,7 @@ Status DeploymentController::StartReplica(const DeploymentRecord& d, const Manag
     r.reason = "its job was refused: " + submitted.error().message;
     r.ended_at = r.updated_at = clock_.NowMillis();
     (void)store_.UpdateReplica(r);
-    Backoff& b = backoff_[d.id];
-    b.failures += 1;
-    b.next_start_ms = now + BackoffMs(b.failures);
+    CountFailure(r, spec.generation, now);
     return submitted;
   }
   return OkStatus();
@@ -220,7 +198,7 @@ Status DeploymentController::StepReplicas(const DeploymentRecord* d,
   for (DeploymentReplicaRecord& r : replicas) {
     // A row written before its job (a crash between): submit it again,
     // which finds the job the first try made, if any.
-    if (r.job_id.empty() && IsLiveState(r, ReplicaState::kStarting) && d != nullptr && spec && t) {
+    if (r.job_id.empty() && IsIn(r, ReplicaState::kStarting) && d != nullptr && spec && t) {
       keep_first(SubmitJob(*d, *spec, *t, r));
     }
     ReplicaObservation seen;
@@ -236,12 +214,12 @@ Status DeploymentController::StepReplicas(const DeploymentRecord* d,
         keep_first(std::move(found).error());
         continue;  // not seen this round
       }
-    } else if (!IsLiveState(r, ReplicaState::kStarting)) {
+    } else if (!IsIn(r, ReplicaState::kStarting)) {
       seen.job_state = "";  // never had a job: ends
     } else {
       continue;  // waiting to be submitted
     }
-    if (d == nullptr && !IsLiveState(r, ReplicaState::kStopping) && !IsJobEnded(seen.job_state)) {
+    if (d == nullptr && !IsIn(r, ReplicaState::kStopping) && !IsJobEnded(seen.job_state)) {
       // Its deployment was deleted: out of every list already; stop it.
       r.state = std::string(ReplicaStateName(ReplicaState::kStopping));
       r.reason = "its deployment was deleted";
@@ -257,23 +235,23 @@ Status DeploymentController::StepReplicas(const DeploymentRecord* d,
         keep_first(store_.UpdateReplica(r));
       }
     }
-    const bool probing =
-        seen.job_state == "running" && !r.url.empty() && t &&
-        (IsLiveState(r, ReplicaState::kStarting) || IsLiveState(r, ReplicaState::kReady));
+    const bool probing = seen.job_state == "running" && !r.url.empty() && t &&
+                         (IsIn(r, ReplicaState::kStarting) || IsIn(r, ReplicaState::kReady));
     if (probing) seen.health = options_.probe_health(r.url, t->health_path);
-    if (IsLiveState(r, ReplicaState::kDraining) && !r.url.empty() && t &&
-        !t->metrics_path.empty()) {
+    if (IsIn(r, ReplicaState::kDraining) && !r.url.empty() && t && !t->metrics_path.empty()) {
       seen.running = options_.probe_running(r.url, t->metrics_path, t->running_metric);
     }
     ReplicaStep step = StepReplica(r, seen, timing, now);
+    const int64_t current = spec ? spec->generation : 0;
     if (step.failure) {
-      Backoff& b = backoff_[r.deployment_id];
-      b.failures += 1;
-      b.next_start_ms = now + BackoffMs(b.failures);
+      CountFailure(r, current, now);
       spdlog::info("serving: replica {} of {}: {}", r.id, r.deployment_id, step.next.reason);
     }
-    if (step.next.state == ReplicaStateName(ReplicaState::kReady) && r.state != step.next.state) {
-      backoff_[r.deployment_id] = Backoff{};
+    if (IsIn(step.next, ReplicaState::kReady) && !IsIn(r, ReplicaState::kReady)) {
+      Backoff& b = BackoffOf(r.deployment_id, current);
+      b.failures = 0;
+      b.next_start_ms = 0;
+      if (r.generation == current) b.generation_failures = 0;
     }
     if (step.changed) {
       keep_first(store_.UpdateReplica(step.next));
@@ -292,9 +270,12 @@ Status DeploymentController::PlanAndApply(const DeploymentRecord& d,
   ATRIUM_ASSIGN_OR_RETURN(ServingTemplate t, FindTemplate(options_.templates, spec.template_name));
   std::vector<DeploymentReplicaRecord> live;
   for (const auto& r : replicas) {
-    if (!IsLiveState(r, ReplicaState::kEnded)) live.push_back(r);
+    if (!IsIn(r, ReplicaState::kEnded)) live.push_back(r);
   }
-  const Backoff& b = backoff_[d.id];
+  const Backoff& b = BackoffOf(d.id, spec.generation);
+  if (auto rollback = PlanRollback(spec, live, b.generation_failures)) {
+    return RollBack(d, *rollback, replicas, now);  // planned again next round
+  }
   DeploymentPlan plan = PlanDeployment(spec, t, live, now >= b.next_start_ms);
   Status first = OkStatus();
   auto keep_first = [&first](Status s) {
@@ -323,6 +304,56 @@ Status DeploymentController::PlanAndApply(const DeploymentRecord& d,
     if (options_.endpoints_changed) options_.endpoints_changed();
   }
   for (int64_t i = 0; i < plan.to_start; ++i) keep_first(StartReplica(d, spec, t, now));
+  return first;
+}
+
+DeploymentController::Backoff& DeploymentController::BackoffOf(const std::string& deployment_id,
+                                                               int64_t generation) {
+  Backoff& b = backoff_[deployment_id];
+  if (b.generation != generation) {
+    b.generation = generation;
+    b.generation_failures = 0;
+  }
+  return b;
+}
+
+void DeploymentController::CountFailure(const DeploymentReplicaRecord& replica,
+                                        int64_t current_generation, int64_t now) {
+  Backoff& b = BackoffOf(replica.deployment_id, current_generation);
+  b.failures += 1;
+  b.next_start_ms = now + BackoffMs(b.failures);
+  if (replica.generation == current_generation) b.generation_failures += 1;
+}
+
+Status DeploymentController::RollBack(const DeploymentRecord& d, const Rollback& rollback,
+                                      std::vector<DeploymentReplicaRecord>& replicas, int64_t now) {
+  const std::string next = ManagedSpecJson(rollback.spec).dump();
+  AuditRecord audit;
+  audit.time = now;
+  audit.actor = kServingActor;
+  audit.tenant_id = d.tenant_id;
+  audit.action = "serving.rolled_back";
+  audit.target = "deployment/" + d.id;
+  audit.outcome = "allowed";
+  audit.source = "serving";
+  ATRIUM_RETURN_IF_ERROR(store_.ReplaceServing(d.id, d.serving, next, now, audit));
+  spdlog::warn(
+      "serving: deployment {}: generation {} never became ready ({} replicas failed in a row); "
+      "rolled back to what generation {} runs, as generation {}",
+      d.id, rollback.spec.rolled_back_from, kRollbackAfterFailures, rollback.revived_generation,
+      rollback.spec.generation);
+  BackoffOf(d.id, rollback.spec.generation);
+  Status first = OkStatus();
+  for (DeploymentReplicaRecord& r : replicas) {
+    if (r.generation != rollback.revived_generation || IsIn(r, ReplicaState::kEnded)) continue;
+    r.generation = rollback.spec.generation;
+    r.spec = next;
+    r.reason = "serves on: generation " + std::to_string(rollback.spec.rolled_back_from) +
+               " was rolled back";
+    r.updated_at = now;
+    if (Status s = store_.UpdateReplica(r); !s.has_value() && first.has_value()) first = s;
+  }
+  if (options_.endpoints_changed) options_.endpoints_changed();
   return first;
 }
 

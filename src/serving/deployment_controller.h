@@ -25,13 +25,11 @@
 // scale-out issue). Thread-safe: Tick runs under one mutex.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "common/clock.h"
@@ -40,6 +38,7 @@
 #include "serving/replica_plan.h"
 #include "serving/serving_spec.h"
 #include "store/store.h"
+#include "threads/periodic_thread.h"
 
 namespace atrium::serving {
 
@@ -100,9 +99,25 @@ class DeploymentController {
 
  private:
   struct Backoff {
-    int64_t failures = 0;
+    int64_t failures = 0;  // of any replica, in a row
     int64_t next_start_ms = 0;
+    // Failed replicas of `generation` (the spec's current one) in a row,
+    // with none of it ready between: what a roll back counts.
+    int64_t generation = 0;
+    int64_t generation_failures = 0;
   };
+  // The deployment's backoff, its generation count reset when `generation`
+  // is new.
+  Backoff& BackoffOf(const std::string& deployment_id, int64_t generation);
+  // A failure of `replica`: spaces the next start, and counts against its
+  // generation when it is `current_generation`.
+  void CountFailure(const DeploymentReplicaRecord& replica, int64_t current_generation,
+                    int64_t now);
+  // Gives up d's current generation for `rollback` (its spec stored if d's
+  // is still `d.serving`, audited), and relabels the revived generation's
+  // live replicas as the new one.
+  Status RollBack(const DeploymentRecord& d, const Rollback& rollback,
+                  std::vector<DeploymentReplicaRecord>& replicas, int64_t now);
   // One round over a deployment's replicas (`replicas`: its live rows,
   // changed in place); cancels are collected in `to_cancel`.
   Status StepReplicas(const DeploymentRecord* deployment,
@@ -119,7 +134,6 @@ class DeploymentController {
   std::string ReplicaUrl(const DeploymentReplicaRecord& replica, const JobRecord& job);
   Result<int64_t> FreePort();
   Result<std::string> OwnerOf(const DeploymentRecord& d) const;
-  void Loop();
 
   Store& store_;
   jobs::JobService& jobs_;
@@ -132,10 +146,7 @@ class DeploymentController {
   int64_t next_port_ = 0;                   // GUARDED_BY(tick_mu_)
   int64_t last_cleanup_ms_ = 0;             // GUARDED_BY(tick_mu_)
 
-  std::mutex timer_mu_;
-  std::condition_variable timer_cv_;
-  bool stopping_ = false;  // GUARDED_BY(timer_mu_)
-  std::thread thread_;
+  PeriodicThread timer_;  // Tick every options_.tick_ms
 };
 
 }  // namespace atrium::serving

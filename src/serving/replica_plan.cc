@@ -12,8 +12,6 @@ namespace {
 constexpr std::array<std::string_view, 5> kStateNames = {"starting", "ready", "draining",
                                                          "stopping", "ended"};
 
-bool Is(const DeploymentReplicaRecord& r, ReplicaState s) { return r.state == ReplicaStateName(s); }
-
 }  // namespace
 
 std::string_view ReplicaStateName(ReplicaState state) {
@@ -25,6 +23,10 @@ Result<ReplicaState> ParseReplicaState(std::string_view name) {
     if (kStateNames[i] == name) return static_cast<ReplicaState>(i);
   }
   return Error::InvalidArgument("unknown replica state '" + std::string(name.substr(0, 32)) + "'");
+}
+
+bool IsIn(const DeploymentReplicaRecord& replica, ReplicaState state) {
+  return replica.state == ReplicaStateName(state);
 }
 
 bool IsJobEnded(std::string_view job_state) {
@@ -44,22 +46,28 @@ ReplicaStep StepReplica(const DeploymentReplicaRecord& replica, const ReplicaObs
     n.updated_at = now;
     step.changed = true;
   };
-  if (Is(replica, ReplicaState::kEnded)) return step;
+  if (IsIn(replica, ReplicaState::kEnded)) return step;
 
   if (IsJobEnded(seen.job_state)) {
-    const bool asked = Is(replica, ReplicaState::kDraining) || Is(replica, ReplicaState::kStopping);
+    const bool asked =
+        IsIn(replica, ReplicaState::kDraining) || IsIn(replica, ReplicaState::kStopping);
     std::string why = seen.job_state.empty()
                           ? "its job is gone"
                           : "its job ended " + seen.job_state +
                                 (seen.job_reason.empty() ? "" : ": ") + seen.job_reason;
-    move_to(ReplicaState::kEnded, asked ? replica.reason : "the model server ended: " + why);
+    const bool reclaimed = seen.job_state == "preempted";
+    move_to(ReplicaState::kEnded, asked       ? replica.reason
+                                  : reclaimed ? "its GPUs were reclaimed: " + why
+                                              : "the model server ended: " + why);
     n.ended_at = now;
-    step.failure = !asked;
+    // A reclaim is the scheduler's, not the version's: the deployment
+    // shrinks until a new replica is placed, with no backoff.
+    step.failure = !asked && !reclaimed;
     return step;
   }
   const bool running = seen.job_state == "running";
 
-  if (Is(replica, ReplicaState::kStarting)) {
+  if (IsIn(replica, ReplicaState::kStarting)) {
     if (running && seen.health == Health::kOk) {
       move_to(ReplicaState::kReady, "answered its health check");
       n.ready_at = now;
@@ -74,7 +82,7 @@ ReplicaStep StepReplica(const DeploymentReplicaRecord& replica, const ReplicaObs
     }
     return step;
   }
-  if (Is(replica, ReplicaState::kReady)) {
+  if (IsIn(replica, ReplicaState::kReady)) {
     if (seen.health == Health::kOk) {
       if (n.health_failures != 0) {
         n.health_failures = 0;
@@ -94,12 +102,14 @@ ReplicaStep StepReplica(const DeploymentReplicaRecord& replica, const ReplicaObs
     }
     return step;
   }
-  if (Is(replica, ReplicaState::kDraining)) {
+  if (IsIn(replica, ReplicaState::kDraining)) {
     const int64_t since = now - replica.drain_started_at;
     const bool idle = seen.running == 0 && since >= timing.drain_settle_ms;
     if (idle || since >= timing.drain_timeout_ms) {
-      move_to(ReplicaState::kStopping, idle ? "drained: no request in flight"
-                                            : "drain timeout: stopped with requests in flight");
+      // Why it drains stays first: the replica's end names it.
+      move_to(ReplicaState::kStopping,
+              replica.reason + (idle ? " (drained: no request in flight)"
+                                     : " (drain timeout: stopped with requests in flight)"));
       step.cancel_job = true;
     }
     return step;
@@ -135,9 +145,9 @@ DeploymentPlan PlanDeployment(const ManagedSpec& spec, const ServingTemplate& t,
   DeploymentPlan plan;
   std::vector<const DeploymentReplicaRecord*> ready_current, ready_old, starting;
   for (const DeploymentReplicaRecord& r : replicas) {
-    if (Is(r, ReplicaState::kReady)) {
+    if (IsIn(r, ReplicaState::kReady)) {
       (r.generation == spec.generation ? ready_current : ready_old).push_back(&r);
-    } else if (Is(r, ReplicaState::kStarting)) {
+    } else if (IsIn(r, ReplicaState::kStarting)) {
       if (r.generation == spec.generation) {
         starting.push_back(&r);
       } else {
@@ -190,6 +200,34 @@ DeploymentPlan PlanDeployment(const ManagedSpec& spec, const ServingTemplate& t,
   std::sort(routed.begin(), routed.end(), older_first);
   for (const auto* r : routed) plan.endpoints.push_back(EndpointOf(spec, t, r->url));
   return plan;
+}
+
+std::optional<Rollback> PlanRollback(const ManagedSpec& current,
+                                     const std::vector<DeploymentReplicaRecord>& replicas,
+                                     int64_t current_failures) {
+  if (current_failures < kRollbackAfterFailures) return std::nullopt;
+  const DeploymentReplicaRecord* newest_old = nullptr;
+  std::optional<ManagedSpec> old_spec;
+  for (const DeploymentReplicaRecord& r : replicas) {
+    if (!IsIn(r, ReplicaState::kReady)) continue;
+    if (r.generation == current.generation) return std::nullopt;  // the new version serves
+    if (newest_old != nullptr && r.generation <= newest_old->generation) continue;
+    auto parsed = ParseStoredSpec(r.spec);
+    if (!parsed.has_value()) continue;
+    newest_old = &r;
+    old_spec = *parsed;
+  }
+  if (newest_old == nullptr) return std::nullopt;
+  Rollback rb;
+  rb.revived_generation = newest_old->generation;
+  rb.spec = current;
+  rb.spec.template_name = old_spec->template_name;
+  rb.spec.source = old_spec->source;
+  rb.spec.extra_args = old_spec->extra_args;
+  rb.spec.resources = old_spec->resources;
+  rb.spec.generation = current.generation + 1;
+  rb.spec.rolled_back_from = current.generation;
+  return rb;
 }
 
 int64_t BackoffMs(int64_t failures) {

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +27,9 @@ namespace atrium::serving {
 enum class ReplicaState { kStarting, kReady, kDraining, kStopping, kEnded };
 std::string_view ReplicaStateName(ReplicaState state);
 Result<ReplicaState> ParseReplicaState(std::string_view name);
+
+// Whether the replica's row is in `state`.
+bool IsIn(const DeploymentReplicaRecord& replica, ReplicaState state);
 
 enum class Health { kNotChecked, kOk, kFailed };
 
@@ -55,7 +59,8 @@ struct ReplicaStep {
   bool changed = false;     // next differs from the row: store it
   bool cancel_job = false;  // stop its model server now
   // It ended or was stopped without the controller asking (a crash, a
-  // failed check, never ready): counts towards the restart backoff.
+  // failed check, never ready; not a preemption): counts towards the
+  // restart backoff and a roll back.
   bool failure = false;
 };
 
@@ -76,6 +81,27 @@ struct DeploymentPlan {
 };
 DeploymentPlan PlanDeployment(const ManagedSpec& spec, const ServingTemplate& t,
                               const std::vector<DeploymentReplicaRecord>& replicas, bool may_start);
+
+// A version that never becomes ready is given up after this many of its
+// replicas failed in a row (never ready, or crashed before), if an older
+// version still serves.
+inline constexpr int64_t kRollbackAfterFailures = 3;
+
+struct Rollback {
+  // What the deployment runs from now on: what the older ready replicas
+  // run, at the current spec's scale, as the next generation, marked
+  // rolled_back_from the generation given up.
+  ManagedSpec spec;
+  // The older generation whose replicas carry on, as spec.generation.
+  int64_t revived_generation = 0;
+};
+// nullopt unless `current_failures` (failed replicas of the current
+// generation in a row) reached kRollbackAfterFailures, no replica of it is
+// ready, and a ready replica of an older generation has a readable spec
+// (the newest such generation is the one revived).
+std::optional<Rollback> PlanRollback(const ManagedSpec& current,
+                                     const std::vector<DeploymentReplicaRecord>& replicas,
+                                     int64_t current_failures);
 
 // The gateway's slots for one replica: the spec's capacity, else the
 // template's max batch; burst and prefill pacing follow from it so a light

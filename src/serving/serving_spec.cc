@@ -217,7 +217,11 @@ Result<ManagedSpec> ReadManagedSpec(const Json& body, SpecAuthor author, bool st
   auto drain_timeout = r.Int("drain_timeout_s", false, 0, kMaxDrainTimeoutS);
   auto capacity = r.Int("capacity", false, 0, kMaxReplicaCapacity);
   std::optional<int64_t> generation;
-  if (stored) generation = r.Int("generation", false, 1, INT64_MAX / 2);
+  std::optional<int64_t> rolled_back_from;
+  if (stored) {
+    generation = r.Int("generation", false, 1, INT64_MAX / 2);
+    rolled_back_from = r.Int("rolled_back_from", false, 0, INT64_MAX / 2);
+  }
   const bool resources_null = r.IsNull("resources");
   ATRIUM_RETURN_IF_ERROR(r.Finish());
 
@@ -269,6 +273,7 @@ Result<ManagedSpec> ReadManagedSpec(const Json& body, SpecAuthor author, bool st
   s.drain_timeout_s = drain_timeout.value_or(30);
   s.capacity = capacity.value_or(0);
   s.generation = generation.value_or(1);
+  s.rolled_back_from = rolled_back_from.value_or(0);
   return s;
 }
 
@@ -286,7 +291,31 @@ Json ManagedSpecJson(const ManagedSpec& s) {
   j["drain_timeout_s"] = s.drain_timeout_s;
   j["capacity"] = s.capacity;
   j["generation"] = s.generation;
+  if (s.rolled_back_from > 0) j["rolled_back_from"] = s.rolled_back_from;
   return j;
+}
+
+bool ManagedSpec::SameRun(const ManagedSpec& other) const {
+  return template_name == other.template_name && source == other.source &&
+         extra_args == other.extra_args && resources == other.resources;
+}
+
+Status ScaleTo(ManagedSpec& spec, int64_t replicas) {
+  if (replicas < 0 || replicas > kMaxReplicas) {
+    return Error::InvalidArgument("replicas must be between 0 and " + std::to_string(kMaxReplicas));
+  }
+  if (spec.autoscale && (replicas < spec.min_replicas || replicas > spec.max_replicas)) {
+    return Error::InvalidArgument("the deployment autoscales between " +
+                                  std::to_string(spec.min_replicas) + " and " +
+                                  std::to_string(spec.max_replicas) +
+                                  " replicas; change min_replicas and max_replicas instead");
+  }
+  spec.replicas = replicas;
+  if (!spec.autoscale) {
+    spec.min_replicas = std::min(spec.min_replicas, replicas);
+    spec.max_replicas = std::max<int64_t>({spec.max_replicas, replicas, 1});
+  }
+  return OkStatus();
 }
 
 Result<ManagedSpec> ParseStoredSpec(const std::string& text) {

@@ -81,8 +81,14 @@ struct ManagedSpec {
   // Bumped when what a replica runs changes (template, source, args,
   // resources): replicas of an older generation are replaced.
   int64_t generation = 1;
+  // Set by a roll back (stored form only): the generation that never became
+  // ready and was given up. 0: this spec is what its author wrote.
+  int64_t rolled_back_from = 0;
 
   bool operator==(const ManagedSpec&) const = default;
+  // Whether two specs' replicas run the same thing (template, source, args,
+  // resources): what a new generation changes.
+  bool SameRun(const ManagedSpec& other) const;
 };
 
 enum class SpecAuthor { kTenant, kPlatform };
@@ -90,12 +96,16 @@ enum class SpecAuthor { kTenant, kPlatform };
 // Reads a spec from a JSON object: template, source, extra_args (platform
 // only), resources (an allocation request without project), priority,
 // replicas, autoscale, min_replicas, max_replicas, drain_timeout_s,
-// capacity, generation (stored form only: an author's is refused).
+// capacity, generation and rolled_back_from (stored form only: an
+// author's are refused).
 // Unknown fields, wrong types and values out of bounds are InvalidArgument
 // naming the field. `stored`: the canonical form read back (generation
 // allowed).
 Result<ManagedSpec> ReadManagedSpec(const Json& body, SpecAuthor author, bool stored = false);
 Json ManagedSpecJson(const ManagedSpec& spec);
+// Sets the replicas wanted now. A fixed-size spec's bounds follow them; an
+// autoscaling one's do not: InvalidArgument outside min..max.
+Status ScaleTo(ManagedSpec& spec, int64_t replicas);
 // ReadManagedSpec of a stored deployment's `serving` text.
 Result<ManagedSpec> ParseStoredSpec(const std::string& text);
 

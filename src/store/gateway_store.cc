@@ -14,6 +14,7 @@ namespace {
 
 using sql::Row;
 using sql::Value;
+using store_internal::AppendAuditOn;
 using store_internal::BumpGatewayPolicyMarker;
 using store_internal::ClampLimit;
 using store_internal::ExpectOneRowOn;
@@ -87,7 +88,7 @@ DeploymentRecord DeploymentFromRow(const Row& r) {
 
 constexpr char kReplicaColumns[] =
     "id, deployment_id, tenant_id, job_id, port, url, state, generation, health_failures, "
-    "reason, created_at, ready_at, drain_started_at, ended_at, updated_at";
+    "reason, created_at, ready_at, drain_started_at, ended_at, updated_at, spec";
 
 DeploymentReplicaRecord ReplicaFromRow(const Row& r) {
   DeploymentReplicaRecord x;
@@ -106,13 +107,15 @@ DeploymentReplicaRecord ReplicaFromRow(const Row& r) {
   x.drain_started_at = r.Int(12);
   x.ended_at = r.Int(13);
   x.updated_at = r.Int(14);
+  x.spec = r.Text(15);
   return x;
 }
 
 std::vector<Value> ReplicaValues(const DeploymentReplicaRecord& x) {
   return {x.id,         x.deployment_id, x.tenant_id,        x.job_id,          x.port,
           x.url,        x.state,         x.generation,       x.health_failures, x.reason,
-          x.created_at, x.ready_at,      x.drain_started_at, x.ended_at,        x.updated_at};
+          x.created_at, x.ready_at,      x.drain_started_at, x.ended_at,        x.updated_at,
+          x.spec};
 }
 
 // What `tenant_param` (a placeholder holding the scope's tenant id) may use:
@@ -236,7 +239,7 @@ UsageRecord UsageFromRow(const Row& r) {
   u.ttft_ms = r.Int(12);
   u.total_ms = r.Int(13);
   u.status = r.Text(14);
-  u.http_status = r.Int(15);
+  u.http_status = static_cast<int>(r.Int(15));
   u.created_at = r.Int(16);
   u.flag = r.Text(17);
   return u;
@@ -287,6 +290,10 @@ std::string UsageWhere(const TenantScope& scope, const UsageFilter& filter,
   if (!filter.key_id.empty()) {
     params.push_back(filter.key_id);
     where += " AND key_id = " + P(params.size());
+  }
+  if (!filter.deployment_id.empty()) {
+    params.push_back(filter.deployment_id);
+    where += " AND deployment_id = " + P(params.size());
   }
   return where;
 }
@@ -451,11 +458,30 @@ Status Store::SetManagedEndpoints(const std::string& id,
   }));
 }
 
+Status Store::ReplaceServing(const std::string& id, const std::string& expected,
+                             const std::string& next, int64_t at, const AuditRecord& audit) {
+  return StatusOf(db_->Transact<bool>([&](sql::Connection& c) -> Result<bool> {
+    ATRIUM_ASSIGN_OR_RETURN(
+        auto done,
+        c.Exec(
+            "UPDATE deployments SET serving = $3, updated_at = $4 WHERE id = $1 AND serving = $2 "
+            "AND serving <> ''",
+            {id, expected, next, at}));
+    if (done.affected != 1) {
+      return Error::FailedPrecondition("deployment " + id +
+                                       ": its serving spec changed meanwhile or it is gone");
+    }
+    ATRIUM_RETURN_IF_ERROR(AppendAuditOn(c, audit));
+    ATRIUM_RETURN_IF_ERROR(BumpGatewayPolicyMarker(c));
+    return true;
+  }));
+}
+
 Status Store::CreateReplica(const DeploymentReplicaRecord& r) {
   ATRIUM_RETURN_IF_ERROR(db_->Exec(std::string("INSERT INTO deployment_replicas (") +
                                        kReplicaColumns +
                                        ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, "
-                                       "$12, $13, $14, $15)",
+                                       "$12, $13, $14, $15, $16)",
                                    ReplicaValues(r)));
   return OkStatus();
 }
@@ -468,7 +494,7 @@ Status Store::UpdateReplica(const DeploymentReplicaRecord& r) {
         "UPDATE deployment_replicas SET deployment_id = $2, tenant_id = $3, job_id = $4, "
         "port = $5, url = $6, state = $7, generation = $8, health_failures = $9, reason = $10, "
         "created_at = $11, ready_at = $12, drain_started_at = $13, ended_at = $14, "
-        "updated_at = $15 WHERE id = $1",
+        "updated_at = $15, spec = $16 WHERE id = $1",
         values, "replica"));
     return true;
   }));
@@ -662,8 +688,10 @@ Result<std::vector<UsageTotals>> Store::SummarizeUsage(const TenantScope& scope,
     column = "model";
   } else if (group_by == "key") {
     column = "key_id";
+  } else if (group_by == "deployment") {
+    column = "deployment_id";
   } else if (!group_by.empty()) {
-    return Error::InvalidArgument("group_by must be model or key");
+    return Error::InvalidArgument("group_by must be model, key or deployment");
   }
   std::vector<Value> params;
   std::string where = UsageWhere(scope, filter, params);

@@ -512,6 +512,16 @@ CREATE TABLE deployment_replicas (
 CREATE INDEX deployment_replicas_deployment ON deployment_replicas (deployment_id, id);
 CREATE INDEX deployment_replicas_state ON deployment_replicas (state, id);
 )sql"},
+    // The spec each replica was started with: a version that never becomes
+    // ready is rolled back to what the ready replicas run.
+    // GPU usage records name the managed deployment whose replica held the
+    // time ("" for any other allocation or job), found through the
+    // replica's job when the meter writes them.
+    {16, "managed deployments: each replica's spec; GPU usage by deployment", R"sql(
+ALTER TABLE deployment_replicas ADD COLUMN spec TEXT NOT NULL DEFAULT '';
+CREATE INDEX deployment_replicas_job ON deployment_replicas (job_id);
+ALTER TABLE gpu_usage_records ADD COLUMN deployment_id TEXT NOT NULL DEFAULT '';
+)sql"},
 };
 
 }  // namespace

@@ -179,7 +179,8 @@ class Store {
   // held, or has some records (a catch-up under way), or whose row changed
   // at or after `changed_since_ms` (0: every one), ordered by id. Never-placed (pending, rejected)
   // allocations are not billed and never listed.
-  Result<std::vector<AllocationRecord>> ListAllocationsToMeterForMetering(int64_t changed_since_ms);
+  Result<std::vector<AllocationToMeter>> ListAllocationsToMeterForMetering(
+      int64_t changed_since_ms);
 
   // --- Model deployments (shared: the platform's; dedicated: tenant-owned) ---
   // A shared deployment has tenant_id "" and belongs to the platform scope;
@@ -217,6 +218,12 @@ class Store {
   // is none (deleted, or external).
   Status SetManagedEndpoints(const std::string& id,
                              const std::vector<DeploymentEndpoint>& endpoints, int64_t at);
+  // Sets managed deployment `id`'s serving spec to `next` if it is still
+  // `expected` (the serving controller's roll back, which a PATCH between
+  // its read and its write must win), with `audit`, in one transaction.
+  // FailedPrecondition when it changed or is gone.
+  Status ReplaceServing(const std::string& id, const std::string& expected, const std::string& next,
+                        int64_t at, const AuditRecord& audit);
   Status CreateReplica(const DeploymentReplicaRecord& r);
   Status UpdateReplica(const DeploymentReplicaRecord& r);  // NotFound when gone
   // Every replica not ended, of every deployment (the controller's round).
