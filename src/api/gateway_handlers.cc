@@ -66,6 +66,10 @@ Result<http::Response> LimitList(Context& ctx) {
 
 // --- usage
 
+// The filter's text is compared, never stored: this bound only keeps a
+// hostile query from costing more than a plain one.
+constexpr size_t kMaxDeploymentFilter = 200;
+
 Result<UsageFilter> UsageFilterOf(const Context& ctx) {
   UsageFilter f;
   ATRIUM_ASSIGN_OR_RETURN(f.from, TimeQueryOf(ctx.request, "from"));
@@ -75,6 +79,11 @@ Result<UsageFilter> UsageFilterOf(const Context& ctx) {
   }
   f.model = QueryOf(ctx.request, "model");
   f.key_id = QueryOf(ctx.request, "key_id");
+  f.deployment_id = QueryOf(ctx.request, "deployment");
+  if (f.deployment_id.size() > kMaxDeploymentFilter) {
+    return Error::InvalidArgument("'deployment' is at most " +
+                                  std::to_string(kMaxDeploymentFilter) + " characters");
+  }
   return f;
 }
 
@@ -167,8 +176,8 @@ Result<http::Response> ListUsage(Context& ctx) {
 Result<http::Response> SummarizeUsage(Context& ctx) {
   ATRIUM_ASSIGN_OR_RETURN(UsageFilter filter, UsageFilterOf(ctx));
   std::string group_by = QueryOf(ctx.request, "group_by");
-  if (!group_by.empty() && group_by != "model" && group_by != "key") {
-    return Error::InvalidArgument("group_by must be model or key");
+  if (!group_by.empty() && group_by != "model" && group_by != "key" && group_by != "deployment") {
+    return Error::InvalidArgument("group_by must be model, key or deployment");
   }
   ATRIUM_ASSIGN_OR_RETURN(auto totals,
                           ctx.services.store->SummarizeUsage(ctx.scope, filter, group_by));

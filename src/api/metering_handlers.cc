@@ -1,8 +1,8 @@
 // What a tenant held on GPUs, as the GPU meter (src/metering) billed it,
 // and what its jobs ran within that: the usage records (one per allocation
 // or job run and clock hour) and their sums per GPU model and kind or per
-// project, time held (billed) and time run by jobs (not billed on top)
-// apart. Each tenant reads only its own; platform staff read any tenant's
+// project or managed deployment, time held (billed) and time run by jobs
+// (not billed on top) apart. Each tenant reads only its own; platform staff read any tenant's
 // through the same paths.
 #include "api/handler_util.h"
 #include "api/handlers.h"
@@ -14,6 +14,16 @@ namespace {
 // The filters' text is compared, never stored: this bound only keeps a
 // hostile query from costing more than a plain one.
 constexpr size_t kMaxFilterLength = 200;
+
+bool IsIdText(const std::string& s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
 
 Result<GpuUsageFilter> GpuUsageFilterOf(const Context& ctx) {
   GpuUsageFilter f;
@@ -28,17 +38,13 @@ Result<GpuUsageFilter> GpuUsageFilterOf(const Context& ctx) {
     return Error::InvalidArgument("'model' and 'project' are at most " +
                                   std::to_string(kMaxFilterLength) + " characters");
   }
-  return f;
-}
-
-bool IsIdText(const std::string& s) {
-  if (s.empty()) return false;
-  for (char c : s) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '_' || c == '-';
-    if (!ok) return false;
+  f.deployment_id = QueryOf(ctx.request, "deployment");
+  if (!f.deployment_id.empty() &&
+      (f.deployment_id.size() > kMaxFilterLength || !IsIdText(f.deployment_id))) {
+    return Error::InvalidArgument(
+        "'deployment' must be a deployment id (letters, digits, '_' and '-')");
   }
-  return true;
+  return f;
 }
 
 // The list's filters: the summary's, and which subjects.
@@ -76,6 +82,7 @@ Json GpuUsageView(const GpuUsageRecord& g) {
           {"model", g.model},
           {"kind", g.kind},
           {"mig_profile", g.mig_profile.empty() ? Json(nullptr) : Json(g.mig_profile)},
+          {"deployment_id", g.deployment_id.empty() ? Json(nullptr) : Json(g.deployment_id)},
           {"milli", g.milli},
           {"from", FormatTimestamp(g.from_ms)},
           {"to", FormatTimestamp(g.to_ms)},
@@ -94,6 +101,9 @@ Json GpuUsageTotalsView(const GpuUsageTotals& t, const std::string& group_by) {
     out["kind"] = t.kind;
   } else if (group_by == "project") {
     out["project"] = t.project;
+  } else if (group_by == "deployment") {
+    // Usage outside any managed deployment sums under null.
+    out["deployment_id"] = t.deployment_id.empty() ? Json(nullptr) : Json(t.deployment_id);
   }
   return out;
 }
@@ -110,8 +120,9 @@ Result<http::Response> ListGpuUsage(Context& ctx) {
 Result<http::Response> SummarizeGpuUsage(Context& ctx) {
   ATRIUM_ASSIGN_OR_RETURN(GpuUsageFilter filter, GpuUsageFilterOf(ctx));
   std::string group_by = QueryOf(ctx.request, "group_by");
-  if (!group_by.empty() && group_by != "model" && group_by != "project") {
-    return Error::InvalidArgument("group_by must be model or project");
+  if (!group_by.empty() && group_by != "model" && group_by != "project" &&
+      group_by != "deployment") {
+    return Error::InvalidArgument("group_by must be model, project or deployment");
   }
   // Two sums, never one: the allocations' held time is what is billed;
   // jobs ran within it, so their time is shown apart and not added on top.

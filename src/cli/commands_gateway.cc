@@ -160,6 +160,7 @@ struct UsageArgs {
   std::string to;
   std::string model;
   std::string key;
+  std::string deployment;
   std::string group_by;
   ListArgs list;
 };
@@ -177,9 +178,11 @@ int ListUsage(Context& ctx, const UsageArgs& args) {
   if (api == nullptr) return kExitUsage;
   auto base = ctx.TenantBase(args.tenant);
   if (!base.has_value()) return ctx.Fail(base.error());
-  std::string target = WithQuery(
-      *base + "/usage",
-      {{"from", args.from}, {"to", args.to}, {"model", args.model}, {"key_id", args.key}});
+  std::string target = WithQuery(*base + "/usage", {{"from", args.from},
+                                                    {"to", args.to},
+                                                    {"model", args.model},
+                                                    {"key_id", args.key},
+                                                    {"deployment", args.deployment}});
   return RunList(ctx, *api, target, args.list, kUsageColumns);
 }
 
@@ -192,13 +195,17 @@ int Summary(Context& ctx, const UsageArgs& args) {
                                                                {"from", args.from},
                                                                {"to", args.to},
                                                                {"model", args.model},
-                                                               {"key_id", args.key}}));
+                                                               {"key_id", args.key},
+                                                               {"deployment", args.deployment}}));
   if (!summary.has_value()) return ctx.Fail(summary.error());
   if (ctx.json_output()) {
     ctx.PrintJson(*summary);
     return kExitOk;
   }
-  std::string group = args.group_by == "key" ? "KEY" : args.group_by == "model" ? "MODEL" : "";
+  std::string group = args.group_by == "key"          ? "KEY"
+                      : args.group_by == "model"      ? "MODEL"
+                      : args.group_by == "deployment" ? "DEPLOYMENT"
+                                                      : "";
   std::vector<std::vector<std::string>> rows;
   for (const auto& t : FieldAt(*summary, "items")) {
     Json g = FieldAt(t, "group");
@@ -209,14 +216,17 @@ int Summary(Context& ctx, const UsageArgs& args) {
   ctx.out() << FormatTable({group.empty() ? "GROUP" : group, "REQUESTS", "INPUT_TOKENS",
                             "OUTPUT_TOKENS", "CACHED_TOKENS"},
                            rows);
-  // Beside the tokens, the GPU time held over the same period: GPU usage
-  // has no API key and its models are GPU models, so only without those
-  // filters.
+  // Beside the tokens, the GPU time held over the same period (per
+  // deployment when the tokens are, else per GPU model): GPU usage has no
+  // API key and its models are GPU models, so only without those filters.
   if (!args.key.empty() || !args.model.empty()) return kExitOk;
-  auto gpu = api->Get(WithQuery(*base + "/usage/gpu/summary",
-                                {{"group_by", "model"}, {"from", args.from}, {"to", args.to}}));
+  const std::string gpu_group = args.group_by == "deployment" ? "deployment" : "model";
+  auto gpu = api->Get(WithQuery(*base + "/usage/gpu/summary", {{"group_by", gpu_group},
+                                                               {"from", args.from},
+                                                               {"to", args.to},
+                                                               {"deployment", args.deployment}}));
   if (!gpu.has_value()) return ctx.Fail(gpu.error());
-  auto gpu_text = GpuSummaryText(*gpu, "model");
+  auto gpu_text = GpuSummaryText(*gpu, gpu_group);
   if (!gpu_text.has_value()) return ctx.Fail(gpu_text.error());
   ctx.out() << "\n" << *gpu_text << "(atrium usage gpu-summary, atrium usage gpu)\n";
   return kExitOk;
@@ -252,6 +262,9 @@ void AddUsageFilters(CLI::App* command, UsageArgs& args) {
   command->add_option("--to", args.to, "Only requests before this time: RFC 3339 or ms");
   command->add_option("--model", args.model, "Only requests for this model");
   command->add_option("--key", args.key, "Only requests made with this API key id");
+  command->add_option("--deployment", args.deployment,
+                      "Only requests this deployment served (and, in the summary, only its "
+                      "replicas' GPU time)");
 }
 
 }  // namespace
@@ -308,10 +321,13 @@ void AddGatewayCommands(CLI::App& app, VerbTable& verbs) {
   verbs.Add(usage_list,
             [usage_list_args](Context& ctx) { return ListUsage(ctx, *usage_list_args); });
   auto summary_args = std::make_shared<UsageArgs>();
-  CLI::App* summary = usage->add_subcommand("summary", "Usage totals, overall or per model or key");
+  CLI::App* summary =
+      usage->add_subcommand("summary", "Usage totals, overall or per model, key or deployment");
   AddUsageFilters(summary, *summary_args);
-  summary->add_option("--group-by", summary_args->group_by, "One row per model or per key")
-      ->check(CLI::IsMember({"model", "key"}));
+  summary
+      ->add_option("--group-by", summary_args->group_by,
+                   "One row per model, per key or per deployment")
+      ->check(CLI::IsMember({"model", "key", "deployment"}));
   verbs.Add(summary, [summary_args](Context& ctx) { return Summary(ctx, *summary_args); });
   auto refusals_args = std::make_shared<UsageArgs>();
   CLI::App* refusals = usage->add_subcommand(

@@ -35,6 +35,8 @@ Result<std::vector<std::vector<std::string>>> GpuTotalsRows(const Json& summary,
       row = {CellText(FieldAt(t, "model")), CellText(FieldAt(t, "kind"))};
     } else if (group_by == "project") {
       row = {CellText(FieldAt(t, "project"))};
+    } else if (group_by == "deployment") {
+      row = {CellText(FieldAt(t, "deployment_id"))};
     } else {
       row = {"total"};
     }
@@ -51,6 +53,8 @@ std::vector<std::string> GpuTotalsHeader(const std::string& group_by) {
     header = {"GPU_MODEL", "KIND"};
   } else if (group_by == "project") {
     header = {"PROJECT"};
+  } else if (group_by == "deployment") {
+    header = {"DEPLOYMENT"};
   } else {
     header = {"GROUP"};
   }
@@ -84,6 +88,7 @@ struct GpuUsageArgs {
   std::string to;
   std::string model;
   std::string project;
+  std::string deployment;
   std::string group_by;
   std::string subject_kind;  // usage gpu only
   std::string job;           // usage gpu only
@@ -95,6 +100,7 @@ const std::vector<Column> kGpuUsageColumns = {{"FROM", "from"},
                                               {"OF", "subject_kind"},
                                               {"SUBJECT", "subject_id"},
                                               {"PROJECT", "project"},
+                                              {"DEPLOYMENT", "deployment_id"},
                                               {"GPU_MODEL", "model"},
                                               {"KIND", "kind"},
                                               {"MIG", "mig_profile"},
@@ -103,7 +109,11 @@ const std::vector<Column> kGpuUsageColumns = {{"FROM", "from"},
                                               {"CLOSES", "closes_subject"}};
 
 std::vector<std::pair<std::string, std::string>> Filters(const GpuUsageArgs& args) {
-  return {{"from", args.from}, {"to", args.to}, {"model", args.model}, {"project", args.project}};
+  return {{"from", args.from},
+          {"to", args.to},
+          {"model", args.model},
+          {"project", args.project},
+          {"deployment", args.deployment}};
 }
 
 int ListGpuUsage(Context& ctx, const GpuUsageArgs& args) {
@@ -144,6 +154,8 @@ void AddGpuUsageFilters(CLI::App* command, GpuUsageArgs& args) {
   command->add_option("--to", args.to, "Only GPU time before this time: RFC 3339 or ms");
   command->add_option("--model", args.model, "Only this GPU model, e.g. H100-80GB");
   command->add_option("--project", args.project, "Only this project");
+  command->add_option("--deployment", args.deployment,
+                      "Only the GPU time of this managed deployment's replicas");
 }
 
 }  // namespace
@@ -166,12 +178,12 @@ void AddGpuUsageCommands(CLI::App* usage, VerbTable& verbs) {
   CLI::App* summary = usage->add_subcommand(
       "gpu-summary",
       "GPU-seconds held (billed) and, apart, run by jobs within them, overall or per GPU model "
-      "and kind or per project");
+      "and kind, per project or per managed deployment");
   AddGpuUsageFilters(summary, *summary_args);
   summary
       ->add_option("--group-by", summary_args->group_by,
-                   "One row per GPU model and kind, or per project")
-      ->check(CLI::IsMember({"model", "project"}));
+                   "One row per GPU model and kind, per project or per managed deployment")
+      ->check(CLI::IsMember({"model", "project", "deployment"}));
   verbs.Add(summary, [summary_args](Context& ctx) { return GpuSummary(ctx, *summary_args); });
 }
 

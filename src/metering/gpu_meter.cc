@@ -5,11 +5,10 @@
 #include <algorithm>
 #include <utility>
 
-#include "threads/thread_name.h"
-
 namespace atrium::metering {
 
-std::optional<HeldInterval> HeldIntervalOfAllocation(const AllocationRecord& a) {
+std::optional<HeldInterval> HeldIntervalOfAllocation(const AllocationToMeter& row) {
+  const AllocationRecord& a = row.allocation;
   if (a.placed_ms < 0) return std::nullopt;
   HeldInterval h;
   h.subject_kind = "allocation";
@@ -22,6 +21,7 @@ std::optional<HeldInterval> HeldIntervalOfAllocation(const AllocationRecord& a) 
   h.kind = kind.empty() ? a.kind : std::string(kind);
   h.mig_profile = a.mig_profile;
   h.milli = a.charge_milli;
+  h.deployment_id = row.deployment_id;
   h.start_ms = a.placed_ms;
   h.end_ms = a.Held() ? kStillHeld : a.ended_ms;
   // An ended row without its end (never written so) is billed to its
@@ -35,14 +35,14 @@ Result<std::vector<MeterSubject>> AllocationSubjectSource::SubjectsToMeter(
   ATRIUM_ASSIGN_OR_RETURN(auto rows, store_.ListAllocationsToMeterForMetering(changed_since_ms));
   std::vector<std::string> ids;
   ids.reserve(rows.size());
-  for (const auto& a : rows) ids.push_back(a.id);
+  for (const auto& a : rows) ids.push_back(a.allocation.id);
   ATRIUM_ASSIGN_OR_RETURN(auto points, store_.GpuMeteredPointsForMetering("allocation", ids));
   std::vector<MeterSubject> out;
   out.reserve(rows.size());
   for (const auto& a : rows) {
     auto held = HeldIntervalOfAllocation(a);
     if (!held) continue;
-    auto p = points.find(a.id);
+    auto p = points.find(a.allocation.id);
     out.push_back({std::move(*held), p == points.end() ? GpuMeteredPoint{} : p->second});
   }
   return out;
@@ -60,6 +60,7 @@ std::optional<HeldInterval> HeldIntervalOfJobRun(const JobRunToMeter& r) {
   h.kind = kind.empty() ? r.kind : std::string(kind);
   h.mig_profile = r.mig_profile;
   h.milli = r.charge_milli;
+  h.deployment_id = r.deployment_id;
   h.start_ms = r.run.started_ms;
   h.end_ms = r.run.ended_ms < 0 ? kStillHeld : r.run.ended_ms;
   return h;
@@ -83,7 +84,10 @@ Result<std::vector<MeterSubject>> JobSubjectSource::SubjectsToMeter(int64_t chan
 }
 
 GpuMeter::GpuMeter(Store& store, const Clock& clock, GpuMeterOptions options)
-    : store_(store), clock_(clock), options_(std::move(options)) {}
+    : store_(store),
+      clock_(clock),
+      options_(std::move(options)),
+      timer_("gpu-meter", options_.interval_ms, [this] { Round(); }) {}
 
 GpuMeter::~GpuMeter() { Stop(); }
 
@@ -92,34 +96,18 @@ void GpuMeter::AddSource(std::unique_ptr<MeterSubjectSource> source) {
 }
 
 Status GpuMeter::Start() {
-  if (options_.interval_ms <= 0) return OkStatus();
-  thread_ = std::thread([this] { Run(); });
+  timer_.Start(PeriodicThread::First::kAtOnce);
   return OkStatus();
 }
 
-void GpuMeter::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(stop_mu_);
-    stopping_ = true;
-  }
-  stop_cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
+void GpuMeter::Stop() { timer_.Stop(); }
 
-void GpuMeter::Run() {
-  NameThisThread("gpu-meter");
-  std::unique_lock<std::mutex> lock(stop_mu_);
-  while (!stopping_) {
-    lock.unlock();
-    auto round = Tick();
-    if (!round.has_value()) {
-      spdlog::warn("GPU meter: round failed, retrying next round: {}", round.error().message);
-    }
-    if (options_.on_round) options_.on_round();
-    lock.lock();
-    stop_cv_.wait_for(lock, std::chrono::milliseconds(options_.interval_ms),
-                      [this] { return stopping_; });
+void GpuMeter::Round() {
+  auto round = Tick();
+  if (!round.has_value()) {
+    spdlog::warn("GPU meter: round failed, retrying next round: {}", round.error().message);
   }
+  if (options_.on_round) options_.on_round();
 }
 
 Result<MeterRound> GpuMeter::Tick() {

@@ -69,6 +69,7 @@ Result<std::vector<GpuUsageRecord>> DueGpuUsageRecords(const HeldInterval& held,
     r.id = GpuUsageRecordId(held.subject_kind, held.subject_id, from);
     r.tenant_id = held.tenant_id;
     r.project = held.project;
+    r.deployment_id = held.deployment_id;
     r.subject_kind = held.subject_kind;
     r.subject_id = held.subject_id;
     r.model = held.model;

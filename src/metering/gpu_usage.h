@@ -60,6 +60,7 @@ struct HeldInterval {
   std::string kind;
   std::string mig_profile;  // kind mig only
   int64_t milli = 0;
+  std::string deployment_id;  // the managed deployment it serves; "" none
   int64_t start_ms = 0;
   // kStillHeld while held. An end before the start (a clock stepped back
   // between the two writes) is read as the start: nothing is billed.

@@ -29,6 +29,9 @@ struct GpuUsageRecord {
   int64_t gpu_milli_ms = 0;  // milli × (to_ms - from_ms): the billed amount
   bool closes_subject = false;
   int64_t created_at = 0;  // when the meter wrote it
+  // The managed deployment whose replica held it (src/serving); "" for any
+  // other allocation or job.
+  std::string deployment_id;
 
   bool operator==(const GpuUsageRecord&) const = default;
 };
@@ -45,10 +48,12 @@ struct GpuMeteredPoint {
 // Sums of GPU usage records, one row per group.
 struct GpuUsageTotals {
   // What the row sums: {model, kind} for group_by "model", {project} for
-  // "project", all empty for the grand total.
+  // "project", {deployment_id} for "deployment", all empty for the grand
+  // total.
   std::string model;
   std::string kind;
   std::string project;
+  std::string deployment_id;
   int64_t records = 0;
   int64_t gpu_milli_ms = 0;
 };

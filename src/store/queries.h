@@ -53,6 +53,7 @@ struct UsageFilter {
   int64_t to = 0;    // created_at <  to (ms);   0 = no bound
   std::string model;
   std::string key_id;
+  std::string deployment_id;  // the deployment that served; "" = any
 };
 
 struct GpuUsageFilter {
@@ -64,6 +65,14 @@ struct GpuUsageFilter {
   // A job id: only the records of its runs (subject kind job, subject ids
   // "<job_id>.<attempt>"); "" = any.
   std::string job_id;
+  std::string deployment_id;  // only this managed deployment's; "" = any
+};
+
+// One allocation to meter, with the managed deployment whose replica's job
+// holds it ("" none).
+struct AllocationToMeter {
+  AllocationRecord allocation;
+  std::string deployment_id;
 };
 
 // One job run to meter, with what its allocation holds (src/metering).
@@ -73,6 +82,7 @@ struct JobRunToMeter {
   std::string kind;  // the allocation's: gpu | mig | share | node
   std::string mig_profile;
   int64_t charge_milli = 0;
+  std::string deployment_id;  // the managed deployment whose replica it runs; "" none
 };
 
 // Everything one scheduling call changes, written in one transaction.

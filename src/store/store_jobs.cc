@@ -235,7 +235,9 @@ Result<std::vector<JobRunToMeter>> Store::ListJobRunsToMeterForMetering(int64_t 
       auto rows,
       db_->Exec(std::string("SELECT r.job_id, r.attempt, r.tenant_id, r.project, "
                             "r.allocation_id, r.started_ms, r.ended_ms, r.updated_at, a.model, "
-                            "a.kind, a.mig_profile, a.charge_milli FROM job_runs r JOIN "
+                            "a.kind, a.mig_profile, a.charge_milli, COALESCE((SELECT "
+                            "MAX(dr.deployment_id) FROM deployment_replicas dr WHERE dr.job_id = "
+                            "r.job_id AND dr.tenant_id = r.tenant_id), '') FROM job_runs r JOIN "
                             "allocations a ON a.id = r.allocation_id AND a.tenant_id = "
                             "r.tenant_id WHERE r.started_ms >= 0 AND (r.ended_ms < 0 OR "
                             "r.updated_at >= $1 OR EXISTS (SELECT 1 FROM gpu_usage_records g "
@@ -247,7 +249,7 @@ Result<std::vector<JobRunToMeter>> Store::ListJobRunsToMeterForMetering(int64_t 
                 {changed_since_ms}));
   std::vector<JobRunToMeter> out;
   for (const auto& r : rows.rows) {
-    out.push_back({RunFromRow(r), r.Text(8), r.Text(9), r.Text(10), r.Int(11)});
+    out.push_back({RunFromRow(r), r.Text(8), r.Text(9), r.Text(10), r.Int(11), r.Text(12)});
   }
   return out;
 }

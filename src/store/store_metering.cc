@@ -21,7 +21,7 @@ std::string P(size_t n) { return "$" + std::to_string(n); }
 
 constexpr char kGpuUsageColumns[] =
     "id, tenant_id, project, subject_kind, subject_id, model, kind, mig_profile, milli, from_ms, "
-    "to_ms, gpu_milli_ms, closes_subject, created_at";
+    "to_ms, gpu_milli_ms, closes_subject, created_at, deployment_id";
 
 GpuUsageRecord GpuUsageFromRow(const Row& r) {
   GpuUsageRecord g;
@@ -39,6 +39,7 @@ GpuUsageRecord GpuUsageFromRow(const Row& r) {
   g.gpu_milli_ms = r.Int(11);
   g.closes_subject = r.Int(12) != 0;
   g.created_at = r.Int(13);
+  g.deployment_id = r.Text(14);
   return g;
 }
 
@@ -81,6 +82,10 @@ std::string GpuUsageWhere(const TenantScope& scope, const GpuUsageFilter& filter
     params.push_back(filter.subject_kind);
     where += " AND subject_kind = " + P(params.size());
   }
+  if (!filter.deployment_id.empty()) {
+    params.push_back(filter.deployment_id);
+    where += " AND deployment_id = " + P(params.size());
+  }
   if (!filter.job_id.empty()) {
     // The job's runs: subject ids "<job_id>.<attempt>". Compared by
     // prefix, not by range or LIKE: the order of text depends on the
@@ -105,7 +110,7 @@ Status Store::InsertGpuUsageRecords(const std::vector<GpuUsageRecord>& records) 
   static const std::string insert = std::string("INSERT INTO gpu_usage_records (") +
                                     kGpuUsageColumns +
                                     ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, "
-                                    "$13, $14) ON CONFLICT (id) DO NOTHING";
+                                    "$13, $14, $15) ON CONFLICT (id) DO NOTHING";
   // One transaction, in the caller's order: a crash leaves none or all of
   // them, so each subject's stored records stay a prefix of its chain. The
   // chain is checked here too, under a lock that orders meter writes (on
@@ -138,7 +143,7 @@ Status Store::InsertGpuUsageRecords(const std::vector<GpuUsageRecord>& records) 
           auto inserted,
           c.Exec(insert, {g.id, g.tenant_id, g.project, g.subject_kind, g.subject_id, g.model,
                           g.kind, g.mig_profile, g.milli, g.from_ms, g.to_ms, g.gpu_milli_ms,
-                          Flag(g.closes_subject), g.created_at}));
+                          Flag(g.closes_subject), g.created_at, g.deployment_id}));
       if (inserted.affected > 0) chain = {g.to_ms, g.closes_subject};
     }
     return true;
@@ -160,13 +165,15 @@ Result<std::vector<GpuUsageTotals>> Store::SummarizeGpuUsage(const TenantScope& 
                                                              const std::string& group_by) {
   std::string columns;
   if (group_by == "model") {
-    columns = "model, kind, ''";
+    columns = "model, kind, '', ''";
   } else if (group_by == "project") {
-    columns = "'', '', project";
+    columns = "'', '', project, ''";
+  } else if (group_by == "deployment") {
+    columns = "'', '', '', deployment_id";
   } else if (group_by.empty()) {
-    columns = "'', '', ''";
+    columns = "'', '', '', ''";
   } else {
-    return Error::InvalidArgument("group_by must be model or project");
+    return Error::InvalidArgument("group_by must be model, project or deployment");
   }
   std::vector<Value> params;
   // One record's amount is below 3.6e15 (src/metering/gpu_usage.h), so a
@@ -175,11 +182,12 @@ Result<std::vector<GpuUsageTotals>> Store::SummarizeGpuUsage(const TenantScope& 
                   "WHERE " + GpuUsageWhere(scope, filter, params);
   if (group_by == "model") q += " GROUP BY model, kind ORDER BY model, kind";
   if (group_by == "project") q += " GROUP BY project ORDER BY project";
+  if (group_by == "deployment") q += " GROUP BY deployment_id ORDER BY deployment_id";
   ATRIUM_ASSIGN_OR_RETURN(auto rows, db_->Exec(q, params));
   std::vector<GpuUsageTotals> out;
   for (const auto& r : rows.rows) {
     // SUM over no rows is NULL, which reads as 0.
-    out.push_back({r.Text(0), r.Text(1), r.Text(2), r.Int(3), r.Int(4)});
+    out.push_back({r.Text(0), r.Text(1), r.Text(2), r.Text(3), r.Int(4), r.Int(5)});
   }
   return out;
 }

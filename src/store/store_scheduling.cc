@@ -66,6 +66,7 @@ constexpr char kAllocationColumns[] =
     "placement, mig_start, charge_milli, preempt_at_ms, preempted_for, reason, ended_ms, "
     "created_by, updated_at, move_requested, move_requested_ms, min_driver_version, "
     "min_cuda_version, required_gpu_models";
+constexpr size_t kAllocationColumnCount = 33;
 
 AllocationRecord AllocationFromRow(const Row& r) {
   AllocationRecord a;
@@ -388,11 +389,16 @@ Result<std::vector<AllocationRecord>> Store::ListHeldAllocationsForScheduler() {
   return out;
 }
 
-Result<std::vector<AllocationRecord>> Store::ListAllocationsToMeterForMetering(
+Result<std::vector<AllocationToMeter>> Store::ListAllocationsToMeterForMetering(
     int64_t changed_since_ms) {
+  // A managed deployment's replica is a job that never requeues: its one
+  // allocation is the job's.
   ATRIUM_ASSIGN_OR_RETURN(
       auto rows,
       db_->Exec(std::string("SELECT ") + kAllocationColumns +
+                    ", COALESCE((SELECT MAX(dr.deployment_id) FROM deployment_replicas dr JOIN "
+                    "jobs j ON j.id = dr.job_id AND j.tenant_id = dr.tenant_id WHERE "
+                    "j.allocation_id = a.id AND j.tenant_id = a.tenant_id), '')"
                     " FROM allocations a WHERE a.placed_ms >= 0 AND (a.state IN ('pending', "
                     "'running', 'preempting') OR a.updated_at >= $1 OR EXISTS (SELECT 1 FROM "
                     "gpu_usage_records g WHERE g.subject_kind = 'allocation' AND g.subject_id = "
@@ -400,8 +406,10 @@ Result<std::vector<AllocationRecord>> Store::ListAllocationsToMeterForMetering(
                     "g.subject_kind = 'allocation' AND g.subject_id = a.id AND g.closes_subject = "
                     "1) ORDER BY a.id",
                 {changed_since_ms}));
-  std::vector<AllocationRecord> out;
-  for (const auto& r : rows.rows) out.push_back(AllocationFromRow(r));
+  std::vector<AllocationToMeter> out;
+  for (const auto& r : rows.rows) {
+    out.push_back({AllocationFromRow(r), r.Text(kAllocationColumnCount)});
+  }
   return out;
 }
 

@@ -603,6 +603,24 @@ TEST_F(GatewayApiTest, UsageIsTheTenantsOwnNewestFirstAndFiltered) {
   EXPECT_EQ(by_model["items"][0]["requests"], 3);
   EXPECT_EQ(by_model["group_by"], "model");
   EXPECT_EQ(h().Call("GET", usage + "/summary?group_by=tenant", member.key).status, 400);
+  // Per deployment that served, and only one deployment's.
+  Json by_deployment =
+      BodyOf(h().Call("GET", usage + "/summary" + from + "&group_by=deployment", member.key));
+  ASSERT_EQ(by_deployment["items"].size(), 1u) << by_deployment.dump();
+  EXPECT_EQ(by_deployment["items"][0]["group"], "dep_fixture");
+  EXPECT_EQ(by_deployment["items"][0]["requests"], 5);
+  EXPECT_EQ(
+      BodyOf(h().Call("GET", usage + from + "&deployment=dep_fixture", member.key))["items"].size(),
+      5u);
+  Json none =
+      BodyOf(h().Call("GET", usage + "/summary" + from + "&deployment=dep_other", member.key));
+  EXPECT_EQ(none["items"][0]["requests"], 0);
+  http::Response long_filter =
+      h().Call("GET", usage + "?deployment=" + std::string(201, 'd'), member.key);
+  EXPECT_EQ(long_filter.status, 400);
+  EXPECT_NE(ErrorMessage(long_filter).find("'deployment' is at most 200"), std::string::npos);
+  // Refusals have no deployment: the parameter is not theirs.
+  EXPECT_EQ(h().Call("GET", usage + "/refusals?deployment=dep_fixture", member.key).status, 400);
 
   // Another tenant's usage answers like a tenant that does not exist.
   http::Response other = h().Call("GET", "/api/v1/tenants/" + w().other.id + "/usage", member.key);

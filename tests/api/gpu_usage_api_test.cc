@@ -161,6 +161,25 @@ TEST_F(GpuUsageApiTest, TotalsAddUpPerModelAndKindAndPerProject) {
   EXPECT_EQ(project_sum, sum);
 }
 
+// The world's tenants run no managed deployment: all their GPU time sums
+// under a null deployment, and a deployment's filter finds none of it.
+TEST_F(GpuUsageApiTest, TotalsPerDeploymentPutTheTenantsOwnWorkUnderNull) {
+  Json total = BodyOf(h().Call("GET", Gpu(w().own.id) + "/summary", Viewer().key));
+  Json per =
+      BodyOf(h().Call("GET", Gpu(w().own.id) + "/summary?group_by=deployment", Viewer().key));
+  EXPECT_EQ(per["group_by"], "deployment");
+  ASSERT_EQ(per["items"].size(), 1u) << per.dump();
+  EXPECT_TRUE(per["items"][0]["deployment_id"].is_null());
+  EXPECT_EQ(per["items"][0]["gpu_milli_ms"], total["items"][0]["gpu_milli_ms"]);
+  for (const auto& r : Walk(Gpu(w().own.id), Viewer().key)) {
+    EXPECT_TRUE(r["deployment_id"].is_null()) << r.dump();
+  }
+  EXPECT_TRUE(Walk(Gpu(w().own.id) + "?deployment=dep_none", Viewer().key).empty());
+  Json none =
+      BodyOf(h().Call("GET", Gpu(w().own.id) + "/summary?deployment=dep_none", Viewer().key));
+  EXPECT_EQ(none["items"][0]["gpu_milli_ms"], 0);
+}
+
 TEST_F(GpuUsageApiTest, AJobsRunsAreReadByItsIdAndOnlyByItsTenant) {
   // The member's job runs on the fake backend since the world was built:
   // one subject, attempt 1, "<job id>.1".
@@ -219,6 +238,8 @@ TEST_F(GpuUsageApiTest, BadQueryParametersAreRefusedNamingTheProblem) {
       {"?job=job_1%25", "'job' must be a job id"},
       {"?job=" + std::string(201, 'j'), "'job' must be a job id"},
       {"?job=job_1&subject_kind=allocation", "subject_kind must be job"},
+      {"?deployment=dep.1", "'deployment' must be a deployment id"},
+      {"?deployment=" + std::string(201, 'd'), "'deployment' must be a deployment id"},
   };
   for (const auto& p : list_probes) {
     http::Response r = h().Call("GET", Gpu(w().own.id) + p.query, Member().key);
@@ -226,8 +247,9 @@ TEST_F(GpuUsageApiTest, BadQueryParametersAreRefusedNamingTheProblem) {
     EXPECT_NE(ErrorMessage(r).find(p.says), std::string::npos) << p.query << ": " << r.body;
   }
   const std::vector<Probe> summary_probes = {
-      {"?group_by=key", "group_by must be model or project"},
-      {"?group_by=tenant", "group_by must be model or project"},
+      {"?group_by=key", "group_by must be model, project or deployment"},
+      {"?group_by=tenant", "group_by must be model, project or deployment"},
+      {"?deployment=dep_1%27%20OR%201=1", "'deployment' must be a deployment id"},
       {"?from=2000&to=1000", "'to' must be after 'from'"},
       {"?limit=5", "limit"},
       {"?job=job_1", "job"},  // a list parameter, not a summary one

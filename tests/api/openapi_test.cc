@@ -500,6 +500,7 @@ TEST_F(OpenApiTest, ListQueryParametersMatchTheHandlers) {
     good["follow"] = "false";
     good["subject_kind"] = "job";
     good["job"] = "job_1";
+    good["deployment"] = "dep_1";
     for (const auto& name : query) {
       ASSERT_TRUE(good.count(name)) << key << ": the test knows no value for " << name;
       http::Response r = harness_->Call(route.method, base + "?" + name + "=" + good[name], caller);

@@ -49,6 +49,8 @@ TEST(MeteringCommandsTest, BadArgumentsExit2BeforeAnyCall) {
            {"usage", "gpu", "--key", "k_1"},  // GPU time has no API key
            {"usage", "gpu", "--of", "node"},
            {"usage", "gpu-summary", "--job", "job_1"},  // a listing filter only
+           {"usage", "summary", "--group-by", "tenant"},
+           {"usage", "refusals", "--deployment", "dep_1"},  // refusals have no deployment
        }) {
     std::string line;
     for (const auto& a : args) line += a + " ";
@@ -79,6 +81,14 @@ TEST(MeteringCommandsTest, TotalsRowsNameTheirGroupAndRefuseAMissingAmount) {
   rows = GpuTotalsRows(total, "");
   ASSERT_TRUE(rows.has_value());
   EXPECT_EQ(rows->front().front(), "total");
+  Json per_deployment = Json::parse(R"({"items": [
+      {"deployment_id": null, "records": 1, "gpu_milli_ms": 1000},
+      {"deployment_id": "dep_chat", "records": 2, "gpu_milli_ms": 2000000}]})");
+  rows = GpuTotalsRows(per_deployment, "deployment");
+  ASSERT_TRUE(rows.has_value());
+  EXPECT_EQ(*rows, (std::vector<std::vector<std::string>>{{"-", "1", "0.001"},
+                                                          {"dep_chat", "2", "2.000"}}));
+  EXPECT_EQ(GpuTotalsHeader("deployment").front(), "DEPLOYMENT");
   Json broken = Json::parse(R"({"items": [{"records": 2, "gpu_seconds": 1.5}]})");
   EXPECT_FALSE(GpuTotalsRows(broken, "").has_value());
 }

@@ -510,6 +510,12 @@ TEST_P(GpuMeterTest, ListingsAndSumsAreTheTenantsOwn) {
   ASSERT_TRUE(later.has_value());
   EXPECT_EQ(later->items.size(), 1u);
 
+  filter = {};
+  filter.deployment_id = "dep_1";
+  later = store_->ListGpuUsage(TenantScope::Of("tn_a"), filter, {});
+  ASSERT_TRUE(later.has_value());
+  EXPECT_TRUE(later->items.empty());
+
   auto bad = store_->SummarizeGpuUsage(TenantScope::Of("tn_a"), {}, "key");
   ASSERT_FALSE(bad.has_value());
   EXPECT_EQ(bad.error().code, ErrorCode::kInvalidArgument);
@@ -518,6 +524,35 @@ TEST_P(GpuMeterTest, ListingsAndSumsAreTheTenantsOwn) {
   auto bad_cursor = store_->ListGpuUsage(TenantScope::Of("tn_a"), {}, opts);
   ASSERT_FALSE(bad_cursor.has_value());
   EXPECT_EQ(bad_cursor.error().code, ErrorCode::kInvalidArgument);
+}
+
+// A managed deployment's replicas hold GPUs as jobs; their records carry
+// the deployment, so its GPU time sums apart from the tenant's own work.
+TEST_P(GpuMeterTest, RecordsOfADeploymentsReplicasSumPerDeployment) {
+  const int64_t h1 = kH0 + kHourMs;
+  GpuUsageRecord replica = Record("tn_a", "al_1", kH0, h1);
+  replica.deployment_id = "dep_chat";
+  GpuUsageRecord other_replica = Record("tn_a", "al_2", kH0, kH0 + 30 * kMin);
+  other_replica.deployment_id = "dep_embed";
+  GpuUsageRecord own = Record("tn_a", "al_3", kH0, kH0 + 15 * kMin);
+  GpuUsageRecord elsewhere = Record("tn_b", "al_9", kH0, h1);
+  elsewhere.deployment_id = "dep_chat";
+  ASSERT_TRUE(store_->InsertGpuUsageRecords({replica, other_replica, own, elsewhere}).has_value());
+  auto per = store_->SummarizeGpuUsage(TenantScope::Of("tn_a"), {}, "deployment");
+  ASSERT_TRUE(per.has_value()) << per.error().message;
+  ASSERT_EQ(per->size(), 3u);
+  EXPECT_EQ(per->at(0).deployment_id, "");
+  EXPECT_EQ(per->at(0).gpu_milli_ms, 1000 * 15 * kMin);
+  EXPECT_EQ(per->at(1).deployment_id, "dep_chat");
+  EXPECT_EQ(per->at(1).gpu_milli_ms, 1000 * 60 * kMin);  // not tenant b's hour
+  EXPECT_EQ(per->at(2).deployment_id, "dep_embed");
+  GpuUsageFilter one;
+  one.deployment_id = "dep_embed";
+  auto listed = store_->ListGpuUsage(TenantScope::Of("tn_a"), one, {});
+  ASSERT_TRUE(listed.has_value());
+  ASSERT_EQ(listed->items.size(), 1u);
+  EXPECT_EQ(listed->items[0].deployment_id, "dep_embed");
+  EXPECT_EQ(listed->items[0].subject_id, "al_2");
 }
 
 INSTANTIATE_TEST_SUITE_P(Drivers, GpuMeterTest,

@@ -672,6 +672,37 @@ TEST_P(GatewayStoreTest, SummarizeUsageTotalsPerModelAndKey) {
   EXPECT_ERROR(store_->SummarizeUsage(sa, {}, "tenant"), ErrorCode::kInvalidArgument);
 }
 
+// A managed deployment's tokens: per deployment that served, or only one's.
+TEST_P(GatewayStoreTest, SummarizeUsagePerDeploymentAndFilteredToOne) {
+  Tenant a = MakeTenant("a");
+  Tenant b = MakeTenant("b");
+  UsageRecord r1 = Usage("r1", a.id, 10);
+  UsageRecord r2 = Usage("r2", a.id, 20);
+  r2.deployment_id = "dep_2";
+  UsageRecord refused = Usage("r3", a.id, 30);
+  refused.deployment_id = "";
+  UsageRecord other = Usage("r4", b.id, 30);
+  other.deployment_id = "dep_2";
+  ASSERT_OK(store_->InsertUsageRecords({r1, r2, refused, other}));
+  const TenantScope sa = TenantScope::Of(a.id);
+  auto per = store_->SummarizeUsage(sa, {}, "deployment");
+  ASSERT_TRUE(per.has_value()) << per.error().message;
+  ASSERT_EQ(per->size(), 3u);
+  EXPECT_EQ((*per)[0].group, "");  // refused before routing
+  EXPECT_EQ((*per)[1].group, "dep_1");
+  EXPECT_EQ((*per)[2].group, "dep_2");
+  EXPECT_EQ((*per)[2].requests, 1);  // tenant b's request on dep_2 is b's
+  UsageFilter one;
+  one.deployment_id = "dep_2";
+  auto only = store_->SummarizeUsage(sa, one, "");
+  ASSERT_TRUE(only.has_value());
+  EXPECT_EQ((*only)[0].requests, 1);
+  auto page = store_->ListUsage(sa, one, {});
+  ASSERT_TRUE(page.has_value());
+  ASSERT_EQ(page->items.size(), 1u);
+  EXPECT_EQ(page->items[0].id, "r2");
+}
+
 // ---------------------------------------------------------------- the gateway's view
 
 TEST_P(GatewayStoreTest, LoadGatewayPolicyReadsEverythingTheGatewayNeeds) {
