@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -168,6 +169,15 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{100}, int64_t{3'600'000}));
 
+  int64_t autoscale_cooldown_ms = 120'000;
+  dev->add_option("--autoscale-cooldown-ms", autoscale_cooldown_ms,
+                  "Autoscaling deployments: low load this long before one replica less, and no "
+                  "request this long before the last one stops ([serving] "
+                  "scale_down_cooldown_ms, idle_to_zero_ms; scale-ups at most every 15 s or this, "
+                  "whichever is less). Under `atrium dev` a deployment may scale to zero")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{86'400'000}));
+
   std::string config_path;
   auto* server = app.add_subcommand(
       "server", "Run the control plane and/or the gateway from a configuration file");
@@ -268,6 +278,10 @@ int main(int argc, char** argv) {
     config.egress_allowed_networks = egress_allow;
     config.gateway_dedicated_requires_entitlement = dedicated_requires_entitlement;
     config.metering_interval_ms = metering_interval_ms;
+    config.serving_allow_scale_to_zero = true;
+    config.serving_scale_down_cooldown_ms = autoscale_cooldown_ms;
+    config.serving_idle_to_zero_ms = autoscale_cooldown_ms;
+    config.serving_scale_up_cooldown_ms = std::min<int64_t>(15'000, autoscale_cooldown_ms);
     if (auto rules = atrium::EgressRulesOf(config); !rules.has_value()) {
       std::cerr << "atrium: --egress-allow: " << rules.error().message << "\n";
       return 2;

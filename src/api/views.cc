@@ -56,6 +56,7 @@ Json ApiKeyView(const ApiKey& k, int64_t now_ms) {
 
 Json AuditView(const AuditRecord& a) {
   Json j = audit::ToJson(a);
+  j["detail"] = a.detail.empty() ? Json(nullptr) : Json(a.detail);
   j["time_text"] = FormatTimestamp(a.time);
   return j;
 }

@@ -17,6 +17,7 @@ std::string ComputeHash(const AuditRecord& r) {
   nlohmann::json canonical = nlohmann::json::array(
       {r.seq, r.chain, r.chain_seq, r.time, r.actor, r.actor_role, r.tenant_id, r.action, r.target,
        r.outcome, r.status, r.request_id, r.source, r.prev_hash});
+  if (!r.detail.empty()) canonical.push_back(r.detail);
   return crypto::Sha256Hex(canonical.dump());
 }
 
@@ -27,21 +28,23 @@ void Seal(AuditRecord& record, int64_t head_chain_seq, const std::string& head_h
 }
 
 nlohmann::json ToJson(const AuditRecord& r) {
-  return {{"seq", r.seq},
-          {"chain", r.chain},
-          {"chain_seq", r.chain_seq},
-          {"time", r.time},
-          {"actor", r.actor},
-          {"actor_role", r.actor_role},
-          {"tenant_id", r.tenant_id},
-          {"action", r.action},
-          {"target", r.target},
-          {"outcome", r.outcome},
-          {"status", r.status},
-          {"request_id", r.request_id},
-          {"source", r.source},
-          {"prev_hash", r.prev_hash},
-          {"hash", r.hash}};
+  nlohmann::json j = {{"seq", r.seq},
+                      {"chain", r.chain},
+                      {"chain_seq", r.chain_seq},
+                      {"time", r.time},
+                      {"actor", r.actor},
+                      {"actor_role", r.actor_role},
+                      {"tenant_id", r.tenant_id},
+                      {"action", r.action},
+                      {"target", r.target},
+                      {"outcome", r.outcome},
+                      {"status", r.status},
+                      {"request_id", r.request_id},
+                      {"source", r.source},
+                      {"prev_hash", r.prev_hash},
+                      {"hash", r.hash}};
+  if (!r.detail.empty()) j["detail"] = r.detail;
+  return j;
 }
 
 Result<AuditRecord> FromJson(const nlohmann::json& j) {
@@ -65,6 +68,11 @@ Result<AuditRecord> FromJson(const nlohmann::json& j) {
       !str("outcome", r.outcome) || !num("status", r.status) || !str("request_id", r.request_id) ||
       !str("source", r.source) || !str("prev_hash", r.prev_hash) || !str("hash", r.hash)) {
     return Error::InvalidArgument("audit record is missing a field or has a wrong type");
+  }
+  // Optional: absent, null or "" all mean none.
+  if (auto it = j.find("detail"); it != j.end() && !it->is_null()) {
+    if (!it->is_string()) return Error::InvalidArgument("audit record's detail must be a string");
+    r.detail = it->get<std::string>();
   }
   return r;
 }

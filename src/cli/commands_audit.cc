@@ -19,8 +19,9 @@ namespace atrium::cli {
 namespace {
 
 const std::vector<Column> kAuditColumns = {
-    {"SEQ", "seq"},       {"TIME", "time_text"},  {"ACTOR", "actor"},   {"ACTION", "action"},
-    {"TARGET", "target"}, {"OUTCOME", "outcome"}, {"STATUS", "status"}, {"REQUEST", "request_id"}};
+    {"SEQ", "seq"},       {"TIME", "time_text"},     {"ACTOR", "actor"},
+    {"ACTION", "action"}, {"TARGET", "target"},      {"OUTCOME", "outcome"},
+    {"STATUS", "status"}, {"REQUEST", "request_id"}, {"DETAIL", "detail"}};
 
 constexpr int kPage = 1000;
 

@@ -134,7 +134,10 @@ struct CreateArgs {
   std::string serving_template;
   std::string source;
   std::vector<std::string> extra_args;
-  int64_t replicas = 1;
+  int64_t replicas = -1;  // -1: not given (1, or min_replicas when it autoscales)
+  bool autoscale = false;
+  int64_t min_replicas = -1;  // -1: not given
+  int64_t max_replicas = -1;
   int64_t capacity = 0;
   int64_t drain_timeout_s = -1;
   std::string priority;
@@ -144,8 +147,13 @@ struct CreateArgs {
 // The `serving` object of a managed deployment's create.
 Result<Json> ServingBody(const CreateArgs& args) {
   ATRIUM_ASSIGN_OR_RETURN(Json resources, ResourcesBody(args.resources));
+  int64_t replicas = args.replicas;
+  if (replicas < 0) replicas = args.autoscale && args.min_replicas >= 0 ? args.min_replicas : 1;
   Json serving = {
-      {"template", args.serving_template}, {"resources", resources}, {"replicas", args.replicas}};
+      {"template", args.serving_template}, {"resources", resources}, {"replicas", replicas}};
+  if (args.autoscale) serving["autoscale"] = true;
+  if (args.min_replicas >= 0) serving["min_replicas"] = args.min_replicas;
+  if (args.max_replicas >= 0) serving["max_replicas"] = args.max_replicas;
   if (!args.source.empty()) serving["source"] = args.source;
   if (!args.extra_args.empty()) serving["extra_args"] = args.extra_args;
   if (args.capacity > 0) serving["capacity"] = args.capacity;
@@ -287,8 +295,17 @@ void AddDeploymentCommands(CLI::App& app, VerbTable& verbs) {
   create->add_option("--extra-arg", create_args->extra_args,
                      "Managed: an argument appended to the engine's command (repeatable; "
                      "platform staff)");
-  create->add_option("--replicas", create_args->replicas, "Managed: replicas (default 1)")
+  create
+      ->add_option("--replicas", create_args->replicas,
+                   "Managed: replicas (default 1; autoscaling: --min-replicas)")
       ->check(CLI::Range(0, 64));
+  create->add_flag("--autoscale", create_args->autoscale,
+                   "Managed: replicas follow the gateways' load between --min-replicas and "
+                   "--max-replicas");
+  create->add_option("--min-replicas", create_args->min_replicas, "Managed: the fewest replicas")
+      ->check(CLI::Range(0, 64));
+  create->add_option("--max-replicas", create_args->max_replicas, "Managed: the most replicas")
+      ->check(CLI::Range(1, 64));
   create
       ->add_option("--slots", create_args->capacity,
                    "Managed: gateway slots per replica (default: from the engine's batch)")

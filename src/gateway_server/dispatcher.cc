@@ -87,18 +87,59 @@ Dispatcher::DeploymentQueue& Dispatcher::StateOfLocked(const std::string& deploy
 
 Dispatcher::DeploymentQueue& Dispatcher::QueueOf(const DeploymentRecord& deployment) {
   DeploymentQueue& queue = StateOfLocked(deployment.id);
+  SetEndpoints(queue, deployment.endpoints);
+  return queue;
+}
+
+void Dispatcher::SetEndpoints(DeploymentQueue& queue,
+                              const std::vector<DeploymentEndpoint>& endpoints) {
   // The newest snapshot's endpoints: a deployment change applies to the
   // queue. Compared first: copying the list on every request is hot-path work.
-  if (queue.endpoints != deployment.endpoints) {
-    queue.endpoints = deployment.endpoints;
-    queue.load.capacity = 0;
-    for (const auto& e : queue.endpoints) queue.load.capacity += std::max<int64_t>(1, e.capacity);
-    queue.load.paces = std::any_of(queue.endpoints.begin(), queue.endpoints.end(),
-                                   [](const DeploymentEndpoint& e) { return e.max_prefill > 0; });
-    queue.load.bursts = std::any_of(queue.endpoints.begin(), queue.endpoints.end(),
-                                    [](const DeploymentEndpoint& e) { return e.burst > 0; });
+  if (queue.endpoints == endpoints) return;
+  queue.endpoints = endpoints;
+  queue.load.capacity = 0;
+  for (const auto& e : queue.endpoints) queue.load.capacity += std::max<int64_t>(1, e.capacity);
+  queue.load.paces = std::any_of(queue.endpoints.begin(), queue.endpoints.end(),
+                                 [](const DeploymentEndpoint& e) { return e.max_prefill > 0; });
+  queue.load.bursts = std::any_of(queue.endpoints.begin(), queue.endpoints.end(),
+                                  [](const DeploymentEndpoint& e) { return e.burst > 0; });
+}
+
+void Dispatcher::Refresh(const std::vector<DeploymentRecord>& deployments, int64_t now_ms) {
+  const ChangeNotice notice(options_.on_change);
+  std::vector<Wake> wakes;
+  {
+    std::lock_guard lock(mu_);
+    for (const DeploymentRecord& d : deployments) {
+      auto q = queues_.find(d.id);
+      if (q == queues_.end() || q->second.backlog->size() == 0) continue;
+      SetEndpoints(q->second, d.endpoints);
+      PumpLocked(q->second, now_ms, wakes);
+    }
   }
-  return queue;
+  for (auto& w : wakes) w();
+}
+
+std::vector<DeploymentLoadReport> Dispatcher::Loads(int64_t now_ms) const {
+  std::lock_guard lock(mu_);
+  std::unordered_map<std::string, int64_t> oldest;  // deployment id -> earliest queued_at
+  for (const auto& [id, w] : waiting_) {
+    auto [it, added] = oldest.emplace(w.request.deployment->id, w.queued_at_ms);
+    if (!added) it->second = std::min(it->second, w.queued_at_ms);
+  }
+  std::vector<DeploymentLoadReport> out;
+  out.reserve(queues_.size());
+  for (const auto& [id, queue] : queues_) {
+    DeploymentLoadReport r;
+    r.deployment_id = id;
+    r.queued = static_cast<int64_t>(queue.backlog->size());
+    r.in_flight = queue.load.in_flight;
+    if (auto it = oldest.find(id); it != oldest.end()) {
+      r.oldest_wait_ms = std::max<int64_t>(0, now_ms - it->second);
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
 }
 
 Admission Dispatcher::Admit(const SlotRequest& request, int64_t now_ms, Wake wake) {
@@ -112,13 +153,18 @@ Admission Dispatcher::Admit(const SlotRequest& request, int64_t now_ms, Wake wak
       for (auto& [id, queue] : queues_) queue.shares.Sweep(now_ms);
       last_sweep_ms_ = now_ms;
     }
-    if (request.deployment->endpoints.empty()) {
+    // A managed deployment without a ready replica (at zero, or its only
+    // one being replaced) gets one from the platform: its requests wait
+    // for it, up to their deadline. An external one answers at once.
+    const bool awaits_replica =
+        request.deployment->endpoints.empty() && request.deployment->managed();
+    if (request.deployment->endpoints.empty() && !awaits_replica) {
       admission.http_status = 503;
       admission.reason = "the model's deployment has no endpoints";
       return admission;
     }
     DeploymentQueue& queue = QueueOf(*request.deployment);
-    if (!queue.balancer.AnyUp(queue.endpoints, now_ms)) {
+    if (!awaits_replica && !queue.balancer.AnyUp(queue.endpoints, now_ms)) {
       // Down, not busy: an answer now beats a wait until the deadline.
       admission.http_status = 503;
       admission.retry_after_ms =
@@ -160,7 +206,7 @@ Admission Dispatcher::Admit(const SlotRequest& request, int64_t now_ms, Wake wak
     }
     queue.backlog->Push(ItemOf(request));
     queue.shares.Queued(request.tenant_id);
-    waiting_.emplace(request.id, Waiter{request, std::move(wake)});
+    waiting_.emplace(request.id, Waiter{request, std::move(wake), now_ms});
     admission.kind = Admission::Kind::kQueued;
     PumpLocked(queue, now_ms, wakes);
   }

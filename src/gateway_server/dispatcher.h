@@ -126,6 +126,15 @@ class Dispatcher {
   // (Cancel) instead of racing it to a model server. Cannot be undone.
   void StopGranting();
 
+  // The newest snapshot's deployments: the endpoints of every deployment
+  // with requests waiting follow them at once (a replica of a managed
+  // deployment that was at zero becomes ready: its waiting requests start).
+  void Refresh(const std::vector<DeploymentRecord>& deployments, int64_t now_ms);
+  // What this gateway sees of each deployment it has state for (requests
+  // waiting, the oldest one's wait, requests running), gateway_id and
+  // reported_at left for the caller: the autoscaler's signals.
+  std::vector<DeploymentLoadReport> Loads(int64_t now_ms) const;
+
   size_t QueuedFor(const std::string& deployment_id) const;
   // Requests running on `url` as an endpoint of deployment `deployment_id`.
   int OutstandingOn(const std::string& deployment_id, const std::string& url) const;
@@ -134,6 +143,7 @@ class Dispatcher {
   struct Waiter {
     SlotRequest request;
     Wake wake;
+    int64_t queued_at_ms = 0;
   };
   // Everything kept per deployment. Its endpoints' slots, prefills, health
   // and circuits are its own even where another deployment names the same
@@ -152,6 +162,8 @@ class Dispatcher {
     gateway::DeploymentLoad load;               // capacity, in flight, pacing, bursts
   };
   DeploymentQueue& QueueOf(const DeploymentRecord& deployment);
+  static void SetEndpoints(DeploymentQueue& queue,
+                           const std::vector<DeploymentEndpoint>& endpoints);
   // The deployment's state, made on first use (a health check may come first).
   DeploymentQueue& StateOfLocked(const std::string& deployment_id);
   // The slot rules over `queue` as it is now; the view refers to `queue`.

@@ -204,6 +204,9 @@ awaitable<void> GatewayServer::Impl::Maintenance() {
                       net::detached);
       }
     }
+    // Waiting requests follow their deployment's newest endpoints (a
+    // managed one's first replica ready), then whatever can start does.
+    dispatcher.Refresh(policy.Current()->deployments(), now);
     dispatcher.Pump(now);
   }
 }

@@ -48,6 +48,27 @@ struct DeploymentRecord {
   bool managed() const { return !serving.empty(); }
 };
 
+// What one gateway saw of one deployment when it reported: requests
+// waiting for a slot, how long the oldest has waited, requests holding a
+// slot. The autoscaler's signals (src/serving/autoscale.h).
+struct DeploymentLoadReport {
+  std::string deployment_id;
+  std::string gateway_id;
+  int64_t queued = 0;
+  int64_t oldest_wait_ms = 0;
+  int64_t in_flight = 0;
+  int64_t reported_at = 0;  // ms since epoch
+};
+
+// The reports of the gateways that reported lately, summed (the oldest
+// wait is the largest).
+struct DeploymentLoadTotals {
+  int64_t gateways = 0;  // reports summed; 0: no signal
+  int64_t queued = 0;
+  int64_t oldest_wait_ms = 0;
+  int64_t in_flight = 0;
+};
+
 // One model server of a managed deployment: a job the serving controller
 // runs (src/serving), and, once it answers its health check, an endpoint
 // of the deployment.

@@ -86,6 +86,10 @@ struct AuditRecord {
   std::string source;     // client address
   std::string prev_hash;  // hex; 64 zeros for a chain's first record
   std::string hash;       // hex SHA-256 over prev_hash and the fields above
+  // What drove a decision the platform took by itself (an autoscaler's
+  // numbers); "" for most records. Hashed after prev_hash when not empty,
+  // so records without one hash as they always did.
+  std::string detail;
 };
 
 // Who asked for a change that a service audits itself (the scheduler's

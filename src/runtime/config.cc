@@ -296,6 +296,12 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
   serving.String("node_address", c.serving_node_address);
   serving.StringMap("node_addresses", c.serving_node_addresses);
   serving.Int("tick_ms", c.serving_tick_ms, 50, 60'000);
+  serving.Bool("allow_scale_to_zero", c.serving_allow_scale_to_zero);
+  serving.Int("scale_up_wait_ms", c.serving_scale_up_wait_ms, 0, 600'000);
+  serving.Int("scale_up_cooldown_ms", c.serving_scale_up_cooldown_ms, 0, 3'600'000);
+  serving.Int("scale_down_cooldown_ms", c.serving_scale_down_cooldown_ms, 0, 86'400'000);
+  serving.Int("idle_to_zero_ms", c.serving_idle_to_zero_ms, 0, 86'400'000);
+  serving.Int("load_fresh_ms", c.serving_load_fresh_ms, 100, 600'000);
   ATRIUM_RETURN_IF_ERROR(serving.Finish());
   if (c.serving_port_min > c.serving_port_max) {
     return Error::InvalidArgument("'serving.port_min' is above 'serving.port_max'");
@@ -314,6 +320,7 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
   gateway.Int("max_body_bytes", c.gateway_max_body_bytes, 1024, int64_t{64} * 1024 * 1024);
   gateway.Int("default_deadline_ms", c.gateway_default_deadline_ms, 1, 600'000);
   gateway.Int("policy_poll_ms", c.gateway_policy_poll_ms, 10, 10'000);
+  gateway.Int("load_report_ms", c.gateway_load_report_ms, 100, 60'000);
   gateway.Int("max_connections", c.gateway_max_connections, 1, 1'000'000);
   gateway.Int("first_byte_timeout_ms", c.gateway_first_byte_timeout_ms, 100, 3'600'000);
   gateway.Int("upstream_body_timeout_ms", c.gateway_upstream_body_timeout_ms, 100, 3'600'000);

@@ -151,6 +151,18 @@ struct Config {  // NOLINT(clang-analyzer-optin.performance.Padding)
   std::string serving_node_address = "127.0.0.1";
   std::map<std::string, std::string> serving_node_addresses;
   int64_t serving_tick_ms = 1000;
+  // Autoscaling (serving/autoscale.h): a request waiting longer than
+  // scale_up_wait_ms asks for a replica more; scale-ups at least
+  // scale_up_cooldown_ms apart, scale-downs after scale_down_cooldown_ms
+  // of low load; to zero only with allow_scale_to_zero, after
+  // idle_to_zero_ms without a request. A gateway's report counts for
+  // load_fresh_ms.
+  bool serving_allow_scale_to_zero = false;
+  int64_t serving_scale_up_wait_ms = 1'000;
+  int64_t serving_scale_up_cooldown_ms = 15'000;
+  int64_t serving_scale_down_cooldown_ms = 120'000;
+  int64_t serving_idle_to_zero_ms = 300'000;
+  int64_t serving_load_fresh_ms = 5'000;
   // [gateway]
   std::string gateway_listen = "127.0.0.1:8081";
   int gateway_threads = 2;
@@ -159,6 +171,9 @@ struct Config {  // NOLINT(clang-analyzer-optin.performance.Padding)
   int64_t gateway_max_body_bytes = int64_t{4} * 1024 * 1024;
   int64_t gateway_default_deadline_ms = 60'000;
   int64_t gateway_policy_poll_ms = 250;  // how soon control-plane changes reach the gateway
+  // How often the gateway reports what it sees of each managed deployment
+  // (queued, waiting, running: the autoscaler's signals).
+  int64_t gateway_load_report_ms = 1'000;
   int64_t gateway_max_connections = 20'000;
   int64_t gateway_first_byte_timeout_ms = 120'000;
   int64_t gateway_upstream_body_timeout_ms = 300'000;  // a whole non-streamed answer

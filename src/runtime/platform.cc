@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <set>
 
+#include "crypto/ids.h"
 #include "gateway/cache_salt.h"
 #include "identity/signing_key_box.h"
 
@@ -141,6 +142,26 @@ Result<std::string> Platform::StartGateway() {
   gateway_ = std::make_unique<gateway_server::GatewayServer>(opts, *policy_, *journal_,
                                                              SystemClock::Instance());
   ATRIUM_ASSIGN_OR_RETURN(int port, gateway_->Start());
+  // What this gateway sees of each managed deployment, for the autoscaler
+  // wherever the serving controller runs; reports a gateway stopped
+  // sending are forgotten after an hour.
+  gateway_server::LoadReporterOptions load_opts;
+  load_opts.gateway_id = NewId("gw", SystemClock::Instance());
+  load_opts.interval_ms = config_.gateway_load_report_ms;
+  load_reporter_ = std::make_unique<gateway_server::LoadReporter>(
+      gateway_->dispatcher(), *policy_, SystemClock::Instance(), load_opts,
+      [store](const std::vector<DeploymentLoadReport>& reports) -> Status {
+        const int64_t forget_before = SystemClock::Instance().NowMillis() - 3'600'000;
+        for (size_t i = 0; i < reports.size(); i += Store::kMaxLoadReports) {
+          const size_t n = std::min(Store::kMaxLoadReports, reports.size() - i);
+          ATRIUM_RETURN_IF_ERROR(
+              store->ReportDeploymentLoad({reports.begin() + static_cast<std::ptrdiff_t>(i),
+                                           reports.begin() + static_cast<std::ptrdiff_t>(i + n)},
+                                          forget_before));
+        }
+        return OkStatus();
+      });
+  load_reporter_->Start();
   return UrlOf(listen.first, port);
 }
 
@@ -210,6 +231,12 @@ Result<std::string> Platform::StartControlPlane() {
     serving_opts.bind_host = config_.serving_bind_host;
     serving_opts.default_node_address = config_.serving_node_address;
     serving_opts.node_addresses = config_.serving_node_addresses;
+    serving_opts.autoscale.allow_zero = config_.serving_allow_scale_to_zero;
+    serving_opts.autoscale.scale_up_wait_ms = config_.serving_scale_up_wait_ms;
+    serving_opts.autoscale.up_cooldown_ms = config_.serving_scale_up_cooldown_ms;
+    serving_opts.autoscale.down_cooldown_ms = config_.serving_scale_down_cooldown_ms;
+    serving_opts.autoscale.idle_to_zero_ms = config_.serving_idle_to_zero_ms;
+    serving_opts.load_fresh_ms = config_.serving_load_fresh_ms;
     // In one process the gateway hears of a replica leaving at once, not at
     // its next policy poll.
     serving_opts.endpoints_changed = [this] {
@@ -281,6 +308,7 @@ void Platform::Stop() {
   if (serving_) serving_->Stop();
   // The gateway next: requests in flight finish and are journaled, then the
   // journal ships what it holds while the store is still open.
+  load_reporter_.reset();
   if (gateway_) {
     gateway_->Stop();
     gateway_.reset();

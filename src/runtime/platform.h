@@ -10,6 +10,7 @@
 #include "common/clock.h"
 #include "gateway/egress_policy.h"
 #include "gateway_server/gateway_server.h"
+#include "gateway_server/load_reporter.h"
 #include "gateway_server/policy_loader.h"
 #include "gateway_server/usage_journal.h"
 #include "http/server.h"
@@ -80,6 +81,7 @@ class Platform {
   std::unique_ptr<gateway_server::UsageJournal> journal_;
   std::unique_ptr<gateway_server::PolicyLoader> policy_;
   std::unique_ptr<gateway_server::GatewayServer> gateway_;
+  std::unique_ptr<gateway_server::LoadReporter> load_reporter_;  // after gateway_: goes first
 };
 
 // Production bootstrap (`atrium bootstrap-admin`): opens the configured

@@ -17,17 +17,13 @@
 #include <optional>
 #include <string>
 
+#include "model/gateway_records.h"
 #include "serving/serving_spec.h"
 
 namespace atrium::serving {
 
 // What the gateways that reported recently saw of one deployment, summed.
-struct LoadSignals {
-  int64_t gateways = 0;        // reports summed; 0: no signal
-  int64_t queued = 0;          // requests waiting for a slot
-  int64_t oldest_wait_ms = 0;  // the longest any of them has waited (max)
-  int64_t in_flight = 0;       // requests holding a slot
-};
+using LoadSignals = DeploymentLoadTotals;
 
 struct AutoscaleRules {
   // In-flight requests per replica slot the deployment aims at.

@@ -262,10 +262,41 @@ Status DeploymentController::StepReplicas(const DeploymentRecord* d,
   return first;
 }
 
-Status DeploymentController::PlanAndApply(const DeploymentRecord& d,
+Status DeploymentController::Autoscale(DeploymentRecord& d, ManagedSpec& spec,
+                                       const ServingTemplate& t,
+                                       const std::vector<DeploymentReplicaRecord>& live,
+                                       int64_t now) {
+  ATRIUM_ASSIGN_OR_RETURN(DeploymentLoadTotals load,
+                          store_.DeploymentLoadForServing(d.id, now - options_.load_fresh_ms));
+  const int64_t ready = std::count_if(live.begin(), live.end(),
+                                      [](const auto& r) { return IsIn(r, ReplicaState::kReady); });
+  const int64_t slots = EndpointOf(spec, t, "").capacity;
+  auto decision = DecideScale(spec, slots, ready, load, options_.autoscale, autoscale_[d.id], now);
+  if (!decision) return OkStatus();
+  ManagedSpec next = spec;
+  next.replicas = decision->replicas;
+  const std::string next_text = ManagedSpecJson(next).dump();
+  AuditRecord audit;
+  audit.time = now;
+  audit.actor = kServingActor;
+  audit.tenant_id = d.tenant_id;
+  audit.action = "serving.autoscaled";
+  audit.target = "deployment/" + d.id;
+  audit.outcome = "allowed";
+  audit.source = "serving";
+  audit.detail = decision->why;
+  ATRIUM_RETURN_IF_ERROR(store_.ReplaceServing(d.id, d.serving, next_text, now, audit));
+  spdlog::info("serving: deployment {}: {}", d.id, decision->why);
+  d.serving = next_text;
+  spec = next;
+  return OkStatus();
+}
+
+Status DeploymentController::PlanAndApply(const DeploymentRecord& stored,
                                           std::vector<DeploymentReplicaRecord>& replicas,
                                           std::vector<DeploymentReplicaRecord>& to_cancel,
                                           int64_t now) {
+  DeploymentRecord d = stored;
   ATRIUM_ASSIGN_OR_RETURN(ManagedSpec spec, ParseStoredSpec(d.serving));
   ATRIUM_ASSIGN_OR_RETURN(ServingTemplate t, FindTemplate(options_.templates, spec.template_name));
   std::vector<DeploymentReplicaRecord> live;
@@ -276,6 +307,7 @@ Status DeploymentController::PlanAndApply(const DeploymentRecord& d,
   if (auto rollback = PlanRollback(spec, live, b.generation_failures)) {
     return RollBack(d, *rollback, replicas, now);  // planned again next round
   }
+  if (spec.autoscale) ATRIUM_RETURN_IF_ERROR(Autoscale(d, spec, t, live, now));
   DeploymentPlan plan = PlanDeployment(spec, t, live, now >= b.next_start_ms);
   Status first = OkStatus();
   auto keep_first = [&first](Status s) {
@@ -377,6 +409,13 @@ Status DeploymentController::Tick() {
   std::vector<DeploymentReplicaRecord> to_cancel;
   std::map<std::string, const DeploymentRecord*> by_id;
   for (const DeploymentRecord& d : deployments) by_id[d.id] = &d;
+  // What is kept of deleted deployments goes with them.
+  for (auto it = autoscale_.begin(); it != autoscale_.end();) {
+    it = by_id.count(it->first) == 0 ? autoscale_.erase(it) : std::next(it);
+  }
+  for (auto it = backoff_.begin(); it != backoff_.end();) {
+    it = by_id.count(it->first) == 0 ? backoff_.erase(it) : std::next(it);
+  }
   // Replicas of deleted deployments: stopped.
   for (auto& [id, replicas] : by_deployment) {
     if (by_id.count(id) == 0) keep_first(StepReplicas(nullptr, replicas, to_cancel, now));

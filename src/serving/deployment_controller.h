@@ -15,7 +15,10 @@
 //    after a backoff that grows with failures in a row;
 //  - scaling down or replacing a replica (a new generation of the spec)
 //    drains it: out of the endpoints, then stopped once its engine runs no
-//    request (its metrics) or the drain timeout has passed.
+//    request (its metrics) or the drain timeout has passed;
+//  - a deployment that autoscales has its replicas set from the gateways'
+//    reports (autoscale.h), each change stored with a compare-and-set on
+//    the spec and audited with the numbers that drove it.
 // Every decision is in replica_plan.h (pure); this shell reads the rows,
 // probes, and writes. A replica's row is written before its job is
 // submitted (with the replica's id as the idempotency key), so a crash
@@ -35,6 +38,7 @@
 #include "common/clock.h"
 #include "common/result.h"
 #include "jobs/job_service.h"
+#include "serving/autoscale.h"
 #include "serving/replica_plan.h"
 #include "serving/serving_spec.h"
 #include "store/store.h"
@@ -64,6 +68,10 @@ struct ServingOptions {
   std::string default_node_address = "127.0.0.1";
   int64_t probe_timeout_ms = 2'000;
   ReplicaTiming timing;
+  // Autoscaling: the rule's settings, and how recent a gateway's report
+  // must be to count (older ones are a gateway gone).
+  AutoscaleRules autoscale;
+  int64_t load_fresh_ms = 5'000;
   // Called after a deployment's endpoints changed (in one process: the
   // gateway's policy refresh, so a replica leaving is routed to no more at
   // once); may be empty.
@@ -123,6 +131,10 @@ class DeploymentController {
   Status StepReplicas(const DeploymentRecord* deployment,
                       std::vector<DeploymentReplicaRecord>& replicas,
                       std::vector<DeploymentReplicaRecord>& to_cancel, int64_t now);
+  // For an autoscaling `d`: the replicas the rule wants, stored (with its
+  // audit record) into d.serving and `spec` when they change.
+  Status Autoscale(DeploymentRecord& d, ManagedSpec& spec, const ServingTemplate& t,
+                   const std::vector<DeploymentReplicaRecord>& live, int64_t now);
   Status PlanAndApply(const DeploymentRecord& d, std::vector<DeploymentReplicaRecord>& replicas,
                       std::vector<DeploymentReplicaRecord>& to_cancel, int64_t now);
   Status StartReplica(const DeploymentRecord& d, const ManagedSpec& spec, const ServingTemplate& t,
@@ -141,10 +153,11 @@ class DeploymentController {
   ServingOptions options_;
 
   std::mutex tick_mu_;
-  std::map<std::string, Backoff> backoff_;  // by deployment id; GUARDED_BY(tick_mu_)
-  std::vector<int64_t> ports_in_use_;       // this round's; GUARDED_BY(tick_mu_)
-  int64_t next_port_ = 0;                   // GUARDED_BY(tick_mu_)
-  int64_t last_cleanup_ms_ = 0;             // GUARDED_BY(tick_mu_)
+  std::map<std::string, Backoff> backoff_;            // by deployment id; GUARDED_BY(tick_mu_)
+  std::map<std::string, AutoscaleMemory> autoscale_;  // by deployment id; GUARDED_BY(tick_mu_)
+  std::vector<int64_t> ports_in_use_;                 // this round's; GUARDED_BY(tick_mu_)
+  int64_t next_port_ = 0;                             // GUARDED_BY(tick_mu_)
+  int64_t last_cleanup_ms_ = 0;                       // GUARDED_BY(tick_mu_)
 
   PeriodicThread timer_;  // Tick every options_.tick_ms
 };

@@ -531,6 +531,58 @@ Status Store::DeleteEndedReplicas(int64_t ended_before_ms) {
   return OkStatus();
 }
 
+// ---------------------------------------------------------------- deployment load
+
+Status Store::ReportDeploymentLoad(const std::vector<DeploymentLoadReport>& reports,
+                                   int64_t forget_before_ms) {
+  if (reports.size() > kMaxLoadReports) {
+    return Error::InvalidArgument("at most " + std::to_string(kMaxLoadReports) +
+                                  " load reports at once");
+  }
+  for (const auto& r : reports) {
+    const bool counts_ok = r.queued >= 0 && r.queued <= kMaxLoadCount && r.in_flight >= 0 &&
+                           r.in_flight <= kMaxLoadCount && r.oldest_wait_ms >= 0 &&
+                           r.oldest_wait_ms <= kMaxLoadCount;
+    if (r.deployment_id.empty() || r.gateway_id.empty() || !counts_ok) {
+      return Error::InvalidArgument(
+          "a load report needs a deployment, a gateway and counts within 0.." +
+          std::to_string(kMaxLoadCount));
+    }
+  }
+  return StatusOf(db_->Transact<bool>([&](sql::Connection& c) -> Result<bool> {
+    for (const auto& r : reports) {
+      ATRIUM_RETURN_IF_ERROR(c.Exec(
+          "INSERT INTO deployment_load (deployment_id, gateway_id, queued, oldest_wait_ms, "
+          "in_flight, reported_at) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (deployment_id, "
+          "gateway_id) DO UPDATE SET queued = excluded.queued, oldest_wait_ms = "
+          "excluded.oldest_wait_ms, in_flight = excluded.in_flight, reported_at = "
+          "excluded.reported_at",
+          {r.deployment_id, r.gateway_id, r.queued, r.oldest_wait_ms, r.in_flight, r.reported_at}));
+    }
+    ATRIUM_RETURN_IF_ERROR(
+        c.Exec("DELETE FROM deployment_load WHERE reported_at < $1", {forget_before_ms}));
+    return true;
+  }));
+}
+
+Result<DeploymentLoadTotals> Store::DeploymentLoadForServing(const std::string& deployment_id,
+                                                             int64_t since_ms) {
+  // Each count is at most kMaxLoadCount: the sums fit an int64.
+  ATRIUM_ASSIGN_OR_RETURN(
+      auto rows, db_->Exec("SELECT COUNT(*), SUM(queued), MAX(oldest_wait_ms), SUM(in_flight) "
+                           "FROM deployment_load WHERE deployment_id = $1 AND reported_at >= $2",
+                           {deployment_id, since_ms}));
+  DeploymentLoadTotals t;
+  if (rows.rows.empty()) return t;
+  const auto& r = rows.rows[0];
+  // Over no rows the SUMs and MAX are NULL, which read as 0.
+  t.gateways = r.Int(0);
+  t.queued = r.Int(1);
+  t.oldest_wait_ms = r.Int(2);
+  t.in_flight = r.Int(3);
+  return t;
+}
+
 // ---------------------------------------------------------------- entitlements
 
 Result<EntitlementRecord> Store::GrantEntitlement(const TenantScope& scope,

@@ -522,6 +522,23 @@ ALTER TABLE deployment_replicas ADD COLUMN spec TEXT NOT NULL DEFAULT '';
 CREATE INDEX deployment_replicas_job ON deployment_replicas (job_id);
 ALTER TABLE gpu_usage_records ADD COLUMN deployment_id TEXT NOT NULL DEFAULT '';
 )sql"},
+    // What drove a decision the platform took by itself, kept in its audit
+    // record (hashed only when present: older records verify unchanged).
+    // What each gateway saw of each deployment, newest only: the
+    // autoscaler's signals, summed over the gateways that reported lately.
+    {17, "audit detail; deployment load per gateway", R"sql(
+ALTER TABLE audit_log ADD COLUMN detail TEXT NOT NULL DEFAULT '';
+CREATE TABLE deployment_load (
+  deployment_id TEXT NOT NULL,
+  gateway_id TEXT NOT NULL,
+  queued BIGINT NOT NULL,
+  oldest_wait_ms BIGINT NOT NULL,
+  in_flight BIGINT NOT NULL,
+  reported_at BIGINT NOT NULL,
+  PRIMARY KEY (deployment_id, gateway_id)
+);
+CREATE INDEX deployment_load_reported ON deployment_load (reported_at);
+)sql"},
 };
 
 }  // namespace

@@ -233,6 +233,20 @@ class Store {
                                                             int limit = 200);
   Status DeleteEndedReplicas(int64_t ended_before_ms);
 
+  // --- Deployment load: what each gateway saw of each deployment, its
+  // newest report only (the autoscaler's signals). Reports older than
+  // `forget_before_ms` are forgotten (gateways gone) in the same
+  // transaction. InvalidArgument, storing nothing, for more than
+  // kMaxLoadReports reports, an empty id, or a count outside
+  // 0..kMaxLoadCount.
+  static constexpr size_t kMaxLoadReports = 10'000;
+  static constexpr int64_t kMaxLoadCount = 1'000'000'000;
+  Status ReportDeploymentLoad(const std::vector<DeploymentLoadReport>& reports,
+                              int64_t forget_before_ms);
+  // The reports on `deployment_id` made at or after `since_ms`, summed.
+  Result<DeploymentLoadTotals> DeploymentLoadForServing(const std::string& deployment_id,
+                                                        int64_t since_ms);
+
   // --- Environment templates (tenant_id "": the platform's, which every
   // tenant sees; otherwise visible only to its tenant). Rules in templates/.
   // Publishes the next version of `scope`'s template t.name: one more than

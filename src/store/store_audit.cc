@@ -15,7 +15,7 @@ namespace {
 
 constexpr char kAuditColumns[] =
     "seq, chain, chain_seq, time, actor, actor_role, tenant_id, action, target, outcome, status, "
-    "request_id, source, prev_hash, hash";
+    "request_id, source, prev_hash, hash, detail";
 
 AuditRecord AuditFromRow(const Row& r) {
   AuditRecord a;
@@ -34,6 +34,7 @@ AuditRecord AuditFromRow(const Row& r) {
   a.source = r.Text(12);
   a.prev_hash = r.Text(13);
   a.hash = r.Text(14);
+  a.detail = r.Text(15);
   return a;
 }
 
@@ -61,11 +62,11 @@ Result<AuditRecord> AppendAuditOn(sql::Connection& c, AuditRecord record) {
   std::string head_hash = head.rows.empty() ? "" : head.rows[0].Text(1);
   audit::Seal(record, head_seq, head_hash);
   const auto& r = record;
-  ATRIUM_RETURN_IF_ERROR(
-      c.Exec(std::string("INSERT INTO audit_log (") + kAuditColumns +
-                 ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
-             {r.seq, r.chain, r.chain_seq, r.time, r.actor, r.actor_role, r.tenant_id, r.action,
-              r.target, r.outcome, r.status, r.request_id, r.source, r.prev_hash, r.hash}));
+  ATRIUM_RETURN_IF_ERROR(c.Exec(
+      std::string("INSERT INTO audit_log (") + kAuditColumns +
+          ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+      {r.seq, r.chain, r.chain_seq, r.time, r.actor, r.actor_role, r.tenant_id, r.action, r.target,
+       r.outcome, r.status, r.request_id, r.source, r.prev_hash, r.hash, r.detail}));
   ATRIUM_RETURN_IF_ERROR(c.Exec("UPDATE audit_counter SET last_seq = $1 WHERE id = 1", {r.seq}));
   if (head.rows.empty()) {
     ATRIUM_RETURN_IF_ERROR(

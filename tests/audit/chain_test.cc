@@ -121,6 +121,36 @@ TEST(ChainTest, ComputeHashCoversEveryFieldButTheHashItself) {
   EXPECT_NE(ComputeHash(moved), h);
 }
 
+// A detail (what drove a decision the platform took itself) is hashed
+// when present, and a record without one hashes as records always did.
+TEST(ChainTest, ADetailIsHashedWhenPresentAndAbsentOneChangesNothing) {
+  const AuditRecord base = ThreeChains()[3];
+  AuditRecord with = base;
+  with.detail = "scaled up: 9 queued (oldest waited 1500 ms); 1 -> 2 replicas";
+  EXPECT_NE(ComputeHash(with), ComputeHash(base));
+  AuditRecord edited = with;
+  edited.detail[0] = 'S';
+  EXPECT_NE(ComputeHash(edited), ComputeHash(with));
+  // The detail is not a field the others can spill into.
+  AuditRecord moved = base;
+  moved.prev_hash = base.prev_hash + "x";
+  AuditRecord split = base;
+  split.detail = "x";
+  EXPECT_NE(ComputeHash(moved), ComputeHash(split));
+  // Through JSON: present when set, absent (or null) otherwise.
+  with.hash = ComputeHash(with);
+  nlohmann::json j = ToJson(with);
+  EXPECT_EQ(j["detail"], with.detail);
+  auto back = FromJson(j);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->detail, with.detail);
+  EXPECT_EQ(ComputeHash(*back), with.hash);
+  j["detail"] = nullptr;
+  EXPECT_EQ(FromJson(j)->detail, "");
+  j["detail"] = 5;
+  EXPECT_FALSE(FromJson(j).has_value());
+}
+
 TEST(ChainTest, ValidMultiChainTrailVerifiesInAnyOrder) {
   std::vector<AuditRecord> trail = ThreeChains();
   VerifyReport report = Verify(trail);

@@ -130,6 +130,35 @@ TEST_F(DispatcherTest, ADeploymentWhoseEndpointsAreAllDownIsRefusedAtOnceNotQueu
   EXPECT_EQ(ejected.retry_after_ms, 4000);
 }
 
+TEST_F(DispatcherTest, AnExternalDeploymentWithoutEndpointsIsRefusedAManagedOneWaitsForAReplica) {
+  deployment_.endpoints.clear();
+  EXPECT_EQ(Admit(Request("a")).http_status, 503);
+  // Managed, at zero: the request waits until the deployment's first
+  // replica is in the newest snapshot, then starts on it.
+  deployment_.serving = R"({"template":"engine-sim"})";
+  SlotRequest first = Request("a");
+  int woken = 0;
+  ASSERT_EQ(dispatcher_.Admit(first, now_, [&] { ++woken; }).kind, Admission::Kind::kQueued);
+  dispatcher_.Pump(now_ + 100);
+  EXPECT_EQ(woken, 0);
+  now_ += 2'500;
+  std::vector<DeploymentLoadReport> loads = dispatcher_.Loads(now_);
+  ASSERT_EQ(loads.size(), 1U);
+  EXPECT_EQ(loads[0].deployment_id, "dep_1");
+  EXPECT_EQ(loads[0].queued, 1);
+  EXPECT_EQ(loads[0].oldest_wait_ms, 2'500);
+  EXPECT_EQ(loads[0].in_flight, 0);
+  DeploymentRecord ready = deployment_;
+  ready.endpoints = {{"http://127.0.0.1:1", 4}};
+  dispatcher_.Refresh({ready}, now_);
+  EXPECT_EQ(woken, 1);
+  EXPECT_EQ(dispatcher_.TakeGrant(first.id), "http://127.0.0.1:1");
+  loads = dispatcher_.Loads(now_);
+  EXPECT_EQ(loads[0].queued, 0);
+  EXPECT_EQ(loads[0].oldest_wait_ms, 0);
+  EXPECT_EQ(loads[0].in_flight, 1);
+}
+
 TEST_F(DispatcherTest, ATenantBelowItsShareTakesTheNextFreeSlotFirst) {
   // b, the light tenant, runs 2 requests: its share of 4.
   std::vector<SlotRequest> b = {Request("b"), Request("b")};

@@ -7,8 +7,12 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
+#include <vector>
 
+#include "common/clock.h"
+#include "gateway_server/load_reporter.h"
 #include "gateway_server/policy_cache.h"
 #include "support/result_matchers.h"
 #include "support/test_directory.h"
@@ -150,6 +154,62 @@ TEST_F(PolicyCacheTest, ASavedPolicyIsUsedOnlyWhenTheStoreCannotBeRead) {
   ASSERT_OK(loader.Start());
   EXPECT_NE(loader.Current()->Deployment("dep_new"), nullptr);
   EXPECT_EQ(loader.Current()->Deployment("dep_old"), nullptr);
+  loader.Stop();
+}
+
+// The load reporter sends one report per managed deployment of the newest
+// snapshot (zeros where this gateway has seen nothing of it), none for an
+// external one, under its gateway's id.
+TEST(LoadReporterTest, ReportsEveryManagedDeploymentAndNoExternalOne) {
+  GatewayPolicyRows rows = Rows("dep_external", 1);
+  DeploymentRecord busy = rows.deployments[0];
+  busy.id = "dep_busy";
+  busy.serving = R"({"template":"engine-sim"})";
+  DeploymentRecord idle = busy;
+  idle.id = "dep_idle";
+  rows.deployments.push_back(busy);
+  rows.deployments.push_back(idle);
+  PolicyLoader loader(
+      {[] { return Result<int64_t>(1); }, [rows]() -> Result<GatewayPolicyRows> { return rows; }},
+      1'000);
+  ASSERT_TRUE(loader.Start().has_value());
+  Dispatcher dispatcher(DispatcherOptions{});
+  ManualClock clock(5'000'000);
+  auto snapshot = loader.Current();
+  const DeploymentRecord* target = snapshot->Deployment("dep_busy");
+  ASSERT_NE(target, nullptr);
+  for (uint64_t id = 1; id <= 3; ++id) {
+    SlotRequest r;
+    r.id = id;
+    r.tenant_id = "tn_a";
+    r.key_id = "key1";
+    r.deployment = target;
+    r.input_tokens = 10;
+    r.reserved_tokens = 20;
+    (void)dispatcher.Admit(r, clock.NowMillis(), [] {});
+  }
+  clock.AdvanceMillis(700);
+  std::vector<std::vector<DeploymentLoadReport>> sent;
+  LoadReporter reporter(dispatcher, loader, clock, {.gateway_id = "gw_1", .interval_ms = 0},
+                        [&](const std::vector<DeploymentLoadReport>& r) {
+                          sent.push_back(r);
+                          return OkStatus();
+                        });
+  ASSERT_TRUE(reporter.ReportNow().has_value());
+  ASSERT_EQ(sent.size(), 1U);
+  ASSERT_EQ(sent[0].size(), 2U);
+  std::map<std::string, DeploymentLoadReport> by_id;
+  for (const auto& r : sent[0]) {
+    EXPECT_EQ(r.gateway_id, "gw_1");
+    EXPECT_EQ(r.reported_at, clock.NowMillis());
+    by_id[r.deployment_id] = r;
+  }
+  ASSERT_TRUE(by_id.count("dep_busy") && by_id.count("dep_idle"));
+  // One slot on the busy deployment's endpoint (capacity 32): all three start.
+  EXPECT_EQ(by_id["dep_busy"].in_flight + by_id["dep_busy"].queued, 3);
+  EXPECT_EQ(by_id["dep_idle"].in_flight, 0);
+  EXPECT_EQ(by_id["dep_idle"].queued, 0);
+  EXPECT_EQ(by_id["dep_idle"].oldest_wait_ms, 0);
   loader.Stop();
 }
 

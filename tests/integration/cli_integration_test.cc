@@ -1387,5 +1387,85 @@ TEST_F(CliIntegrationTest, ManagedDeploymentRunsReplicasRoutesAroundACrashAndSca
       kServerTimeout));
 }
 
+// Autoscaling under `atrium dev`: a deployment that may scale to zero
+// stops its last replica once idle, and the next request waits in the
+// gateway's queue while the controller, told of it by the gateway's load
+// report, starts one; the request is then served. Both decisions are in
+// the audit trail with the numbers that drove them.
+TEST_F(CliIntegrationTest, AnAutoscalingDeploymentScalesToZeroAndBackForTheNextRequest) {
+  ASSERT_EQ(StopServer(), 0) << server_->Output();
+  server_args_ = {"--autoscale-cooldown-ms", "2000"};
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  AdminJson({"tenant", "create", "platform-serving", "-o", "json"});
+  ASSERT_EQ(Admin({"quota", "set", "platform-serving", "--model", "H100-80GB", "--guarantee", "2"})
+                .exit_code,
+            0);
+  Json created = AdminJson({"deployment",  "create",         "--model",    "sim-auto",
+                            "--region",    "local",          "--template", "engine-sim",
+                            "--autoscale", "--replicas",     "1",          "--min-replicas",
+                            "0",           "--max-replicas", "2",          "--gpu-model",
+                            "H100-80GB",   "--gpus",         "1",          "-o",
+                            "json"});
+  const std::string dep = created.value("id", "");
+  ASSERT_FALSE(dep.empty()) << created.dump();
+  auto wanted = [&] {
+    Json d = AdminJson({"deployment", "get", dep, "-o", "json"});
+    return d["serving"].value("replicas", int64_t{-1});
+  };
+  auto endpoints = [&] {
+    return AdminJson({"deployment", "get", dep, "-o", "json"})["endpoints"].size();
+  };
+  ASSERT_TRUE(testing_support::WaitUntil([&] { return endpoints() == 1; }, kServerTimeout))
+      << server_->Output();
+  // Nobody calls it: down to zero, no endpoint left.
+  ASSERT_TRUE(
+      testing_support::WaitUntil([&] { return wanted() == 0 && endpoints() == 0; }, kServerTimeout))
+      << server_->Output();
+
+  // The next request waits for a replica, then is served.
+  ASSERT_EQ(Admin({"entitlement", "grant", "demo", "sim-auto"}).exit_code, 0);
+  const std::string demo_key = [&] {
+    std::istringstream in(ReadFile(data_dir_ + "/demo.key"));
+    std::string key;
+    std::getline(in, key);
+    return key;
+  }();
+  auto gateway = http::Client::Create(gateway_url_, 120'000);
+  ASSERT_TRUE(gateway.has_value());
+  const std::string body =
+      R"({"model":"sim-auto","messages":[{"role":"user","content":"Hello"}],"max_tokens":8})";
+  // The policy reaches the gateway within its poll; until then the model
+  // is unknown to it (404). The first answer that is not 404 is the one.
+  int status = 0;
+  ASSERT_TRUE(testing_support::WaitUntil(
+      [&] {
+        auto r = (*gateway)->Send(
+            "POST", "/v1/chat/completions", body,
+            {{"authorization", "Bearer " + demo_key}, {"content-type", "application/json"}});
+        status = r.has_value() ? r->status : 0;
+        return status != 404;
+      },
+      kServerTimeout));
+  EXPECT_EQ(status, 200) << server_->Output();
+  EXPECT_GE(wanted(), 1);
+
+  // A shared deployment's decisions are in the platform's chain.
+  Json audit = AdminJson({"audit", "list", "--all", "-o", "json"});  // every record, an array
+  std::vector<std::string> details;
+  for (const Json& a : audit) {
+    if (TextOf(a, "action") == "serving.autoscaled") details.push_back(TextOf(a, "detail"));
+  }
+  ASSERT_GE(details.size(), 2u) << audit.dump();
+  bool to_zero = false;
+  bool from_zero = false;
+  for (const auto& d : details) {
+    to_zero = to_zero || d.find("1 -> 0 replicas") != std::string::npos;
+    from_zero = from_zero || (d.find("from zero") != std::string::npos &&
+                              d.find("1 queued") != std::string::npos);
+  }
+  EXPECT_TRUE(to_zero) << audit.dump();
+  EXPECT_TRUE(from_zero) << audit.dump();
+}
+
 }  // namespace
 }  // namespace atrium

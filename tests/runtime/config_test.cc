@@ -119,6 +119,34 @@ TEST(ConfigTest, MeteringSectionHasDefaultsAndBounds) {
   }
 }
 
+TEST(ConfigTest, AutoscalingHasDefaultsAndBounds) {
+  auto defaults = LoadConfigFile(ATRIUM_EXAMPLE_CONFIG);
+  ASSERT_TRUE(defaults.has_value());
+  EXPECT_FALSE(defaults->serving_allow_scale_to_zero);
+  EXPECT_EQ(defaults->serving_scale_down_cooldown_ms, 120'000);
+  EXPECT_EQ(defaults->gateway_load_report_ms, 1'000);
+  auto c = ParseConfig(
+      "[store]\nurl = \"sqlite:///x.db\"\n[serving]\nallow_scale_to_zero = true\n"
+      "scale_up_wait_ms = 0\nscale_up_cooldown_ms = 1000\nscale_down_cooldown_ms = 5000\n"
+      "idle_to_zero_ms = 60000\nload_fresh_ms = 3000\n[gateway]\nload_report_ms = 500\n",
+      "t.toml");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  EXPECT_TRUE(c->serving_allow_scale_to_zero);
+  EXPECT_EQ(c->serving_scale_up_wait_ms, 0);
+  EXPECT_EQ(c->serving_scale_up_cooldown_ms, 1'000);
+  EXPECT_EQ(c->serving_scale_down_cooldown_ms, 5'000);
+  EXPECT_EQ(c->serving_idle_to_zero_ms, 60'000);
+  EXPECT_EQ(c->serving_load_fresh_ms, 3'000);
+  EXPECT_EQ(c->gateway_load_report_ms, 500);
+  for (const char* bad : {"[serving]\nallow_scale_to_zero = 1", "[serving]\nscale_up_wait_ms = -1",
+                          "[serving]\nload_fresh_ms = 10", "[serving]\nidle_to_zero_ms = 86400001",
+                          "[gateway]\nload_report_ms = 99"}) {
+    auto refused =
+        ParseConfig(std::string("[store]\nurl = \"sqlite:///x.db\"\n") + bad + "\n", "t.toml");
+    ASSERT_FALSE(refused.has_value()) << bad;
+  }
+}
+
 TEST(ConfigTest, PendingRequestCapsHaveDefaultsAndBounds) {
   auto defaults = LoadConfigFile(ATRIUM_EXAMPLE_CONFIG);
   ASSERT_TRUE(defaults.has_value());

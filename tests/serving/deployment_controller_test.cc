@@ -86,6 +86,7 @@ class DeploymentControllerTest : public ::testing::TestWithParam<Backend> {
       return it == running_.end() ? int64_t{0} : it->second;
     };
     o.endpoints_changed = [this] { ++endpoint_changes_; };
+    o.autoscale = rules_;
     controller_ = std::make_unique<DeploymentController>(*store_, *jobs_, clock_, o);
   }
 
@@ -192,6 +193,7 @@ class DeploymentControllerTest : public ::testing::TestWithParam<Backend> {
   std::unique_ptr<DeploymentController> controller_;
   std::map<std::string, Health> health_;
   Health unknown_health_ = Health::kOk;  // of a URL not in health_
+  AutoscaleRules rules_;                 // the controller's, at StartController
   std::map<std::string, int64_t> running_;
   int endpoint_changes_ = 0;
   int deployments_ = 0;
@@ -518,6 +520,71 @@ TEST_P(DeploymentControllerTest, AReplicasGpuTimeIsRecordedWithItsDeployment) {
   EXPECT_EQ(per->at(0).deployment_id, "");
   EXPECT_EQ(per->at(1).deployment_id, d.id);
   EXPECT_GT(per->at(1).gpu_milli_ms, 1000 * 60 * 60 * 1000LL);
+}
+
+// Autoscaling: up at once for what the gateways report (audited with the
+// numbers), down one step per cooldown when the load is gone, to zero
+// after idling, and back to one as soon as a request waits.
+TEST_P(DeploymentControllerTest, AnAutoscalingDeploymentFollowsTheGatewaysAndSaysWhy) {
+  rules_.allow_zero = true;
+  rules_.up_cooldown_ms = 5'000;
+  rules_.down_cooldown_ms = 10'000;
+  rules_.idle_to_zero_ms = 20'000;
+  StartController();
+  DeploymentRecord d =
+      Create("tn_a", std::string(R"("template":"engine-sim",)") + kGpu +
+                         R"(,"autoscale":true,"replicas":1,"min_replicas":0,"max_replicas":3)");
+  Round();
+  Round(100);
+  ASSERT_EQ(Endpoints(d).size(), 1U);
+  auto report = [&](int64_t queued, int64_t wait_ms, int64_t in_flight) {
+    ASSERT_TRUE(store_
+                    ->ReportDeploymentLoad(
+                        {{d.id, "gw_1", queued, wait_ms, in_flight, clock_.NowMillis()}}, 0)
+                    .has_value());
+  };
+  report(30, 2'000, 4);
+  Round(100);
+  EXPECT_EQ(SpecOf(d).replicas, 3);
+  ASSERT_TRUE(RoundsUntil([&] { return Endpoints(d).size() == 3U; }, 20, 100));
+  auto audit = store_->ListAudit("tn_a", {.limit = 1000});
+  ASSERT_TRUE(audit.has_value());
+  std::vector<std::string> details;
+  for (const auto& a : audit->items) {
+    if (a.action != "serving.autoscaled") continue;
+    EXPECT_EQ(a.actor, kServingActor);
+    EXPECT_EQ(a.target, "deployment/" + d.id);
+    details.push_back(a.detail);
+  }
+  ASSERT_EQ(details.size(), 1U);
+  EXPECT_NE(details[0].find("30 queued (oldest waited 2000 ms), 4 in flight"), std::string::npos)
+      << details[0];
+  EXPECT_NE(details[0].find("1 -> 3 replicas"), std::string::npos) << details[0];
+
+  // The load is gone: one step down per cooldown, then zero once idle.
+  std::vector<int64_t> seen{3};
+  ASSERT_TRUE(RoundsUntil([&] { return SpecOf(d).replicas == 0; }, 200, 1'000,
+                          [&] {
+                            report(0, 0, 0);
+                            if (SpecOf(d).replicas != seen.back())
+                              seen.push_back(SpecOf(d).replicas);
+                          }));
+  if (seen.back() != 0) seen.push_back(0);
+  EXPECT_EQ(seen, (std::vector<int64_t>{3, 2, 1, 0}));
+  ASSERT_TRUE(RoundsUntil([&] { return InState(d, "ended").size() == 3U; }, 60, 1'000,
+                          [&] { report(0, 0, 0); }));
+  EXPECT_TRUE(Get(d).endpoints.empty());
+
+  // A request waits at the gateway: one replica at once, cooldown or not.
+  report(1, 50, 0);
+  Round(100);
+  EXPECT_EQ(SpecOf(d).replicas, 1);
+  ASSERT_TRUE(RoundsUntil([&] { return Endpoints(d).size() == 1U; }, 20, 100));
+
+  // The gateways fall silent (their reports stale): nothing changes.
+  const int64_t before = SpecOf(d).replicas;
+  for (int i = 0; i < 30; ++i) Round(10'000);
+  EXPECT_EQ(SpecOf(d).replicas, before);
 }
 
 INSTANTIATE_TEST_SUITE_P(Drivers, DeploymentControllerTest,

@@ -672,6 +672,50 @@ TEST_P(GatewayStoreTest, SummarizeUsageTotalsPerModelAndKey) {
   EXPECT_ERROR(store_->SummarizeUsage(sa, {}, "tenant"), ErrorCode::kInvalidArgument);
 }
 
+// Each gateway's newest report per deployment; the fresh ones summed (the
+// oldest wait the largest); stale ones forgotten; bad ones refused whole.
+TEST_P(GatewayStoreTest, DeploymentLoadKeepsEachGatewaysNewestAndSumsTheFreshOnes) {
+  auto report = [](const std::string& dep, const std::string& gw, int64_t queued, int64_t wait,
+                   int64_t in_flight, int64_t at) {
+    return DeploymentLoadReport{dep, gw, queued, wait, in_flight, at};
+  };
+  ASSERT_OK(store_->ReportDeploymentLoad(
+      {report("dep_1", "gw_a", 5, 900, 8, 1'000), report("dep_1", "gw_b", 1, 2'000, 3, 1'000),
+       report("dep_2", "gw_a", 7, 7, 7, 1'000)},
+      0));
+  ASSERT_OK(store_->ReportDeploymentLoad({report("dep_1", "gw_a", 2, 100, 4, 2'000)}, 0));
+  auto both = store_->DeploymentLoadForServing("dep_1", 500);
+  ASSERT_TRUE(both.has_value()) << both.error().message;
+  EXPECT_EQ(both->gateways, 2);
+  EXPECT_EQ(both->queued, 3);
+  EXPECT_EQ(both->oldest_wait_ms, 2'000);
+  EXPECT_EQ(both->in_flight, 7);
+  auto fresh = store_->DeploymentLoadForServing("dep_1", 1'500);  // gw_b's is stale
+  ASSERT_TRUE(fresh.has_value());
+  EXPECT_EQ(fresh->gateways, 1);
+  EXPECT_EQ(fresh->queued, 2);
+  auto none = store_->DeploymentLoadForServing("dep_nope", 0);
+  ASSERT_TRUE(none.has_value());
+  EXPECT_EQ(none->gateways, 0);
+  EXPECT_EQ(none->queued, 0);
+  // Reports older than the bound go.
+  ASSERT_OK(store_->ReportDeploymentLoad({report("dep_3", "gw_c", 0, 0, 0, 3'000)}, 1'500));
+  EXPECT_EQ(store_->DeploymentLoadForServing("dep_1", 0)->gateways, 1);
+  EXPECT_EQ(store_->DeploymentLoadForServing("dep_2", 0)->gateways, 0);
+  // Refused whole: a negative count, one above the bound, an empty id.
+  for (const auto& bad :
+       {report("dep_4", "gw_a", -1, 0, 0, 4'000),
+        report("dep_4", "gw_a", 0, Store::kMaxLoadCount + 1, 0, 4'000),
+        report("", "gw_a", 0, 0, 0, 4'000), report("dep_4", "", 0, 0, 0, 4'000)}) {
+    EXPECT_ERROR(store_->ReportDeploymentLoad({report("dep_4", "gw_z", 1, 1, 1, 4'000), bad}, 0),
+                 ErrorCode::kInvalidArgument);
+  }
+  EXPECT_EQ(store_->DeploymentLoadForServing("dep_4", 0)->gateways, 0);
+  std::vector<DeploymentLoadReport> too_many(Store::kMaxLoadReports + 1,
+                                             report("dep_5", "gw_a", 0, 0, 0, 4'000));
+  EXPECT_ERROR(store_->ReportDeploymentLoad(too_many, 0), ErrorCode::kInvalidArgument);
+}
+
 // A managed deployment's tokens: per deployment that served, or only one's.
 TEST_P(GatewayStoreTest, SummarizeUsagePerDeploymentAndFilteredToOne) {
   Tenant a = MakeTenant("a");
