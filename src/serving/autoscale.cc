@@ -67,11 +67,12 @@ std::optional<ScaleDecision> DecideScale(const ManagedSpec& spec, int64_t slots_
   up = std::min(up, ceiling);
   if (up > current) {
     memory.low_since_ms = -1;
-    if (current == 0) return decide(up, "scaled up from zero");
-    if (memory.last_change_ms >= 0 && now_ms - memory.last_change_ms < rules.up_cooldown_ms) {
+    if (current > 0 && memory.last_up_ms >= 0 &&
+        now_ms - memory.last_up_ms < rules.up_cooldown_ms) {
       return std::nullopt;
     }
-    return decide(up, "scaled up");
+    memory.last_up_ms = now_ms;
+    return decide(up, current == 0 ? "scaled up from zero" : "scaled up");
   }
 
   // Down: one at a time, once load stayed below what one fewer serves for

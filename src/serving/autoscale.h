@@ -6,8 +6,9 @@
 //
 // Up at once when demand needs more replicas than it has (its slots at the
 // target utilization) or a request has waited longer than scale_up_wait_ms,
-// at most once per up cooldown; from zero at the first request, without
-// cooldown. Down one replica at a time, only after load stayed below what
+// at most once per up cooldown (counted from the last scale-up: a step
+// down does not hold the next step up); from zero at the first request,
+// without cooldown. Down one replica at a time, only after load stayed below what
 // one replica fewer serves for the whole down cooldown; to zero only where
 // the operator allows it, the spec's min_replicas is 0, and nothing came
 // for idle_to_zero_ms. Without a fresh signal nothing changes.
@@ -43,6 +44,7 @@ struct AutoscaleRules {
 // a cooldown).
 struct AutoscaleMemory {
   int64_t last_change_ms = -1;  // -1: none seen
+  int64_t last_up_ms = -1;      // the last scale-up; -1: none seen
   int64_t low_since_ms = -1;    // -1: load is not low
   int64_t idle_since_ms = -1;   // -1: a request waits or runs
 };

@@ -54,6 +54,22 @@ TEST(AutoscaleTest, DemandScalesUpAtOnceWithTheNumbersThatDroveIt) {
   EXPECT_EQ(d->replicas, 8);  // 54 needs 9; max is 8
 }
 
+// A step down does not hold the next step up: the up cooldown counts from
+// the last scale-up only.
+TEST(AutoscaleTest, AStepDownDoesNotDelayTheNextStepUp) {
+  AutoscaleRules rules;
+  AutoscaleMemory m;
+  m.last_change_ms = 0;
+  m.low_since_ms = 0;
+  auto down = DecideScale(Spec(2), kSlots, 2, Load(1), rules, m, rules.down_cooldown_ms);
+  ASSERT_TRUE(down.has_value());
+  EXPECT_EQ(down->replicas, 1);
+  auto up = DecideScale(Spec(1), kSlots, 1, Load(4, 10, 2'000), rules, m,
+                        rules.down_cooldown_ms + 1'000);
+  ASSERT_TRUE(up.has_value());
+  EXPECT_GT(up->replicas, 1);
+}
+
 TEST(AutoscaleTest, ALongWaitAsksForOneMoreOnlyWhileEveryReplicaAnswers) {
   AutoscaleMemory m;
   // 4 in flight and 1 waiting fit one replica's target, but it waited 2 s.
