@@ -33,6 +33,22 @@ RequestOrigin ServingOrigin() {
   return by;
 }
 
+// The audit record of a change the controller made to d's spec by itself,
+// with what drove it.
+AuditRecord DecisionAudit(const DeploymentRecord& d, const char* action, const std::string& why,
+                          int64_t now) {
+  AuditRecord audit;
+  audit.time = now;
+  audit.actor = kServingActor;
+  audit.tenant_id = d.tenant_id;
+  audit.action = action;
+  audit.target = "deployment/" + d.id;
+  audit.outcome = "allowed";
+  audit.source = "serving";
+  audit.detail = why;
+  return audit;
+}
+
 }  // namespace
 
 DeploymentController::DeploymentController(Store& store, jobs::JobService& jobs, const Clock& clock,
@@ -276,16 +292,8 @@ Status DeploymentController::Autoscale(DeploymentRecord& d, ManagedSpec& spec,
   ManagedSpec next = spec;
   next.replicas = decision->replicas;
   const std::string next_text = ManagedSpecJson(next).dump();
-  AuditRecord audit;
-  audit.time = now;
-  audit.actor = kServingActor;
-  audit.tenant_id = d.tenant_id;
-  audit.action = "serving.autoscaled";
-  audit.target = "deployment/" + d.id;
-  audit.outcome = "allowed";
-  audit.source = "serving";
-  audit.detail = decision->why;
-  ATRIUM_RETURN_IF_ERROR(store_.ReplaceServing(d.id, d.serving, next_text, now, audit));
+  ATRIUM_RETURN_IF_ERROR(store_.ReplaceServing(
+      d.id, d.serving, next_text, now, DecisionAudit(d, "serving.autoscaled", decision->why, now)));
   spdlog::info("serving: deployment {}: {}", d.id, decision->why);
   d.serving = next_text;
   spec = next;
@@ -360,20 +368,14 @@ void DeploymentController::CountFailure(const DeploymentReplicaRecord& replica,
 Status DeploymentController::RollBack(const DeploymentRecord& d, const Rollback& rollback,
                                       std::vector<DeploymentReplicaRecord>& replicas, int64_t now) {
   const std::string next = ManagedSpecJson(rollback.spec).dump();
-  AuditRecord audit;
-  audit.time = now;
-  audit.actor = kServingActor;
-  audit.tenant_id = d.tenant_id;
-  audit.action = "serving.rolled_back";
-  audit.target = "deployment/" + d.id;
-  audit.outcome = "allowed";
-  audit.source = "serving";
-  ATRIUM_RETURN_IF_ERROR(store_.ReplaceServing(d.id, d.serving, next, now, audit));
-  spdlog::warn(
-      "serving: deployment {}: generation {} never became ready ({} replicas failed in a row); "
-      "rolled back to what generation {} runs, as generation {}",
-      d.id, rollback.spec.rolled_back_from, kRollbackAfterFailures, rollback.revived_generation,
-      rollback.spec.generation);
+  const std::string why = "generation " + std::to_string(rollback.spec.rolled_back_from) +
+                          " never became ready (" + std::to_string(kRollbackAfterFailures) +
+                          " replicas failed in a row); back to what generation " +
+                          std::to_string(rollback.revived_generation) + " runs, as generation " +
+                          std::to_string(rollback.spec.generation);
+  ATRIUM_RETURN_IF_ERROR(store_.ReplaceServing(d.id, d.serving, next, now,
+                                               DecisionAudit(d, "serving.rolled_back", why, now)));
+  spdlog::warn("serving: deployment {}: rolled back: {}", d.id, why);
   BackoffOf(d.id, rollback.spec.generation);
   Status first = OkStatus();
   for (DeploymentReplicaRecord& r : replicas) {

@@ -371,6 +371,7 @@ TEST_P(DeploymentControllerTest, AVersionThatNeverBecomesReadyIsRolledBack) {
       ++rolled_back;
       EXPECT_EQ(a.actor, kServingActor);
       EXPECT_EQ(a.target, "deployment/" + d.id);
+      EXPECT_NE(a.detail.find("generation 2 never became ready"), std::string::npos) << a.detail;
     }
   }
   EXPECT_EQ(rolled_back, 1);
