@@ -64,8 +64,8 @@ TEST(AutoscaleTest, AStepDownDoesNotDelayTheNextStepUp) {
   auto down = DecideScale(Spec(2), kSlots, 2, Load(1), rules, m, rules.down_cooldown_ms);
   ASSERT_TRUE(down.has_value());
   EXPECT_EQ(down->replicas, 1);
-  auto up = DecideScale(Spec(1), kSlots, 1, Load(4, 10, 2'000), rules, m,
-                        rules.down_cooldown_ms + 1'000);
+  auto up =
+      DecideScale(Spec(1), kSlots, 1, Load(4, 10, 2'000), rules, m, rules.down_cooldown_ms + 1'000);
   ASSERT_TRUE(up.has_value());
   EXPECT_GT(up->replicas, 1);
 }
