@@ -40,7 +40,10 @@ PROMPT = "Tell me about autoscaling model servers on a shared GPU fleet." * 2
 
 
 class Platform:
-    def __init__(self, atrium, cooldown_ms):
+    """`atrium dev` with a serving tenant's quota and a client tenant's key;
+    with `deployments`, this benchmark's two deployments too."""
+
+    def __init__(self, atrium, cooldown_ms, deployments=True):
         self.tmp = tempfile.mkdtemp(prefix="atrium-autoscale-")
         self.proc = subprocess.Popen(
             [atrium, "dev", "--data", self.tmp + "/data", "--api-listen", "127.0.0.1:0",
@@ -53,6 +56,7 @@ class Platform:
         self.admin = open(self.tmp + "/data/admin.token").read().strip()
         serving = call(self.api, "POST", "/api/v1/tenants", self.admin,
                        {"name": "platform-serving"})
+        self.serving_tenant = serving["id"]
         call(self.api, "PUT", "/api/v1/tenants/%s/quotas" % serving["id"], self.admin,
              {"model": "H100-80GB", "kind": "gpu", "guarantee_milli": 8000,
               "limit_milli": 8000})
@@ -66,7 +70,7 @@ class Platform:
               "max_queued": 100000})
         self.tenant_id = t["id"]
         self.deployments = {}
-        for name, serving_spec in (
+        for name, serving_spec in () if not deployments else (
                 ("auto", {"autoscale": True, "replicas": 1, "min_replicas": 1,
                           "max_replicas": 4}),
                 ("fixed", {"replicas": 1})):
@@ -106,8 +110,24 @@ class Platform:
         return [a for a in page["items"] if a["action"] == "serving.autoscaled"]
 
     def close(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=60)
+        """Deletes every managed deployment and waits for its replicas' jobs
+        to end (a replica outlives the server that started it), then stops
+        the server."""
+        try:
+            page = call(self.api, "GET", "/api/v1/deployments?limit=1000", self.admin)
+            for d in page["items"]:
+                if d.get("serving"):
+                    call(self.api, "DELETE", "/api/v1/deployments/" + d["id"], self.admin)
+            deadline = time.time() + 120
+            while time.time() < deadline:
+                jobs = call(self.api, "GET", "/api/v1/jobs?state=running&tenant_id=%s" %
+                            self.serving_tenant, self.admin)
+                if not jobs["items"]:
+                    break
+                time.sleep(0.5)
+        finally:
+            self.proc.terminate()
+            self.proc.wait(timeout=60)
 
 
 def sampler(p, stop, samples, t0):

@@ -1465,6 +1465,17 @@ TEST_F(CliIntegrationTest, AnAutoscalingDeploymentScalesToZeroAndBackForTheNextR
   }
   EXPECT_TRUE(to_zero) << audit.dump();
   EXPECT_TRUE(from_zero) << audit.dump();
+
+  // A replica outlives the server that started it: deleted here, so that
+  // no model server of this test holds a port after it.
+  ASSERT_EQ(Admin({"deployment", "delete", dep}).exit_code, 0);
+  ASSERT_TRUE(testing_support::WaitUntil(
+      [&] {
+        Json jobs = AdminJson(
+            {"job", "list", "--tenant", "platform-serving", "--state", "running", "-o", "json"});
+        return jobs["items"].empty();
+      },
+      kServerTimeout));
 }
 
 }  // namespace
