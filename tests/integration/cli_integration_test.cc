@@ -84,6 +84,34 @@ class CliIntegrationTest : public ::testing::Test {
     std::filesystem::remove_all(root_, ec);
   }
 
+  // A chat completion of `model` with the demo tenant's key through the
+  // gateway: its status, 0 when no answer came.
+  int DemoChat(http::Client& gateway, const std::string& model) {
+    std::istringstream in(ReadFile(data_dir_ + "/demo.key"));
+    std::string key;
+    std::getline(in, key);
+    const std::string body = R"({"model":")" + model +
+                             R"(","messages":[{"role":"user","content":"Hello"}],"max_tokens":8})";
+    auto r =
+        gateway.Send("POST", "/v1/chat/completions", body,
+                     {{"authorization", "Bearer " + key}, {"content-type", "application/json"}});
+    return r.has_value() ? r->status : 0;
+  }
+
+  // Deletes a managed deployment and waits until no replica's job runs: a
+  // replica outlives the server that started it, so a test that leaves one
+  // leaves a model server holding a port.
+  void DeleteDeploymentAndItsReplicas(const std::string& dep) {
+    ASSERT_EQ(Admin({"deployment", "delete", dep}).exit_code, 0);
+    ASSERT_TRUE(testing_support::WaitUntil(
+        [&] {
+          Json jobs = AdminJson(
+              {"job", "list", "--tenant", "platform-serving", "--state", "running", "-o", "json"});
+          return jobs["items"].empty();
+        },
+        kServerTimeout));
+  }
+
   std::string NewHome(const std::string& name) {
     std::string home = root_ + "/home-" + name;
     std::filesystem::create_directories(home);
@@ -1304,22 +1332,9 @@ TEST_F(CliIntegrationTest, ManagedDeploymentRunsReplicasRoutesAroundACrashAndSca
 
   // The demo tenant, entitled, calls it through the gateway.
   ASSERT_EQ(Admin({"entitlement", "grant", "demo", "sim-managed"}).exit_code, 0);
-  const std::string demo_key = [&] {
-    std::istringstream in(ReadFile(data_dir_ + "/demo.key"));
-    std::string key;
-    std::getline(in, key);
-    return key;
-  }();
   auto gateway = http::Client::Create(gateway_url_, 30'000);
   ASSERT_TRUE(gateway.has_value());
-  const std::string body =
-      R"({"model":"sim-managed","messages":[{"role":"user","content":"Hello"}],"max_tokens":8})";
-  auto chat = [&] {
-    auto r = (*gateway)->Send(
-        "POST", "/v1/chat/completions", body,
-        {{"authorization", "Bearer " + demo_key}, {"content-type", "application/json"}});
-    return r.has_value() ? r->status : 0;
-  };
+  auto chat = [&] { return DemoChat(**gateway, "sim-managed"); };
   ASSERT_TRUE(testing_support::WaitUntil([&] { return chat() == 200; }, kServerTimeout));
 
   // Kill one replica's model server by hand while requests flow.
@@ -1377,14 +1392,7 @@ TEST_F(CliIntegrationTest, ManagedDeploymentRunsReplicasRoutesAroundACrashAndSca
   EXPECT_NE(args.err.find("extra_args"), std::string::npos) << Describe(args);
 
   // Deleting it stops every replica.
-  ASSERT_EQ(Admin({"deployment", "delete", dep}).exit_code, 0);
-  ASSERT_TRUE(testing_support::WaitUntil(
-      [&] {
-        Json jobs = AdminJson(
-            {"job", "list", "--tenant", "platform-serving", "--state", "running", "-o", "json"});
-        return jobs["items"].empty();
-      },
-      kServerTimeout));
+  DeleteDeploymentAndItsReplicas(dep);
 }
 
 // Autoscaling under `atrium dev`: a deployment that may scale to zero
@@ -1394,7 +1402,9 @@ TEST_F(CliIntegrationTest, ManagedDeploymentRunsReplicasRoutesAroundACrashAndSca
 // the audit trail with the numbers that drove them.
 TEST_F(CliIntegrationTest, AnAutoscalingDeploymentScalesToZeroAndBackForTheNextRequest) {
   ASSERT_EQ(StopServer(), 0) << server_->Output();
-  server_args_ = {"--autoscale-cooldown-ms", "2000"};
+  // Its replicas' ports apart from the other managed-deployment test's,
+  // which ctest may run at the same time.
+  server_args_ = {"--autoscale-cooldown-ms", "2000", "--serving-port-min", "21000"};
   ASSERT_NO_FATAL_FAILURE(StartServer());
   AdminJson({"tenant", "create", "platform-serving", "-o", "json"});
   ASSERT_EQ(Admin({"quota", "set", "platform-serving", "--model", "H100-80GB", "--guarantee", "2"})
@@ -1424,25 +1434,14 @@ TEST_F(CliIntegrationTest, AnAutoscalingDeploymentScalesToZeroAndBackForTheNextR
 
   // The next request waits for a replica, then is served.
   ASSERT_EQ(Admin({"entitlement", "grant", "demo", "sim-auto"}).exit_code, 0);
-  const std::string demo_key = [&] {
-    std::istringstream in(ReadFile(data_dir_ + "/demo.key"));
-    std::string key;
-    std::getline(in, key);
-    return key;
-  }();
   auto gateway = http::Client::Create(gateway_url_, 120'000);
   ASSERT_TRUE(gateway.has_value());
-  const std::string body =
-      R"({"model":"sim-auto","messages":[{"role":"user","content":"Hello"}],"max_tokens":8})";
   // The policy reaches the gateway within its poll; until then the model
   // is unknown to it (404). The first answer that is not 404 is the one.
   int status = 0;
   ASSERT_TRUE(testing_support::WaitUntil(
       [&] {
-        auto r = (*gateway)->Send(
-            "POST", "/v1/chat/completions", body,
-            {{"authorization", "Bearer " + demo_key}, {"content-type", "application/json"}});
-        status = r.has_value() ? r->status : 0;
+        status = DemoChat(**gateway, "sim-auto");
         return status != 404;
       },
       kServerTimeout));
@@ -1466,16 +1465,7 @@ TEST_F(CliIntegrationTest, AnAutoscalingDeploymentScalesToZeroAndBackForTheNextR
   EXPECT_TRUE(to_zero) << audit.dump();
   EXPECT_TRUE(from_zero) << audit.dump();
 
-  // A replica outlives the server that started it: deleted here, so that
-  // no model server of this test holds a port after it.
-  ASSERT_EQ(Admin({"deployment", "delete", dep}).exit_code, 0);
-  ASSERT_TRUE(testing_support::WaitUntil(
-      [&] {
-        Json jobs = AdminJson(
-            {"job", "list", "--tenant", "platform-serving", "--state", "running", "-o", "json"});
-        return jobs["items"].empty();
-      },
-      kServerTimeout));
+  DeleteDeploymentAndItsReplicas(dep);
 }
 
 }  // namespace
