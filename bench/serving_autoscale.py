@@ -31,6 +31,7 @@ import sys
 import tempfile
 import threading
 import time
+from datetime import datetime
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gateway_fairness import call, wait_line  # noqa: E402
@@ -209,7 +210,6 @@ def main():
 
         def parse(recs):
             for r in recs:
-                from datetime import datetime
                 r["created_at_ms"] = datetime.fromisoformat(
                     r["created_at"].replace("Z", "+00:00")).timestamp() * 1000
             return recs

@@ -178,6 +178,13 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{86'400'000}));
 
+  int64_t serving_port_min = 20'000;
+  dev->add_option("--serving-port-min", serving_port_min,
+                  "The first of the 1,000 ports managed deployments' replicas get ([serving] "
+                  "port_min; two platforms on one host need ranges apart)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1024}, int64_t{64'535}));
+
   std::string config_path;
   auto* server = app.add_subcommand(
       "server", "Run the control plane and/or the gateway from a configuration file");
@@ -278,6 +285,8 @@ int main(int argc, char** argv) {
     config.egress_allowed_networks = egress_allow;
     config.gateway_dedicated_requires_entitlement = dedicated_requires_entitlement;
     config.metering_interval_ms = metering_interval_ms;
+    config.serving_port_min = serving_port_min;
+    config.serving_port_max = serving_port_min + 999;
     config.serving_allow_scale_to_zero = true;
     config.serving_scale_down_cooldown_ms = autoscale_cooldown_ms;
     config.serving_idle_to_zero_ms = autoscale_cooldown_ms;

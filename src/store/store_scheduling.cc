@@ -1,6 +1,7 @@
 // Store: the GPU fleet, quotas and projects, allocations, and the one
 // transaction a scheduling call commits.
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "store/store.h"
 #include "store/store_internal.h"
@@ -66,7 +67,13 @@ constexpr char kAllocationColumns[] =
     "placement, mig_start, charge_milli, preempt_at_ms, preempted_for, reason, ended_ms, "
     "created_by, updated_at, move_requested, move_requested_ms, min_driver_version, "
     "min_cuda_version, required_gpu_models";
-constexpr size_t kAllocationColumnCount = 33;
+// The columns above, counted from the list itself.
+constexpr size_t CountColumns(std::string_view list) {
+  size_t n = 1;
+  for (char c : list) n += c == ',' ? 1 : 0;
+  return n;
+}
+constexpr size_t kAllocationColumnCount = CountColumns(kAllocationColumns);
 
 AllocationRecord AllocationFromRow(const Row& r) {
   AllocationRecord a;

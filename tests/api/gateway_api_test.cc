@@ -609,9 +609,16 @@ TEST_F(GatewayApiTest, UsageIsTheTenantsOwnNewestFirstAndFiltered) {
   ASSERT_EQ(by_deployment["items"].size(), 1u) << by_deployment.dump();
   EXPECT_EQ(by_deployment["items"][0]["group"], "dep_fixture");
   EXPECT_EQ(by_deployment["items"][0]["requests"], 5);
-  EXPECT_EQ(
-      BodyOf(h().Call("GET", usage + from + "&deployment=dep_fixture", member.key))["items"].size(),
-      5u);
+  // Every tenant of the fixture has usage on dep_fixture: the filter never
+  // widens the caller's scope, and another tenant's path stays a 404.
+  Json on_fixture = BodyOf(h().Call("GET", usage + from + "&deployment=dep_fixture", member.key));
+  EXPECT_EQ(on_fixture["items"].size(), 5u);
+  for (const auto& u : on_fixture["items"]) EXPECT_EQ(u["tenant_id"], w().own.id);
+  for (const char* path : {"/usage?deployment=dep_fixture",
+                           "/usage/summary?group_by=deployment&deployment=dep_fixture"}) {
+    EXPECT_EQ(h().Call("GET", "/api/v1/tenants/" + w().other.id + path, member.key).status, 404)
+        << path;
+  }
   Json none =
       BodyOf(h().Call("GET", usage + "/summary" + from + "&deployment=dep_other", member.key));
   EXPECT_EQ(none["items"][0]["requests"], 0);

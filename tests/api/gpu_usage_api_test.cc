@@ -206,7 +206,8 @@ TEST_F(GpuUsageApiTest, AJobsRunsAreReadByItsIdAndOnlyByItsTenant) {
 }
 
 TEST_F(GpuUsageApiTest, AnotherTenantsUsageAnswersLikeATenantThatDoesNotExist) {
-  for (const std::string suffix : {"", "/summary"}) {
+  for (const std::string suffix :
+       {"", "/summary", "?deployment=dep_1", "/summary?group_by=deployment"}) {
     http::Response other = h().Call("GET", Gpu(w().other.id) + suffix, Member().key);
     EXPECT_EQ(other.status, 404) << suffix;
     EXPECT_EQ(ErrorMessage(other),
