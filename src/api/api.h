@@ -53,6 +53,8 @@ struct Services {
   const gateway::EgressPolicy* egress = nullptr;
   // A dedicated deployment must be of a model its tenant is entitled to.
   bool dedicated_requires_entitlement = false;
+  // LoRA adapters one tenant may hold, over every deployment.
+  int64_t max_adapters_per_tenant = 20;
 };
 
 // How a route finds the object it acts on, for the authorization decision.

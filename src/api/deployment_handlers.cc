@@ -185,6 +185,12 @@ Result<serving::ManagedSpec> SpecToStore(const Context& ctx, const DeploymentRec
   ATRIUM_ASSIGN_OR_RETURN(serving::ManagedSpec spec, serving::ReadManagedSpec(sent, AuthorOf(ctx)));
   ATRIUM_RETURN_IF_ERROR(ctx.services.serving->CheckSpec(spec, d.tenant_id));
   if (before) {
+    ATRIUM_ASSIGN_OR_RETURN(auto adapters, ctx.services.store->ListAdaptersForServing(d.id));
+    if (static_cast<int64_t>(adapters.size()) > spec.max_adapters) {
+      return Error::FailedPrecondition("serving.max_adapters: the deployment holds " +
+                                       std::to_string(adapters.size()) +
+                                       " adapters; their tenants must delete some first");
+    }
     if (AuthorOf(ctx) == serving::SpecAuthor::kTenant) spec.extra_args = before->extra_args;
     if (spec.SameRun(*before)) {
       spec.generation = before->generation;

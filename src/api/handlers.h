@@ -81,6 +81,10 @@ Result<http::Response> UpdateDeployment(Context& ctx);
 Result<http::Response> DeleteDeployment(Context& ctx);
 Result<http::Response> ScaleDeployment(Context& ctx);
 Result<http::Response> ListDeploymentReplicas(Context& ctx);
+Result<http::Response> CreateAdapter(Context& ctx);
+Result<http::Response> ListAdapters(Context& ctx);
+Result<http::Response> GetAdapter(Context& ctx);
+Result<http::Response> DeleteAdapter(Context& ctx);
 
 Result<http::Response> ListEntitlements(Context& ctx);
 Result<http::Response> GrantEntitlement(Context& ctx);

@@ -234,6 +234,18 @@ ApiRouter BuildRoutes() {
       ListDeploymentReplicas, "A managed deployment's replicas: state, endpoint, generation, why");
 
   // What a tenant may call, how much, and what it used.
+  add("POST", "/api/v1/tenants/{tenant_id}/adapters", P::kAdapterManage, T::kTenant,
+      "adapter.create", CreateAdapter,
+      "Register a LoRA adapter (an uploaded archive, pinned by its SHA-256) on a managed "
+      "deployment that allows adapters",
+      {.body = true});
+  add("GET", "/api/v1/tenants/{tenant_id}/adapters", P::kAdapterRead, T::kTenant, "", ListAdapters,
+      "The tenant's LoRA adapters and whether each is served yet", {.query = {"deployment"}});
+  add("GET", "/api/v1/tenants/{tenant_id}/adapters/{adapter_id}", P::kAdapterRead, T::kTenant, "",
+      GetAdapter, "Get a LoRA adapter");
+  add("DELETE", "/api/v1/tenants/{tenant_id}/adapters/{adapter_id}", P::kAdapterManage, T::kTenant,
+      "adapter.delete", DeleteAdapter,
+      "Delete a LoRA adapter: no longer routed at once, unloaded from the replicas");
   add("GET", "/api/v1/tenants/{tenant_id}/entitlements", P::kEntitlementRead, T::kTenant, "",
       ListEntitlements, "The models the tenant may call on shared deployments");
   add("PUT", "/api/v1/tenants/{tenant_id}/entitlements/{model}", P::kEntitlementManage, T::kTenant,

@@ -67,6 +67,7 @@ void RegisterCommands(CLI::App& app, CliOptions& options) {
   AddAllocCommands(app, verbs);
   AddJobCommands(app, verbs);
   AddDeploymentCommands(app, verbs);
+  AddAdapterCommands(app, verbs);
   AddGatewayCommands(app, verbs);
 }
 

@@ -140,6 +140,7 @@ struct CreateArgs {
   int64_t max_replicas = -1;
   int64_t capacity = 0;
   int64_t drain_timeout_s = -1;
+  int64_t max_adapters = 0;
   std::string priority;
   ResourceArgs resources;
 };
@@ -159,6 +160,7 @@ Result<Json> ServingBody(const CreateArgs& args) {
   if (args.capacity > 0) serving["capacity"] = args.capacity;
   if (args.drain_timeout_s >= 0) serving["drain_timeout_s"] = args.drain_timeout_s;
   if (!args.priority.empty()) serving["priority"] = args.priority;
+  if (args.max_adapters > 0) serving["max_adapters"] = args.max_adapters;
   return serving;
 }
 
@@ -314,6 +316,11 @@ void AddDeploymentCommands(CLI::App& app, VerbTable& verbs) {
       ->add_option("--drain-timeout", create_args->drain_timeout_s,
                    "Managed: seconds a draining replica may finish requests (default 30)")
       ->check(CLI::Range(0, 3600));
+  create
+      ->add_option("--max-adapters", create_args->max_adapters,
+                   "Managed: tenants' LoRA adapters it may hold (atrium adapter register; "
+                   "engine-sim, vllm, sglang)")
+      ->check(CLI::Range(1, 1024));
   create->add_option("--priority", create_args->priority, "Managed: the replicas' priority class")
       ->check(CLI::IsMember({"interactive", "batch", "preemptible"}));
   AddResourceOptions(create, create_args->resources, "--gpu-model", "--node-region");

@@ -44,30 +44,6 @@ const std::vector<Column> kArchiveColumns = {{"ID", "id"},           {"NAME", "n
 // Bigger files are not read: no server takes more than 1 GiB.
 constexpr uintmax_t kMostArchiveBytes = uintmax_t{1} << 30;
 
-// Uploads `file` as an archive; the server's answer (id, size_bytes ...).
-Result<Json> UploadArchive(ApiSession& api, const std::string& file) {
-  std::error_code ec;
-  const uintmax_t size = std::filesystem::file_size(file, ec);
-  if (ec) return Error::InvalidArgument("cannot read " + file + ": " + ec.message());
-  if (size > kMostArchiveBytes) {
-    return Error::InvalidArgument(file + " is larger than any server takes (1 GiB)");
-  }
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return Error::InvalidArgument("cannot read " + file);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const bool gzip = bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
-                    static_cast<unsigned char>(bytes[1]) == 0x8b;
-  // The file's name labels the archive when it is a plain one.
-  std::string name = std::filesystem::path(file).filename().string();
-  const bool plain =
-      !name.empty() && name.size() <= 128 && name.front() != '.' &&
-      std::all_of(name.begin(), name.end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '_' || c == '-';
-      });
-  return api.Upload(WithQuery(kArchivesPath, {{"name", plain ? name : ""}}), bytes,
-                    gzip ? "application/gzip" : "application/x-tar");
-}
-
 int Upload(Context& ctx, const std::string& file) {
   ApiSession* api = ctx.Connect();
   if (api == nullptr) return kExitUsage;
@@ -275,6 +251,29 @@ int Logs(Context& ctx, const LogArgs& args) {
 }
 
 }  // namespace
+
+Result<Json> UploadArchive(ApiSession& api, const std::string& file) {
+  std::error_code ec;
+  const uintmax_t size = std::filesystem::file_size(file, ec);
+  if (ec) return Error::InvalidArgument("cannot read " + file + ": " + ec.message());
+  if (size > kMostArchiveBytes) {
+    return Error::InvalidArgument(file + " is larger than any server takes (1 GiB)");
+  }
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return Error::InvalidArgument("cannot read " + file);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const bool gzip = bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
+                    static_cast<unsigned char>(bytes[1]) == 0x8b;
+  // The file's name labels the archive when it is a plain one.
+  std::string name = std::filesystem::path(file).filename().string();
+  const bool plain =
+      !name.empty() && name.size() <= 128 && name.front() != '.' &&
+      std::all_of(name.begin(), name.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '_' || c == '-';
+      });
+  return api.Upload(WithQuery(kArchivesPath, {{"name", plain ? name : ""}}), bytes,
+                    gzip ? "application/gzip" : "application/x-tar");
+}
 
 int JobWhy(Context& ctx, const std::string& id) {
   ApiSession* api = ctx.Connect();

@@ -112,6 +112,8 @@ void RegisterEngineSimCommand(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   command->add_option("--seed", flags->server.seed, "Changes every completion text and embedding")
       ->capture_default_str();
+  command->add_flag("--enable-lora", flags->server.enable_lora,
+                    "Serve LoRA adapters loaded while it runs (POST /v1/load_lora_adapter)");
   command->callback([flags] {
     // main() blocks these before any thread starts; blocking them again here
     // keeps sigwait well-defined if it did not, and the server's threads

@@ -88,6 +88,13 @@ std::vector<std::string> SplitModels(const std::string& list) {
 
 }  // namespace
 
+std::vector<std::string> Server::Core::Served() const {
+  std::vector<std::string> out = models;
+  std::lock_guard<std::mutex> lock(adapters_mu);
+  for (const auto& [name, folder] : adapters) out.push_back(name);
+  return out;
+}
+
 std::string Server::Core::NextId() { return Hex16(Mix(id_nonce + next_id.fetch_add(1))); }
 
 Result<RequestId> Server::Core::Submit(const EngineRequest& request,

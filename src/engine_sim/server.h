@@ -15,6 +15,8 @@
 //   POST /v1/rerank, /v1/score                   vLLM's cross-encoder endpoints:
 //        deterministic relevance scores
 //   GET  /v1/models, /v1/models/{id}             owned_by "atrium-engine-sim"
+//   POST /v1/load_lora_adapter, /v1/unload_lora_adapter   with --enable-lora:
+//        adapters served as models (vLLM's run-time LoRA API)
 //   GET  /sim/served                             what was served (served_log.h)
 //   GET  /sim/status                             the engine's batch and counters
 //   GET  /healthz                                {"status":"ok"}
@@ -64,6 +66,13 @@ struct ServerOptions {
   size_t max_served_records = ServedLog::kDefaultCapacity;
   // A connection waiting for (or sending) a request is closed after this long.
   int idle_timeout_ms = 300'000;
+  // LoRA adapters loaded while it runs, as vLLM with --enable-lora and
+  // VLLM_ALLOW_RUNTIME_LORA_UPDATING: POST /v1/load_lora_adapter
+  // {"lora_name", "lora_path"} (a folder holding adapter_config.json, a JSON
+  // object) serves `lora_name` as one more model; POST
+  // /v1/unload_lora_adapter {"lora_name"} stops. At most kMaxAdapters.
+  bool enable_lora = false;
+  static constexpr size_t kMaxAdapters = 1024;
 };
 
 // GET /sim/status, also for tests.

@@ -187,16 +187,21 @@ void Session::Route(bhttp::verb method, const std::string& target, const std::st
   } else if (path == "/v1/models") {
     if (require(bhttp::verb::get)) {
       Respond(200, "application/json",
-              ModelsJson(core_->models, core_->created, core_->profile.max_context));
+              ModelsJson(core_->Served(), core_->created, core_->profile.max_context));
     }
   } else if (path.starts_with("/v1/models/")) {
     if (!require(bhttp::verb::get)) return;
     const std::string id = path.substr(std::string_view("/v1/models/").size());
-    if (std::find(core_->models.begin(), core_->models.end(), id) == core_->models.end()) {
+    const std::vector<std::string> served = core_->Served();
+    if (std::find(served.begin(), served.end(), id) == served.end()) {
       return RespondError(404, "The model `" + id + "` does not exist.", "invalid_request_error",
                           "model", "model_not_found");
     }
     Respond(200, "application/json", ModelJson(id, core_->created, core_->profile.max_context));
+  } else if (path == "/v1/load_lora_adapter" && core_->options.enable_lora) {
+    if (require(bhttp::verb::post)) LoadAdapter(body);
+  } else if (path == "/v1/unload_lora_adapter" && core_->options.enable_lora) {
+    if (require(bhttp::verb::post)) UnloadAdapter(body);
   } else if (path == "/sim/served") {
     if (require(bhttp::verb::get)) Respond(200, "application/json", core_->served.ToJson());
   } else if (path == "/sim/status") {

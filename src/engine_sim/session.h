@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdint>
 #include <ctime>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -96,6 +97,11 @@ struct Server::Core {
   const ServerOptions options;
   const Profile profile;
   const std::vector<std::string> models;
+  // The loaded LoRA adapters: name → folder (ServerOptions::enable_lora).
+  mutable std::mutex adapters_mu;
+  std::map<std::string, std::string> adapters;  // GUARDED_BY(adapters_mu)
+  // The names a request may call: the models, then the adapters.
+  std::vector<std::string> Served() const;
   const int64_t created;
   const SteadyClock::time_point epoch;
   uint64_t id_nonce = 0;
@@ -171,6 +177,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void Scores(bool rerank, const std::string& body);
   // /v1/audio/transcriptions (multipart/form-data).
   void Transcription(const std::string& body);
+  // POST /v1/load_lora_adapter and /v1/unload_lora_adapter.
+  void LoadAdapter(const std::string& body);
+  void UnloadAdapter(const std::string& body);
   void StartCompletion(Endpoint endpoint, const std::string& body);
 
   // ---- Responses (session_stream.cc).

@@ -55,7 +55,7 @@ std::string Session::RequestIdHeader(const std::string& id) {
 }
 
 void Session::Embeddings(const std::string& body) {
-  auto request = ParseEmbeddingRequest(body, core_->models, core_->options.seed);
+  auto request = ParseEmbeddingRequest(body, core_->Served(), core_->options.seed);
   if (!request.has_value()) return RespondError(request.error());
   const std::string id = RecordId();
   core_->served.Begin({.request_id = id,
@@ -69,8 +69,8 @@ void Session::Embeddings(const std::string& body) {
 }
 
 void Session::Scores(bool rerank, const std::string& body) {
-  auto request = rerank ? ParseRerankRequest(body, core_->models, core_->options.seed)
-                        : ParseScoreRequest(body, core_->models, core_->options.seed);
+  auto request = rerank ? ParseRerankRequest(body, core_->Served(), core_->options.seed)
+                        : ParseScoreRequest(body, core_->Served(), core_->options.seed);
   if (!request.has_value()) return RespondError(request.error());
   const std::string id = RecordId();
   core_->served.Begin({.request_id = id,
@@ -87,7 +87,8 @@ void Session::Scores(bool rerank, const std::string& body) {
 }
 
 void Session::Transcription(const std::string& body) {
-  auto request = ParseTranscriptionRequest(content_type_, body, core_->models, core_->options.seed);
+  auto request =
+      ParseTranscriptionRequest(content_type_, body, core_->Served(), core_->options.seed);
   if (!request.has_value()) return RespondError(request.error());
   const std::string id = RecordId();
   const uint64_t record = core_->served.Begin({.request_id = id,
@@ -102,7 +103,7 @@ void Session::Transcription(const std::string& body) {
 }
 
 void Session::StartCompletion(Endpoint endpoint, const std::string& body) {
-  auto parsed = ParseCompletionRequest(endpoint, body, core_->models, core_->options.seed);
+  auto parsed = ParseCompletionRequest(endpoint, body, core_->Served(), core_->options.seed);
   if (!parsed.has_value()) return RespondError(parsed.error());
   const Profile& profile = core_->profile;
   const int64_t context_left = profile.max_context - parsed->prompt_tokens;

@@ -130,6 +130,11 @@ std::shared_ptr<const PolicySnapshot> PolicySnapshot::Build(GatewayPolicyRows ro
   for (const EntitlementRecord& e : rows.entitlements) {
     snapshot->entitled_[e.tenant_id].insert(e.model);
   }
+  for (const AdapterRecord& a : rows.adapters) {
+    auto d = snapshot->by_id_.find(a.deployment_id);
+    if (a.status != "ready" || d == snapshot->by_id_.end() || !d->second->managed()) continue;
+    snapshot->adapters_[a.tenant_id][d->second->model + ":" + a.name] = {d->second, a.id};
+  }
 
   std::unordered_map<std::string, const Tenant*> tenants;
   for (const Tenant& t : rows.tenants) tenants[t.id] = &t;
@@ -212,12 +217,36 @@ void PolicySnapshot::AppendShared(const Caller& caller, const std::string& model
 }
 
 Result<ModelRoute> PolicySnapshot::Resolve(const Caller& caller, std::string_view model) const {
-  ModelRoute route{std::string(model), {}};
-  if (!caller.scopes.empty() && !Contains(caller.scopes, route.model)) return ModelNotFound(model);
-  AppendDedicated(caller, route.model, route.deployments);
-  AppendShared(caller, route.model, route.deployments);
-  if (route.deployments.empty()) return ModelNotFound(model);
-  return route;
+  ModelRoute route{std::string(model), {}, ""};
+  if (caller.scopes.empty() || Contains(caller.scopes, route.model)) {
+    AppendDedicated(caller, route.model, route.deployments);
+    AppendShared(caller, route.model, route.deployments);
+  }
+  if (!route.deployments.empty()) return route;
+  if (auto adapter = ResolveAdapter(caller, route.model)) return std::move(*adapter);
+  return ModelNotFound(model);
+}
+
+std::optional<ModelRoute> PolicySnapshot::ResolveAdapter(const Caller& caller,
+                                                         const std::string& model) const {
+  auto tenant = adapters_.find(caller.tenant_id);
+  if (tenant == adapters_.end()) return std::nullopt;
+  auto found = tenant->second.find(model);
+  if (found == tenant->second.end()) return std::nullopt;
+  const AdapterRoute& adapter = found->second;
+  const std::string& base = adapter.deployment->model;
+  if (!caller.scopes.empty() && !Contains(caller.scopes, model) && !Contains(caller.scopes, base)) {
+    return std::nullopt;
+  }
+  // Only while the tenant may use the base model on that deployment
+  // (entitled, in its regions; its own dedicated one).
+  Deployments usable;
+  AppendDedicated(caller, base, usable);
+  AppendShared(caller, base, usable);
+  if (std::find(usable.begin(), usable.end(), adapter.deployment) == usable.end()) {
+    return std::nullopt;
+  }
+  return ModelRoute{model, {adapter.deployment}, adapter.id};
 }
 
 std::vector<std::string> PolicySnapshot::ModelsFor(const Caller& caller) const {
@@ -238,6 +267,11 @@ std::vector<std::string> PolicySnapshot::ModelsFor(const Caller& caller) const {
   }
   if (!caller.scopes.empty()) {
     std::erase_if(models, [&](const std::string& m) { return !Contains(caller.scopes, m); });
+  }
+  if (auto tenant = adapters_.find(caller.tenant_id); tenant != adapters_.end()) {
+    for (const auto& [name, adapter] : tenant->second) {
+      if (ResolveAdapter(caller, name)) models.push_back(name);
+    }
   }
   std::sort(models.begin(), models.end());
   models.erase(std::unique(models.begin(), models.end()), models.end());

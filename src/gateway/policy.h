@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -37,6 +38,10 @@ struct ModelRoute {
   // Candidates in order: the tenant's dedicated deployments first, then shared
   // ones in the tenant's regions; each in id order. Owned by the snapshot.
   std::vector<const DeploymentRecord*> deployments;
+  // What the engine is sent as "model"; "": what the client sent. A
+  // tenant's adapter ("<model>:<name>") is sent as its id, which is what
+  // the engine loaded it as (src/serving/adapters.h).
+  std::string upstream_model;
 };
 
 // Where the operator requires entitlement for dedicated deployments
@@ -89,6 +94,11 @@ class PolicySnapshot {
   // named there. kNotFound otherwise, with one message whether the model
   // exists or not: "The model `x` does not exist or you do not have access
   // to it."
+  // A name no deployment serves may be one of the caller's tenant's ready
+  // adapters, "<model>:<name>": routed to the one deployment it is on
+  // while the tenant may use that deployment's model there (a key's scopes
+  // must name the adapter or its model); another tenant's adapter is
+  // kNotFound like any unknown model.
   Result<ModelRoute> Resolve(const Caller& caller, std::string_view model) const;
   // The models Resolve would accept for `caller`, sorted.
   std::vector<std::string> ModelsFor(const Caller& caller) const;
@@ -112,6 +122,13 @@ class PolicySnapshot {
   void AppendDedicated(const Caller& caller, const std::string& model, Deployments& out) const;
   // Shared deployments of `model` in `regions` (empty = any), if entitled.
   void AppendShared(const Caller& caller, const std::string& model, Deployments& out) const;
+  // The caller's tenant's adapter named `model`, if it may call it.
+  std::optional<ModelRoute> ResolveAdapter(const Caller& caller, const std::string& model) const;
+
+  struct AdapterRoute {
+    const DeploymentRecord* deployment = nullptr;
+    std::string id;  // the engine's name for it
+  };
 
   int64_t version_ = 0;
   uint64_t serial_ = 0;
@@ -121,7 +138,9 @@ class PolicySnapshot {
   std::unordered_map<std::string, std::unordered_map<std::string, Deployments>>
       dedicated_;  // tenant → model → its dedicated deployments
   std::unordered_map<std::string, std::unordered_set<std::string>> entitled_;  // tenant → models
-  std::unordered_map<std::string, KeyEntry> keys_;                             // key id → entry
+  std::unordered_map<std::string, std::unordered_map<std::string, AdapterRoute>>
+      adapters_;  // tenant → "<model>:<name>" → its ready adapter
+  std::unordered_map<std::string, KeyEntry> keys_;  // key id → entry
 };
 
 }  // namespace atrium::gateway

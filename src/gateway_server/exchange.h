@@ -72,6 +72,7 @@ struct Session::Exchange {
   std::string_view body;     // the client's request body (owned by Session::Run)
   std::string content_type;  // a form request's Content-Type (boundary included)
   gateway::ParsedRequest parsed;
+  std::string upstream_model;  // "" or the engine's name for the model (ModelRoute)
   SlotRequest slot;
   std::shared_ptr<Interrupts> interrupts;
   std::string endpoint;  // granted by the dispatcher; after Route() the one that answers

@@ -27,6 +27,12 @@ std::optional<Session::Early> Session::Prepare(Exchange& x, const HttpRequest& r
 
   auto route = x.snapshot->Resolve(x.caller, x.parsed.model);
   if (!route.has_value()) return Early::Rejected(gateway::RefusalOf(route.error()));
+  if (!route->upstream_model.empty() && !gateway::HasJsonBody(x.api)) {
+    // An adapter's name is rewritten in a JSON body only.
+    return Early::Rejected(gateway::RefusalOf(Error::InvalidArgument(
+        "the model `" + x.parsed.model + "` is an adapter, which serves JSON requests only")));
+  }
+  x.upstream_model = route->upstream_model;
   // The tenant's dedicated deployment first, unless all its endpoints are down.
   const DeploymentRecord* deployment = server_.dispatcher.Choose(route->deployments, x.arrived);
   x.meter.Routed(deployment->id);

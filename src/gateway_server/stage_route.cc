@@ -10,6 +10,7 @@
 #include <limits>
 #include <vector>
 
+#include "common/json_reader.h"
 #include "gateway/cache_salt.h"
 #include "gateway_server/exchange.h"
 
@@ -57,6 +58,14 @@ awaitable<std::optional<Session::Early>> Session::Route(Exchange& x) {
         upstream_body, gateway::CacheSalt(options().cache_salt_key, x.caller.tenant_id));
     if (!salted.has_value()) co_return Early::Rejected(gateway::RefusalOf(salted.error()));
     upstream_body = std::move(*salted);
+  }
+  if (!x.upstream_model.empty()) {
+    // A tenant's adapter: the engine knows it by its id (Prepare let only
+    // JSON bodies through).
+    auto renamed =
+        gateway::WithTopLevelMember(upstream_body, "model", Json(x.upstream_model).dump());
+    if (!renamed.has_value()) co_return Early::Rejected(gateway::RefusalOf(renamed.error()));
+    upstream_body = std::move(*renamed);
   }
   if (x.api == gateway::Api::kResponses) {
     // The platform keeps no responses, and a shared engine must keep none

@@ -78,6 +78,10 @@ constexpr Grant kGrants[] = {
     // Everyone reads the templates they may run in; the platform admin
     // publishes the platform's, a tenant admin the tenant's own.
     {Permission::kTemplateRead,      {{P, P, T, T, T}}},
+    // Adapters are the tenant's weights, from archives only its own users
+    // upload: they register them; staff read the rows.
+    {Permission::kAdapterRead,       {{P, P, T, T, T}}},
+    {Permission::kAdapterManage,     {{N, N, T, T, N}}},
     {Permission::kTemplateManage,    {{P, N, T, N, N}}},
 };
 // clang-format on
@@ -180,6 +184,10 @@ std::string_view PermissionName(Permission p) {
       return "template.read";
     case Permission::kTemplateManage:
       return "template.manage";
+    case Permission::kAdapterRead:
+      return "adapter.read";
+    case Permission::kAdapterManage:
+      return "adapter.manage";
     case Permission::kQuotaRead:
       return "quota.read";
     case Permission::kQuotaSet:

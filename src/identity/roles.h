@@ -73,6 +73,8 @@ enum class Permission {
   kUsageRead,       // usage records and totals
   kTemplateRead,    // environment templates: the platform's and the tenant's own
   kTemplateManage,  // publish and retire environment templates
+  kAdapterRead,     // a tenant's LoRA adapters on managed deployments
+  kAdapterManage,   // register and delete them
 };
 
 std::string_view PermissionName(Permission p);

@@ -134,27 +134,44 @@ Status ArchiveService::Delete(const std::string& tenant_id, const std::string& i
   return OkStatus();
 }
 
-Result<std::string> ArchiveService::Resolve(const std::string& tenant_id, const std::string& id,
-                                            int64_t declared_bytes) {
+Result<JobArchiveRecord> ArchiveService::Find(const std::string& tenant_id, const std::string& id) {
   auto archive = store_.GetJobArchive(TenantScope::Of(tenant_id), id);
-  if (!archive.has_value()) {
-    if (archive.error().code == ErrorCode::kNotFound) {
-      return Error::NotFound("archive " + id + " not found (upload it first: atrium job upload)");
-    }
-    return std::move(archive).error();
+  if (!archive.has_value() && archive.error().code == ErrorCode::kNotFound) {
+    return Error::NotFound("archive " + id + " not found (upload it first: atrium job upload)");
   }
-  if (archive->size_bytes != declared_bytes) {
-    return Error::InvalidArgument("archive_bytes is " + std::to_string(declared_bytes) +
-                                  " but archive " + id + " is " +
-                                  std::to_string(archive->size_bytes) + " bytes");
-  }
-  ATRIUM_ASSIGN_OR_RETURN(std::string dir, TenantDir(tenant_id, false));
-  std::string path = dir + "/" + archive->id + ".tar";
+  return archive;
+}
+
+Result<std::string> ArchiveService::FileOf(const JobArchiveRecord& archive) const {
+  ATRIUM_ASSIGN_OR_RETURN(std::string dir, TenantDir(archive.tenant_id, false));
+  std::string path = dir + "/" + archive.id + ".tar";
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    return Error::FailedPrecondition("archive " + id + " has lost its file on this server");
+    return Error::FailedPrecondition("archive " + archive.id + " has lost its file on this server");
   }
   return path;
+}
+
+Result<std::string> ArchiveService::Resolve(const std::string& tenant_id, const std::string& id,
+                                            int64_t declared_bytes) {
+  ATRIUM_ASSIGN_OR_RETURN(JobArchiveRecord archive, Find(tenant_id, id));
+  if (archive.size_bytes != declared_bytes) {
+    return Error::InvalidArgument("archive_bytes is " + std::to_string(declared_bytes) +
+                                  " but archive " + id + " is " +
+                                  std::to_string(archive.size_bytes) + " bytes");
+  }
+  return FileOf(archive);
+}
+
+Result<std::string> ArchiveService::ResolvePinned(const std::string& tenant_id,
+                                                  const std::string& id,
+                                                  const std::string& sha256) {
+  ATRIUM_ASSIGN_OR_RETURN(JobArchiveRecord archive, Find(tenant_id, id));
+  if (archive.sha256 != sha256) {
+    return Error::InvalidArgument("sha256 " + sha256 + " is not the digest of archive " + id +
+                                  " (" + archive.sha256 + ")");
+  }
+  return FileOf(archive);
 }
 
 Status ArchiveService::DeleteTenantFiles(const std::string& tenant_id) {

@@ -69,17 +69,28 @@ class ArchiveService {
   // gone.
   Result<std::string> Resolve(const std::string& tenant_id, const std::string& id,
                               int64_t declared_bytes);
+  // The path of the tenant's archive `id` when `sha256` (lowercase hex) is
+  // its upload's digest: what an adapter pinned (src/serving/adapters.h).
+  // NotFound for an id the tenant does not hold; InvalidArgument for
+  // another digest; FailedPrecondition when its file is gone.
+  Result<std::string> ResolvePinned(const std::string& tenant_id, const std::string& id,
+                                    const std::string& sha256);
   // Removes every archive file of the tenant (its rows go with the
   // tenant's other rows in Store::DeleteTenantAndData).
   Status DeleteTenantFiles(const std::string& tenant_id);
 
   int64_t max_archive_bytes() const { return options_.max_archive_bytes; }
+  const ArchiveLimits& limits() const { return options_.limits; }
   const std::string& root_dir() const { return options_.root_dir; }
 
  private:
   ArchiveService(Store& store, const Clock& clock, ArchiveServiceOptions options)
       : store_(store), clock_(clock), options_(std::move(options)) {}
   Result<std::string> TenantDir(const std::string& tenant_id, bool create) const;
+  // The archive's file; FailedPrecondition when it is gone.
+  Result<std::string> FileOf(const JobArchiveRecord& archive) const;
+  // The tenant's archive `id`; NotFound telling how to upload one.
+  Result<JobArchiveRecord> Find(const std::string& tenant_id, const std::string& id);
 
   Store& store_;
   const Clock& clock_;

@@ -97,6 +97,28 @@ struct DeploymentReplicaRecord {
   bool operator==(const DeploymentReplicaRecord&) const = default;
 };
 
+// A tenant's LoRA adapter on a managed deployment that allows adapters:
+// clients of that tenant call it as "<model>:<name>"; the engine knows it
+// by its id (src/serving/adapters.h). Its weights are an archive the
+// tenant uploaded (JobArchiveRecord), named by `artifact` ("archive:<id>")
+// and pinned by `sha256`, the upload's digest.
+struct AdapterRecord {
+  std::string id;  // ad_...; the engine's name for it
+  std::string tenant_id;
+  std::string deployment_id;
+  std::string name;      // [a-z0-9][a-z0-9._-]*, at most 64
+  std::string artifact;  // "archive:<archive id>"
+  std::string sha256;    // 64 lowercase hex digits
+  // loading (not yet on every ready replica) | ready (routed) | failed
+  // (its files could not be made: see detail)
+  std::string status;
+  std::string detail;  // why it is not ready; "" when it is
+  std::string created_by;
+  int64_t created_at = 0;
+  int64_t updated_at = 0;
+  bool operator==(const AdapterRecord&) const = default;
+};
+
 // Tenant `tenant_id` may call `model` (on shared deployments; a tenant's
 // dedicated deployment is always usable by that tenant).
 struct EntitlementRecord {
@@ -196,6 +218,7 @@ struct GatewayPolicyRows {
   std::vector<DeploymentRecord> deployments;
   std::vector<EntitlementRecord> entitlements;
   std::vector<GatewayLimitRecord> limits;
+  std::vector<AdapterRecord> adapters;  // ready ones only
   // Store::GatewayPolicyMarkerForGateway() as of the same snapshot: when the
   // marker read later differs, reload.
   int64_t marker = 0;

@@ -302,7 +302,12 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
   serving.Int("scale_down_cooldown_ms", c.serving_scale_down_cooldown_ms, 0, 86'400'000);
   serving.Int("idle_to_zero_ms", c.serving_idle_to_zero_ms, 0, 86'400'000);
   serving.Int("load_fresh_ms", c.serving_load_fresh_ms, 100, 600'000);
+  serving.String("adapter_dir", c.serving_adapter_dir);
+  serving.Int("max_adapters_per_tenant", c.serving_max_adapters_per_tenant, 0, 10'000);
   ATRIUM_RETURN_IF_ERROR(serving.Finish());
+  if (!c.serving_adapter_dir.empty() && c.serving_adapter_dir.front() != '/') {
+    return Error::InvalidArgument("'serving.adapter_dir' must be an absolute path");
+  }
   if (c.serving_port_min > c.serving_port_max) {
     return Error::InvalidArgument("'serving.port_min' is above 'serving.port_max'");
   }

@@ -163,6 +163,13 @@ struct Config {  // NOLINT(clang-analyzer-optin.performance.Padding)
   int64_t serving_scale_down_cooldown_ms = 120'000;
   int64_t serving_idle_to_zero_ms = 300'000;
   int64_t serving_load_fresh_ms = 5'000;
+  // Tenants' LoRA adapters (serving/adapters.h): where the controller
+  // unpacks them ("": under the local backend's state dir; the Slurm
+  // backend needs a folder every node mounts at the same path, else
+  // deployments allowing adapters are refused), and how many one tenant
+  // may hold.
+  std::string serving_adapter_dir;
+  int64_t serving_max_adapters_per_tenant = 20;
   // [gateway]
   std::string gateway_listen = "127.0.0.1:8081";
   int gateway_threads = 2;

@@ -15,6 +15,7 @@
 #include "crypto/ids.h"
 #include "gateway/cache_salt.h"
 #include "identity/signing_key_box.h"
+#include "jobs/archive_unpack.h"
 
 namespace atrium {
 
@@ -237,6 +238,16 @@ Result<std::string> Platform::StartControlPlane() {
     serving_opts.autoscale.down_cooldown_ms = config_.serving_scale_down_cooldown_ms;
     serving_opts.autoscale.idle_to_zero_ms = config_.serving_idle_to_zero_ms;
     serving_opts.load_fresh_ms = config_.serving_load_fresh_ms;
+    serving_opts.adapter_root = workloads_->adapter_root();
+    serving_opts.adapter_dir_inside = workloads_->adapter_dir_inside();
+    serving_opts.unpack_adapter = [archives = &workloads_->archives()](
+                                      const std::string& tenant_id, const std::string& archive_id,
+                                      const std::string& sha256,
+                                      const std::string& dest) -> Status {
+      ATRIUM_ASSIGN_OR_RETURN(std::string tar,
+                              archives->ResolvePinned(tenant_id, archive_id, sha256));
+      return jobs::UnpackFilesAndFolders(tar, dest, archives->limits());
+    };
     // In one process the gateway hears of a replica leaving at once, not at
     // its next policy poll.
     serving_opts.endpoints_changed = [this] {
@@ -266,6 +277,7 @@ Result<std::string> Platform::StartControlPlane() {
     services.archives = &workloads_->archives();
   }
   services.serving = serving_.get();
+  services.max_adapters_per_tenant = config_.serving_max_adapters_per_tenant;
   if (!config_.audit_checkpoint_file.empty()) {
     checkpointer_ = std::make_unique<AuditCheckpointer>(
         *store_, SystemClock::Instance(),

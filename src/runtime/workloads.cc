@@ -30,6 +30,8 @@ constexpr int kMostGpusPerNode = 8;
 constexpr char kHostWorkloadRoot[] = "/var/lib/atrium/workloads";
 
 constexpr char kSandboxBinDir[] = "/opt/atrium/bin";
+// Where a replica's sandbox shows its deployment's adapter folder.
+constexpr char kSandboxAdapterDir[] = "/opt/atrium/adapters";
 
 std::string DirOfThisProgram() {
   std::error_code ec;
@@ -218,6 +220,15 @@ Result<std::unique_ptr<Workloads>> Workloads::Create(const Config& config, Store
     w->tenant_sync_ms_ = config.slurm_tenant_sync_ms;
   } else {
     return Error::InvalidArgument("'jobs.backend' must be local or slurm");
+  }
+  w->adapter_root_ = config.serving_adapter_dir;
+  if (w->backend_->name() == "local") {
+    if (w->adapter_root_.empty()) {
+      w->adapter_root_ = (config.jobs_state_dir.empty() ? DefaultWorkloadStateDir(config)
+                                                        : config.jobs_state_dir) +
+                         "/adapters";
+    }
+    w->adapter_dir_inside_ = kSandboxAdapterDir;
   }
   jobs::ArchiveServiceOptions archive_options;
   archive_options.root_dir =

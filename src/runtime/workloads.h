@@ -59,6 +59,12 @@ class Workloads {
   // (on the local backend bound read-only into the sandbox at
   // /opt/atrium/bin; on Slurm its path on the nodes, the same as here).
   std::vector<serving::ServingTemplate> ServingTemplates() const;
+  // Where tenants' adapters are unpacked ([serving] adapter_dir; on the
+  // local backend by default "<jobs state dir>/adapters", on Slurm none
+  // unless configured) and where a local sandbox shows a deployment's
+  // folder ("" on Slurm: the engine reads it where it is).
+  const std::string& adapter_root() const { return adapter_root_; }
+  const std::string& adapter_dir_inside() const { return adapter_dir_inside_; }
 
   // Makes the backend's tenants match the store's: every tenant with its
   // state and its whole-GPU limits by model (its quota's gpu and node
@@ -73,6 +79,8 @@ class Workloads {
   void SyncSoon();
 
   Store* store_ = nullptr;
+  std::string adapter_root_;
+  std::string adapter_dir_inside_;
   int64_t tenant_sync_ms_ = 0;
   std::mutex sync_mu_;                                 // one sync at a time
   std::map<std::string, exec::TenantAccount> synced_;  // GUARDED_BY(sync_mu_)

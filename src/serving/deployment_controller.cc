@@ -1,9 +1,14 @@
 #include "serving/deployment_controller.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 
+#include "common/remove_tree.h"
 #include "crypto/ids.h"
 #include "http/client.h"
 
@@ -24,6 +29,27 @@ int64_t HttpRunning(const std::string& url, const std::string& path, const std::
   auto response = (*client)->Send("GET", path);
   if (!response.has_value() || response->status != 200) return -1;
   return ReadGauge(response->body, metric);
+}
+
+Result<std::set<std::string>> HttpListModels(const std::string& url, int64_t timeout_ms) {
+  ATRIUM_ASSIGN_OR_RETURN(auto client, http::Client::Create(url, static_cast<int>(timeout_ms)));
+  ATRIUM_ASSIGN_OR_RETURN(http::ClientResponse response, client->Send("GET", "/v1/models"));
+  if (response.status != 200) {
+    return Error::Unavailable("GET /v1/models answered " + std::to_string(response.status));
+  }
+  return ListedModels(response.body);
+}
+
+Status HttpPostJson(const std::string& url, const std::string& path, const std::string& body,
+                    int64_t timeout_ms) {
+  ATRIUM_ASSIGN_OR_RETURN(auto client, http::Client::Create(url, static_cast<int>(timeout_ms)));
+  ATRIUM_ASSIGN_OR_RETURN(http::ClientResponse response,
+                          client->Send("POST", path, body, {{"Content-Type", "application/json"}}));
+  if (response.status / 100 != 2) {
+    return Error::FailedPrecondition("the engine answered " + std::to_string(response.status) +
+                                     ": " + response.body.substr(0, 300));
+  }
+  return OkStatus();
 }
 
 RequestOrigin ServingOrigin() {
@@ -72,6 +98,18 @@ DeploymentController::DeploymentController(Store& store, jobs::JobService& jobs,
       return HttpRunning(url, path, metric, timeout);
     };
   }
+  if (!options_.list_models) {
+    options_.list_models = [timeout](const std::string& url) {
+      return HttpListModels(url, timeout);
+    };
+  }
+  if (!options_.post_json) {
+    // Loading an adapter reads its weights: more time than a probe.
+    options_.post_json = [timeout](const std::string& url, const std::string& path,
+                                   const std::string& body) {
+      return HttpPostJson(url, path, body, std::max<int64_t>(timeout, 30'000));
+    };
+  }
   next_port_ = options_.port_min;
 }
 
@@ -88,7 +126,13 @@ void DeploymentController::Stop() { timer_.Stop(); }
 
 Status DeploymentController::CheckSpec(const ManagedSpec& spec,
                                        const std::string& tenant_id) const {
-  ATRIUM_RETURN_IF_ERROR(FindTemplate(options_.templates, spec.template_name));
+  ATRIUM_ASSIGN_OR_RETURN(ServingTemplate t, FindTemplate(options_.templates, spec.template_name));
+  if (spec.max_adapters > 0 && !AllowsAdapters(spec, t)) {
+    return Error::InvalidArgument(
+        t.loads_adapters()
+            ? "serving.max_adapters: this platform keeps no adapters ([serving] adapter_dir)"
+            : "serving.max_adapters: template " + t.name + " cannot load adapters while it runs");
+  }
   DeploymentRecord d;
   d.tenant_id = tenant_id;
   ATRIUM_RETURN_IF_ERROR(OwnerOf(d));
@@ -152,6 +196,8 @@ Status DeploymentController::SubmitJob(const DeploymentRecord& d, const ManagedS
   values.host = options_.bind_host;
   values.model = d.model;
   values.source = spec.source;
+  values.adapter_dir = AdapterFolderOf(d.id);
+  values.adapter_dir_inside = options_.adapter_dir_inside;
   ATRIUM_ASSIGN_OR_RETURN(jobs::JobSpec job,
                           ReplicaJobSpec(t, spec, d.id + "-" + replica.id, values));
   ATRIUM_ASSIGN_OR_RETURN(jobs::JobService::Submitted submitted,
@@ -192,7 +238,7 @@ Status DeploymentController::StartReplica(const DeploymentRecord& d, const Manag
 Status DeploymentController::StepReplicas(const DeploymentRecord* d,
                                           std::vector<DeploymentReplicaRecord>& replicas,
                                           std::vector<DeploymentReplicaRecord>& to_cancel,
-                                          int64_t now) {
+                                          int64_t now, AdapterRound* adapters) {
   Status first = OkStatus();
   auto keep_first = [&first](Status s) {
     if (first.has_value() && !s.has_value()) first = std::move(s);
@@ -254,6 +300,14 @@ Status DeploymentController::StepReplicas(const DeploymentRecord* d,
     const bool probing = seen.job_state == "running" && !r.url.empty() && t &&
                          (IsIn(r, ReplicaState::kStarting) || IsIn(r, ReplicaState::kReady));
     if (probing) seen.health = options_.probe_health(r.url, t->health_path);
+    std::optional<std::set<std::string>> listed;
+    if (adapters != nullptr && seen.health == Health::kOk) {
+      listed = SyncAdapters(r, *t, *adapters);
+      // Ready only with every adapter the gateway may route loaded.
+      const bool complete =
+          listed && PlanAdapterSync(adapters->adapters, adapters->on_disk, *listed).load.empty();
+      if (IsIn(r, ReplicaState::kStarting) && !complete) seen.health = Health::kNotChecked;
+    }
     if (IsIn(r, ReplicaState::kDraining) && !r.url.empty() && t && !t->metrics_path.empty()) {
       seen.running = options_.probe_running(r.url, t->metrics_path, t->running_metric);
     }
@@ -272,6 +326,10 @@ Status DeploymentController::StepReplicas(const DeploymentRecord* d,
     if (step.changed) {
       keep_first(store_.UpdateReplica(step.next));
       r = step.next;
+    }
+    if (listed && IsIn(r, ReplicaState::kReady)) {
+      adapters->ready_replicas += 1;
+      for (const std::string& id : *listed) adapters->ready_with[id] += 1;
     }
     if (step.cancel_job) to_cancel.push_back(r);
   }
@@ -391,6 +449,126 @@ Status DeploymentController::RollBack(const DeploymentRecord& d, const Rollback&
   return first;
 }
 
+bool DeploymentController::AllowsAdapters(const ManagedSpec& spec, const ServingTemplate& t) const {
+  return spec.max_adapters > 0 && t.loads_adapters() && !options_.adapter_root.empty();
+}
+
+std::string DeploymentController::AdapterFolderOf(const std::string& deployment_id) const {
+  return options_.adapter_root + "/" + deployment_id;
+}
+
+Result<DeploymentController::AdapterRound> DeploymentController::PrepareAdapters(
+    const DeploymentRecord& d) {
+  AdapterRound round;
+  const std::string folder = AdapterFolderOf(d.id);
+  round.engine_dir = options_.adapter_dir_inside.empty() ? folder : options_.adapter_dir_inside;
+  ATRIUM_ASSIGN_OR_RETURN(round.adapters, store_.ListAdaptersForServing(d.id));
+  // The root lists nothing to anyone else; each folder is the engines' to
+  // read. Without its folder no adapter is unpacked: none is routed, and
+  // no replica waits for one.
+  std::error_code made;
+  std::filesystem::create_directories(options_.adapter_root, made);
+  if (made || ::chmod(options_.adapter_root.c_str(), 0711) != 0 ||
+      (::mkdir(folder.c_str(), 0755) != 0 && errno != EEXIST)) {
+    const std::string why = "cannot make " + folder + ": " +
+                            (made ? made.message() : std::string(std::strerror(errno)));
+    spdlog::warn("serving: deployment {}: {}", d.id, why);
+    for (const AdapterRecord& a : round.adapters) round.failures.emplace(a.id, "");
+    return round;
+  }
+  std::set<std::string> registered;
+  for (const AdapterRecord& a : round.adapters) {
+    registered.insert(a.id);
+    if (a.status == "failed") continue;
+    const std::string dest = folder + "/" + a.id;
+    struct stat st {};
+    if (::lstat(dest.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      round.on_disk.insert(a.id);
+      continue;
+    }
+    auto archive = ArchiveOfArtifact(a.artifact);
+    Status unpacked = !archive.has_value() ? Status(std::move(archive).error())
+                      : !options_.unpack_adapter
+                          ? Status(Error::Unavailable("adapters cannot be unpacked here"))
+                          : options_.unpack_adapter(a.tenant_id, *archive, a.sha256, dest);
+    if (unpacked.has_value()) {
+      round.on_disk.insert(a.id);
+    } else {
+      round.failures[a.id] = "its artifact could not be unpacked: " + unpacked.error().message;
+      spdlog::warn("serving: adapter {} of {}: {}", a.id, d.id, round.failures[a.id]);
+    }
+  }
+  // What is not a registered adapter's goes: deleted ones, a crash's
+  // half-unpacked ".part-" folders.
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(folder, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (registered.count(name) == 0) (void)RemoveTreeNoFollow(entry.path().string());
+  }
+  return round;
+}
+
+std::optional<std::set<std::string>> DeploymentController::SyncAdapters(
+    const DeploymentReplicaRecord& replica, const ServingTemplate& t, AdapterRound& round) {
+  auto listed = options_.list_models(replica.url);
+  if (!listed.has_value()) return std::nullopt;
+  std::vector<AdapterRecord> usable;
+  for (const AdapterRecord& a : round.adapters) {
+    if (round.failures.count(a.id) == 0) usable.push_back(a);
+  }
+  AdapterSync sync = PlanAdapterSync(usable, round.on_disk, *listed);
+  for (const std::string& name : sync.unload) {
+    Status s =
+        options_.post_json(replica.url, t.adapter_unload_path, Json{{"lora_name", name}}.dump());
+    if (s.has_value()) {
+      listed->erase(name);
+    } else {
+      spdlog::warn("serving: replica {}: unloading adapter {}: {}", replica.id, name,
+                   s.error().message);
+    }
+  }
+  for (const std::string& id : sync.load) {
+    Status s = options_.post_json(
+        replica.url, t.adapter_load_path,
+        Json{{"lora_name", id}, {"lora_path", round.engine_dir + "/" + id}}.dump());
+    if (s.has_value()) {
+      listed->insert(id);
+    } else {
+      // The engine refuses it (bad weights, say): it fails for good, so that
+      // no replica waits on it.
+      round.failures[id] = "the engine would not load it: " + s.error().message;
+      spdlog::warn("serving: replica {}: adapter {}: {}", replica.id, id, round.failures[id]);
+    }
+  }
+  return std::move(*listed);
+}
+
+Status DeploymentController::SettleAdapters(const AdapterRound& round, int64_t now) {
+  Status first = OkStatus();
+  for (const AdapterRecord& a : round.adapters) {
+    if (a.status == "failed") continue;
+    auto failure = round.failures.find(a.id);
+    auto with = round.ready_with.find(a.id);
+    AdapterStatus next = AdapterStatusAfter(
+        round.on_disk.count(a.id) != 0, failure == round.failures.end() ? "" : failure->second,
+        round.ready_replicas, with == round.ready_with.end() ? 0 : with->second);
+    if (next.status == a.status && next.detail == a.detail) continue;
+    Status s = store_.SetAdapterStatusForServing(a.id, next.status, next.detail, now);
+    if (!s.has_value() && s.error().code != ErrorCode::kNotFound && first.has_value()) first = s;
+  }
+  return first;
+}
+
+void DeploymentController::RemoveUnusedAdapterFolders(const std::set<std::string>& in_use) {
+  if (options_.adapter_root.empty()) return;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(options_.adapter_root, ec)) {
+    if (in_use.count(entry.path().filename().string()) == 0) {
+      (void)RemoveTreeNoFollow(entry.path().string());
+    }
+  }
+}
+
 Status DeploymentController::Tick() {
   std::lock_guard<std::mutex> lock(tick_mu_);
   const int64_t now = clock_.NowMillis();
@@ -420,11 +598,27 @@ Status DeploymentController::Tick() {
   }
   // Replicas of deleted deployments: stopped.
   for (auto& [id, replicas] : by_deployment) {
-    if (by_id.count(id) == 0) keep_first(StepReplicas(nullptr, replicas, to_cancel, now));
+    if (by_id.count(id) == 0) keep_first(StepReplicas(nullptr, replicas, to_cancel, now, nullptr));
   }
+  std::set<std::string> adapter_folders;  // of deployments that allow adapters or still run
+  for (const auto& [id, replicas] : by_deployment) adapter_folders.insert(id);
   for (const DeploymentRecord& d : deployments) {
     auto& replicas = by_deployment[d.id];
-    keep_first(StepReplicas(&d, replicas, to_cancel, now));
+    std::optional<AdapterRound> adapters;
+    auto spec = ParseStoredSpec(d.serving);
+    auto t = spec.has_value() ? FindTemplate(options_.templates, spec->template_name)
+                              : Result<ServingTemplate>(spec.error());
+    if (t.has_value() && AllowsAdapters(*spec, *t)) {
+      adapter_folders.insert(d.id);
+      auto prepared = PrepareAdapters(d);
+      if (prepared.has_value()) {
+        adapters = std::move(*prepared);
+      } else {
+        keep_first(std::move(prepared).error());
+      }
+    }
+    keep_first(StepReplicas(&d, replicas, to_cancel, now, adapters ? &*adapters : nullptr));
+    if (adapters) keep_first(SettleAdapters(*adapters, now));
     Status planned = PlanAndApply(d, replicas, to_cancel, now);
     if (!planned.has_value()) {
       spdlog::warn("serving: deployment {}: {}", d.id, planned.error().message);
@@ -432,6 +626,7 @@ Status DeploymentController::Tick() {
     }
   }
   for (const auto& r : to_cancel) CancelJob(r);
+  RemoveUnusedAdapterFolders(adapter_folders);
   if (now - last_cleanup_ms_ >= 3'600'000) {
     last_cleanup_ms_ = now;
     keep_first(store_.DeleteEndedReplicas(now - options_.ended_retention_ms));

@@ -32,12 +32,15 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "common/clock.h"
 #include "common/result.h"
 #include "jobs/job_service.h"
+#include "serving/adapters.h"
 #include "serving/autoscale.h"
 #include "serving/replica_plan.h"
 #include "serving/serving_spec.h"
@@ -83,6 +86,25 @@ struct ServingOptions {
   std::function<Health(const std::string& url, const std::string& path)> probe_health;
   std::function<int64_t(const std::string& url, const std::string& path, const std::string& metric)>
       probe_running;
+
+  // Tenants' LoRA adapters (adapters.h). `adapter_root`: where the
+  // controller unpacks them, a folder per deployment, which its replicas
+  // see read-only at `adapter_dir_inside` ("": no bind; the engine reads
+  // the folder where it is, as on Slurm, so the root must be on a file
+  // system the nodes share). "" root: no deployment may allow adapters.
+  std::string adapter_root;
+  std::string adapter_dir_inside;
+  // Unpacks the tenant's archive, when `sha256` is its digest, into
+  // `dest`, which does not exist yet (jobs::UnpackFilesAndFolders).
+  std::function<Status(const std::string& tenant_id, const std::string& archive_id,
+                       const std::string& sha256, const std::string& dest)>
+      unpack_adapter;
+  // The engine's calls, replaceable by tests: the model ids its
+  // GET /v1/models lists, and a POST of a JSON body answered 2xx (else the
+  // engine's words).
+  std::function<Result<std::set<std::string>>(const std::string& url)> list_models;
+  std::function<Status(const std::string& url, const std::string& path, const std::string& body)>
+      post_json;
 };
 
 class DeploymentController {
@@ -126,11 +148,38 @@ class DeploymentController {
   // live replicas as the new one.
   Status RollBack(const DeploymentRecord& d, const Rollback& rollback,
                   std::vector<DeploymentReplicaRecord>& replicas, int64_t now);
+  // One round's view of a deployment's adapters.
+  struct AdapterRound {
+    std::vector<AdapterRecord> adapters;
+    std::set<std::string> on_disk;                // unpacked
+    std::map<std::string, std::string> failures;  // id → why it cannot be used
+    std::string engine_dir;                       // the folder, as the engine sees it
+    int64_t ready_replicas = 0;                   // ready, and listed their models
+    std::map<std::string, int64_t> ready_with;    // id → of those, listing it
+  };
+  // The deployment's adapters, unpacked where missing; its folder holds
+  // nothing else afterwards.
+  Result<AdapterRound> PrepareAdapters(const DeploymentRecord& d);
+  // Unloads what `replica`'s engine should not list and loads what it
+  // should; what it lists afterwards, nullopt when it could not be asked.
+  std::optional<std::set<std::string>> SyncAdapters(const DeploymentReplicaRecord& replica,
+                                                    const ServingTemplate& t, AdapterRound& round);
+  // Stores each adapter's status after the round (AdapterStatusAfter).
+  Status SettleAdapters(const AdapterRound& round, int64_t now);
+  // Removes the adapter folders of deployments that hold none any more
+  // and have no live replica.
+  void RemoveUnusedAdapterFolders(const std::set<std::string>& in_use);
+  std::string AdapterFolderOf(const std::string& deployment_id) const;
+  // Whether `spec` on `t` allows adapters here.
+  bool AllowsAdapters(const ManagedSpec& spec, const ServingTemplate& t) const;
   // One round over a deployment's replicas (`replicas`: its live rows,
-  // changed in place); cancels are collected in `to_cancel`.
+  // changed in place); cancels are collected in `to_cancel`. With
+  // `adapters`, each healthy replica's adapters are synced, and a starting
+  // one becomes ready only once it lists them all.
   Status StepReplicas(const DeploymentRecord* deployment,
                       std::vector<DeploymentReplicaRecord>& replicas,
-                      std::vector<DeploymentReplicaRecord>& to_cancel, int64_t now);
+                      std::vector<DeploymentReplicaRecord>& to_cancel, int64_t now,
+                      AdapterRound* adapters);
   // For an autoscaling `d`: the replicas the rule wants, stored (with its
   // audit record) into d.serving and `spec` when they change.
   Status Autoscale(DeploymentRecord& d, ManagedSpec& spec, const ServingTemplate& t,

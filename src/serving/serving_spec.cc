@@ -41,6 +41,9 @@ std::vector<ServingTemplate> BuiltinTemplates() {
     t.metrics_path = "/metrics";
     t.running_metric = "vllm:num_requests_running";
     t.max_batch = 8;
+    t.adapter_args = {"--enable-lora"};
+    t.adapter_load_path = "/v1/load_lora_adapter";
+    t.adapter_unload_path = "/v1/unload_lora_adapter";
     out.push_back(std::move(t));
   }
   {
@@ -48,20 +51,16 @@ std::vector<ServingTemplate> BuiltinTemplates() {
     // names them.
     ServingTemplate t;
     t.name = t.engine = "vllm";
-    t.command = {"vllm",
-                 "serve",
-                 "{source}",
-                 "--served-model-name",
-                 "{model}",
-                 "--host",
-                 "{host}",
-                 "--port",
-                 "{port}",
-                 "--enable-lora",
-                 "--enable-prefix-caching"};
+    t.command = {"vllm",   "serve",  "{source}", "--served-model-name",    "{model}", "--host",
+                 "{host}", "--port", "{port}",   "--enable-prefix-caching"};
     t.metrics_path = "/metrics";
     t.running_metric = "vllm:num_requests_running";
     t.max_batch = 256;
+    // vLLM's LoRA serving, adapters loaded while it runs.
+    t.adapter_args = {"--enable-lora"};
+    t.adapter_env = {{"VLLM_ALLOW_RUNTIME_LORA_UPDATING", "True"}};
+    t.adapter_load_path = "/v1/load_lora_adapter";
+    t.adapter_unload_path = "/v1/unload_lora_adapter";
     out.push_back(std::move(t));
   }
   {
@@ -75,6 +74,9 @@ std::vector<ServingTemplate> BuiltinTemplates() {
     t.metrics_path = "/metrics";
     t.running_metric = "sglang:num_running_reqs";
     t.max_batch = 256;
+    t.adapter_args = {"--enable-lora"};
+    t.adapter_load_path = "/load_lora_adapter";
+    t.adapter_unload_path = "/unload_lora_adapter";
     out.push_back(std::move(t));
   }
   {
@@ -169,7 +171,19 @@ Status ValidateTemplate(const ServingTemplate& t) {
     return Error::InvalidArgument("serving template " + t.name +
                                   ": command must pass the replica its {port}");
   }
-  for (const auto& [name, value] : t.env) {
+  for (const std::string& arg : t.adapter_args) {
+    if (HasControl(arg) || !FillPlaceholders(arg, probe).has_value()) {
+      return Error::InvalidArgument("serving template " + t.name +
+                                    ": adapter_args hold a control character or a bad placeholder");
+    }
+  }
+  if (t.adapter_load_path.empty() != t.adapter_unload_path.empty()) {
+    return Error::InvalidArgument("serving template " + t.name +
+                                  ": adapter_load_path and adapter_unload_path go together");
+  }
+  std::vector<std::pair<std::string, std::string>> every_env = t.env;
+  every_env.insert(every_env.end(), t.adapter_env.begin(), t.adapter_env.end());
+  for (const auto& [name, value] : every_env) {
     if (name.empty() || jobs::IsReservedEnvName(name) || HasControl(value)) {
       return Error::InvalidArgument("serving template " + t.name + ": env " + name.substr(0, 64) +
                                     " is reserved or malformed");
@@ -181,12 +195,14 @@ Status ValidateTemplate(const ServingTemplate& t) {
                                     ": read_only_binds must be absolute paths without '..'");
     }
   }
-  for (const std::string* path : {&t.health_path, &t.metrics_path}) {
-    if (path->empty() && path == &t.metrics_path) continue;
+  for (const std::string* path :
+       {&t.health_path, &t.metrics_path, &t.adapter_load_path, &t.adapter_unload_path}) {
+    if (path->empty() && path != &t.health_path) continue;
     if (path->empty() || path->front() != '/' || path->size() > 256 || HasControl(*path) ||
         path->find(' ') != std::string::npos) {
-      return Error::InvalidArgument("serving template " + t.name +
-                                    ": health_path and metrics_path are paths such as /v1/models");
+      return Error::InvalidArgument(
+          "serving template " + t.name +
+          ": health_path, metrics_path and the adapter paths are paths such as /v1/models");
     }
   }
   if (t.readiness_timeout_s < 1 || t.readiness_timeout_s > 86'400) {
@@ -216,6 +232,7 @@ Result<ManagedSpec> ReadManagedSpec(const Json& body, SpecAuthor author, bool st
   auto max_replicas = r.Int("max_replicas", false, 1, kMaxReplicas);
   auto drain_timeout = r.Int("drain_timeout_s", false, 0, kMaxDrainTimeoutS);
   auto capacity = r.Int("capacity", false, 0, kMaxReplicaCapacity);
+  auto max_adapters = r.Int("max_adapters", false, 0, kMaxAdapters);
   std::optional<int64_t> generation;
   std::optional<int64_t> rolled_back_from;
   if (stored) {
@@ -272,6 +289,7 @@ Result<ManagedSpec> ReadManagedSpec(const Json& body, SpecAuthor author, bool st
   }
   s.drain_timeout_s = drain_timeout.value_or(30);
   s.capacity = capacity.value_or(0);
+  s.max_adapters = max_adapters.value_or(0);
   s.generation = generation.value_or(1);
   s.rolled_back_from = rolled_back_from.value_or(0);
   return s;
@@ -290,6 +308,7 @@ Json ManagedSpecJson(const ManagedSpec& s) {
   j["max_replicas"] = s.max_replicas;
   j["drain_timeout_s"] = s.drain_timeout_s;
   j["capacity"] = s.capacity;
+  if (s.max_adapters > 0) j["max_adapters"] = s.max_adapters;
   j["generation"] = s.generation;
   if (s.rolled_back_from > 0) j["rolled_back_from"] = s.rolled_back_from;
   return j;
@@ -297,7 +316,8 @@ Json ManagedSpecJson(const ManagedSpec& s) {
 
 bool ManagedSpec::SameRun(const ManagedSpec& other) const {
   return template_name == other.template_name && source == other.source &&
-         extra_args == other.extra_args && resources == other.resources;
+         extra_args == other.extra_args && resources == other.resources &&
+         (max_adapters > 0) == (other.max_adapters > 0);
 }
 
 Status ScaleTo(ManagedSpec& spec, int64_t replicas) {
@@ -345,11 +365,24 @@ Result<jobs::JobSpec> ReplicaJobSpec(const ServingTemplate& t, const ManagedSpec
   job.args.erase(job.args.begin());
   job.args.insert(job.args.end(), spec.extra_args.begin(), spec.extra_args.end());
   std::map<std::string, std::string> env(t.env.begin(), t.env.end());
+  job.platform.read_only_binds = t.read_only_binds;
+  if (spec.max_adapters > 0) {
+    if (!t.loads_adapters() || values.adapter_dir.empty()) {
+      return Error::FailedPrecondition("serving template " + t.name + " cannot load adapters here");
+    }
+    for (const std::string& arg : t.adapter_args) {
+      ATRIUM_ASSIGN_OR_RETURN(std::string filled, FillPlaceholders(arg, values));
+      job.args.push_back(std::move(filled));
+    }
+    for (const auto& [name, value] : t.adapter_env) env[name] = value;
+    if (!values.adapter_dir_inside.empty()) {
+      job.platform.read_only_binds.emplace_back(values.adapter_dir_inside, values.adapter_dir);
+    }
+  }
   job.env.assign(env.begin(), env.end());
   job.resources = spec.resources;
   job.time_limit_s = 0;
   job.platform.host_network = true;
-  job.platform.read_only_binds = t.read_only_binds;
   std::sort(job.platform.read_only_binds.begin(), job.platform.read_only_binds.end());
   job.platform.no_time_limit = true;
   return job;

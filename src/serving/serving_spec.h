@@ -43,6 +43,18 @@ struct ServingTemplate {
   // Requests the engine runs in one batch: a replica's slot capacity unless
   // the spec says otherwise (see EndpointSlotsOf).
   int64_t max_batch = 8;
+  // Tenants' LoRA adapters (adapters.h). Where a deployment allows them,
+  // `adapter_args` are appended to the command and `adapter_env` set; the
+  // controller loads an adapter with POST adapter_load_path
+  // {"lora_name", "lora_path"} and unloads it with POST adapter_unload_path
+  // {"lora_name"} (vLLM's and SGLang's run-time LoRA API). Both "": the
+  // engine cannot load adapters while it runs, and no deployment of this
+  // template allows them.
+  std::vector<std::string> adapter_args;
+  std::vector<std::pair<std::string, std::string>> adapter_env;
+  std::string adapter_load_path;
+  std::string adapter_unload_path;
+  bool loads_adapters() const { return !adapter_load_path.empty(); }
 };
 
 // The templates of engine-sim, vllm, sglang, tgi and llama-cpp as their
@@ -57,6 +69,7 @@ Status ValidateTemplate(const ServingTemplate& t);
 inline constexpr int64_t kMaxReplicas = 64;
 inline constexpr int64_t kMaxDrainTimeoutS = 3600;
 inline constexpr int64_t kMaxReplicaCapacity = 4096;
+inline constexpr int64_t kMaxAdapters = 1024;
 
 struct ManagedSpec {
   std::string template_name;
@@ -78,6 +91,9 @@ struct ManagedSpec {
   int64_t drain_timeout_s = 30;
   // Slots per replica at the gateway; 0 = the template's max_batch.
   int64_t capacity = 0;
+  // Tenants' LoRA adapters the deployment holds at most (of every tenant);
+  // 0: it allows none. Only on a template that loads adapters.
+  int64_t max_adapters = 0;
   // Bumped when what a replica runs changes (template, source, args,
   // resources): replicas of an older generation are replaced.
   int64_t generation = 1;
@@ -119,13 +135,20 @@ struct LaunchValues {
   std::string host;
   std::string model;
   std::string source;
+  // The deployment's adapter folder (host path), shown read-only inside
+  // the local sandbox at `adapter_dir_inside`; "" inside: no bind, the
+  // engine reads the folder where it is (the Slurm backend runs an engine
+  // without a sandbox). Used only when the spec allows adapters.
+  std::string adapter_dir;
+  std::string adapter_dir_inside;
 };
 Result<std::string> FillPlaceholders(const std::string& arg, const LaunchValues& values);
 
 // The job one replica is: the template's command filled in plus the
-// spec's extra args, the template's environment, the spec's resources,
-// the node's network and no time limit (src/jobs runs it like any job, on
-// the allocation the scheduler places). `name` is the job's name.
+// spec's extra args (and, where the spec allows adapters, the template's
+// adapter args and environment and the adapter folder), the template's environment, the spec's
+// resources, the node's network and no time limit (src/jobs runs it like any job, on the allocation
+// the scheduler places). `name` is the job's name.
 Result<jobs::JobSpec> ReplicaJobSpec(const ServingTemplate& t, const ManagedSpec& spec,
                                      const std::string& name, const LaunchValues& values);
 

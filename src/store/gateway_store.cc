@@ -432,6 +432,8 @@ Status Store::DeleteDeployment(const TenantScope& scope, const std::string& id) 
     ATRIUM_RETURN_IF_ERROR(
         ExpectOneRowOn(c, "DELETE FROM deployments WHERE tenant_id = $1 AND id = $2",
                        {scope.tenant_id, id}, "deployment"));
+    // Every tenant's adapters on it (their files go with its replicas).
+    ATRIUM_RETURN_IF_ERROR(c.Exec("DELETE FROM adapters WHERE deployment_id = $1", {id}));
     ATRIUM_RETURN_IF_ERROR(BumpGatewayPolicyMarker(c));
     return true;
   }));
@@ -884,6 +886,8 @@ Result<GatewayPolicyRows> Store::LoadGatewayPolicyForGateway() {
                                        {}));
     out.limits.reserve(limits.rows.size());
     for (const auto& r : limits.rows) out.limits.push_back(LimitFromRow(r));
+
+    ATRIUM_ASSIGN_OR_RETURN(out.adapters, store_internal::ReadyAdaptersOn(*conn));
     return out;
   };
   Result<GatewayPolicyRows> loaded = load();

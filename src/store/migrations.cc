@@ -539,6 +539,25 @@ CREATE TABLE deployment_load (
 );
 CREATE INDEX deployment_load_reported ON deployment_load (reported_at);
 )sql"},
+    // Tenants' LoRA adapters on managed deployments (src/serving/adapters.h):
+    // deleted with their deployment and with their tenant.
+    {18, "adapters: tenants' LoRA adapters on managed deployments", R"sql(
+CREATE TABLE adapters (
+  id TEXT PRIMARY KEY,
+  tenant_id TEXT NOT NULL,
+  deployment_id TEXT NOT NULL,
+  name TEXT NOT NULL,
+  artifact TEXT NOT NULL,
+  sha256 TEXT NOT NULL,
+  status TEXT NOT NULL,
+  detail TEXT NOT NULL,
+  created_by TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  updated_at BIGINT NOT NULL
+);
+CREATE UNIQUE INDEX adapters_name ON adapters (deployment_id, tenant_id, name);
+CREATE INDEX adapters_tenant ON adapters (tenant_id, id);
+)sql"},
 };
 
 }  // namespace

@@ -57,6 +57,7 @@ struct EvictionSummary {
   // allocation ids only) are kept, so the meter can still close them.
   int64_t jobs = 0;
   int64_t job_archives = 0;  // their rows; the files go with the job service's
+  int64_t adapters = 0;      // their rows; the files go with their deployments'
 };
 
 struct DeploymentFilter {
@@ -442,6 +443,31 @@ class Store {
   Result<std::vector<JobArchiveRecord>> ListJobArchives(const TenantScope& scope);
   // NotFound as for GetJobArchive.
   Status DeleteJobArchive(const TenantScope& scope, const std::string& id);
+
+  // --- Tenants' LoRA adapters on managed deployments (src/serving/adapters.h).
+  // Inserts `a` for scope's tenant (a.tenant_id is ignored) when
+  // a.deployment_id is still a managed deployment holding fewer than
+  // `max_per_deployment` adapters (of every tenant) and the tenant fewer
+  // than `max_per_tenant` (of every deployment): FailedPrecondition over a
+  // bound, NotFound when the deployment is gone or external, AlreadyExists
+  // for a name the tenant has on that deployment or a taken id.
+  Result<AdapterRecord> CreateAdapter(const TenantScope& scope, AdapterRecord a,
+                                      int64_t max_per_deployment, int64_t max_per_tenant);
+  // NotFound for an id the scope's tenant does not hold (another tenant's too).
+  Result<AdapterRecord> GetAdapter(const TenantScope& scope, const std::string& id);
+  // The tenant's adapters by id, on `deployment_id` only unless "";
+  // at most max_per_tenant of them, so unpaged.
+  Result<std::vector<AdapterRecord>> ListAdapters(const TenantScope& scope,
+                                                  const std::string& deployment_id);
+  // NotFound as for GetAdapter. The gateway stops routing it at once.
+  Status DeleteAdapter(const TenantScope& scope, const std::string& id);
+  // Every tenant's adapters on `deployment_id`, by id (the serving
+  // controller's unscoped read).
+  Result<std::vector<AdapterRecord>> ListAdaptersForServing(const std::string& deployment_id);
+  // Sets status and detail (the serving controller): the gateway routes an
+  // adapter once it is ready. NotFound when it is gone.
+  Status SetAdapterStatusForServing(const std::string& id, const std::string& status,
+                                    const std::string& detail, int64_t at);
 
   // --- Audit ---
   // Assigns seq, chain_seq, prev_hash and hash atomically and appends.

@@ -83,6 +83,9 @@ sql::Value Flag(bool b);
 // Store::GatewayPolicyMarkerForGateway.
 Status BumpGatewayPolicyMarker(sql::Connection& c);
 
+// The adapters the gateway routes (status ready), by id (store_adapters.cc).
+Result<std::vector<AdapterRecord>> ReadyAdaptersOn(sql::Connection& c);
+
 // A single-row update or delete inside a transaction: kNotFound naming
 // `what` when it matched nothing.
 Status ExpectOneRowOn(sql::Connection& c, std::string_view statement,

@@ -179,6 +179,9 @@ Result<EvictionSummary> Store::DeleteTenantAndData(const std::string& tenant_id,
     ATRIUM_ASSIGN_OR_RETURN(auto archives,
                             c.Exec("DELETE FROM job_archives WHERE tenant_id = $1", {tenant_id}));
     s.job_archives = archives.affected;
+    ATRIUM_ASSIGN_OR_RETURN(auto adapters,
+                            c.Exec("DELETE FROM adapters WHERE tenant_id = $1", {tenant_id}));
+    s.adapters = adapters.affected;
     ATRIUM_ASSIGN_OR_RETURN(auto tenant, c.Exec("DELETE FROM tenants WHERE id = $1", {tenant_id}));
     if (tenant.affected == 0) return Error::NotFound("tenant not found");
     // Usage records stay: they are billing records, which the operator must

@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include "common/strings.h"
+#include "crypto/crypto.h"
 #include "jobs/archive_test_util.h"
 
 namespace atrium::api::fixture {
@@ -108,6 +109,7 @@ ApiHarness::ApiHarness(IdentityOptions identity_options) {
   services_.egress = egress_.get();
   services_.jobs = jobs_.get();
   services_.archives = archives_.get();
+  StartServing();
   api_ = std::make_unique<ControlPlaneApi>(services_);
   auto root = identity_->BootstrapAdminKey("root");
   if (!root.has_value()) throw std::runtime_error("BootstrapAdminKey: " + root.error().message);
@@ -136,8 +138,20 @@ void ApiHarness::StartJobs() {
   tenants_->SetObserver(archives_observer_.get());
 }
 
+void ApiHarness::StartServing() {
+  serving::ServingOptions options;
+  options.tick_ms = 0;
+  options.platform_tenant = kServingTenant;
+  options.adapter_root = (dir_ / "adapters").string();
+  options.adapter_dir_inside = "/opt/atrium/adapters";
+  serving_ =
+      std::make_unique<serving::DeploymentController>(*store_, *jobs_, clock_, std::move(options));
+  services_.serving = serving_.get();
+}
+
 void ApiHarness::RestartScheduling() {
   tenants_->SetObserver(nullptr);
+  serving_.reset();
   jobs_.reset();
   scheduling_->Stop();
   scheduling_.reset();
@@ -149,6 +163,7 @@ void ApiHarness::RestartScheduling() {
     throw std::runtime_error("SchedulingService::Start: " + s.error().message);
   }
   StartJobs();
+  StartServing();
   services_.scheduling = scheduling_.get();
   services_.jobs = jobs_.get();
   api_ = std::make_unique<ControlPlaneApi>(services_);
@@ -156,6 +171,7 @@ void ApiHarness::RestartScheduling() {
 
 ApiHarness::~ApiHarness() {
   api_.reset();
+  serving_.reset();
   if (tenants_) tenants_->SetObserver(nullptr);
   jobs_.reset();
   scheduling_.reset();
@@ -401,7 +417,28 @@ World ApiHarness::BuildWorld(const WorldOptions& options) {
     t.allocation_id = CreateAllocation(t.object);
     t.job_id = CreateJob(t.object);
     t.archive_id = CreateArchive(t.object);
+    t.archive_sha256 = crypto::Sha256Hex(SmallArchive());
     t.deployment_id = CreateDeployment(kDedicatedModel, t.id);
+    Json resources = SmallShareBody();
+    t.managed_deployment_id = MustCall("POST", "/api/v1/deployments",
+                                       {{"model", kManagedModel},
+                                        {"region", "local"},
+                                        {"tenant_id", t.id},
+                                        {"serving",
+                                         {{"template", "engine-sim"},
+                                          {"replicas", 0},
+                                          {"min_replicas", 0},
+                                          {"max_adapters", 64},
+                                          {"resources", resources}}}},
+                                       201)["id"]
+                                  .get<std::string>();
+    http::Response adapter = CallJson("POST", "/api/v1/tenants/" + t.id + "/adapters", t.object.key,
+                                      {{"name", "support"},
+                                       {"deployment", t.managed_deployment_id},
+                                       {"artifact", "archive:" + t.archive_id},
+                                       {"sha256", t.archive_sha256}});
+    if (adapter.status != 201) throw std::runtime_error("adapter answered " + adapter.body);
+    t.adapter_id = BodyOf(adapter)["id"].get<std::string>();
     t.template_ref = PublishTemplate(t.id, "tenant-env");
     MustCall("PUT", "/api/v1/tenants/" + t.id + "/entitlements/" + kSharedModel, nullptr, 200);
     t.usage_ids.push_back(AddUsage(t.object, kSharedModel));

@@ -51,6 +51,8 @@ std::string SmallArchive();
 // tenants are entitled to, and each seeded tenant a dedicated deployment of
 // kDedicatedModel.
 inline constexpr char kSharedModel[] = "shared-model";
+// Each seeded tenant's managed deployment (with an adapter) serves this.
+inline constexpr char kManagedModel[] = "managed-model";
 inline constexpr char kDedicatedModel[] = "dedicated-model";
 
 // A user with one active API key. Platform staff have tenant_id "".
@@ -90,8 +92,13 @@ struct TenantSeed {
   std::vector<std::string> usage_ids;
   // The tenant's environment template, as "name@1".
   std::string template_ref;
-  // An archive the object user uploaded (SmallArchive()).
+  // An archive the object user uploaded (SmallArchive()), and its SHA-256.
   std::string archive_id;
+  std::string archive_sha256;
+  // A managed dedicated deployment (no replicas) allowing adapters, and the
+  // object user's adapter on it, from that archive.
+  std::string managed_deployment_id;
+  std::string adapter_id;
 };
 
 // Everything one isolation case needs: an own tenant, another tenant, the
@@ -205,6 +212,12 @@ class ApiHarness {
   jobs::ArchiveService& archives() { return *archives_; }
   // The in-memory execution backend the jobs run on.
   jobs::testing::FakeBackend& backend() { return *backend_; }
+  // The serving controller (never ticking by itself): shared managed
+  // deployments run as the tenant named kServingTenant, adapters are
+  // unpacked under the harness's temp dir, and engines are never reached
+  // (no replica gets that far without a test's Tick).
+  static constexpr char kServingTenant[] = "platform-serving";
+  serving::DeploymentController& serving() { return *serving_; }
   ControlPlaneApi& api() { return *api_; }
   const std::string& root_key() const { return root_key_; }
   // The API again, on services `change` edits (e.g. the operator requires
@@ -234,9 +247,12 @@ class ApiHarness {
   std::unique_ptr<jobs::JobService> jobs_;
   std::unique_ptr<jobs::JobsTenantObserver> tenant_observer_;
   std::unique_ptr<jobs::ArchivesTenantObserver> archives_observer_;
+  std::unique_ptr<serving::DeploymentController> serving_;
   // Starts the job service over scheduling_ and hands the tenant service
   // the observer that stops jobs before the scheduler evicts.
   void StartJobs();
+  // The serving controller over jobs_ (again after RestartScheduling).
+  void StartServing();
   std::unique_ptr<templates::TemplateService> templates_;
   std::shared_ptr<gateway::EgressPolicy> egress_;
   Services services_;

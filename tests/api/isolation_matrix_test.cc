@@ -109,6 +109,7 @@ struct Case {
   std::string project;                    // for {project}
   std::string node = fixture::kTestNode;  // for {node}
   std::string deployment_id;              // for {deployment_id}
+  std::string adapter_id;                 // for {adapter_id}
   std::string model = kMatrixModel;       // for {model}
   std::string template_ref;               // for {template}
   const Actor* caller = nullptr;          // whose identity the request uses (login body, self)
@@ -197,6 +198,17 @@ Json NewProjectBody(ApiHarness& h, const Case&) { return {{"name", h.UniqueName(
 
 // An archive upload's body: the tar's bytes (sent raw, not as JSON).
 Json NewArchiveBody(ApiHarness&, const Case&) { return fixture::SmallArchive(); }
+
+// An adapter on the path's tenant's managed deployment, from its archive.
+Json NewAdapterBody(ApiHarness& h, const Case& c) {
+  const fixture::TenantSeed& t = c.tenant_id == c.world->other.id       ? c.world->other
+                                 : c.tenant_id == c.world->suspended.id ? c.world->suspended
+                                                                        : c.world->own;
+  return {{"name", h.UniqueName("adapter")},
+          {"deployment", t.managed_deployment_id},
+          {"artifact", "archive:" + t.archive_id},
+          {"sha256", t.archive_sha256}};
+}
 
 // Platform staff name the tenant they request for; tenant callers need not.
 Json NewJobBody(ApiHarness& h, const Case&) { return fixture::SmallJobBody(h.UniqueName("job")); }
@@ -451,6 +463,22 @@ const std::map<std::string, Row>& Expectations() {
         .other = "403 403 m m m",
         .fresh_world = true}},
 
+      // LoRA adapters are the tenant's weights, from its own archives:
+      // those who upload archives (its admins and members) register and
+      // delete them; everyone of the tenant and platform staff read them;
+      // another tenant's adapter is a missing one.
+      {"POST /api/v1/tenants/{tenant_id}/adapters",
+       {.own = "403 403 201 201 403", .other = "403 403 m m m", .body = NewAdapterBody}},
+      {"GET /api/v1/tenants/{tenant_id}/adapters",
+       {.own = "200 200 200 200 200", .other = "200 200 m m m"}},
+      {"GET /api/v1/tenants/{tenant_id}/adapters/{adapter_id}",
+       {.own = "200 200 200 200 200", .self = "- - - - -", .other = "200 200 m m m"}},
+      {"DELETE /api/v1/tenants/{tenant_id}/adapters/{adapter_id}",
+       {.own = "403 403 204 204 403",
+        .self = "- - - - -",
+        .other = "403 403 m m m",
+        .fresh_world = true}},
+
       // Model deployments: platform staff manage every one (shared ones
       // included); a tenant admin its tenant's dedicated ones; everyone
       // reads what the tenant may use. "own" is tenant A's dedicated one.
@@ -555,7 +583,8 @@ Shape ShapeOf(const std::string& method, const std::string& pattern) {
                  pattern.find("{allocation_id}") != std::string::npos ||
                  pattern.find("{job_id}") != std::string::npos ||
                  pattern.find("{archive_id}") != std::string::npos ||
-                 pattern.find("{deployment_id}") != std::string::npos;
+                 pattern.find("{deployment_id}") != std::string::npos ||
+                 pattern.find("{adapter_id}") != std::string::npos;
   s.platform = StartsWith(pattern, "/api/v1/platform/");
   auto ends_with = [&](std::string_view suffix) {
     return pattern.size() >= suffix.size() &&
@@ -614,6 +643,7 @@ std::string Expand(const std::string& pattern, const Case& c) {
   sub("{node}", c.node);
   sub("{gpu}", "0");
   sub("{deployment_id}", c.deployment_id);
+  sub("{adapter_id}", c.adapter_id);
   // A project's quota row: the class the world's project has a row for.
   sub("/quotas/{model}/{kind}", "/quotas/L40S/share");
   sub("{model}", c.model);
@@ -648,6 +678,7 @@ Case MakeCase(ApiHarness& h, const Row& row, const Shape& shape, Role role, Scen
   c.archive_id = w.own.archive_id;
   c.project = w.own.project;
   c.deployment_id = w.own.deployment_id;
+  c.adapter_id = w.own.adapter_id;
   c.template_ref = shape.platform ? w.platform_template_ref : w.own.template_ref;
   switch (sc) {
     case Scenario::kOwn:
@@ -671,6 +702,7 @@ Case MakeCase(ApiHarness& h, const Row& row, const Shape& shape, Role role, Scen
       c.archive_id = w.other.archive_id;
       c.project = w.other.project;
       c.deployment_id = w.other.deployment_id;
+      c.adapter_id = w.other.adapter_id;
       if (!shape.platform) c.template_ref = w.other.template_ref;
       break;
     case Scenario::kCross:
@@ -679,6 +711,7 @@ Case MakeCase(ApiHarness& h, const Row& row, const Shape& shape, Role role, Scen
       c.allocation_id = w.other.allocation_id;
       c.job_id = w.other.job_id;
       c.archive_id = w.other.archive_id;
+      c.adapter_id = w.other.adapter_id;
       break;
     case Scenario::kNone:
       c.bearer = "";
@@ -706,6 +739,7 @@ Case MakeCase(ApiHarness& h, const Row& row, const Shape& shape, Role role, Scen
         c.archive_id = w.suspended.archive_id;
         c.project = w.suspended.project;
         c.deployment_id = w.suspended.deployment_id;
+        c.adapter_id = w.suspended.adapter_id;
         c.template_ref = w.suspended.template_ref;
       }
       break;
@@ -727,6 +761,7 @@ Case MissingVariant(ApiHarness& h, const Case& c, const Shape& shape) {
   m.project = h.UniqueName("no-such-project");
   m.node = h.UniqueName("no-such-node");
   m.deployment_id = NewId("dep", h.clock());
+  m.adapter_id = NewId("ad", h.clock());
   m.template_ref = h.UniqueName("no-such-template") + "@1";
   return m;
 }
@@ -767,13 +802,14 @@ std::string Snapshot(Store& store, const std::vector<std::string>& tenant_ids,
       "(SELECT COUNT(*) FROM entitlements), (SELECT COUNT(*) FROM gateway_limits), "
       "(SELECT COUNT(*) FROM usage_records), (SELECT COUNT(*) FROM jobs), "
       "(SELECT COUNT(*) FROM job_events), (SELECT COUNT(*) FROM environment_templates), "
-      "(SELECT COUNT(*) FROM job_archives), (SELECT COUNT(*) FROM job_runs)",
+      "(SELECT COUNT(*) FROM job_archives), (SELECT COUNT(*) FROM job_runs), "
+      "(SELECT COUNT(*) FROM adapters)",
       {});
   std::vector<sql::Value> tenants(tenant_ids.begin(), tenant_ids.end());
   std::string in = Placeholders(tenants.size());
   dump("SELECT * FROM tenants WHERE id IN (" + in + ") ORDER BY id", tenants);
   for (const char* table :
-       {"users", "api_keys", "sessions", "allocations", "jobs", "job_archives"}) {
+       {"users", "api_keys", "sessions", "allocations", "jobs", "job_archives", "adapters"}) {
     dump(std::string("SELECT * FROM ") + table + " WHERE tenant_id IN (" + in + ") ORDER BY id",
          tenants);
   }

@@ -209,8 +209,10 @@ class OpenApiTest : public ::testing::Test {
   std::string CallerKeyFor(const std::string& method, const std::string& pattern) {
     // Jobs run a tenant's code: only its own users submit them and read what
     // they print.
+    // Adapters are the tenant's weights: only its own users register them.
     if ((method == "POST" && pattern == "/api/v1/jobs") ||
-        pattern == "/api/v1/jobs/{job_id}/logs") {
+        pattern == "/api/v1/jobs/{job_id}/logs" ||
+        (method != "GET" && pattern.starts_with("/api/v1/tenants/{tenant_id}/adapters"))) {
       return TenantAdminKey();
     }
     return method == "POST" && pattern == "/api/v1/allocations" ? TenantAdminKey() : AdminKey();

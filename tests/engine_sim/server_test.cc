@@ -6,12 +6,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "engine_sim/raw_http.h"
 #include "http/client.h"
 #include "support/result_matchers.h"
+#include "support/test_directory.h"
 #include "support/wait.h"
 
 namespace atrium::engine_sim {
@@ -116,6 +119,68 @@ TEST(EngineSimServerTest, HealthModelsAndStatus) {
   json body = ChatBody("hi");
   body["model"] = "tiny";
   EXPECT_EQ(sim.Post("/v1/chat/completions", body)->status, 200);
+}
+
+TEST(EngineSimServerTest, LoraAdaptersLoadWhileItRunsAsVllmsRuntimeApi) {
+  const std::filesystem::path dir = TestDirectory("engine-sim-lora");
+  std::filesystem::create_directories(dir / "good");
+  std::ofstream(dir / "good" / "adapter_config.json") << R"({"r": 8, "lora_alpha": 16})";
+  std::filesystem::create_directories(dir / "empty");
+  std::filesystem::create_directories(dir / "broken");
+  std::ofstream(dir / "broken" / "adapter_config.json") << "[not an object";
+
+  // Without --enable-lora there is no such API.
+  Running plain = Start(WithProfile("instant"));
+  EXPECT_EQ(plain.Post("/v1/load_lora_adapter", {{"lora_name", "x"}, {"lora_path", "/x"}})->status,
+            404);
+
+  ServerOptions options = WithProfile("instant");
+  options.enable_lora = true;
+  Running sim = Start(options);
+  json chat = ChatBody("hello", 3);
+  chat["model"] = "ad_1";
+  EXPECT_EQ(sim.Post("/v1/chat/completions", chat)->status, 404);
+
+  auto loaded = sim.Post("/v1/load_lora_adapter",
+                         {{"lora_name", "ad_1"}, {"lora_path", (dir / "good").string()}});
+  ASSERT_OK(loaded);
+  EXPECT_EQ(loaded->status, 200) << loaded->body;
+  auto models = json::parse(sim.Get("/v1/models")->body);
+  ASSERT_EQ(models["data"].size(), 2u);
+  EXPECT_EQ(models["data"][1]["id"], "ad_1");
+  EXPECT_EQ(sim.Get("/v1/models/ad_1")->status, 200);
+  auto answered = sim.Post("/v1/chat/completions", chat);
+  ASSERT_OK(answered);
+  EXPECT_EQ(answered->status, 200);
+  EXPECT_EQ(json::parse(answered->body)["model"], "ad_1");
+
+  // What vLLM refuses: twice the same name, a folder without a config or
+  // with a broken one, a served model's name, malformed bodies.
+  EXPECT_EQ(sim.Post("/v1/load_lora_adapter",
+                     {{"lora_name", "ad_1"}, {"lora_path", (dir / "good").string()}})
+                ->status,
+            400);
+  for (const char* bad : {"empty", "broken", "missing"}) {
+    EXPECT_EQ(sim.Post("/v1/load_lora_adapter",
+                       {{"lora_name", "ad_2"}, {"lora_path", (dir / bad).string()}})
+                  ->status,
+              400)
+        << bad;
+  }
+  EXPECT_EQ(sim.Post("/v1/load_lora_adapter",
+                     {{"lora_name", kModel}, {"lora_path", (dir / "good").string()}})
+                ->status,
+            400);
+  EXPECT_EQ(sim.Post("/v1/load_lora_adapter", {{"lora_name", 7}})->status, 400);
+  EXPECT_EQ(sim.Post("/v1/load_lora_adapter", json::array())->status, 400);
+
+  auto unloaded = sim.Post("/v1/unload_lora_adapter", {{"lora_name", "ad_1"}});
+  ASSERT_OK(unloaded);
+  EXPECT_EQ(unloaded->status, 200);
+  EXPECT_EQ(sim.Post("/v1/unload_lora_adapter", {{"lora_name", "ad_1"}})->status, 404);
+  EXPECT_EQ(sim.Post("/v1/chat/completions", chat)->status, 404);
+  EXPECT_EQ(json::parse(sim.Get("/v1/models")->body)["data"].size(), 1u);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(EngineSimServerTest, NonStreamingChatHasOpenAisShapeAndUsage) {

@@ -367,5 +367,90 @@ TEST_F(PolicyTest, ASnapshotOutlivesItsReplacement) {
   EXPECT_EQ(route->deployments[0]->id, "dep_a");
 }
 
+// ------------------------------------------------------------- LoRA adapters
+
+class AdapterPolicyTest : public PolicyTest {
+ protected:
+  void SetUp() override {
+    PolicyTest::SetUp();
+    // dep_a: shared llama in eu-west, managed; dep_c: tn_eu's own.
+    for (DeploymentRecord& d : rows_.deployments) {
+      if (d.id == "dep_a" || d.id == "dep_c" || d.id == "dep_b") d.serving = "{}";
+    }
+    rows_.adapters = {
+        Ready("ad_1", "tn_eu", "dep_a", "support"), Ready("ad_2", "tn_any", "dep_a", "support"),
+        Ready("ad_3", "tn_eu", "dep_c", "tuned"), Ready("ad_4", "tn_any", "dep_b", "us-only")};
+  }
+  static AdapterRecord Ready(std::string id, std::string tenant, std::string deployment,
+                             std::string name) {
+    AdapterRecord a;
+    a.id = std::move(id);
+    a.tenant_id = std::move(tenant);
+    a.deployment_id = std::move(deployment);
+    a.name = std::move(name);
+    a.status = "ready";
+    return a;
+  }
+};
+
+TEST_F(AdapterPolicyTest, AnAdapterIsRoutedForItsTenantAloneToItsDeploymentAsItsId) {
+  Caller eu = MustAuthenticate(*Build(), AddKey("tn_eu", "tenant-member"));
+  Caller any = MustAuthenticate(*Build(), AddKey("tn_any", "tenant-member"));
+  auto policy = Build();
+  auto route = policy->Resolve(eu, "llama:support");
+  ASSERT_OK(route);
+  EXPECT_EQ(route->model, "llama:support");
+  ASSERT_EQ(route->deployments.size(), 1u);
+  EXPECT_EQ(route->deployments[0]->id, "dep_a");
+  EXPECT_EQ(route->upstream_model, "ad_1");
+  // The same name of another tenant is that tenant's own adapter.
+  route = policy->Resolve(any, "llama:support");
+  ASSERT_OK(route);
+  EXPECT_EQ(route->upstream_model, "ad_2");
+  // Another tenant's adapter answers like a model that does not exist.
+  auto other = policy->Resolve(any, "private:tuned");
+  ASSERT_FALSE(other.has_value());
+  EXPECT_EQ(other.error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(other.error().message,
+            "The model `private:tuned` does not exist or you do not have access to it.");
+  // The base model routes as before, sent as the client named it.
+  route = policy->Resolve(eu, "llama");
+  ASSERT_OK(route);
+  EXPECT_EQ(route->upstream_model, "");
+  EXPECT_EQ(Route(*policy, eu, "private:tuned"), std::vector<std::string>{"dep_c"});
+}
+
+TEST_F(AdapterPolicyTest, AnAdapterNeedsItsBaseDeploymentUsableAndReady) {
+  Caller eu = MustAuthenticate(*Build(), AddKey("tn_eu", "tenant-member"));
+  Caller any = MustAuthenticate(*Build(), AddKey("tn_any", "tenant-member"));
+  // dep_b is in us-east: tn_any (no regions) may use it, so may its adapter.
+  EXPECT_EQ(Route(*Build(), any, "llama:us-only"), std::vector<std::string>{"dep_b"});
+  // An adapter whose tenant lost the entitlement is not routed.
+  rows_.entitlements.erase(rows_.entitlements.begin());  // tn_eu, llama
+  EXPECT_ERROR(Build()->Resolve(eu, "llama:support"), ErrorCode::kNotFound);
+  // Nor one still loading, nor one on an external deployment.
+  rows_.adapters[1].status = "loading";
+  EXPECT_ERROR(Build()->Resolve(any, "llama:support"), ErrorCode::kNotFound);
+  rows_.adapters[3].deployment_id = "dep_d";  // external
+  EXPECT_ERROR(Build()->Resolve(any, "mistral:us-only"), ErrorCode::kNotFound);
+}
+
+TEST_F(AdapterPolicyTest, KeyScopesNameTheAdapterOrItsModelAndListsShowTheTenantsOwn) {
+  std::string scoped_to_model = AddKey("tn_eu", "tenant-member", "", "active", {"llama"});
+  std::string scoped_to_adapter = AddKey("tn_eu", "tenant-member", "", "active", {"private:tuned"});
+  std::string scoped_elsewhere = AddKey("tn_eu", "tenant-member", "", "active", {"mistral"});
+  std::string eu = AddKey("tn_eu", "tenant-member");
+  auto policy = Build();
+  EXPECT_OK(policy->Resolve(MustAuthenticate(*policy, scoped_to_model), "llama:support"));
+  Caller adapter_only = MustAuthenticate(*policy, scoped_to_adapter);
+  EXPECT_OK(policy->Resolve(adapter_only, "private:tuned"));
+  EXPECT_ERROR(policy->Resolve(adapter_only, "private"), ErrorCode::kNotFound);
+  EXPECT_ERROR(policy->Resolve(MustAuthenticate(*policy, scoped_elsewhere), "llama:support"),
+               ErrorCode::kNotFound);
+  EXPECT_EQ(policy->ModelsFor(MustAuthenticate(*policy, eu)),
+            (std::vector<std::string>{"llama", "llama:support", "private", "private:tuned"}));
+  EXPECT_EQ(policy->ModelsFor(adapter_only), std::vector<std::string>{"private:tuned"});
+}
+
 }  // namespace
 }  // namespace atrium::gateway

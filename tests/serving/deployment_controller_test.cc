@@ -12,6 +12,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -24,6 +26,7 @@
 #include "metering/gpu_meter.h"
 #include "store/test_databases.h"
 #include "support/store_rows.h"
+#include "support/test_directory.h"
 
 namespace atrium::serving {
 namespace {
@@ -87,6 +90,39 @@ class DeploymentControllerTest : public ::testing::TestWithParam<Backend> {
     };
     o.endpoints_changed = [this] { ++endpoint_changes_; };
     o.autoscale = rules_;
+    if (!adapter_root_.empty()) {
+      o.adapter_root = adapter_root_;
+      o.adapter_dir_inside = "/opt/atrium/adapters";
+      // An artifact "archive:bad" cannot be unpacked; any other is.
+      o.unpack_adapter = [this](const std::string& tenant, const std::string& archive,
+                                const std::string&, const std::string& dest) -> Status {
+        unpacked_.push_back(tenant + "/" + archive);
+        if (archive == "bad") return Error::InvalidArgument("not a tar archive");
+        std::filesystem::create_directories(dest);
+        std::ofstream(dest + "/adapter_config.json") << "{}";
+        return OkStatus();
+      };
+      o.list_models = [this](const std::string& url) -> Result<std::set<std::string>> {
+        if (mute_.count(url) != 0) return Error::Unavailable("no answer");
+        std::set<std::string> listed = engines_[url];
+        listed.insert("chat");
+        return listed;
+      };
+      o.post_json = [this](const std::string& url, const std::string& path,
+                           const std::string& body) -> Status {
+        Json j = Json::parse(body);
+        const std::string name = j["lora_name"];
+        calls_.push_back(url + " " + path + " " + name +
+                         (j.contains("lora_path") ? " " + j["lora_path"].get<std::string>() : ""));
+        if (refused_.count(name) != 0) return Error::FailedPrecondition("bad weights");
+        if (path == "/v1/load_lora_adapter") {
+          engines_[url].insert(name);
+        } else {
+          engines_[url].erase(name);
+        }
+        return OkStatus();
+      };
+    }
     controller_ = std::make_unique<DeploymentController>(*store_, *jobs_, clock_, o);
   }
 
@@ -197,6 +233,15 @@ class DeploymentControllerTest : public ::testing::TestWithParam<Backend> {
   std::map<std::string, int64_t> running_;
   int endpoint_changes_ = 0;
   int deployments_ = 0;
+  // Adapters: the folder (set before StartController), what each engine
+  // lists besides its model, engines that do not answer, adapter ids an
+  // engine refuses, and the calls made.
+  std::string adapter_root_;
+  std::map<std::string, std::set<std::string>> engines_;
+  std::set<std::string> mute_;
+  std::set<std::string> refused_;
+  std::vector<std::string> calls_;
+  std::vector<std::string> unpacked_;
   RequestOrigin admin_{
       .actor = "user:usr_op", .actor_role = "platform-admin", .request_id = "", .source = ""};
 };
@@ -589,6 +634,167 @@ TEST_P(DeploymentControllerTest, AnAutoscalingDeploymentFollowsTheGatewaysAndSay
 }
 
 INSTANTIATE_TEST_SUITE_P(Drivers, DeploymentControllerTest,
+                         ::testing::Values(Backend::kSqlite, Backend::kPostgres), BackendName);
+
+// ------------------------------------------------------------- LoRA adapters
+
+class AdapterControllerTest : public DeploymentControllerTest {
+ protected:
+  void SetUp() override {
+    adapter_root_ = TestDirectory("adapters").string();
+    DeploymentControllerTest::SetUp();
+  }
+  void TearDown() override {
+    DeploymentControllerTest::TearDown();
+    // The test's name holds the driver's: "<dir>/Sqlite".
+    std::filesystem::remove_all(TestDirectory("adapters").parent_path());
+  }
+  AdapterRecord Register(const DeploymentRecord& d, const std::string& tenant,
+                         const std::string& name, const std::string& archive = "arc_1") {
+    AdapterRecord a;
+    a.id = "ad_" + name;
+    a.deployment_id = d.id;
+    a.name = name;
+    a.artifact = "archive:" + archive;
+    a.sha256 = std::string(64, 'a');
+    a.status = "loading";
+    a.created_at = a.updated_at = clock_.NowMillis();
+    auto made = store_->CreateAdapter(TenantScope::Of(tenant), a, 8, 20);
+    EXPECT_TRUE(made.has_value()) << made.error().message;
+    return made.has_value() ? *made : a;
+  }
+  AdapterRecord Reread(const AdapterRecord& a) {
+    auto got = store_->GetAdapter(TenantScope::Of(a.tenant_id), a.id);
+    EXPECT_TRUE(got.has_value());
+    return got.has_value() ? *got : AdapterRecord{};
+  }
+  bool Called(const std::string& call) {
+    return std::find(calls_.begin(), calls_.end(), call) != calls_.end();
+  }
+};
+
+TEST_P(AdapterControllerTest, AReplicaServesOnlyOnceItHasLoadedEveryAdapterFromItsFolder) {
+  DeploymentRecord d =
+      Create("tn_a", std::string(R"("template":"engine-sim","max_adapters":4,)") + kGpu);
+  AdapterRecord a = Register(d, "tn_a", "support");
+  const std::string url = "http://127.0.0.1:20000";
+  mute_.insert(url);  // answers its health check, but not what it lists
+  Round();
+  Round(100);
+  EXPECT_EQ(InState(d, "starting").size(), 1U);
+  EXPECT_TRUE(Get(d).endpoints.empty());
+  // The archive was unpacked into the deployment's folder, which the
+  // replica's sandbox shows read-only.
+  EXPECT_EQ(unpacked_, std::vector<std::string>{"tn_a/arc_1"});
+  EXPECT_TRUE(
+      std::filesystem::exists(adapter_root_ + "/" + d.id + "/ad_support/adapter_config.json"));
+  auto replica = Replicas(d).at(0);
+  FakeBackend::Workload w = backend_.Get(JobOf(replica).workload_id());
+  EXPECT_NE(std::find(w.spec.argv.begin(), w.spec.argv.end(), "--enable-lora"), w.spec.argv.end());
+  EXPECT_EQ(w.spec.read_only_binds, (std::vector<std::pair<std::string, std::string>>{
+                                        {"/opt/atrium/adapters", adapter_root_ + "/" + d.id}}));
+
+  mute_.clear();
+  Round(100);
+  EXPECT_TRUE(Called(url + " /v1/load_lora_adapter ad_support /opt/atrium/adapters/ad_support"));
+  EXPECT_EQ(Endpoints(d), std::vector<std::string>{url});
+  EXPECT_EQ(Reread(a).status, "ready");
+  EXPECT_EQ(Reread(a).detail, "");
+
+  // A second replica: ready only with the adapter loaded too.
+  Update(d, [](ManagedSpec& s) { ASSERT_TRUE(ScaleTo(s, 2).has_value()); });
+  const std::string url2 = "http://127.0.0.1:20001";
+  mute_.insert(url2);
+  Round(100);
+  Round(100);
+  EXPECT_EQ(Endpoints(d), std::vector<std::string>{url});
+  mute_.clear();
+  Round(100);
+  EXPECT_EQ(Endpoints(d), (std::vector<std::string>{url, url2}));
+  EXPECT_EQ(engines_[url2], std::set<std::string>{"ad_support"});
+  EXPECT_EQ(Reread(a).status, "ready");
+}
+
+TEST_P(AdapterControllerTest, AnAdapterNotOnEveryReadyReplicaIsNotRoutedAndADeletedOneIsUnloaded) {
+  DeploymentRecord d = Create("", std::string(R"("template":"engine-sim","max_adapters":4,)") +
+                                      kGpu + R"(,"replicas":2,"max_replicas":2)");
+  Round();
+  Round(100);
+  ASSERT_EQ(Get(d).endpoints.size(), 2U);
+  const std::string url = "http://127.0.0.1:20000";
+  const std::string url2 = "http://127.0.0.1:20001";
+  // Registered while both serve; one of them cannot be asked this round.
+  mute_.insert(url2);
+  AdapterRecord a = Register(d, "tn_a", "support");
+  Round(100);
+  // A replica that did not answer is not counted: loaded on the one asked.
+  EXPECT_EQ(Reread(a).status, "ready");
+  EXPECT_EQ(engines_[url], std::set<std::string>{"ad_support"});
+  mute_.clear();
+  Round(100);
+  EXPECT_EQ(engines_[url2], std::set<std::string>{"ad_support"});
+  // An engine that drops it (restarted in place, say) and will not load it
+  // again: the adapter fails.
+  engines_[url2].clear();
+  refused_.insert("ad_support");
+  Round(100);
+  EXPECT_EQ(Reread(a).status, "failed");
+  EXPECT_NE(Reread(a).detail.find("the engine would not load it: bad weights"), std::string::npos);
+  // A failed adapter blocks no replica and is not retried.
+  const size_t calls = calls_.size();
+  Round(100);
+  EXPECT_EQ(calls_.size(), calls);
+  EXPECT_EQ(Get(d).endpoints.size(), 2U);
+
+  // Deleted: unloaded from every engine that lists it, its files gone.
+  refused_.clear();
+  AdapterRecord b = Register(d, "tn_a", "second");
+  Round(100);
+  EXPECT_EQ(Reread(b).status, "ready");
+  ASSERT_TRUE(store_->DeleteAdapter(TenantScope::Of("tn_a"), b.id).has_value());
+  Round(100);
+  EXPECT_TRUE(Called(url + " /v1/unload_lora_adapter ad_second"));
+  EXPECT_TRUE(Called(url2 + " /v1/unload_lora_adapter ad_second"));
+  EXPECT_FALSE(std::filesystem::exists(adapter_root_ + "/" + d.id + "/ad_second"));
+  // What an engine lists that is not an adapter id is never unloaded.
+  engines_[url].insert("some-model");
+  Round(100);
+  EXPECT_FALSE(Called(url + " /v1/unload_lora_adapter some-model"));
+}
+
+TEST_P(AdapterControllerTest,
+       AnArtifactThatCannotBeUnpackedFailsWithWhyAndTheFolderGoesWithItsDeployment) {
+  DeploymentRecord d =
+      Create("tn_a", std::string(R"("template":"engine-sim","max_adapters":4,)") + kGpu);
+  AdapterRecord a = Register(d, "tn_a", "broken", "bad");
+  std::filesystem::create_directories(adapter_root_ + "/" + d.id + "/ad_gone.part-123");
+  Round();
+  Round(100);
+  EXPECT_EQ(Reread(a).status, "failed");
+  EXPECT_EQ(Reread(a).detail, "its artifact could not be unpacked: not a tar archive");
+  EXPECT_EQ(Get(d).endpoints.size(), 1U);  // the broken adapter holds no replica back
+  // A crash's half-unpacked folder is removed.
+  EXPECT_FALSE(std::filesystem::exists(adapter_root_ + "/" + d.id + "/ad_gone.part-123"));
+  // Without a folder for adapters, a spec allowing them is refused.
+  adapter_root_.clear();
+  StartController();
+  Status refused = controller_->CheckSpec(SpecOf(d), "tn_a");
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_NE(refused.error().message.find("adapter_dir"), std::string::npos);
+  adapter_root_ = TestDirectory("adapters").string();
+  StartController();
+  // The deployment deleted: its folder goes once its replicas have.
+  ASSERT_TRUE(store_->DeleteDeployment(TenantScope::Of("tn_a"), d.id).has_value());
+  EXPECT_TRUE(RoundsUntil([&] { return InState(d, "ended").size() == 1U; }, 5, 100));
+  Round(100);
+  EXPECT_FALSE(std::filesystem::exists(adapter_root_ + "/" + d.id));
+  // Its adapters' rows went with it.
+  auto left = store_->ListAdaptersForServing(d.id);
+  ASSERT_TRUE(left.has_value());
+  EXPECT_TRUE(left->empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Drivers, AdapterControllerTest,
                          ::testing::Values(Backend::kSqlite, Backend::kPostgres), BackendName);
 
 }  // namespace

@@ -972,6 +972,113 @@ TEST_P(GatewayStoreTest, AUsageBatchThatFailsToCommitStoresNothingAndItsRetrySto
   EXPECT_EQ(Count("SELECT COUNT(*) FROM usage_records"), 121);
 }
 
+// ------------------------------------------------------------------ adapters
+
+TEST_P(GatewayStoreTest, AdaptersAreTheirTenantsAndBoundedPerDeploymentAndPerTenant) {
+  Tenant a = MakeTenant("a");
+  Tenant b = MakeTenant("b");
+  DeploymentRecord shared = MakeDeployment("llama");
+  DeploymentRecord external = MakeDeployment("mistral");
+  ASSERT_OK(store_->DeleteDeployment(TenantScope::Platform(), shared.id));
+  shared.serving = R"({"template":"engine-sim"})";
+  ASSERT_OK(store_->CreateDeployment(shared));
+  auto adapter = [&](const std::string& name, const std::string& deployment) {
+    AdapterRecord r;
+    r.id = NextId("ad");
+    r.deployment_id = deployment;
+    r.name = name;
+    r.artifact = "archive:arc_1";
+    r.sha256 = std::string(64, 'c');
+    r.status = "loading";
+    r.created_by = "usr_1";
+    r.created_at = r.updated_at = clock_.NowMillis();
+    return r;
+  };
+  auto made = store_->CreateAdapter(TenantScope::Of(a.id), adapter("support", shared.id), 3, 2);
+  ASSERT_OK(made);
+  EXPECT_EQ(made->tenant_id, a.id);
+  auto got = store_->GetAdapter(TenantScope::Of(a.id), made->id);
+  ASSERT_OK(got);
+  EXPECT_EQ(*got, *made);
+  // Another tenant finds nothing of it, and may use the same name.
+  EXPECT_ERROR(store_->GetAdapter(TenantScope::Of(b.id), made->id), ErrorCode::kNotFound);
+  EXPECT_ERROR(store_->DeleteAdapter(TenantScope::Of(b.id), made->id), ErrorCode::kNotFound);
+  ASSERT_OK(store_->CreateAdapter(TenantScope::Of(b.id), adapter("support", shared.id), 3, 2));
+  EXPECT_ERROR(store_->CreateAdapter(TenantScope::Of(a.id), adapter("support", shared.id), 3, 2),
+               ErrorCode::kAlreadyExists);
+  // An external deployment or a missing one holds none.
+  EXPECT_ERROR(store_->CreateAdapter(TenantScope::Of(a.id), adapter("x", external.id), 3, 2),
+               ErrorCode::kNotFound);
+  EXPECT_ERROR(store_->CreateAdapter(TenantScope::Of(a.id), adapter("x", "dep_nope"), 3, 2),
+               ErrorCode::kNotFound);
+  // The deployment's bound counts every tenant's; the tenant's every deployment's.
+  ASSERT_OK(store_->CreateAdapter(TenantScope::Of(a.id), adapter("second", shared.id), 3, 2));
+  EXPECT_ERROR(store_->CreateAdapter(TenantScope::Of(b.id), adapter("third", shared.id), 3, 2),
+               ErrorCode::kFailedPrecondition);
+  EXPECT_ERROR(store_->CreateAdapter(TenantScope::Of(a.id), adapter("third", shared.id), 9, 2),
+               ErrorCode::kFailedPrecondition);
+  auto listed = store_->ListAdapters(TenantScope::Of(a.id), "");
+  ASSERT_OK(listed);
+  EXPECT_EQ(listed->size(), 2U);
+  listed = store_->ListAdapters(TenantScope::Of(a.id), external.id);
+  ASSERT_OK(listed);
+  EXPECT_TRUE(listed->empty());
+  auto all = store_->ListAdaptersForServing(shared.id);
+  ASSERT_OK(all);
+  EXPECT_EQ(all->size(), 3U);
+}
+
+TEST_P(GatewayStoreTest, OnlyReadyAdaptersReachTheGatewayAndEachChangeOfThatMovesTheMarker) {
+  Tenant a = MakeTenant("a");
+  DeploymentRecord d = MakeDeployment("llama", a.id);
+  ASSERT_OK(store_->DeleteDeployment(TenantScope::Of(a.id), d.id));
+  d.serving = R"({"template":"engine-sim"})";
+  ASSERT_OK(store_->CreateDeployment(d));
+  AdapterRecord r;
+  r.id = NextId("ad");
+  r.deployment_id = d.id;
+  r.name = "support";
+  r.artifact = "archive:arc_1";
+  r.sha256 = std::string(64, 'c');
+  r.status = "loading";
+  auto made = store_->CreateAdapter(TenantScope::Of(a.id), r, 4, 4);
+  ASSERT_OK(made);
+  auto policy = store_->LoadGatewayPolicyForGateway();
+  ASSERT_OK(policy);
+  EXPECT_TRUE(policy->adapters.empty());
+  int64_t before = Marker();
+  ASSERT_OK(store_->SetAdapterStatusForServing(made->id, "loading", "loaded on 0 of 1", 5));
+  EXPECT_EQ(Marker(), before);  // still not routed: nothing for the gateway
+  ASSERT_OK(store_->SetAdapterStatusForServing(made->id, "ready", "", 6));
+  EXPECT_NE(Marker(), before);
+  policy = store_->LoadGatewayPolicyForGateway();
+  ASSERT_OK(policy);
+  ASSERT_EQ(policy->adapters.size(), 1U);
+  EXPECT_EQ(policy->adapters[0].id, made->id);
+  EXPECT_EQ(policy->adapters[0].tenant_id, a.id);
+  before = Marker();
+  ASSERT_OK(store_->DeleteAdapter(TenantScope::Of(a.id), made->id));
+  EXPECT_NE(Marker(), before);
+  EXPECT_ERROR(store_->SetAdapterStatusForServing(made->id, "ready", "", 7), ErrorCode::kNotFound);
+
+  // Deleting the deployment, or evicting the tenant, deletes its adapters.
+  r.id = NextId("ad");
+  ASSERT_OK(store_->CreateAdapter(TenantScope::Of(a.id), r, 4, 4));
+  ASSERT_OK(store_->DeleteDeployment(TenantScope::Of(a.id), d.id));
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM adapters"), 0);
+  DeploymentRecord shared = MakeDeployment("qwen");
+  ASSERT_OK(store_->DeleteDeployment(TenantScope::Platform(), shared.id));
+  shared.serving = R"({"template":"engine-sim"})";
+  ASSERT_OK(store_->CreateDeployment(shared));
+  r.id = NextId("ad");
+  r.deployment_id = shared.id;
+  ASSERT_OK(store_->CreateAdapter(TenantScope::Of(a.id), r, 4, 4));
+  auto deleted = store_->DeleteTenantAndData(a.id, clock_.NowMillis());
+  ASSERT_OK(deleted);
+  EXPECT_EQ(deleted->adapters, 1);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM adapters"), 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Drivers, GatewayStoreTest,
                          ::testing::Values(Backend::kSqlite, Backend::kPostgres), BackendName);
 
