@@ -4,7 +4,9 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI, { toFile } from 'openai';
@@ -336,4 +338,103 @@ test('entitlement, limit and suspension changes reach the gateway within 1 s', a
     'the tenant suspended');
   within(await reaches(() => api('POST', `/api/v1/tenants/${tenant}/resume`), 200),
     'the tenant resumed');
+});
+
+test('a tenant calls its LoRA adapter on its dedicated managed deployment on a MIG slice; no other tenant can', async () => {
+  const admin = readFileSync(join(dataDir, 'admin.token'), 'utf8').trim();
+  const call = (token, method, path, body, type = 'application/json') => fetch(apiUrl + path, {
+    method,
+    headers: { authorization: 'Bearer ' + token, 'content-type': type },
+    body: body === undefined ? undefined : (type === 'application/json' ? JSON.stringify(body) : body),
+  });
+  const ok = async (response) => {
+    const text = await response.text();
+    assert.ok(response.ok, `${response.status} ${text}`);
+    return text ? JSON.parse(text) : null;
+  };
+  const me = await ok(await call(demoKey, 'GET', '/api/v1/whoami'));
+  const tenant = me.tenant.id;
+  // The operator gives the tenant one MIG slice and a dedicated deployment
+  // on it that allows adapters.
+  await ok(await call(admin, 'PUT', `/api/v1/tenants/${tenant}/quotas`, {
+    model: 'A100-80GB', kind: 'mig', guarantee_milli: 1000, limit_milli: 1000 }));
+  const dep = await ok(await call(admin, 'POST', '/api/v1/deployments', {
+    model: 'sim-tuned', region: 'local', tenant_id: tenant,
+    serving: { template: 'engine-sim', replicas: 1, max_adapters: 4,
+      resources: { kind: 'mig', model: 'A100-80GB', mig_profile: '3g.40gb' } } }));
+  try {
+    // The tenant uploads its adapter's folder and registers it, pinned by
+    // the digest of what it uploaded.
+    const dir = mkdtempSync(join(tmpdir(), 'atrium-lora-'));
+    writeFileSync(join(dir, 'adapter_config.json'), JSON.stringify({ r: 8, lora_alpha: 16 }));
+    writeFileSync(join(dir, 'adapter_model.safetensors'), 'not really weights');
+    execFileSync('tar', ['-C', dir, '-cf', join(dir, 'lora.tar'),
+      'adapter_config.json', 'adapter_model.safetensors']);
+    const tar = readFileSync(join(dir, 'lora.tar'));
+    rmSync(dir, { recursive: true, force: true });
+    const archive = await ok(await call(demoKey, 'POST', '/api/v1/jobs/archives', tar,
+      'application/x-tar'));
+    const sha256 = createHash('sha256').update(tar).digest('hex');
+    assert.equal(archive.sha256, sha256);
+    const adapter = await ok(await call(demoKey, 'POST', `/api/v1/tenants/${tenant}/adapters`, {
+      name: 'support', deployment: dep.id, artifact: 'archive:' + archive.id, sha256 }));
+    assert.equal(adapter.model, 'sim-tuned:support');
+    // Ready once the replica on the slice has loaded it.
+    let status = adapter.status;
+    for (let i = 0; i < 600 && status !== 'ready'; i += 1) {
+      await new Promise((r) => setTimeout(r, 100));
+      const now = await ok(await call(demoKey, 'GET', `/api/v1/tenants/${tenant}/adapters/${adapter.id}`));
+      status = now.status;
+      assert.notEqual(status, 'failed', now.detail);
+    }
+    assert.equal(status, 'ready');
+    let listed = false;
+    for (let i = 0; i < 40 && !listed; i += 1) {  // the gateway's policy poll
+      listed = (await client.models.list()).data.some((m) => m.id === 'sim-tuned:support');
+      if (!listed) await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.ok(listed, 'the adapter is among the models the tenant may call');
+    const chat = await client.chat.completions.create({
+      model: 'sim-tuned:support', messages: [{ role: 'user', content: 'hello' }], max_tokens: 3 });
+    assert.equal(chat.model, adapter.id, 'the engine answered as the adapter');
+    assert.ok(chat.usage.completion_tokens > 0);
+    const stream = await client.chat.completions.create({
+      model: 'sim-tuned:support', messages: [{ role: 'user', content: 'hi' }], max_tokens: 3,
+      stream: true });
+    let chunks = 0;
+    for await (const chunk of stream) { chunks += chunk.choices.length; }
+    assert.ok(chunks > 0);
+
+    // Another tenant: neither the model nor the adapter exists for it.
+    const bolt = await ok(await call(admin, 'POST', '/api/v1/tenants', { name: 'bolt-' + Date.now() }));
+    const user = await ok(await call(admin, 'POST', `/api/v1/tenants/${bolt.id}/users`, {
+      username: 'bob', role: 'tenant-admin', kind: 'service' }));
+    const key = await ok(await call(admin, 'POST', `/api/v1/tenants/${bolt.id}/keys`, {
+      name: 'bob', owner_user_id: user.id }));
+    const other = new OpenAI({ baseURL: gatewayUrl + '/v1', apiKey: key.key, maxRetries: 0 });
+    let refused = null;
+    for (let i = 0; i < 40 && refused === null; i += 1) {  // the new key arrives by the poll
+      try {
+        await other.chat.completions.create({
+          model: 'sim-tuned:support', messages: [{ role: 'user', content: 'hi' }], max_tokens: 1 });
+        refused = 'served';
+      } catch (e) {
+        if (e instanceof OpenAI.NotFoundError) refused = e;
+        else if (!(e instanceof OpenAI.AuthenticationError)) throw e;
+        else await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+    assert.ok(refused instanceof OpenAI.NotFoundError, String(refused));
+    assert.match(refused.message, /does not exist or you do not have access/);
+  } finally {
+    // Replicas outlive `atrium dev`: stop them before it stops.
+    await ok(await call(admin, 'DELETE', `/api/v1/deployments/${dep.id}`));
+    let live = 1;
+    for (let i = 0; i < 300 && live > 0; i += 1) {
+      const jobs = await ok(await call(admin, 'GET', `/api/v1/jobs?tenant_id=${tenant}&limit=100`));
+      live = jobs.items.filter((j) => ['pending', 'starting', 'running'].includes(j.state)).length;
+      if (live > 0) await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.equal(live, 0, 'the replica stopped with its deployment');
+  }
 });
