@@ -18,6 +18,7 @@
 
 #include "common/clock.h"
 #include "common/json_reader.h"
+#include "crypto/crypto.h"
 #include "http/client.h"
 #include "subprocess.h"
 #include "support/wait.h"
@@ -101,12 +102,14 @@ class CliIntegrationTest : public ::testing::Test {
   // Deletes a managed deployment and waits until no replica's job runs: a
   // replica outlives the server that started it, so a test that leaves one
   // leaves a model server holding a port.
-  void DeleteDeploymentAndItsReplicas(const std::string& dep) {
+  // `tenant`: whose jobs its replicas are (a dedicated deployment's tenant).
+  void DeleteDeploymentAndItsReplicas(const std::string& dep,
+                                      const std::string& tenant = "platform-serving") {
     ASSERT_EQ(Admin({"deployment", "delete", dep}).exit_code, 0);
     ASSERT_TRUE(testing_support::WaitUntil(
         [&] {
-          Json jobs = AdminJson(
-              {"job", "list", "--tenant", "platform-serving", "--state", "running", "-o", "json"});
+          Json jobs =
+              AdminJson({"job", "list", "--tenant", tenant, "--state", "running", "-o", "json"});
           return jobs["items"].empty();
         },
         kServerTimeout));
@@ -1393,6 +1396,66 @@ TEST_F(CliIntegrationTest, ManagedDeploymentRunsReplicasRoutesAroundACrashAndSca
 
   // Deleting it stops every replica.
   DeleteDeploymentAndItsReplicas(dep);
+}
+
+// The README's adapter walk-through with the CLI: the operator gives acme a
+// dedicated deployment on one MIG slice that allows adapters; acme
+// registers one from a local tar (uploaded, pinned by the file's SHA-256)
+// and sees it become ready once the replica loaded it; another tenant
+// cannot read it; deleting it works.
+TEST_F(CliIntegrationTest, ATenantRegistersAnAdapterFromAFileOnItsMigSliceDeployment) {
+  AdminJson({"tenant", "create", "acme", "-o", "json"});
+  AdminJson({"tenant", "create", "bolt", "-o", "json"});
+  ProcessResult quota =
+      Admin({"quota", "set", "acme", "--model", "A100-80GB", "--kind", "mig", "--guarantee", "1"});
+  ASSERT_EQ(quota.exit_code, 0) << Describe(quota);
+  Json created = AdminJson({"deployment", "create", "--model", "sim-tuned", "--region", "local",
+                            "--tenant", "acme", "--template", "engine-sim", "--kind", "mig",
+                            "--gpu-model", "A100-80GB", "--mig-profile", "3g.40gb",
+                            "--max-adapters", "2", "-o", "json"});
+  const std::string dep = created.value("id", "");
+  ASSERT_FALSE(dep.empty()) << created.dump();
+  EXPECT_EQ(created["serving"].value("max_adapters", 0), 2) << created.dump();
+
+  const std::string lora = root_ + "/my-lora";
+  std::filesystem::create_directories(lora);
+  std::ofstream(lora + "/adapter_config.json") << R"({"r": 8})";
+  std::ofstream(lora + "/adapter_model.safetensors") << "weights";
+  const std::string tar = root_ + "/my-lora.tar";
+  ASSERT_EQ(testing::RunProcess({"/usr/bin/tar", "-C", lora, "-cf", tar, "adapter_config.json",
+                                 "adapter_model.safetensors"},
+                                {"PATH=/usr/bin:/bin"}, "", kCliTimeout)
+                .exit_code,
+            0);
+  const std::string alice = LoginAsNewTenantAdmin("acme", "alice");
+  Json adapter = UserJson(
+      alice, {"adapter", "register", "--deployment", dep, "--name", "support", "--file", tar});
+  const std::string id = adapter.value("id", "");
+  ASSERT_FALSE(id.empty()) << adapter.dump();
+  EXPECT_EQ(adapter.value("model", ""), "sim-tuned:support");
+  std::ifstream in(tar, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(adapter.value("sha256", ""), crypto::Sha256Hex(bytes));
+  std::string status;
+  ASSERT_TRUE(testing_support::WaitUntil(
+      [&] {
+        Json listed = UserJson(alice, {"adapter", "list", "--deployment", dep});
+        status = listed["items"].empty() ? "" : TextOf(listed["items"][0], "status");
+        return status == "ready" || status == "failed";
+      },
+      kServerTimeout))
+      << server_->Output();
+  EXPECT_EQ(status, "ready") << UserJson(alice, {"adapter", "get", id}).dump();
+
+  const std::string bob = LoginAsNewTenantAdmin("bolt", "bob");
+  ProcessResult peek = Run({"", bob, false}, {"adapter", "get", id});
+  EXPECT_NE(peek.exit_code, 0) << Describe(peek);
+  ProcessResult take = Run({"", bob, false}, {"adapter", "delete", id, "--tenant", "acme"});
+  EXPECT_NE(take.exit_code, 0) << Describe(take);
+  ProcessResult deleted = Run({"", alice, false}, {"adapter", "delete", id});
+  EXPECT_EQ(deleted.exit_code, 0) << Describe(deleted);
+  EXPECT_TRUE(UserJson(alice, {"adapter", "list"})["items"].empty());
+  DeleteDeploymentAndItsReplicas(dep, "acme");
 }
 
 // Autoscaling under `atrium dev`: a deployment that may scale to zero
