@@ -62,6 +62,11 @@ def call(base, method, path, token, body=None):
 
 
 class Platform:
+    """`atrium dev` with two tenants entitled to MODEL: served by the engine
+    simulator at `sim_url` with the slots given, or (sim_url None) by a
+    managed deployment whose one replica the platform runs, with the slots
+    it derives from the engine's batch (no operator tuning)."""
+
     def __init__(self, atrium, queue, sim_url, slots, max_prefill, burst):
         self.tmp = tempfile.mkdtemp(prefix="atrium-fair-")
         self.proc = subprocess.Popen(
@@ -75,11 +80,30 @@ class Platform:
         admin = open(self.tmp + "/data/admin.token").read().strip()
         self.admin = admin
         self.tenant_ids = {}
-        call(self.api, "POST", "/api/v1/deployments", admin, {
-            "model": MODEL, "version": "bench", "region": "local",
-            "latency_tier": "interactive", "visibility": "shared",
-            "endpoints": [{"url": sim_url, "capacity": slots, "max_prefill": max_prefill,
-                           "burst": burst}]})
+        self.deployment = None
+        deployment = {"model": MODEL, "version": "bench", "region": "local",
+                      "latency_tier": "interactive", "visibility": "shared"}
+        if sim_url is None:
+            t = call(self.api, "POST", "/api/v1/tenants", admin, {"name": "platform-serving"})
+            call(self.api, "PUT", "/api/v1/tenants/%s/quotas" % t["id"], admin,
+                 {"model": "H100-80GB", "kind": "gpu", "guarantee_milli": 1000,
+                  "limit_milli": 1000})
+            deployment["serving"] = {"template": "engine-sim", "replicas": 1,
+                                     "resources": {"kind": "gpu", "model": "H100-80GB",
+                                                   "gpus": 1}}
+        else:
+            deployment["endpoints"] = [{"url": sim_url, "capacity": slots,
+                                        "max_prefill": max_prefill, "burst": burst}]
+        self.deployment = call(self.api, "POST", "/api/v1/deployments", admin, deployment)["id"]
+        if sim_url is None:
+            deadline = time.time() + 60
+            while not call(self.api, "GET", "/api/v1/deployments/" + self.deployment,
+                           admin)["endpoints"]:
+                if time.time() > deadline:
+                    raise RuntimeError("the managed deployment's replica never became ready")
+                time.sleep(0.2)
+            self.endpoint = call(self.api, "GET", "/api/v1/deployments/" + self.deployment,
+                                 admin)["endpoints"][0]
         self.keys = {}
         for name in ("tenant-a", "tenant-b"):
             t = call(self.api, "POST", "/api/v1/tenants", admin, {"name": name, "tier": "shared"})
@@ -112,6 +136,14 @@ class Platform:
                 return out
 
     def close(self):
+        if getattr(self, "endpoint", None) is not None:
+            # A replica outlives `atrium dev`: stop it first.
+            call(self.api, "DELETE", "/api/v1/deployments/" + self.deployment, self.admin)
+            deadline = time.time() + 60
+            while time.time() < deadline and any(
+                    j["state"] in ("pending", "starting", "running") for j in call(
+                        self.api, "GET", "/api/v1/jobs?limit=100", self.admin)["items"]):
+                time.sleep(0.2)
         self.proc.terminate()
         self.proc.wait(timeout=30)
 
@@ -196,21 +228,29 @@ def main():
                          "everything else; the backlogged phase always runs both at 0)")
     ap.add_argument("--queues", default="fair,fifo",
                     help="which queues to run, comma-separated (default: fair,fifo)")
+    ap.add_argument("--managed", action="store_true",
+                    help="serve the model from a managed deployment (one engine-sim replica "
+                         "the platform runs, slots derived from its engine's batch; "
+                         "--max-batch, --slots, --max-prefill and --burst do not apply)")
     args = ap.parse_args()
     args.slots = args.slots or args.max_batch
     if args.quick:
         args.duration, args.backlog_duration = 8.0, 10.0
 
-    sim = subprocess.Popen(
-        [args.atrium, "engine-sim", "--listen", "127.0.0.1:0", "--model", MODEL,
-         "--profile", "h100-llama3-8b", "--max-batch", str(args.max_batch)],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    m, _ = wait_line(sim, r"listening on (http://\S+)")
-    sim_url = m.group(1)
+    sim, sim_url = None, None
+    if not args.managed:
+        sim = subprocess.Popen(
+            [args.atrium, "engine-sim", "--listen", "127.0.0.1:0", "--model", MODEL,
+             "--profile", "h100-llama3-8b", "--max-batch", str(args.max_batch)],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        m, _ = wait_line(sim, r"listening on (http://\S+)")
+        sim_url = m.group(1)
     rows = {}
+    endpoint = None
     try:
         for queue in args.queues.split(","):
             p = Platform(args.atrium, queue, sim_url, args.slots, args.max_prefill, args.burst)
+            endpoint = getattr(p, "endpoint", None)
             try:
                 cap = asyncio.run(capacity(p, args.max_tokens, 5.0))
                 share = cap / 2
@@ -240,14 +280,21 @@ def main():
             finally:
                 p.close()
     finally:
-        sim.terminate()
-        sim.wait(timeout=30)
+        if sim is not None:
+            sim.terminate()
+            sim.wait(timeout=30)
 
-    print("engine: h100-llama3-8b profile, max batch %d, deployment capacity %d, max_prefill %d, "
+    if endpoint is not None:
+        print("managed deployment (template engine-sim, its batch from the template), slots as "
+              "the platform set them: capacity %d, max_prefill %d, burst %d" % (
+                  endpoint["capacity"], endpoint.get("max_prefill", 0), endpoint.get("burst", 0)))
+        args.slots, args.max_prefill, args.burst = (
+            endpoint["capacity"], endpoint.get("max_prefill", 0), endpoint.get("burst", 0))
+    print("engine: h100-llama3-8b profile, max batch %s, deployment capacity %d, max_prefill %d, "
           "burst %d, max_tokens %d; B at half its share, A at 10x (its load generator at nice "
           "%d); %.0f s per phase, %.0f s backlogged" %
-          (args.max_batch, args.slots, args.max_prefill, args.burst, args.max_tokens,
-           args.flood_nice,
+          ("of the engine-sim template" if args.managed else str(args.max_batch), args.slots,
+           args.max_prefill, args.burst, args.max_tokens, args.flood_nice,
            args.duration, args.backlog_duration))
     print("%-6s %9s %22s %22s %8s %12s %12s %9s" % (
         "queue", "cap req/s", "B alone TTFT p50/p99", "B + A flood p50/p99", "p99 x",

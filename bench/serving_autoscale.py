@@ -75,7 +75,9 @@ class Platform:
                 ("auto", {"autoscale": True, "replicas": 1, "min_replicas": 1,
                           "max_replicas": 4}),
                 ("fixed", {"replicas": 1})):
-            spec = {"template": "engine-sim",
+            # 4 slots a replica (and 1 burst slot): small replicas, so that
+            # a step load a 2-core machine can offer needs several.
+            spec = {"template": "engine-sim", "capacity": 4,
                     "resources": {"kind": "gpu", "model": "H100-80GB", "gpus": 1}}
             spec.update(serving_spec)
             d = call(self.api, "POST", "/api/v1/deployments", self.admin, {

@@ -35,12 +35,15 @@ std::vector<ServingTemplate> BuiltinTemplates() {
     // The simulator: no GPU used; named a simulator wherever it answers.
     ServingTemplate t;
     t.name = t.engine = "engine-sim";
-    t.command = {"atrium",  "engine-sim", "--listen",  "{host}:{port}",
-                 "--model", "{model}",    "--profile", "h100-llama3-8b"};
+    // Its batch is the profile's, and the template's max_batch, which the
+    // gateway's slots are derived from (EndpointOf: 32 slots, 8 burst
+    // slots, 2 prefills at once: BENCHMARKS.md section 6.3's setting).
+    t.command = {"atrium",  "engine-sim", "--listen",       "{host}:{port}", "--model",
+                 "{model}", "--profile",  "h100-llama3-8b", "--max-batch",   "64"};
     t.readiness_timeout_s = 60;
     t.metrics_path = "/metrics";
     t.running_metric = "vllm:num_requests_running";
-    t.max_batch = 8;
+    t.max_batch = 64;
     t.adapter_args = {"--enable-lora"};
     t.adapter_load_path = "/v1/load_lora_adapter";
     t.adapter_unload_path = "/v1/unload_lora_adapter";

@@ -1409,10 +1409,11 @@ TEST_F(CliIntegrationTest, ATenantRegistersAnAdapterFromAFileOnItsMigSliceDeploy
   ProcessResult quota =
       Admin({"quota", "set", "acme", "--model", "A100-80GB", "--kind", "mig", "--guarantee", "1"});
   ASSERT_EQ(quota.exit_code, 0) << Describe(quota);
-  Json created = AdminJson({"deployment", "create", "--model", "sim-tuned", "--region", "local",
-                            "--tenant", "acme", "--template", "engine-sim", "--kind", "mig",
-                            "--gpu-model", "A100-80GB", "--mig-profile", "3g.40gb",
-                            "--max-adapters", "2", "-o", "json"});
+  Json created = AdminJson(
+      {"deployment",  "create",    "--model",       "sim-tuned",  "--region",       "local",
+       "--tenant",    "acme",      "--template",    "engine-sim", "--kind",         "mig",
+       "--gpu-model", "A100-80GB", "--mig-profile", "3g.40gb",    "--max-adapters", "2",
+       "-o",          "json"});
   const std::string dep = created.value("id", "");
   ASSERT_FALSE(dep.empty()) << created.dump();
   EXPECT_EQ(created["serving"].value("max_adapters", 0), 2) << created.dump();

@@ -277,9 +277,9 @@ TEST_P(DeploymentControllerTest, ReplicasAreJobsOfTheTenantAndEndpointsOnlyOnceT
   Round(100);
   EXPECT_EQ(Endpoints(d),
             (std::vector<std::string>{"http://127.0.0.1:20000", "http://127.0.0.1:20001"}));
-  // The simulator's batch of 8: four slots, one burst slot, two prefills.
-  EXPECT_EQ(Get(d).endpoints[0].capacity, 4);
-  EXPECT_EQ(Get(d).endpoints[0].burst, 1);
+  // The simulator's batch of 64: 32 slots, 8 burst slots, two prefills.
+  EXPECT_EQ(Get(d).endpoints[0].capacity, 32);
+  EXPECT_EQ(Get(d).endpoints[0].burst, 8);
   EXPECT_EQ(Get(d).endpoints[0].max_prefill, 2);
   // Nothing more to do: a quiet round writes nothing.
   const int changes = endpoint_changes_;
@@ -579,7 +579,8 @@ TEST_P(DeploymentControllerTest, AnAutoscalingDeploymentFollowsTheGatewaysAndSay
   StartController();
   DeploymentRecord d =
       Create("tn_a", std::string(R"("template":"engine-sim",)") + kGpu +
-                         R"(,"autoscale":true,"replicas":1,"min_replicas":0,"max_replicas":3)");
+                         R"(,"autoscale":true,"replicas":1,"min_replicas":0,"max_replicas":3,)"
+                         R"("capacity":4)");
   Round();
   Round(100);
   ASSERT_EQ(Endpoints(d).size(), 1U);

@@ -125,9 +125,9 @@ TEST(ServingTemplateTest, AReplicaIsAJobOfTheFilledCommandOnTheNodesNetworkWitho
   ASSERT_TRUE(job.has_value()) << job.error().message;
   EXPECT_EQ(job->name, "dep_1-rep_1");
   EXPECT_EQ(job->command, (std::vector<std::string>{"atrium"}));
-  EXPECT_EQ(job->args,
-            (std::vector<std::string>{"engine-sim", "--listen", "0.0.0.0:20002", "--model", "chat",
-                                      "--profile", "h100-llama3-8b", "--max-tokens", "64"}));
+  EXPECT_EQ(job->args, (std::vector<std::string>{"engine-sim", "--listen", "0.0.0.0:20002",
+                                                 "--model", "chat", "--profile", "h100-llama3-8b",
+                                                 "--max-batch", "64", "--max-tokens", "64"}));
   EXPECT_EQ(job->env,
             (std::vector<std::pair<std::string, std::string>>{{"A_FIRST", "2"}, {"Z_LAST", "1"}}));
   EXPECT_EQ(job->resources, spec.resources);
