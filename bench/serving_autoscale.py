@@ -44,11 +44,12 @@ class Platform:
     """`atrium dev` with a serving tenant's quota and a client tenant's key;
     with `deployments`, this benchmark's two deployments too."""
 
-    def __init__(self, atrium, cooldown_ms, deployments=True):
+    def __init__(self, atrium, cooldown_ms, deployments=True, extra=()):
         self.tmp = tempfile.mkdtemp(prefix="atrium-autoscale-")
         self.proc = subprocess.Popen(
             [atrium, "dev", "--data", self.tmp + "/data", "--api-listen", "127.0.0.1:0",
-             "--gateway-listen", "127.0.0.1:0", "--autoscale-cooldown-ms", str(cooldown_ms)],
+             "--gateway-listen", "127.0.0.1:0", "--autoscale-cooldown-ms", str(cooldown_ms)]
+            + list(extra),
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         _, lines = wait_line(self.proc, r"^Demo tenant key:", timeout=120)
         text = "".join(lines)

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Managed deployments' two lifecycle figures (BENCHMARKS.md, section 9).
 
-Starts `atrium dev` (local sandbox backend), gives the platform's serving
+Starts `atrium dev` (the local sandbox backend, or with --slurm DIR a Slurm
+cluster that scripts/slurm-dev.sh started, its node h100-80gb-0, on the fleet
+1xH100-80GBx4), gives the platform's serving
 tenant a quota and a client tenant a key, then:
 
   1. create -> first token: POST a managed deployment of the engine
@@ -15,7 +17,7 @@ tenant a quota and a client tenant a key, then:
      gateway's list), how long until its URL left the deployment's
      endpoints, and until a replacement was ready.
 
-usage: bench/serving_lifecycle.py [--atrium build/apps/atrium/atrium] [--reps 5]
+usage: bench/serving_lifecycle.py [--atrium build/apps/atrium/atrium] [--reps 5] [--slurm DIR]
 """
 import argparse
 import os
@@ -135,8 +137,13 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--replicas", type=int, default=2)
     ap.add_argument("--clients", type=int, default=4)
+    ap.add_argument("--slurm", default="",
+                    help="run the replicas on this Slurm cluster (scripts/slurm-dev.sh's dir, "
+                         "started with SLURM_DEV_NODE=h100-80gb-0)")
     args = ap.parse_args()
-    p = Platform(args.atrium, 120_000, deployments=False)
+    extra = ("--slurm", args.slurm, "--fleet", "1xH100-80GBx4") if args.slurm else ()
+    p = Platform(args.atrium, 120_000, deployments=False, extra=extra)
+    print("backend: %s" % ("slurm (" + args.slurm + ")" if args.slurm else "local"))
     try:
         times = create_to_first_token(p, args.reps, args.replicas)
         print("create -> first token (%d replicas): median %.2f s, min %.2f s, max %.2f s "

@@ -127,6 +127,38 @@ class TableReader {
   std::optional<Error> error_;
 };
 
+// One [serving.templates.NAME] table: an operator's serving template.
+Result<serving::ServingTemplate> ReadServingTemplate(const std::string& name,
+                                                     const toml::node& node) {
+  const std::string where = "serving.templates." + name;
+  if (!node.is_table()) return Error::InvalidArgument("'" + where + "' must be a table");
+  TableReader r(node.as_table(), where);
+  serving::ServingTemplate t;
+  t.name = name;
+  std::map<std::string, std::string> env, binds, adapter_env;
+  r.String("engine", t.engine);
+  r.StringArray("command", t.command);
+  r.StringMap("env", env);
+  r.StringMap("read_only_binds", binds);
+  r.String("health_path", t.health_path);
+  r.Int("readiness_timeout_s", t.readiness_timeout_s, 1, 86'400);
+  r.String("metrics_path", t.metrics_path);
+  r.String("running_metric", t.running_metric);
+  r.Int("max_batch", t.max_batch, 1, serving::kMaxReplicaCapacity);
+  r.StringArray("adapter_args", t.adapter_args);
+  r.StringMap("adapter_env", adapter_env);
+  r.String("adapter_load_path", t.adapter_load_path);
+  r.String("adapter_unload_path", t.adapter_unload_path);
+  ATRIUM_RETURN_IF_ERROR(r.Finish());
+  t.env.assign(env.begin(), env.end());
+  t.read_only_binds.assign(binds.begin(), binds.end());
+  t.adapter_env.assign(adapter_env.begin(), adapter_env.end());
+  if (Status valid = serving::ValidateTemplate(t); !valid.has_value()) {
+    return Error::InvalidArgument("'" + where + "': " + valid.error().message);
+  }
+  return t;
+}
+
 }  // namespace
 
 std::optional<std::filesystem::path> SqliteDirOf(std::string_view store_url) {
@@ -304,7 +336,15 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
   serving.Int("load_fresh_ms", c.serving_load_fresh_ms, 100, 600'000);
   serving.String("adapter_dir", c.serving_adapter_dir);
   serving.Int("max_adapters_per_tenant", c.serving_max_adapters_per_tenant, 0, 10'000);
+  const toml::table* templates_table = serving.Table("templates");
   ATRIUM_RETURN_IF_ERROR(serving.Finish());
+  if (templates_table != nullptr) {
+    for (const auto& [key, node] : *templates_table) {
+      const std::string name(key.str());
+      ATRIUM_ASSIGN_OR_RETURN(serving::ServingTemplate t, ReadServingTemplate(name, node));
+      c.serving_templates.push_back(std::move(t));
+    }
+  }
   if (!c.serving_adapter_dir.empty() && c.serving_adapter_dir.front() != '/') {
     return Error::InvalidArgument("'serving.adapter_dir' must be an absolute path");
   }

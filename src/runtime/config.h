@@ -13,6 +13,7 @@
 #include "common/result.h"
 #include "gateway/egress_policy.h"
 #include "scheduling/scrub_runner.h"
+#include "serving/serving_spec.h"
 
 namespace atrium {
 
@@ -170,6 +171,12 @@ struct Config {  // NOLINT(clang-analyzer-optin.performance.Padding)
   // may hold.
   std::string serving_adapter_dir;
   int64_t serving_max_adapters_per_tenant = 20;
+  // The operator's serving templates ([serving.templates.NAME]: engine,
+  // command, env, read_only_binds, health_path, readiness_timeout_s,
+  // metrics_path, running_metric, max_batch, adapter_args, adapter_env,
+  // adapter_load_path, adapter_unload_path), each checked by
+  // serving::ValidateTemplate; one named like a built-in replaces it.
+  std::vector<serving::ServingTemplate> serving_templates;
   // [gateway]
   std::string gateway_listen = "127.0.0.1:8081";
   int gateway_threads = 2;

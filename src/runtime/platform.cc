@@ -225,7 +225,7 @@ Result<std::string> Platform::StartControlPlane() {
   if (workloads_ && config_.serving_enabled) {
     serving::ServingOptions serving_opts;
     serving_opts.tick_ms = config_.serving_tick_ms;
-    serving_opts.templates = workloads_->ServingTemplates();
+    serving_opts.templates = workloads_->ServingTemplates(config_.serving_templates);
     serving_opts.platform_tenant = config_.serving_platform_tenant;
     serving_opts.port_min = config_.serving_port_min;
     serving_opts.port_max = config_.serving_port_max;

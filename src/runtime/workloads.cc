@@ -382,8 +382,18 @@ Status Workloads::SyncTenants() {
   return first;
 }
 
-std::vector<serving::ServingTemplate> Workloads::ServingTemplates() const {
+std::vector<serving::ServingTemplate> Workloads::ServingTemplates(
+    const std::vector<serving::ServingTemplate>& operators) const {
   std::vector<serving::ServingTemplate> templates = serving::BuiltinTemplates();
+  for (const serving::ServingTemplate& mine : operators) {
+    auto same = std::find_if(templates.begin(), templates.end(),
+                             [&](const auto& t) { return t.name == mine.name; });
+    if (same == templates.end()) {
+      templates.push_back(mine);
+    } else {
+      *same = mine;
+    }
+  }
   const std::string dir = DirOfThisProgram();
   for (serving::ServingTemplate& t : templates) {
     if (t.engine != "engine-sim" || t.command.empty() || t.command.front() != "atrium") continue;

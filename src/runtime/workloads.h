@@ -58,7 +58,10 @@ class Workloads {
   // templates with the engine simulator's command pointing at this binary
   // (on the local backend bound read-only into the sandbox at
   // /opt/atrium/bin; on Slurm its path on the nodes, the same as here).
-  std::vector<serving::ServingTemplate> ServingTemplates() const;
+  // `operators` (the configuration's) replace built-ins of their name or
+  // join them.
+  std::vector<serving::ServingTemplate> ServingTemplates(
+      const std::vector<serving::ServingTemplate>& operators = {}) const;
   // Where tenants' adapters are unpacked ([serving] adapter_dir; on the
   // local backend by default "<jobs state dir>/adapters", on Slurm none
   // unless configured) and where a local sandbox shows a deployment's

@@ -27,8 +27,12 @@ namespace atrium::serving {
 using LoadSignals = DeploymentLoadTotals;
 
 struct AutoscaleRules {
-  // In-flight requests per replica slot the deployment aims at.
+  // In-flight requests per replica slot the deployment aims at: above it,
+  // up. Down only once one replica fewer would still be at or below
+  // `scale_down_utilization`: between the two nothing moves, so a load near
+  // the target does not make replicas come and go.
   double target_utilization = 0.75;
+  double scale_down_utilization = 0.5;
   // A request waiting longer than this asks for a replica more.
   int64_t scale_up_wait_ms = 1'000;
   int64_t up_cooldown_ms = 15'000;

@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -27,6 +28,7 @@
 
 #include "common/clock.h"
 #include "common/json_reader.h"
+#include "http/client.h"
 #include "slurm/command_runner.h"
 #include "slurm/slurm_backend.h"
 #include "slurm/slurm_commands.h"
@@ -156,6 +158,7 @@ class SlurmEndToEndTest : public ::testing::Test {
     ASSERT_TRUE(server_->Start(argv, {"HOME=" + root_, "PATH=/usr/bin:/bin"}, &error)) << error;
     url_ = server_->WaitForLine("API: ", kServerTimeout);
     ASSERT_FALSE(url_.empty()) << "no API line from the server:\n" << server_->Output();
+    gateway_url_ = server_->WaitForLine("Gateway: ", kServerTimeout);
     std::istringstream token_file(ReadFile(data_dir_ + "/admin.token"));
     ASSERT_TRUE(std::getline(token_file, admin_token_));
   }
@@ -174,6 +177,25 @@ class SlurmEndToEndTest : public ::testing::Test {
   void Admin(std::vector<std::string> args) {
     ProcessResult r = Run(admin_home_, admin_token_, args);
     ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  }
+  Json AdminJson(std::vector<std::string> args) {
+    args.insert(args.end(), {"-o", "json"});
+    ProcessResult r = Run(admin_home_, admin_token_, args);
+    EXPECT_EQ(r.exit_code, 0) << Describe(r);
+    return ParsedJson(r);
+  }
+  // One chat completion of `model` as the demo tenant through the
+  // gateway: its status, 0 when no answer came.
+  int DemoChat(http::Client& gateway, const std::string& model) {
+    std::istringstream in(ReadFile(data_dir_ + "/demo.key"));
+    std::string key;
+    std::getline(in, key);
+    const std::string body = R"({"model":")" + model +
+                             R"(","messages":[{"role":"user","content":"Hello"}],"max_tokens":8})";
+    auto r =
+        gateway.Send("POST", "/v1/chat/completions", body,
+                     {{"authorization", "Bearer " + key}, {"content-type", "application/json"}});
+    return r.has_value() ? r->status : 0;
   }
   std::string NewTenant(const std::string& name) {
     ProcessResult r = Run(admin_home_, admin_token_, {"tenant", "create", name, "-o", "json"});
@@ -233,6 +255,7 @@ class SlurmEndToEndTest : public ::testing::Test {
   std::string data_dir_;
   std::string admin_home_;
   std::string url_;
+  std::string gateway_url_;
   std::string admin_token_;
   SystemClock clock_;
   std::unique_ptr<slurm::ProcessCommandRunner> runner_;
@@ -451,6 +474,84 @@ TEST_F(SlurmEndToEndTest, JobsRunOnSlurmEndToEnd) {
     std::cout << "[cross-check] " << line << "\n";
   }
   EXPECT_EQ(IntAt(batch_done, "signal", 0), SIGTERM) << batch_done.dump();
+}
+
+// A managed deployment on Slurm: its replicas are Slurm jobs of the serving
+// tenant (the engine simulator, unsandboxed as a job without a root
+// filesystem is there), routed once they answer; one killed by hand leaves
+// the gateway's list with no client request failing and is replaced;
+// deleting the deployment cancels the jobs.
+TEST_F(SlurmEndToEndTest, AManagedDeploymentRunsOnSlurmAndRoutesAroundACrash) {
+  NewTenant("platform-serving");
+  ASSERT_NO_FATAL_FAILURE(
+      Admin({"quota", "set", "platform-serving", "--model", "H100-80GB", "--guarantee", "2"}));
+  Json created = AdminJson({"deployment", "create", "--model", "sim-slurm", "--region", "local",
+                            "--template", "engine-sim", "--replicas", "2", "--gpu-model",
+                            "H100-80GB", "--gpus", "1"});
+  const std::string dep = StringAt(created, "id");
+  ASSERT_FALSE(dep.empty()) << created.dump();
+  auto ready_urls = [&] {
+    std::set<std::string> urls;
+    for (const Json& r : AdminJson({"deployment", "replicas", dep})["items"]) {
+      if (StringAt(r, "state") == "ready") urls.insert(StringAt(r, "url"));
+    }
+    return urls;
+  };
+  auto endpoint_urls = [&] {
+    std::set<std::string> urls;
+    for (const Json& e : AdminJson({"deployment", "get", dep})["endpoints"]) {
+      urls.insert(StringAt(e, "url"));
+    }
+    return urls;
+  };
+  std::set<std::string> ready;
+  ASSERT_TRUE(testing_support::WaitUntil(
+      [&] {
+        ready = ready_urls();
+        return ready.size() == 2 && endpoint_urls() == ready;
+      },
+      kServerTimeout))
+      << "ready: " << ready.size() << "\n"
+      << server_->Output();
+  // Each replica is a Slurm job of the serving tenant.
+  for (const Json& r : AdminJson({"deployment", "replicas", dep})["items"]) {
+    Json job = AdminJson({"job", "get", StringAt(r, "job_id")});
+    EXPECT_EQ(SlurmJobsNamed(StringAt(job, "workload_id")).size(), 1U) << job.dump();
+  }
+
+  ASSERT_NO_FATAL_FAILURE(Admin({"entitlement", "grant", "demo", "sim-slurm"}));
+  auto gateway = http::Client::Create(gateway_url_, 30'000);
+  ASSERT_TRUE(gateway.has_value());
+  ASSERT_TRUE(testing_support::WaitUntil(
+      [&] { return DemoChat(**gateway, "sim-slurm") == 200; }, kServerTimeout));
+
+  const std::string victim = *ready.begin();
+  const std::string port = victim.substr(victim.rfind(':') + 1);
+  ASSERT_EQ(
+      testing::RunProcess({"/usr/bin/pkill", "-9", "-f", "engine-sim --listen 127.0.0.1:" + port},
+                          {"PATH=/usr/bin:/bin"}, "", kCliTimeout)
+          .exit_code,
+      0);
+  int failed = 0;
+  for (int i = 0; i < 30; ++i) failed += DemoChat(**gateway, "sim-slurm") == 200 ? 0 : 1;
+  EXPECT_EQ(failed, 0) << "requests failed around the crash";
+  ASSERT_TRUE(testing_support::WaitUntil(
+      [&] {
+        ready = ready_urls();
+        return ready.size() == 2 && ready.count(victim) == 0 && endpoint_urls() == ready;
+      },
+      kServerTimeout))
+      << "the crashed replica was not replaced\n"
+      << server_->Output();
+
+  ASSERT_NO_FATAL_FAILURE(Admin({"deployment", "delete", dep}));
+  EXPECT_TRUE(testing_support::WaitUntil(
+      [&] {
+        return AdminJson({"job", "list", "--tenant", "platform-serving", "--state", "running"})
+            ["items"]
+                .empty();
+      },
+      kServerTimeout));
 }
 
 }  // namespace

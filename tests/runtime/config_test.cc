@@ -147,6 +147,56 @@ TEST(ConfigTest, AutoscalingHasDefaultsAndBounds) {
   }
 }
 
+TEST(ConfigTest, OperatorsServingTemplatesAreReadAndChecked) {
+  auto defaults = LoadConfigFile(ATRIUM_EXAMPLE_CONFIG);
+  ASSERT_TRUE(defaults.has_value());
+  EXPECT_TRUE(defaults->serving_templates.empty());
+  EXPECT_EQ(defaults->serving_max_adapters_per_tenant, 20);
+  const std::string base = "[store]\nurl = \"sqlite:///x.db\"\n";
+  auto c = ParseConfig(
+      base +
+          "[serving]\nadapter_dir = \"/srv/adapters\"\n"
+          "[serving.templates.vllm-70b]\nengine = \"vllm\"\n"
+          "command = [\"vllm\", \"serve\", \"{source}\", \"--port\", \"{port}\"]\n"
+          "env = { HF_HOME = \"/srv/models\" }\n"
+          "read_only_binds = { \"/srv/models\" = \"/data/models\" }\n"
+          "readiness_timeout_s = 1800\nmax_batch = 128\n"
+          "adapter_args = [\"--enable-lora\"]\n"
+          "adapter_load_path = \"/v1/load_lora_adapter\"\n"
+          "adapter_unload_path = \"/v1/unload_lora_adapter\"\n",
+      "t.toml");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  EXPECT_EQ(c->serving_adapter_dir, "/srv/adapters");
+  ASSERT_EQ(c->serving_templates.size(), 1U);
+  const serving::ServingTemplate& t = c->serving_templates[0];
+  EXPECT_EQ(t.name, "vllm-70b");
+  EXPECT_EQ(t.engine, "vllm");
+  EXPECT_EQ(t.command.back(), "{port}");
+  EXPECT_EQ(t.env, (std::vector<std::pair<std::string, std::string>>{{"HF_HOME", "/srv/models"}}));
+  EXPECT_EQ(t.read_only_binds.at(0).second, "/data/models");
+  EXPECT_EQ(t.readiness_timeout_s, 1800);
+  EXPECT_EQ(t.max_batch, 128);
+  EXPECT_TRUE(t.loads_adapters());
+  // What ValidateTemplate refuses, and what the reader does, named.
+  for (const char* bad :
+       {"[serving.templates.x]\nengine = \"vllm\"\ncommand = [\"vllm\"]\n",  // no {port}
+        "[serving.templates.x]\nengine = \"triton\"\ncommand = [\"t\", \"{port}\"]\n",
+        "[serving.templates.x]\nengine = \"vllm\"\ncommand = [\"v\", \"{port}\", \"{gpu}\"]\n",
+        "[serving.templates.x]\nengine = \"vllm\"\ncommand = [\"v\", \"{port}\"]\nflags = 1\n",
+        "[serving.templates.x]\nengine = \"vllm\"\ncommand = [\"v\", \"{port}\"]\n"
+        "adapter_load_path = \"/load\"\n",
+        "[serving.templates.x]\nengine = \"vllm\"\ncommand = \"v {port}\"\n",
+        "[serving.templates.Bad_Name]\nengine = \"vllm\"\ncommand = [\"v\", \"{port}\"]\n",
+        "[serving]\ntemplates = 3\n"}) {
+    auto refused = ParseConfig(base + bad, "t.toml");
+    EXPECT_FALSE(refused.has_value()) << bad;
+    if (!refused.has_value()) {
+      EXPECT_NE(refused.error().message.find("serving"), std::string::npos)
+          << refused.error().message;
+    }
+  }
+}
+
 TEST(ConfigTest, PendingRequestCapsHaveDefaultsAndBounds) {
   auto defaults = LoadConfigFile(ATRIUM_EXAMPLE_CONFIG);
   ASSERT_TRUE(defaults.has_value());

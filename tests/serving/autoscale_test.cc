@@ -110,6 +110,28 @@ TEST(AutoscaleTest, DownOneAtATimeAfterACooldownOfLowLoad) {
   }
 }
 
+// A load that sits between the marks (75 % of the slots up, 50 % of one
+// replica fewer's down) moves nothing: no 2 -> 3 -> 2 -> 3 near the target.
+TEST(AutoscaleTest, BetweenTheHighAndLowMarksNothingMoves) {
+  AutoscaleRules rules;
+  AutoscaleMemory m;
+  m.last_change_ms = 0;
+  // 3 replicas (24 slots), 11 in flight: 2 would serve it at 69 %, above the
+  // low mark: they stay, however long.
+  for (int64_t now = 10'000; now < 10'000 + 5 * rules.down_cooldown_ms; now += 10'000) {
+    EXPECT_FALSE(DecideScale(Spec(3), kSlots, 3, Load(11), rules, m, now).has_value()) << now;
+  }
+  // 8 in flight: 2 serve it at 50 %: one fewer, after the cooldown.
+  const int64_t t = 10'000 + 5 * rules.down_cooldown_ms;
+  EXPECT_FALSE(DecideScale(Spec(3), kSlots, 3, Load(8), rules, m, t).has_value());
+  auto d = DecideScale(Spec(3), kSlots, 3, Load(8), rules, m, t + rules.down_cooldown_ms);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->replicas, 2);
+  // And 2 replicas with 11 in flight do not go up (75 % of 16 is 12).
+  EXPECT_FALSE(DecideScale(Spec(2), kSlots, 2, Load(11), rules, m, t + 2 * rules.down_cooldown_ms)
+                   .has_value());
+}
+
 TEST(AutoscaleTest, ZeroOnlyWhereAllowedAndAfterIdling) {
   AutoscaleRules rules;
   rules.down_cooldown_ms = 10'000;
