@@ -78,10 +78,9 @@ std::optional<ScaleDecision> DecideScale(const ManagedSpec& spec, int64_t slots_
   // Down: one at a time, once load stayed at or below what one fewer
   // serves at the low mark for the whole cooldown, and a cooldown after
   // the last change.
-  const int64_t target =
-      std::max(ReplicasFor(demand, slots, std::min(rules.scale_down_utilization,
-                                                    rules.target_utilization)),
-               floor);
+  const int64_t target = std::max(
+      ReplicasFor(demand, slots, std::min(rules.scale_down_utilization, rules.target_utilization)),
+      floor);
   if (target >= current) {
     memory.low_since_ms = -1;
     return std::nullopt;

@@ -20,6 +20,7 @@
 #include "common/json_reader.h"
 #include "crypto/crypto.h"
 #include "http/client.h"
+#include "managed_deployment.h"
 #include "subprocess.h"
 #include "support/wait.h"
 
@@ -91,12 +92,7 @@ class CliIntegrationTest : public ::testing::Test {
     std::istringstream in(ReadFile(data_dir_ + "/demo.key"));
     std::string key;
     std::getline(in, key);
-    const std::string body = R"({"model":")" + model +
-                             R"(","messages":[{"role":"user","content":"Hello"}],"max_tokens":8})";
-    auto r =
-        gateway.Send("POST", "/v1/chat/completions", body,
-                     {{"authorization", "Bearer " + key}, {"content-type", "application/json"}});
-    return r.has_value() ? r->status : 0;
+    return testing::ChatStatus(gateway, key, model);
   }
 
   // Deletes a managed deployment and waits until no replica's job runs: a
@@ -1310,18 +1306,10 @@ TEST_F(CliIntegrationTest, ManagedDeploymentRunsReplicasRoutesAroundACrashAndSca
   ASSERT_FALSE(dep.empty()) << created.dump();
   EXPECT_EQ(created["endpoints"].size(), 0u) << "routed before any replica is ready";
   auto ready_urls = [&] {
-    std::set<std::string> urls;
-    Json replicas = AdminJson({"deployment", "replicas", dep, "-o", "json"});
-    for (const Json& r : replicas["items"]) {
-      if (TextOf(r, "state") == "ready") urls.insert(TextOf(r, "url"));
-    }
-    return urls;
+    return testing::ReadyReplicaUrls(AdminJson({"deployment", "replicas", dep, "-o", "json"}));
   };
   auto endpoint_urls = [&] {
-    std::set<std::string> urls;
-    Json d = AdminJson({"deployment", "get", dep, "-o", "json"});
-    for (const Json& e : d["endpoints"]) urls.insert(e.value("url", ""));
-    return urls;
+    return testing::EndpointUrls(AdminJson({"deployment", "get", dep, "-o", "json"}));
   };
   std::set<std::string> ready;
   ASSERT_TRUE(testing_support::WaitUntil(

@@ -19,8 +19,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <set>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -29,6 +29,7 @@
 #include "common/clock.h"
 #include "common/json_reader.h"
 #include "http/client.h"
+#include "managed_deployment.h"
 #include "slurm/command_runner.h"
 #include "slurm/slurm_backend.h"
 #include "slurm/slurm_commands.h"
@@ -190,13 +191,9 @@ class SlurmEndToEndTest : public ::testing::Test {
     std::istringstream in(ReadFile(data_dir_ + "/demo.key"));
     std::string key;
     std::getline(in, key);
-    const std::string body = R"({"model":")" + model +
-                             R"(","messages":[{"role":"user","content":"Hello"}],"max_tokens":8})";
-    auto r =
-        gateway.Send("POST", "/v1/chat/completions", body,
-                     {{"authorization", "Bearer " + key}, {"content-type", "application/json"}});
-    return r.has_value() ? r->status : 0;
+    return testing::ChatStatus(gateway, key, model);
   }
+
   std::string NewTenant(const std::string& name) {
     ProcessResult r = Run(admin_home_, admin_token_, {"tenant", "create", name, "-o", "json"});
     EXPECT_EQ(r.exit_code, 0) << Describe(r);
@@ -485,25 +482,15 @@ TEST_F(SlurmEndToEndTest, AManagedDeploymentRunsOnSlurmAndRoutesAroundACrash) {
   NewTenant("platform-serving");
   ASSERT_NO_FATAL_FAILURE(
       Admin({"quota", "set", "platform-serving", "--model", "H100-80GB", "--guarantee", "2"}));
-  Json created = AdminJson({"deployment", "create", "--model", "sim-slurm", "--region", "local",
-                            "--template", "engine-sim", "--replicas", "2", "--gpu-model",
-                            "H100-80GB", "--gpus", "1"});
+  Json created =
+      AdminJson({"deployment", "create", "--model", "sim-slurm", "--region", "local", "--template",
+                 "engine-sim", "--replicas", "2", "--gpu-model", "H100-80GB", "--gpus", "1"});
   const std::string dep = StringAt(created, "id");
   ASSERT_FALSE(dep.empty()) << created.dump();
   auto ready_urls = [&] {
-    std::set<std::string> urls;
-    for (const Json& r : AdminJson({"deployment", "replicas", dep})["items"]) {
-      if (StringAt(r, "state") == "ready") urls.insert(StringAt(r, "url"));
-    }
-    return urls;
+    return testing::ReadyReplicaUrls(AdminJson({"deployment", "replicas", dep}));
   };
-  auto endpoint_urls = [&] {
-    std::set<std::string> urls;
-    for (const Json& e : AdminJson({"deployment", "get", dep})["endpoints"]) {
-      urls.insert(StringAt(e, "url"));
-    }
-    return urls;
-  };
+  auto endpoint_urls = [&] { return testing::EndpointUrls(AdminJson({"deployment", "get", dep})); };
   std::set<std::string> ready;
   ASSERT_TRUE(testing_support::WaitUntil(
       [&] {
@@ -522,8 +509,8 @@ TEST_F(SlurmEndToEndTest, AManagedDeploymentRunsOnSlurmAndRoutesAroundACrash) {
   ASSERT_NO_FATAL_FAILURE(Admin({"entitlement", "grant", "demo", "sim-slurm"}));
   auto gateway = http::Client::Create(gateway_url_, 30'000);
   ASSERT_TRUE(gateway.has_value());
-  ASSERT_TRUE(testing_support::WaitUntil(
-      [&] { return DemoChat(**gateway, "sim-slurm") == 200; }, kServerTimeout));
+  ASSERT_TRUE(testing_support::WaitUntil([&] { return DemoChat(**gateway, "sim-slurm") == 200; },
+                                         kServerTimeout));
 
   const std::string victim = *ready.begin();
   const std::string port = victim.substr(victim.rfind(':') + 1);
@@ -547,9 +534,9 @@ TEST_F(SlurmEndToEndTest, AManagedDeploymentRunsOnSlurmAndRoutesAroundACrash) {
   ASSERT_NO_FATAL_FAILURE(Admin({"deployment", "delete", dep}));
   EXPECT_TRUE(testing_support::WaitUntil(
       [&] {
-        return AdminJson({"job", "list", "--tenant", "platform-serving", "--state", "running"})
-            ["items"]
-                .empty();
+        return AdminJson(
+                   {"job", "list", "--tenant", "platform-serving", "--state", "running"})["items"]
+            .empty();
       },
       kServerTimeout));
 }

@@ -153,18 +153,17 @@ TEST(ConfigTest, OperatorsServingTemplatesAreReadAndChecked) {
   EXPECT_TRUE(defaults->serving_templates.empty());
   EXPECT_EQ(defaults->serving_max_adapters_per_tenant, 20);
   const std::string base = "[store]\nurl = \"sqlite:///x.db\"\n";
-  auto c = ParseConfig(
-      base +
-          "[serving]\nadapter_dir = \"/srv/adapters\"\n"
-          "[serving.templates.vllm-70b]\nengine = \"vllm\"\n"
-          "command = [\"vllm\", \"serve\", \"{source}\", \"--port\", \"{port}\"]\n"
-          "env = { HF_HOME = \"/srv/models\" }\n"
-          "read_only_binds = { \"/srv/models\" = \"/data/models\" }\n"
-          "readiness_timeout_s = 1800\nmax_batch = 128\n"
-          "adapter_args = [\"--enable-lora\"]\n"
-          "adapter_load_path = \"/v1/load_lora_adapter\"\n"
-          "adapter_unload_path = \"/v1/unload_lora_adapter\"\n",
-      "t.toml");
+  auto c = ParseConfig(base +
+                           "[serving]\nadapter_dir = \"/srv/adapters\"\n"
+                           "[serving.templates.vllm-70b]\nengine = \"vllm\"\n"
+                           "command = [\"vllm\", \"serve\", \"{source}\", \"--port\", \"{port}\"]\n"
+                           "env = { HF_HOME = \"/srv/models\" }\n"
+                           "read_only_binds = { \"/srv/models\" = \"/data/models\" }\n"
+                           "readiness_timeout_s = 1800\nmax_batch = 128\n"
+                           "adapter_args = [\"--enable-lora\"]\n"
+                           "adapter_load_path = \"/v1/load_lora_adapter\"\n"
+                           "adapter_unload_path = \"/v1/unload_lora_adapter\"\n",
+                       "t.toml");
   ASSERT_TRUE(c.has_value()) << c.error().message;
   EXPECT_EQ(c->serving_adapter_dir, "/srv/adapters");
   ASSERT_EQ(c->serving_templates.size(), 1U);
