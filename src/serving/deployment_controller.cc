@@ -1,7 +1,11 @@
 #include "serving/deployment_controller.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -52,6 +56,10 @@ Status HttpPostJson(const std::string& url, const std::string& path, const std::
   return OkStatus();
 }
 
+bool IsLoopback(const std::string& address) {
+  return address == "localhost" || address == "::1" || address.rfind("127.", 0) == 0;
+}
+
 RequestOrigin ServingOrigin() {
   RequestOrigin by;
   by.actor = kServingActor;
@@ -76,6 +84,20 @@ AuditRecord DecisionAudit(const DeploymentRecord& d, const char* action, const s
 }
 
 }  // namespace
+
+bool CanBindHere(const std::string& host, int64_t port) {
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  if (::inet_pton(AF_INET, host.c_str(), &address.sin_addr) != 1) return true;  // not ours to say
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return true;
+  const int on = 1;
+  (void)::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+  ::close(fd);
+  return bound;
+}
 
 DeploymentController::DeploymentController(Store& store, jobs::JobService& jobs, const Clock& clock,
                                            ServingOptions options)
@@ -109,6 +131,17 @@ DeploymentController::DeploymentController(Store& store, jobs::JobService& jobs,
                                    const std::string& body) {
       return HttpPostJson(url, path, body, std::max<int64_t>(timeout, 30'000));
     };
+  }
+  if (!options_.port_free) {
+    bool this_host = IsLoopback(options_.default_node_address);
+    for (const auto& [node, address] : options_.node_addresses) {
+      this_host = this_host && IsLoopback(address);
+    }
+    if (this_host) {
+      options_.port_free = [host = options_.bind_host](int64_t port) {
+        return CanBindHere(host, port);
+      };
+    }
   }
   next_port_ = options_.port_min;
 }
@@ -157,14 +190,16 @@ Result<int64_t> DeploymentController::FreePort() {
   const int64_t span = options_.port_max - options_.port_min + 1;
   for (int64_t i = 0; i < span; ++i) {
     int64_t port = options_.port_min + (next_port_ - options_.port_min + i) % span;
-    if (std::find(ports_in_use_.begin(), ports_in_use_.end(), port) == ports_in_use_.end()) {
+    if (std::find(ports_in_use_.begin(), ports_in_use_.end(), port) == ports_in_use_.end() &&
+        (!options_.port_free || options_.port_free(port))) {
       next_port_ = port + 1;
       ports_in_use_.push_back(port);
       return port;
     }
   }
   return Error::ResourceExhausted("every serving port (" + std::to_string(options_.port_min) + "-" +
-                                      std::to_string(options_.port_max) + ") is taken",
+                                      std::to_string(options_.port_max) +
+                                      ") is taken by a replica or another program",
                                   5);
 }
 

@@ -64,6 +64,11 @@ struct ServingOptions {
   // Ports given to replicas, one per live replica, on any node.
   int64_t port_min = 20'000;
   int64_t port_max = 20'999;
+  // Whether a port is free where the replicas run, asked before one is
+  // given (a port another program holds is skipped). Unset: every node
+  // is this host (every node address a loopback one) and a port is free
+  // when bind_host:port can be bound here; else not asked.
+  std::function<bool(int64_t port)> port_free;
   // What a replica binds ({host}) and the address the gateway reaches a
   // node at; by default every node is this host.
   std::string bind_host = "127.0.0.1";
@@ -106,6 +111,11 @@ struct ServingOptions {
   std::function<Status(const std::string& url, const std::string& path, const std::string& body)>
       post_json;
 };
+
+// Whether a listener could bind host:port on this host now, as an engine
+// does (address reuse on, so a port in TIME_WAIT counts as free); true for
+// a host that is not a numeric IPv4 address (not this check's to judge).
+bool CanBindHere(const std::string& host, int64_t port);
 
 class DeploymentController {
  public:

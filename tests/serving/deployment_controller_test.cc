@@ -9,7 +9,11 @@
 // preempted replica shrinks the deployment without counting as a failure.
 #include "serving/deployment_controller.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -89,6 +93,7 @@ class DeploymentControllerTest : public ::testing::TestWithParam<Backend> {
       return it == running_.end() ? int64_t{0} : it->second;
     };
     o.endpoints_changed = [this] { ++endpoint_changes_; };
+    o.port_free = [this](int64_t port) { return taken_ports_.count(port) == 0; };
     o.autoscale = rules_;
     if (!adapter_root_.empty()) {
       o.adapter_root = adapter_root_;
@@ -233,6 +238,7 @@ class DeploymentControllerTest : public ::testing::TestWithParam<Backend> {
   std::map<std::string, int64_t> running_;
   int endpoint_changes_ = 0;
   int deployments_ = 0;
+  std::set<int64_t> taken_ports_;  // held by other programs where replicas run
   // Adapters: the folder (set before StartController), what each engine
   // lists besides its model, engines that do not answer, adapter ids an
   // engine refuses, and the calls made.
@@ -436,6 +442,43 @@ TEST_P(DeploymentControllerTest, ARollBackLosesToAnUpdateWrittenMeanwhile) {
   ASSERT_FALSE(lost.has_value());
   EXPECT_EQ(lost.error().code, ErrorCode::kFailedPrecondition);
   EXPECT_EQ(SpecOf(d).source, "/models/v9");
+}
+
+TEST_P(DeploymentControllerTest, APortAnotherProgramHoldsIsNeverGivenToAReplica) {
+  taken_ports_ = {20'000, 20'002};
+  DeploymentRecord d = Create("tn_a", std::string(R"("template":"engine-sim",)") + kGpu +
+                                          R"(,"replicas":2,"max_replicas":2)");
+  Round();
+  std::set<int64_t> ports;
+  for (const auto& r : Replicas(d)) ports.insert(r.port);
+  EXPECT_EQ(ports, (std::set<int64_t>{20'001, 20'003}));
+  // Every port taken: the replica waits, saying why.
+  for (int64_t p = 20'000; p <= 20'009; ++p) taken_ports_.insert(p);
+  Update(d, [](ManagedSpec& s) { ASSERT_TRUE(ScaleTo(s, 3).has_value()); });
+  Status refused = controller_->Tick();
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_NE(refused.error().message.find("another program"), std::string::npos)
+      << refused.error().message;
+  EXPECT_EQ(Replicas(d).size(), 2U);
+}
+
+// The default check: a port a listener holds here is not free.
+TEST(ServingPortTest, APortBoundHereIsNotFree) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  socklen_t length = sizeof address;
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  const int64_t held = ntohs(address.sin_port);
+  EXPECT_FALSE(CanBindHere("127.0.0.1", held));
+  ::close(fd);
+  EXPECT_TRUE(CanBindHere("127.0.0.1", held));
+  // Not an address this check can judge: not refused.
+  EXPECT_TRUE(CanBindHere("node-7.cluster", held));
 }
 
 TEST_P(DeploymentControllerTest, ADeletedDeploymentsReplicasStop) {
