@@ -27,6 +27,14 @@ std::string ArchiveError(archive* a) {
   return words == nullptr ? "unknown error" : words;
 }
 
+// `rel` (canonical, relative) under `root`.
+std::string Under(const std::string& root, const std::string& rel) {
+  std::string path = root;
+  path += '/';
+  path += rel;
+  return path;
+}
+
 Error FsError(const std::string& what, const std::string& path) {
   return Error::Internal(what + " " + path + ": " + std::strerror(errno));
 }
@@ -99,14 +107,15 @@ Status Unpack(archive* in, const std::string& root, const ArchiveLimits& limits)
     }
     const char* raw = archive_entry_pathname(entry);
     ATRIUM_ASSIGN_OR_RETURN(std::string rel, CanonicalMemberPath(raw == nullptr ? "" : raw));
-    const std::string path = root + "/" + rel;
+    const std::string path = Under(root, rel);
     const mode_t type = archive_entry_filetype(entry);
     if (const char* hardlink = archive_entry_hardlink(entry); hardlink != nullptr) {
       ATRIUM_ASSIGN_OR_RETURN(std::string target, CanonicalMemberPath(hardlink));
       const size_t slash = rel.rfind('/');
-      if (slash != std::string::npos)
+      if (slash != std::string::npos) {
         ATRIUM_RETURN_IF_ERROR(MakeFolders(root, rel.substr(0, slash)));
-      ATRIUM_RETURN_IF_ERROR(CopyFile(root + "/" + target, path));
+      }
+      ATRIUM_RETURN_IF_ERROR(CopyFile(Under(root, target), path));
       continue;
     }
     if (type == AE_IFDIR) {

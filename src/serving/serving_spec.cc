@@ -158,7 +158,7 @@ Status ValidateTemplate(const ServingTemplate& t) {
     return Error::InvalidArgument("serving template " + t.name + ": command is empty");
   }
   bool has_port = false;
-  const LaunchValues probe{1, "h", "m", "s"};
+  const LaunchValues probe{1, "h", "m", "s", "", ""};
   for (const std::string& arg : t.command) {
     if (HasControl(arg)) {
       return Error::InvalidArgument("serving template " + t.name +
