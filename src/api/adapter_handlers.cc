@@ -6,6 +6,7 @@
 // serving controller has every replica load it. Always the path's tenant:
 // another tenant's adapter, archive or dedicated deployment answers like a
 // missing one.
+#include <algorithm>
 #include <map>
 
 #include "api/handler_util.h"
@@ -43,6 +44,16 @@ std::string ModelOf(const Context& ctx, const std::string& id,
   return seen[id] = d.has_value() ? d->model : "";
 }
 
+// A key scoped to some models registers and deletes adapters of those
+// models only: what it makes is never wider than what it may call.
+Status WithinScopes(const Context& ctx, const std::string& model) {
+  const auto& scopes = ctx.principal->scopes;
+  if (scopes.empty() || std::find(scopes.begin(), scopes.end(), model) != scopes.end()) {
+    return OkStatus();
+  }
+  return Error::PermissionDenied("this key's scopes do not include the model `" + model + "`");
+}
+
 }  // namespace
 
 Result<http::Response> CreateAdapter(Context& ctx) {
@@ -66,6 +77,7 @@ Result<http::Response> CreateAdapter(Context& ctx) {
   // adapters.
   ATRIUM_ASSIGN_OR_RETURN(DeploymentRecord d,
                           ctx.services.store->GetDeployment(ctx.scope, *deployment_id));
+  ATRIUM_RETURN_IF_ERROR(WithinScopes(ctx, d.model));
   if (!d.managed()) {
     return Error::FailedPrecondition("deployment " + d.id +
                                      " runs on servers the platform does not manage: it loads no "
@@ -116,6 +128,11 @@ Result<http::Response> GetAdapter(Context& ctx) {
 Result<http::Response> DeleteAdapter(Context& ctx) {
   const std::string& id = ctx.request.PathParam("adapter_id");
   ctx.audit_target = "tenant/" + ctx.scope.tenant_id + "/adapter/" + id;
+  if (!ctx.principal->scopes.empty()) {
+    ATRIUM_ASSIGN_OR_RETURN(auto a, ctx.services.store->GetAdapter(ctx.scope, id));
+    std::map<std::string, std::string> models;
+    ATRIUM_RETURN_IF_ERROR(WithinScopes(ctx, ModelOf(ctx, a.deployment_id, models)));
+  }
   ATRIUM_RETURN_IF_ERROR(ctx.services.store->DeleteAdapter(ctx.scope, id));
   http::Response r;
   r.status = 204;

@@ -149,6 +149,42 @@ TEST_F(AdapterApiTest, AHostileTenantReachesNoOtherTenantsDeploymentArchiveOrAda
   EXPECT_EQ(r.status, 404) << "acme is not entitled to llama: " << r.body;
 }
 
+TEST_F(AdapterApiTest, AScopedKeyRegistersAndDeletesAdaptersOfItsModelsOnly) {
+  ASSERT_EQ(
+      h_.CallJson("PUT", "/api/v1/tenants/" + a_.id + "/entitlements/llama", h_.root_key(), nullptr)
+          .status,
+      200);
+  auto key_scoped_to = [&](const std::string& model) {
+    http::Response k = h_.CallJson("POST", "/api/v1/tenants/" + a_.id + "/keys", alice_.key,
+                                   {{"name", "scoped-" + model},
+                                    {"owner_user_id", alice_.user_id},
+                                    {"scopes", Json::array({model})}});
+    EXPECT_EQ(k.status, 201) << k.body;
+    fixture::Actor scoped = alice_;
+    scoped.key = BodyOf(k).value("key", "");
+    return scoped;
+  };
+  const fixture::Actor llama_only = key_scoped_to("llama");
+  const int64_t before = Rows("SELECT COUNT(*) FROM adapters");
+  http::Response r = Register(llama_only, a_.id, Body("support", acme_dep_, archive_));
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_NE(ErrorOf(r).find("scopes do not include the model `tuned`"), std::string::npos);
+  EXPECT_EQ(Rows("SELECT COUNT(*) FROM adapters"), before);
+  r = Register(llama_only, a_.id, Body("support", shared_dep_, archive_));
+  EXPECT_EQ(r.status, 201) << r.body;
+  // An adapter of another model is not its to delete either.
+  http::Response tuned = Register(alice_, a_.id, Body("support", acme_dep_, archive_));
+  ASSERT_EQ(tuned.status, 201) << tuned.body;
+  const std::string id = BodyOf(tuned)["id"];
+  EXPECT_EQ(
+      h_.Call("DELETE", "/api/v1/tenants/" + a_.id + "/adapters/" + id, llama_only.key).status,
+      403);
+  EXPECT_EQ(
+      h_.Call("DELETE", "/api/v1/tenants/" + a_.id + "/adapters/" + id, key_scoped_to("tuned").key)
+          .status,
+      204);
+}
+
 TEST_F(AdapterApiTest, WhatCouldMisleadThePlatformIsRefusedAndChangesNothing) {
   struct Bad {
     std::function<void(Json&)> change;
