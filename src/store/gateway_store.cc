@@ -19,9 +19,11 @@ using store_internal::BumpGatewayPolicyMarker;
 using store_internal::ClampLimit;
 using store_internal::ExpectOneRowOn;
 using store_internal::Flag;
+using store_internal::kUsageColumns;
 using store_internal::MakePage;
 using store_internal::NewestFirstPage;
 using store_internal::StatusOf;
+using store_internal::UsageFromRow;
 using Json = nlohmann::json;
 
 std::string P(size_t n) { return "$" + std::to_string(n); }
@@ -176,10 +178,6 @@ bool IsEmpty(const GatewayLimitRecord& r) {
 
 // --- usage
 
-constexpr char kUsageColumns[] =
-    "id, tenant_id, key_id, model, deployment_id, endpoint, api, stream, input_tokens, "
-    "output_tokens, cached_tokens, queue_ms, ttft_ms, total_ms, status, http_status, created_at, "
-    "flag";
 constexpr size_t kUsageColumnCount = 18;
 // Rows per INSERT: 18 parameters each stays under SQLite's oldest limit of
 // 999 parameters per statement.
@@ -220,29 +218,6 @@ const std::string& UsageInsertSql(size_t rows) {
     return out;
   }();
   return texts.at(rows);
-}
-
-UsageRecord UsageFromRow(const Row& r) {
-  UsageRecord u;
-  u.id = r.Text(0);
-  u.tenant_id = r.Text(1);
-  u.key_id = r.Text(2);
-  u.model = r.Text(3);
-  u.deployment_id = r.Text(4);
-  u.endpoint = r.Text(5);
-  u.api = r.Text(6);
-  u.stream = r.Int(7) != 0;
-  u.input_tokens = r.Int(8);
-  u.output_tokens = r.Int(9);
-  u.cached_tokens = r.Int(10);
-  u.queue_ms = r.Int(11);
-  u.ttft_ms = r.Int(12);
-  u.total_ms = r.Int(13);
-  u.status = r.Text(14);
-  u.http_status = static_cast<int>(r.Int(15));
-  u.created_at = r.Int(16);
-  u.flag = r.Text(17);
-  return u;
 }
 
 // A token count as stored: 0..kMaxRecordTokens, so that sums of fewer than
@@ -903,5 +878,32 @@ Result<int64_t> Store::GatewayPolicyMarkerForGateway() {
   if (rows.rows.empty()) return Error::Internal("gateway policy marker row missing");
   return rows.rows[0].Int(0);
 }
+
+namespace store_internal {
+
+UsageRecord UsageFromRow(const sql::Row& r) {
+  UsageRecord u;
+  u.id = r.Text(0);
+  u.tenant_id = r.Text(1);
+  u.key_id = r.Text(2);
+  u.model = r.Text(3);
+  u.deployment_id = r.Text(4);
+  u.endpoint = r.Text(5);
+  u.api = r.Text(6);
+  u.stream = r.Int(7) != 0;
+  u.input_tokens = r.Int(8);
+  u.output_tokens = r.Int(9);
+  u.cached_tokens = r.Int(10);
+  u.queue_ms = r.Int(11);
+  u.ttft_ms = r.Int(12);
+  u.total_ms = r.Int(13);
+  u.status = r.Text(14);
+  u.http_status = static_cast<int>(r.Int(15));
+  u.created_at = r.Int(16);
+  u.flag = r.Text(17);
+  return u;
+}
+
+}  // namespace store_internal
 
 }  // namespace atrium

@@ -558,6 +558,89 @@ CREATE TABLE adapters (
 CREATE UNIQUE INDEX adapters_name ON adapters (deployment_id, tenant_id, name);
 CREATE INDEX adapters_tenant ON adapters (tenant_id, id);
 )sql"},
+    // Billing (src/billing, docs/billing.md): price books and their
+    // versions, tenants' billing plans, usage rated once per record and
+    // meter, finalised invoices numbered without gaps. Usage records say
+    // whether they were rated, in the transaction that rates them. Kept
+    // when a tenant is evicted (billing records).
+    {19, "billing: price books, plans, rated usage, invoices", R"sql(
+CREATE TABLE price_books (
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  currency TEXT NOT NULL,
+  created_by TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  updated_at BIGINT NOT NULL
+);
+CREATE TABLE price_book_versions (
+  book_id TEXT NOT NULL,
+  version BIGINT NOT NULL,
+  effective_from BIGINT NOT NULL,
+  minimum_charge_minor BIGINT NOT NULL,
+  entries TEXT NOT NULL,
+  note TEXT NOT NULL,
+  created_by TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  PRIMARY KEY (book_id, version)
+);
+CREATE TABLE billing_plans (
+  tenant_id TEXT NOT NULL,
+  version BIGINT NOT NULL,
+  effective_from BIGINT NOT NULL,
+  price_book_id TEXT NOT NULL,
+  anchor_day BIGINT NOT NULL,
+  discount_bp BIGINT NOT NULL,
+  commitment_minor BIGINT NOT NULL,
+  entries TEXT NOT NULL,
+  note TEXT NOT NULL,
+  created_by TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  PRIMARY KEY (tenant_id, version)
+);
+CREATE TABLE rated_usage (
+  tenant_id TEXT NOT NULL,
+  source TEXT NOT NULL,
+  record_id TEXT NOT NULL,
+  meter TEXT NOT NULL,
+  item TEXT NOT NULL,
+  price_ref TEXT NOT NULL,
+  quantity BIGINT NOT NULL,
+  usage_at BIGINT NOT NULL,
+  usage_period BIGINT NOT NULL,
+  invoice_period BIGINT NOT NULL,
+  project TEXT NOT NULL,
+  key_id TEXT NOT NULL,
+  deployment_id TEXT NOT NULL,
+  rated_at BIGINT NOT NULL,
+  PRIMARY KEY (tenant_id, source, record_id, meter)
+);
+CREATE INDEX rated_usage_invoice ON rated_usage (tenant_id, invoice_period);
+CREATE TABLE billing_accounts (
+  tenant_id TEXT PRIMARY KEY,
+  finalized_through BIGINT NOT NULL
+);
+CREATE TABLE invoices (
+  id TEXT PRIMARY KEY,
+  number BIGINT NOT NULL UNIQUE,
+  tenant_id TEXT NOT NULL,
+  period_start BIGINT NOT NULL,
+  period_end BIGINT NOT NULL,
+  currency TEXT NOT NULL,
+  total_minor BIGINT NOT NULL,
+  document TEXT NOT NULL,
+  finalized_at BIGINT NOT NULL,
+  UNIQUE (tenant_id, period_start)
+);
+CREATE TABLE invoice_sequence (
+  id BIGINT PRIMARY KEY,
+  last_number BIGINT NOT NULL
+);
+INSERT INTO invoice_sequence (id, last_number) VALUES (1, 0);
+ALTER TABLE usage_records ADD COLUMN rated BIGINT NOT NULL DEFAULT 0;
+CREATE INDEX usage_records_unrated ON usage_records (created_at) WHERE rated = 0;
+ALTER TABLE gpu_usage_records ADD COLUMN rated BIGINT NOT NULL DEFAULT 0;
+CREATE INDEX gpu_usage_unrated ON gpu_usage_records (created_at) WHERE rated = 0;
+)sql"},
 };
 
 }  // namespace

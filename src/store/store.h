@@ -13,6 +13,7 @@
 // unreachable. Thread-safe.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "model/billing_records.h"
 #include "model/gateway_records.h"
 #include "model/job_records.h"
 #include "model/metering_records.h"
@@ -354,6 +356,103 @@ class Store {
   // meter's only memory (src/metering): nothing else is kept.
   Result<std::map<std::string, GpuMeteredPoint>> GpuMeteredPointsForMetering(
       const std::string& subject_kind, const std::vector<std::string>& subject_ids);
+
+  // --- Billing (store_billing.cc; the rules in src/billing) ---
+  // Price books are the platform's. A book is made with its first version;
+  // versions are numbered 1, 2, … and a version's effective_from is at or
+  // after `now` and after the version before it (a change never rewrites a
+  // past period). AlreadyExists for a taken name; NotFound for a book.
+  Result<PriceBookRecord> CreatePriceBookForPlatform(PriceBookRecord book, PriceBookVersion first,
+                                                     int64_t now);
+  Result<std::vector<PriceBookRecord>> ListPriceBooksForPlatform();
+  Result<PriceBookRecord> GetPriceBookForPlatform(const std::string& id);
+  Result<std::vector<PriceBookVersion>> ListPriceBookVersionsForPlatform(
+      const std::string& book_id);
+  // Assigns the version number; FailedPrecondition for an effective time
+  // before `now` or not after the latest version's.
+  Result<PriceBookVersion> AddPriceBookVersionForPlatform(PriceBookVersion v, int64_t now);
+  // A tenant's next plan version (or, for tenant kDefaultPlanTenantId, the
+  // platform's default plan's), effective as AddPriceBookVersion's. The
+  // book must exist, with the currency of the tenant's earlier plans; the
+  // anchor day stays what the first plan said, and a first plan may move it
+  // from the 1st only while the tenant has no usage records at all
+  // (FailedPrecondition).
+  Result<BillingPlan> AddBillingPlanForPlatform(BillingPlan plan, int64_t now);
+  Result<std::vector<BillingPlan>> ListBillingPlans(const TenantScope& scope);
+  // Every book, version and plan: what rating and invoices price with.
+  Result<PricingRows> PricingRowsForBilling();
+
+  // Usage records not rated yet (rated = 0), oldest first, at most `limit`
+  // of each source: token records and GPU records (of any subject kind).
+  struct UnratedUsage {
+    std::vector<UsageRecord> tokens;
+    std::vector<GpuUsageRecord> gpu;
+  };
+  Result<UnratedUsage> UnratedUsageForBilling(size_t limit);
+  // In ONE transaction: stores `rows` (each with its usage_period set; a
+  // row whose key is stored already is skipped), counting each in its
+  // usage period's invoice unless that period is finalised, then in the
+  // tenant's first open period (an adjustment); and marks the token and
+  // GPU records named rated. After a crash either all of it is stored or
+  // none, and the records are rated again, to the same rows.
+  // `anchors` holds the anchor day each row's tenant's usage_period was
+  // computed with; when a tenant's plans say another (a first plan stored
+  // since the caller read them), nothing is stored: FailedPrecondition,
+  // and the caller rates again with fresh plans.
+  Status StoreRatedUsageForBilling(const std::vector<std::string>& token_record_ids,
+                                   const std::vector<std::string>& gpu_record_ids,
+                                   const std::vector<RatedUsage>& rows,
+                                   const std::map<std::string, int64_t>& anchors, int64_t now);
+  // The tenant's rated usage counted in the invoice of the period starting
+  // at `invoice_period`, summed per price, item, usage period, project and
+  // key.
+  Result<std::vector<RatedGroup>> RatedGroups(const TenantScope& scope, int64_t invoice_period);
+  // Quantities of periods before `invoice_period` already counted in
+  // earlier invoices, per usage period and price (project and key empty).
+  Result<std::vector<RatedGroup>> InvoicedBefore(const TenantScope& scope, int64_t invoice_period);
+  // The end of the tenant's last finalised period; 0 when none.
+  Result<int64_t> FinalizedThrough(const TenantScope& scope);
+  // Finalises the tenant's invoice for [period_start, period_end) under
+  // the lock rating writes take, so no usage is rated into it meanwhile:
+  // `compute` is given the period's groups and prior quantities (as
+  // RatedGroups and InvoicedBefore) and returns the document and total;
+  // the invoice takes the platform's next number. FailedPrecondition when
+  // the period is finalised already or an earlier period with usage is
+  // still open (invoices are final in order).
+  struct InvoiceDocument {
+    std::string currency;
+    int64_t total_minor = 0;
+    std::string document;  // JSON text, the number filled in by `compute`
+  };
+  using InvoiceCompute =
+      std::function<Result<InvoiceDocument>(int64_t number, const std::vector<RatedGroup>& groups,
+                                            const std::vector<RatedGroup>& invoiced_before)>;
+  Result<InvoiceRecord> FinalizeInvoiceForBilling(const std::string& tenant_id,
+                                                  int64_t period_start, int64_t period_end,
+                                                  const std::string& invoice_id,
+                                                  const InvoiceCompute& compute, int64_t now);
+  // Every tenant billing may owe an invoice: those with rated usage or a
+  // plan, with where their billing stands.
+  struct BillingTenant {
+    std::string tenant_id;
+    int64_t finalized_through = 0;  // end of the last finalised period; 0 none
+    int64_t first_open_usage = -1;  // earliest invoice_period of rated usage not finalised; -1 none
+    int64_t first_plan_from = -1;   // effective_from of the first plan; -1 none
+  };
+  Result<std::vector<BillingTenant>> BillingTenantsForBilling();
+  Result<std::vector<InvoiceRecord>> ListInvoices(const TenantScope& scope);
+  Result<InvoiceRecord> GetInvoice(const TenantScope& scope, const std::string& id);
+  // For `atrium billing verify`: the tenant's token records and GPU
+  // allocation records in [from, to) (by their time), rated or not, and
+  // every rated row whose usage is in that range.
+  struct UsageForVerify {
+    std::vector<UsageRecord> tokens;
+    std::vector<GpuUsageRecord> gpu;
+    std::vector<std::string> unrated;  // ids of records not rated yet
+    std::vector<RatedUsage> rated;
+  };
+  Result<UsageForVerify> UsageForVerifyForBilling(const TenantScope& scope, int64_t from,
+                                                  int64_t to);
 
   // --- Refusal counts (tenant-owned, written by the gateway) ---
   // Adds each count to its (tenant, key, reason, minute) row, creating it,

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "common/result.h"
+#include "model/gateway_records.h"
+#include "model/metering_records.h"
 #include "model/records.h"
 #include "store/queries.h"
 #include "store/sql.h"
@@ -73,6 +75,18 @@ inline constexpr char kKeyColumns[] =
     "revoked_at";
 // Reads kKeyColumns from column `first` on.
 ApiKey KeyFromRow(const sql::Row& r, size_t first = 0);
+
+// Token usage records (gateway_store.cc) and GPU usage records
+// (store_metering.cc), column lists and row readers.
+inline constexpr char kUsageColumns[] =
+    "id, tenant_id, key_id, model, deployment_id, endpoint, api, stream, input_tokens, "
+    "output_tokens, cached_tokens, queue_ms, ttft_ms, total_ms, status, http_status, created_at, "
+    "flag";
+UsageRecord UsageFromRow(const sql::Row& r);
+inline constexpr char kGpuUsageColumns[] =
+    "id, tenant_id, project, subject_kind, subject_id, model, kind, mig_profile, milli, from_ms, "
+    "to_ms, gpu_milli_ms, closes_subject, created_at, deployment_id";
+GpuUsageRecord GpuUsageFromRow(const sql::Row& r);
 
 // Booleans as 0/1 integers (the columns are BIGINT in both dialects).
 sql::Value Flag(bool b);

@@ -13,35 +13,13 @@ using sql::Row;
 using sql::Value;
 using store_internal::ClampLimit;
 using store_internal::Flag;
+using store_internal::GpuUsageFromRow;
+using store_internal::kGpuUsageColumns;
 using store_internal::MakePage;
 using store_internal::NewestFirstPage;
 using store_internal::StatusOf;
 
 std::string P(size_t n) { return "$" + std::to_string(n); }
-
-constexpr char kGpuUsageColumns[] =
-    "id, tenant_id, project, subject_kind, subject_id, model, kind, mig_profile, milli, from_ms, "
-    "to_ms, gpu_milli_ms, closes_subject, created_at, deployment_id";
-
-GpuUsageRecord GpuUsageFromRow(const Row& r) {
-  GpuUsageRecord g;
-  g.id = r.Text(0);
-  g.tenant_id = r.Text(1);
-  g.project = r.Text(2);
-  g.subject_kind = r.Text(3);
-  g.subject_id = r.Text(4);
-  g.model = r.Text(5);
-  g.kind = r.Text(6);
-  g.mig_profile = r.Text(7);
-  g.milli = r.Int(8);
-  g.from_ms = r.Int(9);
-  g.to_ms = r.Int(10);
-  g.gpu_milli_ms = r.Int(11);
-  g.closes_subject = r.Int(12) != 0;
-  g.created_at = r.Int(13);
-  g.deployment_id = r.Text(14);
-  return g;
-}
 
 // Why `g` can never be stored; "" when it can. Its text comes from the
 // store's own allocation and job rows, so only the shape is checked.
@@ -214,5 +192,29 @@ Result<std::map<std::string, GpuMeteredPoint>> Store::GpuMeteredPointsForMeterin
   }
   return out;
 }
+
+namespace store_internal {
+
+GpuUsageRecord GpuUsageFromRow(const sql::Row& r) {
+  GpuUsageRecord g;
+  g.id = r.Text(0);
+  g.tenant_id = r.Text(1);
+  g.project = r.Text(2);
+  g.subject_kind = r.Text(3);
+  g.subject_id = r.Text(4);
+  g.model = r.Text(5);
+  g.kind = r.Text(6);
+  g.mig_profile = r.Text(7);
+  g.milli = r.Int(8);
+  g.from_ms = r.Int(9);
+  g.to_ms = r.Int(10);
+  g.gpu_milli_ms = r.Int(11);
+  g.closes_subject = r.Int(12) != 0;
+  g.created_at = r.Int(13);
+  g.deployment_id = r.Text(14);
+  return g;
+}
+
+}  // namespace store_internal
 
 }  // namespace atrium

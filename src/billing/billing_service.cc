@@ -1,0 +1,394 @@
+#include "billing/billing_service.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <tuple>
+#include <utility>
+
+#include "billing/money.h"
+#include "billing/rating.h"
+#include "crypto/ids.h"
+
+namespace atrium::billing {
+
+struct BillingService::Context {
+  PricingRows rows;
+  Pricing pricing;
+};
+
+namespace {
+
+// Entries as stored were checked when they were made; one that no longer
+// reads is a broken row, not a price of nothing.
+Result<std::vector<PriceEntry>> StoredEntries(const std::string& text, const std::string& what) {
+  ATRIUM_ASSIGN_OR_RETURN(Json j, ParseJson(text));
+  auto entries = ParsePriceEntries(j, what);
+  if (!entries.has_value()) {
+    return Error::Internal("stored prices of " + what + " do not read: " + entries.error().message);
+  }
+  return entries;
+}
+
+std::tuple<std::string, std::string, std::string> KeyOf(const RatedUsage& r) {
+  return {r.source, r.record_id, r.meter};
+}
+
+}  // namespace
+
+std::string InvoiceNumberText(int64_t number) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "INV-%06lld", static_cast<long long>(number));
+  return buf;
+}
+
+Json FinalInvoiceDocument(const Invoice& invoice, const std::string& id, int64_t number,
+                          int64_t finalized_at) {
+  Json doc = InvoiceToJson(invoice);
+  doc["id"] = id;
+  doc["number"] = InvoiceNumberText(number);
+  doc["status"] = "final";
+  doc["finalized_at"] = FormatTimestamp(finalized_at);
+  return doc;
+}
+
+BillingService::BillingService(Store& store, const Clock& clock, BillingOptions options)
+    : store_(store),
+      clock_(clock),
+      options_(std::move(options)),
+      timer_("billing", options_.interval_ms, [this] { Round(); }) {}
+
+BillingService::~BillingService() { Stop(); }
+
+Status BillingService::Start() {
+  timer_.Start(PeriodicThread::First::kAtOnce);
+  return OkStatus();
+}
+
+void BillingService::Stop() { timer_.Stop(); }
+
+void BillingService::Round() {
+  auto rated = RateDue();
+  if (!rated.has_value()) {
+    spdlog::warn("billing: rating round failed, retrying next round: {}", rated.error().message);
+  }
+  if (options_.finalize_after_ms > 0) {
+    auto finalized = FinalizeDue();
+    if (!finalized.has_value()) {
+      spdlog::warn("billing: finalising failed, retrying next round: {}",
+                   finalized.error().message);
+    }
+  }
+  if (options_.on_round) options_.on_round();
+}
+
+int64_t BillingService::AnchorDayOf(const PricingRows& rows, const std::string& tenant_id) {
+  for (const auto& p : rows.plans) {
+    if (p.tenant_id == tenant_id) return p.anchor_day;
+  }
+  return 1;
+}
+
+Result<BillingService::Context> BillingService::LoadContext() {
+  ATRIUM_ASSIGN_OR_RETURN(PricingRows rows, store_.PricingRowsForBilling());
+  std::vector<PriceBookVersion> versions = rows.versions;
+  std::vector<BillingPlan> plans = rows.plans;
+  for (auto& v : versions) {
+    ATRIUM_ASSIGN_OR_RETURN(v.entries,
+                            StoredEntries(v.entries_json, "price book " + v.book_id + " version " +
+                                                              std::to_string(v.version)));
+  }
+  for (auto& p : plans) {
+    ATRIUM_ASSIGN_OR_RETURN(
+        p.entries, StoredEntries(p.entries_json, "the plan of " + p.tenant_id + " version " +
+                                                     std::to_string(p.version)));
+  }
+  return Context{std::move(rows), Pricing(std::move(versions), std::move(plans))};
+}
+
+Result<Pricing> BillingService::LoadPricing() {
+  ATRIUM_ASSIGN_OR_RETURN(Context ctx, LoadContext());
+  return std::move(ctx.pricing);
+}
+
+Result<std::vector<RatedUsage>> BillingService::RateAll(const Context& ctx,
+                                                        const std::vector<UsageRecord>& tokens,
+                                                        const std::vector<GpuUsageRecord>& gpu) {
+  std::vector<RatedUsage> rows;
+  rows.reserve(tokens.size() * 2 + gpu.size());
+  for (const auto& u : tokens) RateTokenUsage(u, ctx.pricing, rows);
+  for (const auto& g : gpu) RateGpuUsage(g, ctx.pricing, rows);
+  std::map<std::string, int64_t> anchors;
+  for (auto& r : rows) {
+    auto it = anchors.find(r.tenant_id);
+    if (it == anchors.end()) {
+      it = anchors.emplace(r.tenant_id, AnchorDayOf(ctx.rows, r.tenant_id)).first;
+    }
+    r.usage_period = PeriodContaining(std::max<int64_t>(0, r.usage_at), it->second).start_ms;
+  }
+  return rows;
+}
+
+Result<RatingRound> BillingService::RateDue() {
+  std::lock_guard<std::mutex> lock(round_mu_);
+  RatingRound round;
+  for (int64_t batch = 0; batch < options_.max_batches; ++batch) {
+    const int64_t now = clock_.NowMillis();
+    const int64_t ripe = now - options_.rating_lag_ms;
+    ATRIUM_ASSIGN_OR_RETURN(Context ctx, LoadContext());
+    ATRIUM_ASSIGN_OR_RETURN(auto unrated, store_.UnratedUsageForBilling(options_.batch));
+    std::vector<UsageRecord> tokens;
+    std::vector<GpuUsageRecord> gpu;
+    std::vector<std::string> token_ids;
+    std::vector<std::string> gpu_ids;
+    for (auto& u : unrated.tokens) {
+      if (u.created_at > ripe) break;  // oldest first: the rest are younger
+      token_ids.push_back(u.id);
+      tokens.push_back(std::move(u));
+    }
+    for (auto& g : unrated.gpu) {
+      if (g.from_ms > ripe) continue;
+      gpu_ids.push_back(g.id);
+      gpu.push_back(std::move(g));
+    }
+    if (token_ids.empty() && gpu_ids.empty()) break;
+    ATRIUM_ASSIGN_OR_RETURN(auto rows, RateAll(ctx, tokens, gpu));
+    std::map<std::string, int64_t> anchors;
+    for (const auto& r : rows) anchors.emplace(r.tenant_id, AnchorDayOf(ctx.rows, r.tenant_id));
+    ATRIUM_RETURN_IF_ERROR(
+        store_.StoreRatedUsageForBilling(token_ids, gpu_ids, rows, anchors, now));
+    round.token_records += static_cast<int64_t>(token_ids.size());
+    round.gpu_records += static_cast<int64_t>(gpu_ids.size());
+    round.rows += static_cast<int64_t>(rows.size());
+    if (unrated.tokens.size() < options_.batch && unrated.gpu.size() < options_.batch) break;
+  }
+  return round;
+}
+
+Result<InvoiceTerms> BillingService::TermsAt(const Context& ctx, const std::string& tenant_id,
+                                             const Period& period) {
+  InvoiceTerms terms;
+  // The plan in force when the period began, else the one begun in it (a
+  // tenant given its first plan mid-period).
+  const BillingPlan* plan = ctx.pricing.PlanAt(tenant_id, period.start_ms);
+  if (plan == nullptr) plan = ctx.pricing.PlanAt(tenant_id, period.end_ms - 1);
+  const int64_t period_start = period.start_ms;
+  if (plan == nullptr) return terms;
+  for (const auto& b : ctx.rows.books) {
+    if (b.id == plan->price_book_id) terms.currency = b.currency;
+  }
+  ATRIUM_ASSIGN_OR_RETURN(terms.exponent, CurrencyExponent(terms.currency));
+  if (plan->tenant_id == tenant_id) {
+    terms.discount_bp = plan->discount_bp;
+    terms.commitment_minor = plan->commitment_minor;
+  }
+  const PriceBookVersion* version =
+      ctx.pricing.BookVersionAt(plan->price_book_id, std::max(period_start, plan->effective_from));
+  if (version != nullptr) terms.minimum_charge_minor = version->minimum_charge_minor;
+  return terms;
+}
+
+namespace {
+
+PriorQuantities PriorOf(const std::vector<RatedGroup>& invoiced_before) {
+  PriorQuantities prior;
+  for (const auto& g : invoiced_before) prior[{g.usage_period, g.price_ref}] += g.quantity;
+  return prior;
+}
+
+}  // namespace
+
+Result<Json> BillingService::Invoice(const std::string& tenant_id,
+                                     const std::optional<std::string>& period_name) {
+  ATRIUM_ASSIGN_OR_RETURN(Context ctx, LoadContext());
+  const int64_t anchor = AnchorDayOf(ctx.rows, tenant_id);
+  Period period = PeriodContaining(clock_.NowMillis(), anchor);
+  if (period_name.has_value()) {
+    ATRIUM_ASSIGN_OR_RETURN(period, ParsePeriodName(*period_name, anchor));
+  }
+  const TenantScope scope = TenantScope::Of(tenant_id);
+  ATRIUM_ASSIGN_OR_RETURN(auto invoices, store_.ListInvoices(scope));
+  for (const auto& inv : invoices) {
+    if (inv.period_start == period.start_ms) return ParseJson(inv.document);
+  }
+  ATRIUM_ASSIGN_OR_RETURN(auto through, store_.FinalizedThrough(scope));
+  if (period.start_ms < through) {
+    return Error::NotFound("the tenant has no invoice for " + PeriodName(period) +
+                           ": it had nothing to bill then");
+  }
+  ATRIUM_ASSIGN_OR_RETURN(auto groups, store_.RatedGroups(scope, period.start_ms));
+  ATRIUM_ASSIGN_OR_RETURN(auto before, store_.InvoicedBefore(scope, period.start_ms));
+  ATRIUM_ASSIGN_OR_RETURN(auto terms, TermsAt(ctx, tenant_id, period));
+  ATRIUM_ASSIGN_OR_RETURN(
+      auto inv, ComputeInvoice(tenant_id, period, terms, groups, ctx.pricing, PriorOf(before)));
+  Json doc = InvoiceToJson(inv);
+  doc["status"] = "draft";
+  doc["number"] = nullptr;
+  doc["computed_at"] = FormatTimestamp(clock_.NowMillis());
+  return doc;
+}
+
+Result<InvoiceRecord> BillingService::Finalize(const std::string& tenant_id,
+                                               const std::string& period_name) {
+  ATRIUM_ASSIGN_OR_RETURN(Context ctx, LoadContext());
+  const int64_t anchor = AnchorDayOf(ctx.rows, tenant_id);
+  ATRIUM_ASSIGN_OR_RETURN(Period period, ParsePeriodName(period_name, anchor));
+  const int64_t now = clock_.NowMillis();
+  if (period.end_ms > now) {
+    return Error::FailedPrecondition("period " + period_name + " has not ended: it ends " +
+                                     FormatTimestamp(period.end_ms));
+  }
+  ATRIUM_ASSIGN_OR_RETURN(auto terms, TermsAt(ctx, tenant_id, period));
+  const std::string id = NewId("inv", clock_);
+  auto compute = [&](int64_t number, const std::vector<RatedGroup>& groups,
+                     const std::vector<RatedGroup>& before) -> Result<Store::InvoiceDocument> {
+    ATRIUM_ASSIGN_OR_RETURN(
+        auto inv, ComputeInvoice(tenant_id, period, terms, groups, ctx.pricing, PriorOf(before)));
+    return Store::InvoiceDocument{terms.currency, inv.total_minor,
+                                  FinalInvoiceDocument(inv, id, number, now).dump()};
+  };
+  return store_.FinalizeInvoiceForBilling(tenant_id, period.start_ms, period.end_ms, id, compute,
+                                          now);
+}
+
+Result<int64_t> BillingService::FinalizeDue() {
+  ATRIUM_ASSIGN_OR_RETURN(auto tenants, store_.BillingTenantsForBilling());
+  ATRIUM_ASSIGN_OR_RETURN(PricingRows rows, store_.PricingRowsForBilling());
+  const int64_t now = clock_.NowMillis();
+  int64_t made = 0;
+  for (const auto& t : tenants) {
+    if (t.tenant_id == kDefaultPlanTenantId) continue;
+    const int64_t anchor = AnchorDayOf(rows, t.tenant_id);
+    int64_t from = t.finalized_through;
+    if (from == 0) {
+      // Nothing final yet: from the first usage or plan.
+      std::vector<int64_t> starts;
+      if (t.first_open_usage >= 0) starts.push_back(t.first_open_usage);
+      if (t.first_plan_from >= 0) starts.push_back(t.first_plan_from);
+      if (starts.empty()) continue;
+      from = *std::min_element(starts.begin(), starts.end());
+    } else if (t.first_plan_from < 0 && t.first_open_usage < 0) {
+      continue;
+    }
+    Period p = PeriodContaining(from, anchor);
+    // At most a year of periods per round: a service down for long
+    // catches up over several.
+    for (int i = 0; i < 12 && p.end_ms + options_.finalize_after_ms <= now; ++i) {
+      auto made_one = Finalize(t.tenant_id, PeriodName(p));
+      if (!made_one.has_value()) {
+        spdlog::error("billing: cannot finalise {} of tenant {}: {}", PeriodName(p), t.tenant_id,
+                      made_one.error().message);
+        break;
+      }
+      ++made;
+      spdlog::info("billing: invoice {} of tenant {} for {} is final, total {} {}",
+                   InvoiceNumberText(made_one->number), t.tenant_id, PeriodName(p),
+                   made_one->total_minor, made_one->currency);
+      p = NextPeriod(p, anchor);
+    }
+  }
+  return made;
+}
+
+Result<VerifyReport> BillingService::Verify(const std::string& tenant_id,
+                                            const std::string& period_name) {
+  ATRIUM_ASSIGN_OR_RETURN(Context ctx, LoadContext());
+  const int64_t anchor = AnchorDayOf(ctx.rows, tenant_id);
+  ATRIUM_ASSIGN_OR_RETURN(Period period, ParsePeriodName(period_name, anchor));
+  const TenantScope scope = TenantScope::Of(tenant_id);
+  VerifyReport report;
+  report.tenant_id = tenant_id;
+  report.period = period;
+  auto problem = [&](std::string text) {
+    if (report.problems.size() < 100) report.problems.push_back(std::move(text));
+  };
+  ATRIUM_ASSIGN_OR_RETURN(auto usage,
+                          store_.UsageForVerifyForBilling(scope, period.start_ms, period.end_ms));
+  report.records = static_cast<int64_t>(usage.tokens.size() + usage.gpu.size());
+  report.rated_rows = static_cast<int64_t>(usage.rated.size());
+  const int64_t ripe = clock_.NowMillis() - options_.rating_lag_ms;
+  std::set<std::string> unrated(usage.unrated.begin(), usage.unrated.end());
+  std::vector<UsageRecord> tokens;
+  std::vector<GpuUsageRecord> gpu;
+  for (auto& u : usage.tokens) {
+    if (unrated.count(u.id) == 0) {
+      tokens.push_back(std::move(u));
+    } else if (u.created_at > ripe) {
+      ++report.pending;
+    } else {
+      problem("token record " + u.id + " is not rated");
+    }
+  }
+  for (auto& g : usage.gpu) {
+    if (unrated.count(g.id) == 0) {
+      gpu.push_back(std::move(g));
+    } else if (g.from_ms > ripe || g.created_at > ripe) {
+      ++report.pending;
+    } else {
+      problem("GPU record " + g.id + " is not rated");
+    }
+  }
+  // Every rated record, rated again, gives exactly the stored rows.
+  ATRIUM_ASSIGN_OR_RETURN(auto expected, RateAll(ctx, tokens, gpu));
+  std::map<std::tuple<std::string, std::string, std::string>, const RatedUsage*> stored;
+  for (const auto& r : usage.rated) {
+    if (!stored.emplace(KeyOf(r), &r).second) {
+      problem("record " + r.record_id + " is rated twice on " + r.meter);
+    }
+  }
+  for (const auto& e : expected) {
+    auto it = stored.find(KeyOf(e));
+    if (it == stored.end()) {
+      problem(e.source + " record " + e.record_id + " has no rated " + e.meter);
+      continue;
+    }
+    const RatedUsage& s = *it->second;
+    if (s.quantity != e.quantity || s.price_ref != e.price_ref || s.item != e.item ||
+        s.usage_period != e.usage_period || s.usage_at != e.usage_at || s.key_id != e.key_id ||
+        s.project != e.project) {
+      problem(e.source + " record " + e.record_id + " on " + e.meter + " was rated " +
+              std::to_string(s.quantity) + " at '" + s.price_ref + "'; rating it again gives " +
+              std::to_string(e.quantity) + " at '" + e.price_ref + "'");
+    }
+    stored.erase(it);
+  }
+  for (const auto& [key, r] : stored) {
+    problem("rated row " + r->record_id + " on " + r->meter + " has no usage record that gives it");
+  }
+  // A final invoice is what its rows give.
+  ATRIUM_ASSIGN_OR_RETURN(auto invoices, store_.ListInvoices(scope));
+  for (const auto& inv : invoices) {
+    if (inv.period_start != period.start_ms) continue;
+    report.invoice_final = true;
+    report.invoice_number = InvoiceNumberText(inv.number);
+    ATRIUM_ASSIGN_OR_RETURN(auto groups, store_.RatedGroups(scope, period.start_ms));
+    ATRIUM_ASSIGN_OR_RETURN(auto before, store_.InvoicedBefore(scope, period.start_ms));
+    ATRIUM_ASSIGN_OR_RETURN(auto terms, TermsAt(ctx, tenant_id, period));
+    ATRIUM_ASSIGN_OR_RETURN(
+        auto again, ComputeInvoice(tenant_id, period, terms, groups, ctx.pricing, PriorOf(before)));
+    ATRIUM_ASSIGN_OR_RETURN(Json doc, ParseJson(inv.document));
+    Json fresh = InvoiceToJson(again);
+    for (const char* field : {"lines", "total_minor", "records", "usage_minor", "adjustments_minor",
+                              "discount_minor"}) {
+      if (doc.value(field, Json()) != fresh[field]) {
+        problem("invoice " + report.invoice_number + ": its " + field +
+                " differ from what its rated rows give now");
+      }
+    }
+    int64_t line_sum = 0;
+    for (const auto& line : doc.value("lines", Json::array())) {
+      line_sum += line.value("amount_minor", int64_t{0});
+    }
+    if (line_sum != doc.value("total_minor", int64_t{0})) {
+      problem("invoice " + report.invoice_number + ": its lines sum to " +
+              std::to_string(line_sum) + ", its total says " +
+              std::to_string(doc.value("total_minor", int64_t{0})));
+    }
+  }
+  return report;
+}
+
+}  // namespace atrium::billing
