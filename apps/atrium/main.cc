@@ -169,6 +169,13 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{100}, int64_t{3'600'000}));
 
+  int64_t billing_rating_lag_ms = 10'000;
+  dev->add_option("--billing-rating-lag-ms", billing_rating_lag_ms,
+                  "How old a usage record must be before billing rates it ([billing] "
+                  "rating_lag_ms; rating runs every second under `atrium dev`)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1'000}, int64_t{3'600'000}));
+
   int64_t autoscale_cooldown_ms = 120'000;
   dev->add_option("--autoscale-cooldown-ms", autoscale_cooldown_ms,
                   "Autoscaling deployments: low load this long before one replica less, and no "
@@ -285,6 +292,8 @@ int main(int argc, char** argv) {
     config.egress_allowed_networks = egress_allow;
     config.gateway_dedicated_requires_entitlement = dedicated_requires_entitlement;
     config.metering_interval_ms = metering_interval_ms;
+    config.billing_interval_ms = 1'000;
+    config.billing_rating_lag_ms = billing_rating_lag_ms;
     config.serving_port_min = serving_port_min;
     config.serving_port_max = serving_port_min + 999;
     config.serving_allow_scale_to_zero = true;

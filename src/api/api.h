@@ -12,6 +12,7 @@
 
 #include "audit/checkpoint.h"
 #include "audit/denial_tally.h"
+#include "billing/billing_service.h"
 #include "common/clock.h"
 #include "common/json_reader.h"
 #include "gateway/egress_policy.h"
@@ -55,6 +56,9 @@ struct Services {
   bool dedicated_requires_entitlement = false;
   // LoRA adapters one tenant may hold, over every deployment.
   int64_t max_adapters_per_tenant = 20;
+  // Rating, drafts and invoices; nullptr: drafts, finalising and verify
+  // answer 503 (price books and plans are rows and work without it).
+  billing::BillingService* billing = nullptr;
 };
 
 // How a route finds the object it acts on, for the authorization decision.

@@ -282,6 +282,56 @@ ApiRouter BuildRoutes() {
       "The tenant's GPU usage totals (time held, which is billed, and apart from it time run by "
       "jobs), overall or per GPU model and kind, per project or per managed deployment",
       {.query = {"group_by", "from", "to", "model", "project", "deployment"}});
+
+  // Billing: the platform's price books and default book; a tenant's plan,
+  // drafts and invoices (docs/billing.md).
+  add("POST", "/api/v1/price-books", P::kPriceManage, T::kPlatformWide, "price_book.create",
+      CreatePriceBook,
+      "Make a price book: a currency and its first version of prices (per GPU-hour, MIG "
+      "instance-hour, milli-GPU-hour, node-hour, million tokens; flat, volume or graduated)",
+      {.body = true});
+  add("GET", "/api/v1/price-books", P::kPriceRead, T::kPlatformWide, "", ListPriceBooks,
+      "The price books, with the version in force of each");
+  add("GET", "/api/v1/price-books/{book_id}", P::kPriceRead, T::kPlatformWide, "", GetPriceBook,
+      "A price book with every version of its prices");
+  add("POST", "/api/v1/price-books/{book_id}/versions", P::kPriceManage, T::kPlatformWide,
+      "price_book.version", AddPriceBookVersion,
+      "Add a version of a price book's prices, in force from now or later (never earlier)",
+      {.body = true});
+  add("GET", "/api/v1/billing/default-price-book", P::kPriceRead, T::kPlatformWide, "",
+      GetDefaultPriceBook,
+      "The price book of tenants without a plan of their own, and its history");
+  add("PUT", "/api/v1/billing/default-price-book", P::kPriceManage, T::kPlatformWide,
+      "billing.default_price_book", SetDefaultPriceBook,
+      "Bill tenants without a plan of their own on a price book, from now or later",
+      {.body = true});
+  add("POST", "/api/v1/billing/verify", P::kBillingRead, T::kPlatformWide, "", VerifyBilling,
+      "Prove a period's books: re-rate every usage record from the raw records and check each was "
+      "rated exactly once and each final invoice sums its rows",
+      {.body = true});
+  add("GET", "/api/v1/tenants/{tenant_id}/billing/plan", P::kBillingRead, T::kTenant, "",
+      GetBillingPlan, "The tenant's billing plan: its price book, terms and prices in force");
+  add("PUT", "/api/v1/tenants/{tenant_id}/billing/plan", P::kBillingManage, T::kTenant,
+      "billing.plan", SetBillingPlan,
+      "Set the tenant's next billing plan version: price book, anchor day, discount, committed "
+      "spend, contract prices; in force from now or later",
+      {.body = true});
+  add("GET", "/api/v1/tenants/{tenant_id}/invoices", P::kBillingRead, T::kTenant, "", ListInvoices,
+      "The tenant's final invoices, newest first");
+  add("GET", "/api/v1/tenants/{tenant_id}/invoices/draft", P::kBillingRead, T::kTenant, "",
+      GetDraftInvoice,
+      "The tenant's invoice for a period as it stands now (the current period by default): lines "
+      "per price and item, spend per project and API key",
+      {.query = {"period"}});
+  add("POST", "/api/v1/tenants/{tenant_id}/invoices/finalize", P::kBillingManage, T::kTenant,
+      "invoice.finalize", FinalizeInvoice,
+      "Finalise the tenant's invoice for an ended period (periods are finalised in order; the "
+      "billing service does it on its own an hour after a period ends)",
+      {.body = true});
+  add("GET", "/api/v1/tenants/{tenant_id}/invoices/{invoice_id}", P::kBillingRead, T::kTenant, "",
+      GetInvoice, "A final invoice, as it was finalised");
+  add("GET", "/api/v1/tenants/{tenant_id}/invoices/{invoice_id}/csv", P::kBillingRead, T::kTenant,
+      "", GetInvoiceCsv, "A final invoice as CSV: its lines, then each line per project and key");
   return r;
 }
 

@@ -167,7 +167,7 @@ std::string EntryKey(const PriceEntry& entry) {
 
 Result<std::vector<PriceEntry>> ParsePriceEntries(const Json& value, std::string_view what) {
   const std::string name(what);
-  if (!value.is_array()) return Error::InvalidArgument(name + " must be an array of prices");
+  if (!value.is_array()) return Error::InvalidArgument("'" + name + "' must be an array of prices");
   if (value.size() > kMaxPriceEntries) {
     return Error::InvalidArgument(name + " holds more than " + std::to_string(kMaxPriceEntries) +
                                   " prices");
@@ -246,7 +246,8 @@ Pricing::Pricing(std::vector<PriceBookVersion> versions, std::vector<BillingPlan
 
 const BillingPlan* Pricing::PlanAt(const std::string& tenant_id, int64_t at) const {
   // Versions rise with their effective times (the store refuses a version
-  // in force before the one it follows), so the last one begun is in force.
+  // in force before the one it follows), so the last one begun is in force
+  // (of two at the same time, the later).
   auto in_force = [&](const std::string& id) -> const BillingPlan* {
     auto it = plans_.find(id);
     if (it == plans_.end()) return nullptr;

@@ -77,29 +77,38 @@ Result<Json> ApiSession::Upload(const std::string& target, const std::string& by
   return Exchange("POST", target, bytes, {{"Content-Type", content_type}});
 }
 
-Result<Json> ApiSession::Exchange(const std::string& method, const std::string& target,
-                                  const std::string& text,
-                                  std::map<std::string, std::string> headers) {
-  headers["Accept"] = "application/json";
+Result<std::string> ApiSession::Send(const std::string& method, const std::string& target,
+                                     const std::string& text,
+                                     std::map<std::string, std::string> headers) {
   if (!token_.empty()) headers["Authorization"] = "Bearer " + token_;
   auto response = client_->Send(method, target, text, headers);
   if (!response.has_value()) {
     return Error::Unavailable("cannot reach " + server_ + ": " + response.error().message);
   }
-  auto header = [&](const char* name) {
-    auto it = response->headers.find(name);
-    return it == response->headers.end() ? std::string() : it->second;
-  };
+  auto it = response->headers.find("x-request-id");
+  last_request_id_ = it == response->headers.end() ? std::string() : it->second;
   if (response->status < 200 || response->status >= 300) {
-    return ApiErrorOf(response->status, response->body, header("x-request-id"));
+    return ApiErrorOf(response->status, response->body, last_request_id_);
   }
-  if (response->body.empty()) return Json(nullptr);
-  auto json = ParseJson(response->body);
+  return std::move(response->body);
+}
+
+Result<Json> ApiSession::Exchange(const std::string& method, const std::string& target,
+                                  const std::string& text,
+                                  std::map<std::string, std::string> headers) {
+  headers["Accept"] = "application/json";
+  ATRIUM_ASSIGN_OR_RETURN(std::string body, Send(method, target, text, std::move(headers)));
+  if (body.empty()) return Json(nullptr);
+  auto json = ParseJson(body);
   if (!json.has_value()) {
     return Error::Internal("the server's answer to " + method + " " + target +
-                           " is not JSON (request " + header("x-request-id") + ")");
+                           " is not JSON (request " + last_request_id_ + ")");
   }
   return std::move(json).value();
+}
+
+Result<std::string> ApiSession::GetBytes(const std::string& target) {
+  return Send("GET", target, "", {{"Accept", "*/*"}});
 }
 
 Result<std::vector<Json>> ApiSession::ListAll(const std::string& target, int page_limit) {

@@ -61,6 +61,10 @@ class ApiSession {
   // server's default) until next_cursor is null; returns every item.
   Result<std::vector<Json>> ListAll(const std::string& target, int page_limit);
 
+  // GETs a document that is not JSON (an invoice's CSV): its bytes.
+  // Errors as Call's.
+  Result<std::string> GetBytes(const std::string& target);
+
   // GET /api/v1/whoami, fetched once per session.
   Result<Json> WhoAmI();
 
@@ -68,11 +72,15 @@ class ApiSession {
   ApiSession(std::string server, std::string token, std::unique_ptr<http::Client> client);
   Result<Json> Exchange(const std::string& method, const std::string& target,
                         const std::string& body, std::map<std::string, std::string> headers);
+  // One exchange; the body of a 2xx answer, the server's error otherwise.
+  Result<std::string> Send(const std::string& method, const std::string& target,
+                           const std::string& body, std::map<std::string, std::string> headers);
 
   std::string server_;
   std::string token_;
   std::unique_ptr<http::Client> client_;
   std::optional<Json> whoami_;
+  std::string last_request_id_;  // of the last answer
 };
 
 // Helpers over API objects that never throw on a missing or mistyped field.

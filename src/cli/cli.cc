@@ -68,6 +68,7 @@ void RegisterCommands(CLI::App& app, CliOptions& options) {
   AddJobCommands(app, verbs);
   AddDeploymentCommands(app, verbs);
   AddAdapterCommands(app, verbs);
+  AddBillingCommands(app, verbs);
   AddGatewayCommands(app, verbs);
 }
 

@@ -83,6 +83,14 @@ constexpr Grant kGrants[] = {
     {Permission::kAdapterRead,       {{P, P, T, T, T}}},
     {Permission::kAdapterManage,     {{N, N, T, T, N}}},
     {Permission::kTemplateManage,    {{P, N, T, N, N}}},
+    // Prices and plans are the platform's commercial terms: its admin sets
+    // them, its operators read them. A tenant admin reads the tenant's
+    // plan and invoices (spend per project and key); members and viewers
+    // do not see money.
+    {Permission::kPriceRead,         {{P, P, N, N, N}}},
+    {Permission::kPriceManage,       {{P, N, N, N, N}}},
+    {Permission::kBillingRead,       {{P, P, T, N, N}}},
+    {Permission::kBillingManage,     {{P, N, N, N, N}}},
 };
 // clang-format on
 
@@ -188,6 +196,14 @@ std::string_view PermissionName(Permission p) {
       return "adapter.read";
     case Permission::kAdapterManage:
       return "adapter.manage";
+    case Permission::kPriceRead:
+      return "price.read";
+    case Permission::kPriceManage:
+      return "price.manage";
+    case Permission::kBillingRead:
+      return "billing.read";
+    case Permission::kBillingManage:
+      return "billing.manage";
     case Permission::kQuotaRead:
       return "quota.read";
     case Permission::kQuotaSet:

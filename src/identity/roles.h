@@ -75,6 +75,10 @@ enum class Permission {
   kTemplateManage,  // publish and retire environment templates
   kAdapterRead,     // a tenant's LoRA adapters on managed deployments
   kAdapterManage,   // register and delete them
+  kPriceRead,       // the platform's price books
+  kPriceManage,     // make price books and their versions; the default book
+  kBillingRead,     // a tenant's billing plan, drafts and invoices; verify (staff)
+  kBillingManage,   // set a tenant's plan, finalise its invoices
 };
 
 std::string_view PermissionName(Permission p);

@@ -199,8 +199,8 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
   }
   Config c;
   static const std::set<std::string> kTables = {
-      "server", "store", "api",  "auth",  "log",   "scheduler", "gateway",  "audit",
-      "egress", "fleet", "jobs", "slurm", "scrub", "templates", "metering", "serving"};
+      "server", "store", "api",   "auth",  "log",       "scheduler", "gateway", "audit",  "egress",
+      "fleet",  "jobs",  "slurm", "scrub", "templates", "metering",  "billing", "serving"};
   for (const auto& [k, v] : root) {
     std::string key(k.str());
     if (!kTables.contains(key)) {
@@ -319,6 +319,11 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
   metering.Int("interval_ms", c.metering_interval_ms, 100, 3'600'000);
   metering.Int("open_lag_ms", c.metering_open_lag_ms, 0, 3'600'000);
   ATRIUM_RETURN_IF_ERROR(metering.Finish());
+  TableReader billing(root["billing"].as_table(), "billing");
+  billing.Int("interval_ms", c.billing_interval_ms, 100, 3'600'000);
+  billing.Int("rating_lag_ms", c.billing_rating_lag_ms, 1'000, 3'600'000);
+  billing.Int("finalize_after_ms", c.billing_finalize_after_ms, 0, 30LL * 86'400'000);
+  ATRIUM_RETURN_IF_ERROR(billing.Finish());
   TableReader serving(root["serving"].as_table(), "serving");
   serving.Bool("enabled", c.serving_enabled);
   serving.String("platform_tenant", c.serving_platform_tenant);

@@ -138,6 +138,13 @@ struct Config {  // NOLINT(clang-analyzer-optin.performance.Padding)
   // to that late is still billed exactly).
   int64_t metering_interval_ms = 60'000;
   int64_t metering_open_lag_ms = 60'000;
+  // [billing] The billing service (billing/billing_service.h): how often
+  // it rates usage, how old a record must be to be rated (longer than a
+  // price change takes to store), and how long after a period ends its
+  // invoices are finalised (0: only when an operator asks).
+  int64_t billing_interval_ms = 5'000;
+  int64_t billing_rating_lag_ms = 10'000;
+  int64_t billing_finalize_after_ms = 3'600'000;
   // [serving] Managed deployments (serving/deployment_controller.h), run
   // where jobs run. platform_tenant: the name of the tenant whose jobs a
   // shared deployment's replicas are (the platform's own; "" = shared

@@ -266,6 +266,13 @@ Result<std::string> Platform::StartControlPlane() {
   // an earlier process ended still get their closing records.
   meter_->AddSource(std::make_unique<metering::JobSubjectSource>(*store_));
   ATRIUM_RETURN_IF_ERROR(meter_->Start());
+  billing::BillingOptions billing_opts;
+  billing_opts.interval_ms = config_.billing_interval_ms;
+  billing_opts.rating_lag_ms = config_.billing_rating_lag_ms;
+  billing_opts.finalize_after_ms = config_.billing_finalize_after_ms;
+  billing_ =
+      std::make_unique<billing::BillingService>(*store_, SystemClock::Instance(), billing_opts);
+  ATRIUM_RETURN_IF_ERROR(billing_->Start());
   api::Services services{.store = store_.get(),
                          .identity = identity_.get(),
                          .tenants = tenants_.get(),
@@ -277,6 +284,7 @@ Result<std::string> Platform::StartControlPlane() {
     services.archives = &workloads_->archives();
   }
   services.serving = serving_.get();
+  services.billing = billing_.get();
   services.max_adapters_per_tenant = config_.serving_max_adapters_per_tenant;
   if (!config_.audit_checkpoint_file.empty()) {
     checkpointer_ = std::make_unique<AuditCheckpointer>(
@@ -345,6 +353,8 @@ void Platform::Stop() {
   // start's meter does (it keeps nothing of its own).
   if (meter_) meter_->Stop();
   meter_.reset();
+  if (billing_) billing_->Stop();
+  billing_.reset();
   // After every writer of audit records, before the store closes.
   if (checkpointer_) checkpointer_->Stop();
   checkpointer_.reset();

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "api/api.h"
+#include "billing/billing_service.h"
 #include "common/clock.h"
 #include "gateway/egress_policy.h"
 #include "gateway_server/gateway_server.h"
@@ -76,6 +77,7 @@ class Platform {
   std::unique_ptr<templates::TemplateService> templates_;
   std::unique_ptr<AuditCheckpointer> checkpointer_;
   std::unique_ptr<metering::GpuMeter> meter_;
+  std::unique_ptr<billing::BillingService> billing_;
   std::unique_ptr<api::ControlPlaneApi> api_;
   std::unique_ptr<http::Server> server_;
   std::unique_ptr<gateway_server::UsageJournal> journal_;

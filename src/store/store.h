@@ -360,7 +360,7 @@ class Store {
   // --- Billing (store_billing.cc; the rules in src/billing) ---
   // Price books are the platform's. A book is made with its first version;
   // versions are numbered 1, 2, … and a version's effective_from is at or
-  // after `now` and after the version before it (a change never rewrites a
+  // after `now` and the version before it's (a change never rewrites a
   // past period). AlreadyExists for a taken name; NotFound for a book.
   Result<PriceBookRecord> CreatePriceBookForPlatform(PriceBookRecord book, PriceBookVersion first,
                                                      int64_t now);
@@ -369,7 +369,8 @@ class Store {
   Result<std::vector<PriceBookVersion>> ListPriceBookVersionsForPlatform(
       const std::string& book_id);
   // Assigns the version number; FailedPrecondition for an effective time
-  // before `now` or not after the latest version's.
+  // before `now` or before the latest version's (at the same time, the
+  // later version wins).
   Result<PriceBookVersion> AddPriceBookVersionForPlatform(PriceBookVersion v, int64_t now);
   // A tenant's next plan version (or, for tenant kDefaultPlanTenantId, the
   // platform's default plan's), effective as AddPriceBookVersion's. The
@@ -440,6 +441,8 @@ class Store {
     int64_t first_plan_from = -1;   // effective_from of the first plan; -1 none
   };
   Result<std::vector<BillingTenant>> BillingTenantsForBilling();
+  // Tenants with usage records or rated usage timed in [from, to).
+  Result<std::vector<std::string>> TenantsWithUsageForBilling(int64_t from, int64_t to);
   Result<std::vector<InvoiceRecord>> ListInvoices(const TenantScope& scope);
   Result<InvoiceRecord> GetInvoice(const TenantScope& scope, const std::string& id);
   // For `atrium billing verify`: the tenant's token records and GPU

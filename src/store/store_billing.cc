@@ -119,10 +119,11 @@ Status CheckEffective(int64_t effective_from, int64_t now, int64_t latest, const
                                      " cannot take effect in the past: a change never rewrites "
                                      "usage already priced (effective_from must be now or later)");
   }
-  if (latest >= 0 && effective_from <= latest) {
+  // At the same time as the latest is allowed: the later version wins.
+  if (latest >= 0 && effective_from < latest) {
     return Error::FailedPrecondition(std::string(what) +
-                                     " must take effect after the latest version, which takes "
-                                     "effect at " +
+                                     " must take effect no earlier than the latest version, "
+                                     "which takes effect at " +
                                      std::to_string(latest));
   }
   return OkStatus();
@@ -571,6 +572,19 @@ Result<std::vector<Store::BillingTenant>> Store::BillingTenantsForBilling() {
   for (const auto& r : open.rows) at(r.Text(0)).first_open_usage = r.Int(1);
   std::vector<BillingTenant> out;
   for (auto& [id, t] : by_id) out.push_back(std::move(t));
+  return out;
+}
+
+Result<std::vector<std::string>> Store::TenantsWithUsageForBilling(int64_t from, int64_t to) {
+  ATRIUM_ASSIGN_OR_RETURN(
+      auto rows,
+      db_->Exec("SELECT tenant_id FROM usage_records WHERE created_at >= $1 AND created_at < $2 "
+                "UNION SELECT tenant_id FROM gpu_usage_records WHERE from_ms >= $1 AND from_ms < "
+                "$2 UNION SELECT tenant_id FROM rated_usage WHERE usage_at >= $1 AND usage_at < $2 "
+                "ORDER BY tenant_id",
+                {from, to}));
+  std::vector<std::string> out;
+  for (const auto& r : rows.rows) out.push_back(r.Text(0));
   return out;
 }
 

@@ -110,6 +110,11 @@ ApiHarness::ApiHarness(IdentityOptions identity_options) {
   services_.jobs = jobs_.get();
   services_.archives = archives_.get();
   StartServing();
+  billing::BillingOptions billing_options;
+  billing_options.interval_ms = 0;  // tests call the rounds
+  billing_options.finalize_after_ms = 0;
+  billing_ = std::make_unique<billing::BillingService>(*store_, clock_, billing_options);
+  services_.billing = billing_.get();
   api_ = std::make_unique<ControlPlaneApi>(services_);
   auto root = identity_->BootstrapAdminKey("root");
   if (!root.has_value()) throw std::runtime_error("BootstrapAdminKey: " + root.error().message);
@@ -171,6 +176,7 @@ void ApiHarness::RestartScheduling() {
 
 ApiHarness::~ApiHarness() {
   api_.reset();
+  billing_.reset();
   serving_.reset();
   if (tenants_) tenants_->SetObserver(nullptr);
   jobs_.reset();
@@ -444,6 +450,9 @@ World ApiHarness::BuildWorld(const WorldOptions& options) {
     t.usage_ids.push_back(AddUsage(t.object, kSharedModel));
     t.usage_ids.push_back(AddUsage(t.object, kDedicatedModel));
     AddGpuUsage(t.id, t.project, "al_past_" + t.name);
+    t.invoice_id = MustCall("POST", "/api/v1/tenants/" + t.id + "/invoices/finalize",
+                            {{"period", "2020-01"}}, 201)["id"]
+                       .get<std::string>();
     for (auto& [role, actor] : t.members) {
       if (role == Role::kTenantAdmin || role == Role::kTenantMember) {
         actor.allocation_id = CreateAllocation(actor);
@@ -452,6 +461,15 @@ World ApiHarness::BuildWorld(const WorldOptions& options) {
     }
     return t;
   };
+  w.book_id =
+      MustCall("POST", "/api/v1/price-books",
+               {{"name", UniqueName("standard")},
+                {"currency", "USD"},
+                {"entries", Json::parse(R"([{"meter": "tokens.output", "price_minor": "300"},
+                            {"meter": "gpu.share", "price_minor": "0.5"}])")}},
+               201)["id"]
+          .get<std::string>();
+  MustCall("PUT", "/api/v1/billing/default-price-book", {{"price_book", w.book_id}}, 201);
   w.own = seed_tenant("tenant-a", true);
   w.other = seed_tenant("tenant-b", options.other_members);
   for (Role role : options.roles) {

@@ -99,6 +99,8 @@ struct TenantSeed {
   // object user's adapter on it, from that archive.
   std::string managed_deployment_id;
   std::string adapter_id;
+  // The tenant's final invoice for 2020-01 (nothing billed: total 0).
+  std::string invoice_id;
 };
 
 // Everything one isolation case needs: an own tenant, another tenant, the
@@ -120,6 +122,8 @@ struct World {
   std::string shared_deployment_id;
   // A platform environment template, as "name@1".
   std::string platform_template_ref;
+  // A price book (USD), the default one.
+  std::string book_id;
 };
 
 struct WorldOptions {
@@ -204,6 +208,7 @@ class ApiHarness {
 
   ManualClock& clock() { return clock_; }
   Store& store() { return *store_; }
+  billing::BillingService& billing() { return *billing_; }
   IdentityService& identity() { return *identity_; }
   TenantService& tenants() { return *tenants_; }
   scheduling::SchedulingService& scheduling() { return *scheduling_; }
@@ -248,6 +253,7 @@ class ApiHarness {
   std::unique_ptr<jobs::JobsTenantObserver> tenant_observer_;
   std::unique_ptr<jobs::ArchivesTenantObserver> archives_observer_;
   std::unique_ptr<serving::DeploymentController> serving_;
+  std::unique_ptr<billing::BillingService> billing_;
   // Starts the job service over scheduling_ and hands the tenant service
   // the observer that stops jobs before the scheduler evicts.
   void StartJobs();

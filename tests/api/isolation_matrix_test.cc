@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "api/api_fixture.h"
+#include "billing/period.h"
 #include "common/strings.h"
 #include "crypto/crypto.h"
 #include "crypto/ids.h"
@@ -110,6 +111,8 @@ struct Case {
   std::string node = fixture::kTestNode;  // for {node}
   std::string deployment_id;              // for {deployment_id}
   std::string adapter_id;                 // for {adapter_id}
+  std::string book_id;                    // for {book_id}
+  std::string invoice_id;                 // for {invoice_id}
   std::string model = kMatrixModel;       // for {model}
   std::string template_ref;               // for {template}
   const Actor* caller = nullptr;          // whose identity the request uses (login body, self)
@@ -195,6 +198,32 @@ Json ProjectQuotaBody(ApiHarness&, const Case&) {
 }
 
 Json NewProjectBody(ApiHarness& h, const Case&) { return {{"name", h.UniqueName("project")}}; }
+
+Json NewPriceBookBody(ApiHarness& h, const Case&) {
+  return {{"name", h.UniqueName("book")},
+          {"currency", "EUR"},
+          {"entries", Json::parse(R"([{"meter": "tokens.input", "price_minor": "10"}])")}};
+}
+
+Json PriceVersionBody(ApiHarness&, const Case&) {
+  return {{"entries", Json::parse(R"([{"meter": "gpu.whole", "price_minor": "199"}])")}};
+}
+
+Json DefaultBookBody(ApiHarness&, const Case& c) { return {{"price_book", c.world->book_id}}; }
+
+Json VerifyBody(ApiHarness&, const Case&) { return {{"period", "2026-09"}}; }
+
+Json PlanBody(ApiHarness&, const Case& c) {
+  return {{"price_book", c.world->book_id}, {"discount_bp", NextFigure() % 10'000}};
+}
+
+// The month after the tenant's last final invoice: it has ended, and every
+// one before it is final.
+Json NextPeriodBody(ApiHarness& h, const Case& c) {
+  auto through = h.store().FinalizedThrough(TenantScope::Of(c.tenant_id));
+  int64_t at = through.has_value() && *through > 0 ? *through : 1'577'836'800'000;  // 2020-01-01
+  return {{"period", billing::PeriodName(billing::PeriodContaining(at, 1))}};
+}
 
 // An archive upload's body: the tar's bytes (sent raw, not as JSON).
 Json NewArchiveBody(ApiHarness&, const Case&) { return fixture::SmallArchive(); }
@@ -479,6 +508,35 @@ const std::map<std::string, Row>& Expectations() {
         .other = "403 403 m m m",
         .fresh_world = true}},
 
+      // Billing: prices are the platform admin's to set and its staff's to
+      // read; a tenant admin reads the tenant's plan and invoices (members
+      // and viewers do not see money); only the platform admin sets plans
+      // and finalises. Another tenant's plan or invoice is a missing one.
+      {"POST /api/v1/price-books", {.own = "201 403 403 403 403", .body = NewPriceBookBody}},
+      {"GET /api/v1/price-books", {.own = "200 200 403 403 403"}},
+      // Price books are the platform's, like nodes: no tenant owns one.
+      {"GET /api/v1/price-books/{book_id}", {.own = "200 200 403 403 403"}},
+      {"POST /api/v1/price-books/{book_id}/versions",
+       {.own = "201 403 403 403 403", .body = PriceVersionBody}},
+      {"GET /api/v1/billing/default-price-book", {.own = "200 200 403 403 403"}},
+      {"PUT /api/v1/billing/default-price-book",
+       {.own = "201 403 403 403 403", .body = DefaultBookBody}},
+      {"POST /api/v1/billing/verify", {.own = "200 200 403 403 403", .body = VerifyBody}},
+      {"GET /api/v1/tenants/{tenant_id}/billing/plan",
+       {.own = "200 200 200 403 403", .other = "200 200 m m m"}},
+      {"PUT /api/v1/tenants/{tenant_id}/billing/plan",
+       {.own = "201 403 403 403 403", .other = "201 403 m m m", .body = PlanBody}},
+      {"GET /api/v1/tenants/{tenant_id}/invoices",
+       {.own = "200 200 200 403 403", .other = "200 200 m m m"}},
+      {"GET /api/v1/tenants/{tenant_id}/invoices/draft",
+       {.own = "200 200 200 403 403", .other = "200 200 m m m"}},
+      {"POST /api/v1/tenants/{tenant_id}/invoices/finalize",
+       {.own = "201 403 403 403 403", .other = "201 403 m m m", .body = NextPeriodBody}},
+      {"GET /api/v1/tenants/{tenant_id}/invoices/{invoice_id}",
+       {.own = "200 200 200 403 403", .self = "- - - - -", .other = "200 200 m m m"}},
+      {"GET /api/v1/tenants/{tenant_id}/invoices/{invoice_id}/csv",
+       {.own = "200 200 200 403 403", .self = "- - - - -", .other = "200 200 m m m"}},
+
       // Model deployments: platform staff manage every one (shared ones
       // included); a tenant admin its tenant's dedicated ones; everyone
       // reads what the tenant may use. "own" is tenant A's dedicated one.
@@ -584,7 +642,8 @@ Shape ShapeOf(const std::string& method, const std::string& pattern) {
                  pattern.find("{job_id}") != std::string::npos ||
                  pattern.find("{archive_id}") != std::string::npos ||
                  pattern.find("{deployment_id}") != std::string::npos ||
-                 pattern.find("{adapter_id}") != std::string::npos;
+                 pattern.find("{adapter_id}") != std::string::npos ||
+                 pattern.find("{invoice_id}") != std::string::npos;
   s.platform = StartsWith(pattern, "/api/v1/platform/");
   auto ends_with = [&](std::string_view suffix) {
     return pattern.size() >= suffix.size() &&
@@ -644,6 +703,8 @@ std::string Expand(const std::string& pattern, const Case& c) {
   sub("{gpu}", "0");
   sub("{deployment_id}", c.deployment_id);
   sub("{adapter_id}", c.adapter_id);
+  sub("{book_id}", c.book_id);
+  sub("{invoice_id}", c.invoice_id);
   // A project's quota row: the class the world's project has a row for.
   sub("/quotas/{model}/{kind}", "/quotas/L40S/share");
   sub("{model}", c.model);
@@ -679,6 +740,8 @@ Case MakeCase(ApiHarness& h, const Row& row, const Shape& shape, Role role, Scen
   c.project = w.own.project;
   c.deployment_id = w.own.deployment_id;
   c.adapter_id = w.own.adapter_id;
+  c.book_id = w.book_id;
+  c.invoice_id = w.own.invoice_id;
   c.template_ref = shape.platform ? w.platform_template_ref : w.own.template_ref;
   switch (sc) {
     case Scenario::kOwn:
@@ -703,6 +766,7 @@ Case MakeCase(ApiHarness& h, const Row& row, const Shape& shape, Role role, Scen
       c.project = w.other.project;
       c.deployment_id = w.other.deployment_id;
       c.adapter_id = w.other.adapter_id;
+      c.invoice_id = w.other.invoice_id;
       if (!shape.platform) c.template_ref = w.other.template_ref;
       break;
     case Scenario::kCross:
@@ -712,6 +776,7 @@ Case MakeCase(ApiHarness& h, const Row& row, const Shape& shape, Role role, Scen
       c.job_id = w.other.job_id;
       c.archive_id = w.other.archive_id;
       c.adapter_id = w.other.adapter_id;
+      c.invoice_id = w.other.invoice_id;
       break;
     case Scenario::kNone:
       c.bearer = "";
@@ -740,6 +805,7 @@ Case MakeCase(ApiHarness& h, const Row& row, const Shape& shape, Role role, Scen
         c.project = w.suspended.project;
         c.deployment_id = w.suspended.deployment_id;
         c.adapter_id = w.suspended.adapter_id;
+        c.invoice_id = w.suspended.invoice_id;
         c.template_ref = w.suspended.template_ref;
       }
       break;
@@ -762,6 +828,8 @@ Case MissingVariant(ApiHarness& h, const Case& c, const Shape& shape) {
   m.node = h.UniqueName("no-such-node");
   m.deployment_id = NewId("dep", h.clock());
   m.adapter_id = NewId("ad", h.clock());
+  m.book_id = NewId("pb", h.clock());
+  m.invoice_id = NewId("inv", h.clock());
   m.template_ref = h.UniqueName("no-such-template") + "@1";
   return m;
 }
@@ -803,7 +871,10 @@ std::string Snapshot(Store& store, const std::vector<std::string>& tenant_ids,
       "(SELECT COUNT(*) FROM usage_records), (SELECT COUNT(*) FROM jobs), "
       "(SELECT COUNT(*) FROM job_events), (SELECT COUNT(*) FROM environment_templates), "
       "(SELECT COUNT(*) FROM job_archives), (SELECT COUNT(*) FROM job_runs), "
-      "(SELECT COUNT(*) FROM adapters)",
+      "(SELECT COUNT(*) FROM adapters), (SELECT COUNT(*) FROM price_books), "
+      "(SELECT COUNT(*) FROM price_book_versions), (SELECT COUNT(*) FROM billing_plans), "
+      "(SELECT COUNT(*) FROM invoices), (SELECT COUNT(*) FROM billing_accounts), "
+      "(SELECT COUNT(*) FROM rated_usage)",
       {});
   std::vector<sql::Value> tenants(tenant_ids.begin(), tenant_ids.end());
   std::string in = Placeholders(tenants.size());

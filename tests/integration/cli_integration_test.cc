@@ -1520,5 +1520,64 @@ TEST_F(CliIntegrationTest, AnAutoscalingDeploymentScalesToZeroAndBackForTheNextR
   DeleteDeploymentAndItsReplicas(dep);
 }
 
+// Billing under `atrium dev`, from the command line: the operator makes a
+// price book and bills tenants without a plan on it; the demo tenant's
+// calls through the gateway are rated within seconds and its live draft
+// moves; the books verify; a tenant admin of another tenant sees none of
+// it; a period that has not ended cannot be finalised.
+TEST_F(CliIntegrationTest, TokenCallsMoveTheDraftAndTheBooksVerify) {
+  ASSERT_EQ(StopServer(), 0) << server_->Output();
+  server_args_ = {"--billing-rating-lag-ms", "1000"};
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  ProcessResult made = Admin({"price-book", "create", "standard", "--currency", "USD", "--entries",
+                              R"([{"meter": "tokens.input", "price_minor": "100000"},
+                                  {"meter": "tokens.output", "price_minor": "300000"}])"});
+  ASSERT_EQ(made.exit_code, 0) << Describe(made);
+  EXPECT_NE(made.out.find("tokens.output"), std::string::npos) << made.out;
+  ASSERT_EQ(Admin({"billing", "set-default", "standard"}).exit_code, 0);
+  // Wrong prices are refused before anything is stored.
+  ProcessResult bad = Admin({"price-book", "add-version", "standard", "--entries",
+                             R"([{"meter": "tokens.input", "price_minor": "1.0000001"}])"});
+  EXPECT_EQ(bad.exit_code, 1) << Describe(bad);
+  EXPECT_NE(bad.err.find("six decimals"), std::string::npos) << bad.err;
+
+  auto gateway = http::Client::Create(gateway_url_, 30'000);
+  ASSERT_TRUE(gateway.has_value());
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(DemoChat(**gateway, "llama-3.1-8b-instruct"), 200);
+  Json draft;
+  ASSERT_TRUE(testing_support::WaitUntil(
+      [&] {
+        draft = AdminJson({"billing", "draft", "--tenant", "demo", "-o", "json"});
+        return draft.value("total_minor", int64_t{0}) > 0;
+      },
+      kServerTimeout))
+      << draft.dump(2) << "\n"
+      << server_->Output();
+  EXPECT_EQ(draft["status"], "draft");
+  EXPECT_EQ(draft["currency"], "USD");
+  const std::string period = draft.value("period", "");
+  ProcessResult by_key = Admin({"billing", "draft", "--tenant", "demo", "--by", "key"});
+  EXPECT_EQ(by_key.exit_code, 0) << Describe(by_key);
+  EXPECT_NE(by_key.out.find("Spend per key"), std::string::npos) << by_key.out;
+  EXPECT_NE(by_key.out.find("Output tokens"), std::string::npos) << by_key.out;
+
+  ProcessResult verified = Admin({"billing", "verify", period});
+  EXPECT_EQ(verified.exit_code, 0) << Describe(verified);
+  EXPECT_NE(verified.out.find("rated exactly once"), std::string::npos) << verified.out;
+
+  // Another tenant's admin: as if demo did not exist; its own draft is empty.
+  AdminJson({"tenant", "create", "acme", "-o", "json"});
+  const std::string alice = LoginAsNewTenantAdmin("acme", "alice");
+  ProcessResult peek = Run({"", alice, false}, {"billing", "draft", "--tenant", "demo"});
+  EXPECT_EQ(peek.exit_code, 1) << Describe(peek);
+  EXPECT_EQ(UserJson(alice, {"billing", "draft"}).value("total_minor", int64_t{-1}), 0);
+  ProcessResult books = Run({"", alice, false}, {"price-book", "list"});
+  EXPECT_EQ(books.exit_code, 1) << Describe(books);
+
+  ProcessResult early = Admin({"invoice", "finalize", "--tenant", "demo", "--period", period});
+  EXPECT_EQ(early.exit_code, 1) << Describe(early);
+  EXPECT_NE(early.err.find("has not ended"), std::string::npos) << early.err;
+}
+
 }  // namespace
 }  // namespace atrium

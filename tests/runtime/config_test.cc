@@ -341,9 +341,9 @@ TEST(ConfigTest, UnknownKeyIsRejectedByName) {
 }
 
 TEST(ConfigTest, UnknownTableIsRejectedByName) {
-  auto c = ParseConfig("[store]\nurl = \"sqlite:///x.db\"\n[billing]\nx = 1\n", "t.toml");
+  auto c = ParseConfig("[store]\nurl = \"sqlite:///x.db\"\n[money]\nx = 1\n", "t.toml");
   ASSERT_FALSE(c.has_value());
-  EXPECT_NE(c.error().message.find("'billing'"), std::string::npos);
+  EXPECT_NE(c.error().message.find("'money'"), std::string::npos);
 }
 
 TEST(ConfigTest, WrongTypeIsRejected) {
