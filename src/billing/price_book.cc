@@ -216,30 +216,31 @@ Json PriceEntriesToJson(const std::vector<PriceEntry>& entries, bool units) {
 Pricing::Pricing(std::vector<PriceBookVersion> versions, std::vector<BillingPlan> plans) {
   for (auto& v : versions) books_[v.book_id].push_back(std::move(v));
   for (auto& p : plans) plans_[p.tenant_id].push_back(std::move(p));
-  auto by_meter = [](const std::vector<PriceEntry>& entries) {
-    std::unordered_map<std::string, std::vector<const PriceEntry*>> out;
-    for (const auto& e : entries) out[e.meter].push_back(&e);
-    for (auto& [meter, list] : out) {
-      std::stable_sort(list.begin(), list.end(), [](const PriceEntry* a, const PriceEntry* b) {
-        return Specificity(*a) > Specificity(*b);
+  auto index_of = [this](const std::string& prefix, const std::vector<PriceEntry>& entries) {
+    Indexed& index = index_[prefix];
+    for (const auto& e : entries) {
+      index.by_meter[e.meter].push_back(Priced{&e, prefix + EntryKey(e)});
+    }
+    for (auto& [meter, list] : index.by_meter) {
+      std::stable_sort(list.begin(), list.end(), [](const Priced& a, const Priced& b) {
+        return Specificity(*a.entry) > Specificity(*b.entry);
       });
     }
-    return out;
+    return &index;
   };
   for (auto& [id, list] : books_) {
     std::sort(list.begin(), list.end(),
               [](const auto& a, const auto& b) { return a.version < b.version; });
     for (const auto& v : list) {
-      const std::string prefix = "book:" + id + "@" + std::to_string(v.version) + "#";
-      index_[prefix] = Indexed{prefix, by_meter(v.entries)};
+      book_index_[&v] = index_of("book:" + id + "@" + std::to_string(v.version) + "#", v.entries);
     }
   }
   for (auto& [tenant, list] : plans_) {
     std::sort(list.begin(), list.end(),
               [](const auto& a, const auto& b) { return a.version < b.version; });
     for (const auto& p : list) {
-      const std::string prefix = "plan:" + tenant + "@" + std::to_string(p.version) + "#";
-      index_[prefix] = Indexed{prefix, by_meter(p.entries)};
+      plan_index_[&p] =
+          index_of("plan:" + tenant + "@" + std::to_string(p.version) + "#", p.entries);
     }
   }
 }
@@ -274,24 +275,20 @@ const PriceBookVersion* Pricing::BookVersionAt(const std::string& book_id, int64
 const Pricing::Indexed* Pricing::IndexOfBook(const std::string& book_id, int64_t at) const {
   const PriceBookVersion* v = BookVersionAt(book_id, at);
   if (v == nullptr) return nullptr;
-  auto it = index_.find("book:" + book_id + "@" + std::to_string(v->version) + "#");
-  return it == index_.end() ? nullptr : &it->second;
+  auto it = book_index_.find(v);
+  return it == book_index_.end() ? nullptr : it->second;
 }
 
-const Pricing::Indexed* Pricing::IndexOfPlan(const BillingPlan& plan) const {
-  auto it = index_.find("plan:" + plan.tenant_id + "@" + std::to_string(plan.version) + "#");
-  return it == index_.end() ? nullptr : &it->second;
-}
-
-const PriceEntry* Pricing::Best(const Indexed& index, std::string_view meter,
-                                std::string_view model, std::string_view mig_profile,
-                                std::string_view deployment) const {
-  auto it = index.by_meter.find(std::string(meter));
+const Pricing::Priced* Pricing::Best(const Indexed& index, std::string_view meter,
+                                     std::string_view model, std::string_view mig_profile,
+                                     std::string_view deployment) const {
+  auto it = index.by_meter.find(meter);
   if (it == index.by_meter.end()) return nullptr;
-  for (const PriceEntry* e : it->second) {
+  for (const Priced& p : it->second) {
+    const PriceEntry* e = p.entry;
     if (Selects(e->model, model) && Selects(e->mig_profile, mig_profile) &&
         (e->deployment.empty() || e->deployment == deployment)) {
-      return e;
+      return &p;
     }
   }
   return nullptr;
@@ -302,15 +299,15 @@ Pricing::Match Pricing::Find(const std::string& tenant_id, std::string_view mete
                              std::string_view deployment, int64_t at) const {
   const BillingPlan* plan = PlanAt(tenant_id, at);
   if (plan == nullptr) return {};
-  if (const Indexed* own = IndexOfPlan(*plan); own != nullptr) {
-    if (const PriceEntry* e = Best(*own, meter, model, mig_profile, deployment)) {
-      return {own->ref_prefix + EntryKey(*e), e};
+  if (auto own = plan_index_.find(plan); own != plan_index_.end()) {
+    if (const Priced* p = Best(*own->second, meter, model, mig_profile, deployment)) {
+      return {p->ref, p->entry};
     }
   }
   const Indexed* index = IndexOfBook(plan->price_book_id, at);
   if (index == nullptr) return {};
-  if (const PriceEntry* e = Best(*index, meter, model, mig_profile, deployment)) {
-    return {index->ref_prefix + EntryKey(*e), e};
+  if (const Priced* p = Best(*index, meter, model, mig_profile, deployment)) {
+    return {p->ref, p->entry};
   }
   return {};
 }
@@ -325,10 +322,9 @@ const PriceEntry* Pricing::EntryOf(const std::string& price_ref) const {
   if (hash == std::string::npos) return nullptr;
   auto it = index_.find(price_ref.substr(0, hash + 1));
   if (it == index_.end()) return nullptr;
-  const std::string key = price_ref.substr(hash + 1);
   for (const auto& [meter, list] : it->second.by_meter) {
-    for (const PriceEntry* e : list) {
-      if (EntryKey(*e) == key) return e;
+    for (const Priced& p : list) {
+      if (p.ref == price_ref) return p.entry;
     }
   }
   return nullptr;

@@ -101,21 +101,26 @@ class Pricing {
   const PriceEntry* EntryOf(const std::string& price_ref) const;
 
  private:
-  struct Indexed {
-    std::string ref_prefix;  // "book:<id>@<v>#" | "plan:<tenant>@<v>#"
-    // Entries by meter, most specific first.
-    std::unordered_map<std::string, std::vector<const PriceEntry*>> by_meter;
+  struct Priced {
+    const PriceEntry* entry;
+    std::string ref;  // the full price_ref
   };
-  const PriceEntry* Best(const Indexed& index, std::string_view meter, std::string_view model,
-                         std::string_view mig_profile, std::string_view deployment) const;
+  struct Indexed {
+    // Entries by meter, most specific first.
+    std::map<std::string, std::vector<Priced>, std::less<>> by_meter;
+  };
+  const Priced* Best(const Indexed& index, std::string_view meter, std::string_view model,
+                     std::string_view mig_profile, std::string_view deployment) const;
   const Indexed* IndexOfBook(const std::string& book_id, int64_t at) const;
-  const Indexed* IndexOfPlan(const BillingPlan& plan) const;
 
-  std::map<std::string, std::vector<PriceBookVersion>> books_;  // by id, oldest first
-  std::map<std::string, std::vector<BillingPlan>> plans_;       // by tenant, oldest first
-  // Keyed by ref prefix; pointers into books_ and plans_, which never move
-  // after construction.
+  std::map<std::string, std::vector<PriceBookVersion>, std::less<>> books_;  // by id, oldest first
+  std::map<std::string, std::vector<BillingPlan>, std::less<>> plans_;  // by tenant, oldest first
+  // Keyed by ref prefix ("book:<id>@<v>#", "plan:<tenant>@<v>#"); the
+  // versions' and plans' own indexes point into it. Pointers into books_
+  // and plans_, which never move after construction.
   std::unordered_map<std::string, Indexed> index_;
+  std::unordered_map<const PriceBookVersion*, const Indexed*> book_index_;
+  std::unordered_map<const BillingPlan*, const Indexed*> plan_index_;
 };
 
 }  // namespace atrium::billing
