@@ -550,7 +550,11 @@ bool UsageJournal::ShipFromMemory() {
 
 Status UsageJournal::Ship(const std::vector<UsageRecord>& batch) {
   Status s = sink_(batch);
-  if (s.has_value() || s.error().code != ErrorCode::kInvalidArgument) return s;
+  auto refused = [](const Status& st) {
+    return st.error().code == ErrorCode::kInvalidArgument ||
+           st.error().code == ErrorCode::kAlreadyExists;
+  };
+  if (s.has_value() || !refused(s)) return s;
   // Some record can never be stored (the store stored none of the batch):
   // find it by offering each alone. Records stored here and offered again
   // later (should the store go down meanwhile) are ignored by id.
@@ -558,7 +562,17 @@ Status UsageJournal::Ship(const std::vector<UsageRecord>& batch) {
     const std::vector<UsageRecord> one{record};
     Status alone = sink_(one);
     if (alone.has_value()) continue;
-    if (alone.error().code != ErrorCode::kInvalidArgument) return alone;
+    if (!refused(alone)) return alone;
+    // An earlier process's last checkpoint of a request whose own record
+    // is stored already (it finished, or a restart shipped it before): the
+    // request is billed once, by that record.
+    if (alone.error().code == ErrorCode::kAlreadyExists && record.status == "interrupted") {
+      spdlog::info(
+          "usage journal: request {} is billed by its stored record; its checkpoint is "
+          "not shipped",
+          record.id);
+      continue;
+    }
     ATRIUM_RETURN_IF_ERROR(Quarantine(record, alone.error().message));
   }
   return OkStatus();

@@ -97,7 +97,10 @@ Result<std::string> Platform::StartGateway() {
   journal_opts.directory = config_.gateway_journal_dir;
   journal_ = std::make_unique<gateway_server::UsageJournal>(
       journal_opts, [store](const std::vector<UsageRecord>& records) {
-        return store->InsertUsageRecords(records);
+        // Records timed far from now are refused (and set aside): billing
+        // takes usage up to 35 days late and 5 minutes early.
+        return store->InsertUsageRecords(records,
+                                         Store::UsageWindow{SystemClock::Instance().NowMillis()});
       });
   journal_->SetRefusalSink([store](const std::vector<RefusalCount>& counts) {
     return store->AddGatewayRefusals(counts);

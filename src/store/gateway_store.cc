@@ -315,6 +315,72 @@ bool StorableText(std::string_view s) {
 }
 
 // Why `u` can never be stored; "" when it can.
+// A record as AppendUsageValues stores it: counts cut to the bound, and
+// then flagged.
+UsageRecord AsStored(UsageRecord u) {
+  const bool cut = StoredTokens(u.input_tokens) != u.input_tokens ||
+                   StoredTokens(u.output_tokens) != u.output_tokens ||
+                   StoredTokens(u.cached_tokens) != u.cached_tokens;
+  u.input_tokens = StoredTokens(u.input_tokens);
+  u.output_tokens = StoredTokens(u.output_tokens);
+  u.cached_tokens = StoredTokens(u.cached_tokens);
+  if (cut) u.flag = kUsageOverBound;
+  return u;
+}
+
+bool SamePayload(const UsageRecord& stored, const UsageRecord& offered) {
+  const UsageRecord b = AsStored(offered);
+  const UsageRecord& a = stored;
+  return a.id == b.id && a.tenant_id == b.tenant_id && a.key_id == b.key_id && a.model == b.model &&
+         a.deployment_id == b.deployment_id && a.endpoint == b.endpoint && a.api == b.api &&
+         a.stream == b.stream && a.input_tokens == b.input_tokens &&
+         a.output_tokens == b.output_tokens && a.cached_tokens == b.cached_tokens &&
+         a.queue_ms == b.queue_ms && a.ttft_ms == b.ttft_ms && a.total_ms == b.total_ms &&
+         a.status == b.status && a.http_status == b.http_status && a.created_at == b.created_at &&
+         a.flag == b.flag;
+}
+
+// The idempotency rule: a record stored already is skipped only when it is
+// the same record (a re-ship); the same id with another payload is refused
+// whole, naming the record, so nothing is merged or silently dropped.
+Status RefuseChangedRecordsOn(sql::Connection& c, const std::vector<const UsageRecord*>& records) {
+  constexpr size_t kChunk = 500;  // SQLite's oldest limit is 999 parameters
+  std::map<std::string, const UsageRecord*> by_id;
+  for (const UsageRecord* u : records) {
+    auto [it, fresh] = by_id.emplace(u->id, u);
+    if (!fresh && !SamePayload(AsStored(*it->second), *u)) {
+      return Error{ErrorCode::kAlreadyExists,
+                   "usage record " + u->id + " comes twice with different payloads: refused"};
+    }
+  }
+  std::vector<std::string> ids;
+  ids.reserve(by_id.size());
+  for (const auto& [id, u] : by_id) ids.push_back(id);
+  for (size_t start = 0; start < ids.size(); start += kChunk) {
+    const size_t end = std::min(ids.size(), start + kChunk);
+    std::vector<Value> params;
+    std::string in;
+    for (size_t i = start; i < end; ++i) {
+      params.push_back(ids[i]);
+      in += (i == start ? "" : ", ") + P(params.size());
+    }
+    ATRIUM_ASSIGN_OR_RETURN(auto rows,
+                            c.Exec(std::string("SELECT ") + store_internal::kUsageColumns +
+                                       " FROM usage_records WHERE id IN (" + in + ")",
+                                   params));
+    for (const auto& r : rows.rows) {
+      UsageRecord stored = UsageFromRow(r);
+      const UsageRecord& offered = *by_id.at(stored.id);
+      if (!SamePayload(stored, offered)) {
+        return Error{ErrorCode::kAlreadyExists,
+                     "usage record " + stored.id +
+                         " is stored already with a different payload: refused, not merged"};
+      }
+    }
+  }
+  return OkStatus();
+}
+
 std::string UsageRecordDefect(const UsageRecord& u) {
   if (u.id.empty()) return "usage record without id";
   if (u.tenant_id.empty()) return "usage record has no tenant";
@@ -648,9 +714,19 @@ Result<std::vector<GatewayLimitRecord>> Store::ListGatewayLimits(const TenantSco
 
 // ---------------------------------------------------------------- usage
 
-Status Store::InsertUsageRecords(const std::vector<UsageRecord>& records) {
+Status Store::InsertUsageRecords(const std::vector<UsageRecord>& records,
+                                 const std::optional<UsageWindow>& window) {
   if (records.empty()) return OkStatus();
   for (const auto& u : records) {
+    if (window.has_value() && (u.created_at < window->now_ms - window->back_ms ||
+                               u.created_at > window->now_ms + window->ahead_ms)) {
+      return Error::InvalidArgument(
+          "usage record " + (StorableText(u.id) ? u.id : std::string("?")) + " is timed " +
+          std::to_string(u.created_at) +
+          ", outside the window billing takes: " + std::to_string(window->back_ms / 86'400'000) +
+          " days back to " + std::to_string(window->ahead_ms / 60'000) + " minutes ahead of now (" +
+          std::to_string(window->now_ms) + ")");
+    }
     // Checked before anything is stored: the batch is refused whole, and the
     // gateway's shipper then finds and sets aside the defective record.
     if (std::string defect = UsageRecordDefect(u); !defect.empty()) {
@@ -689,6 +765,7 @@ Status Store::InsertUsageRecords(const std::vector<UsageRecord>& records) {
     for (const auto& u : records) {
       if (live.count(u.tenant_id)) kept.push_back(&u);
     }
+    ATRIUM_RETURN_IF_ERROR(RefuseChangedRecordsOn(c, kept));
     for (size_t start = 0, end = 0; start < kept.size(); start = end) {
       end = start + RowsInNextUsageInsert(kept.size() - start);
       std::vector<Value> params;

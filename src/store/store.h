@@ -297,6 +297,14 @@ class Store {
   Result<std::vector<GatewayLimitRecord>> ListGatewayLimits(const TenantScope& scope);
 
   // --- Usage records (tenant-owned, written by the gateway) ---
+  // How far from now a usage record's time may be for billing to take it
+  // (a gateway's clock far off, or a journal shipped long after): 35 days
+  // back, 5 minutes ahead.
+  struct UsageWindow {
+    int64_t now_ms = 0;
+    int64_t back_ms = 35LL * 86'400'000;
+    int64_t ahead_ms = 5 * 60'000;
+  };
   // Appends the records in ONE transaction. Idempotent by id: a record whose
   // id is already stored is skipped, so a gateway that re-ships a batch after
   // a crash stores each request exactly once. Records of a tenant id that
@@ -306,7 +314,13 @@ class Store {
   // or a text field that is not UTF-8 or holds a NUL byte (nothing of the
   // batch is stored); kUnavailable (or kInternal) when the store itself
   // failed.
-  Status InsertUsageRecords(const std::vector<UsageRecord>& records);
+  //
+  // A record whose id is stored already with another payload (any field
+  // different) is refused, never merged: kAlreadyExists naming it, nothing
+  // of the batch stored. With `window`, a record timed outside it is
+  // refused as kInvalidArgument naming the window.
+  Status InsertUsageRecords(const std::vector<UsageRecord>& records,
+                            const std::optional<UsageWindow>& window = std::nullopt);
   // The tenant's records matching `filter`, newest first (created_at, then
   // id, descending); the cursor is opaque.
   Result<Page<UsageRecord>> ListUsage(const TenantScope& scope, const UsageFilter& filter,

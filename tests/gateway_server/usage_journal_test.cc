@@ -49,6 +49,16 @@ struct FakeStore {
         return Error::InvalidArgument("text parameter $4 contains a NUL byte");
       }
     }
+    // As the real store: an id stored with other figures refuses the batch.
+    for (const auto& r : records) {
+      auto it = rows.find(r.id);
+      if (it != rows.end() &&
+          (it->second.status != r.status || it->second.output_tokens != r.output_tokens ||
+           it->second.input_tokens != r.input_tokens)) {
+        return Error{ErrorCode::kAlreadyExists,
+                     "usage record " + r.id + " is stored already with a different payload"};
+      }
+    }
     for (const auto& r : records) {
       ++offered;
       rows.emplace(r.id, r);
@@ -424,7 +434,29 @@ TEST_F(UsageJournalTest, AFinalRecordStillInTheJournalWinsOverItsCheckpoint) {
   ASSERT_EQ(store_.size(), 1u);
   EXPECT_EQ(store_.rows["req_3"].status, "completed");
   EXPECT_EQ(store_.rows["req_3"].output_tokens, 40);
+  // The checkpoint the store refuses (another payload under a stored id)
+  // is not set aside: the request is billed, once, by its final record.
+  EXPECT_EQ(restarted.quarantined(), 0);
   std::filesystem::remove_all(killed);
+}
+
+TEST_F(UsageJournalTest, AFinishedRecordTheStoreHoldsWithOtherFiguresIsSetAsideNotMerged) {
+  UsageRecord first = Record(5);
+  ASSERT_OK(store_.Insert({first}));
+  UsageRecord changed = first;
+  changed.output_tokens += 7;
+  {
+    UsageJournal journal(Options(), Sink());
+    ASSERT_OK(journal.Start());
+    ASSERT_OK(journal.Append(Record(4)));
+    ASSERT_OK(journal.Append(changed));
+    ASSERT_OK(journal.Append(Record(6)));
+    ASSERT_TRUE(journal.WaitShipped(10'000));
+    EXPECT_EQ(journal.quarantined(), 1);
+    journal.Stop();
+  }
+  EXPECT_EQ(store_.size(), 3u);
+  EXPECT_EQ(store_.rows[first.id].output_tokens, first.output_tokens);
 }
 
 TEST_F(UsageJournalTest, CheckpointsWaitWhileTheStoreIsDownAndTheFileStaysSmall) {

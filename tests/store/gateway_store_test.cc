@@ -363,18 +363,51 @@ TEST_P(GatewayStoreTest, DeletingAUserDropsItsKeysLimits) {
 
 // ---------------------------------------------------------------- usage
 
+TEST_P(GatewayStoreTest, UsageTimedOutsideTheWindowIsRefusedNamingIt) {
+  Tenant a = MakeTenant("a");
+  const int64_t now = 1'790'000'000'000;
+  const Store::UsageWindow window{now};
+  constexpr int64_t kDay = 86'400'000;
+  for (int64_t at : {now - 35 * kDay - 1, now + 5 * 60'000 + 1}) {
+    auto r = store_->InsertUsageRecords({Usage("req_ok", a.id, now), Usage("req_far", a.id, at)},
+                                        window);
+    ASSERT_FALSE(r.has_value()) << at;
+    EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_NE(r.error().message.find("req_far"), std::string::npos) << r.error().message;
+    EXPECT_NE(r.error().message.find("35 days back to 5 minutes ahead"), std::string::npos)
+        << r.error().message;
+  }
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM usage_records"), 0);
+  ASSERT_OK(store_->InsertUsageRecords(
+      {Usage("req_old", a.id, now - 35 * kDay), Usage("req_soon", a.id, now + 5 * 60'000)},
+      window));
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM usage_records"), 2);
+}
+
 TEST_P(GatewayStoreTest, UsageInsertIsIdempotentByRequestId) {
   Tenant a = MakeTenant("a");
   ASSERT_OK(store_->InsertUsageRecords(
       {Usage("req_1", a.id, 1000), Usage("req_2", a.id, 1001), Usage("req_3", a.id, 1002)}));
-  // A re-shipped batch mixing stored and new ids (the stored ones with other
-  // figures, as a buggy re-ship might have): the new are added, the stored
-  // stay exactly as first written. The same new id twice counts once.
+  // A re-shipped batch with a stored id under other figures (a buggy
+  // re-ship): refused whole, naming the record, nothing merged or added.
   UsageRecord changed = Usage("req_2", a.id, 1001);
   changed.output_tokens = 9999;
-  ASSERT_OK(
-      store_->InsertUsageRecords({Usage("req_1", a.id, 1000), changed, Usage("req_4", a.id, 1003),
-                                  Usage("req_5", a.id, 1004), Usage("req_5", a.id, 1004)}));
+  auto refused =
+      store_->InsertUsageRecords({Usage("req_1", a.id, 1000), changed, Usage("req_4", a.id, 1003)});
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kAlreadyExists);
+  EXPECT_NE(refused.error().message.find("req_2"), std::string::npos);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM usage_records"), 3);
+  // The same id twice in one batch with different figures: refused too.
+  UsageRecord twin = Usage("req_9", a.id, 1009);
+  twin.input_tokens = 1;
+  EXPECT_EQ(store_->InsertUsageRecords({Usage("req_9", a.id, 1009), twin}).error().code,
+            ErrorCode::kAlreadyExists);
+  // A re-ship of the same records with new ones: the new are added, the
+  // stored stay exactly as first written; the same new id twice counts once.
+  ASSERT_OK(store_->InsertUsageRecords({Usage("req_1", a.id, 1000), Usage("req_2", a.id, 1001),
+                                        Usage("req_4", a.id, 1003), Usage("req_5", a.id, 1004),
+                                        Usage("req_5", a.id, 1004)}));
   EXPECT_EQ(Count("SELECT COUNT(*) FROM usage_records"), 5);
   auto page = store_->ListUsage(TenantScope::Of(a.id), {}, {});
   ASSERT_TRUE(page.has_value()) << page.error().message;
