@@ -188,6 +188,13 @@ Result<InvoiceTerms> BillingService::TermsAt(const Context& ctx, const std::stri
   const PriceBookVersion* version =
       ctx.pricing.BookVersionAt(plan->price_book_id, std::max(period_start, plan->effective_from));
   if (version != nullptr) terms.minimum_charge_minor = version->minimum_charge_minor;
+  // A period that began after the tenant was evicted holds late usage
+  // only: no commitment or minimum charge for a tenant that is gone.
+  if (auto evicted = store_.GetEvictedTenantForPlatform(tenant_id);
+      evicted.has_value() && period.start_ms >= evicted->updated_at) {
+    terms.commitment_minor = 0;
+    terms.minimum_charge_minor = 0;
+  }
   return terms;
 }
 
@@ -262,6 +269,21 @@ Result<int64_t> BillingService::FinalizeDue() {
   for (const auto& t : tenants) {
     if (t.tenant_id == kDefaultPlanTenantId) continue;
     const int64_t anchor = AnchorDayOf(rows, t.tenant_id);
+    if (!t.live) {
+      // An evicted tenant owes only for periods it has usage in (late
+      // records included): no more monthly invoices, no commitment.
+      if (t.first_open_usage < 0) continue;
+      const Period p = PeriodContaining(t.first_open_usage, anchor);
+      if (p.end_ms + options_.finalize_after_ms > now) continue;
+      auto made_one = Finalize(t.tenant_id, PeriodName(p));
+      if (!made_one.has_value()) {
+        spdlog::error("billing: cannot finalise {} of evicted tenant {}: {}", PeriodName(p),
+                      t.tenant_id, made_one.error().message);
+        continue;
+      }
+      ++made;
+      continue;
+    }
     int64_t from = t.finalized_through;
     if (from == 0) {
       // Nothing final yet: from the first usage or plan.

@@ -453,6 +453,7 @@ class Store {
     int64_t finalized_through = 0;  // end of the last finalised period; 0 none
     int64_t first_open_usage = -1;  // earliest invoice_period of rated usage not finalised; -1 none
     int64_t first_plan_from = -1;   // effective_from of the first plan; -1 none
+    bool live = true;               // false once the tenant is evicted (or unknown)
   };
   Result<std::vector<BillingTenant>> BillingTenantsForBilling();
   // Tenants with usage records or rated usage timed in [from, to).

@@ -570,6 +570,10 @@ Result<std::vector<Store::BillingTenant>> Store::BillingTenantsForBilling() {
                            "r.invoice_period >= COALESCE(a.finalized_through, 0) GROUP BY "
                            "r.tenant_id"));
   for (const auto& r : open.rows) at(r.Text(0)).first_open_usage = r.Int(1);
+  ATRIUM_ASSIGN_OR_RETURN(auto tenants, db_->Exec("SELECT id FROM tenants"));
+  std::set<std::string> live;
+  for (const auto& r : tenants.rows) live.insert(r.Text(0));
+  for (auto& [id, t] : by_id) t.live = live.count(id) != 0 || id == kDefaultPlanTenantId;
   std::vector<BillingTenant> out;
   for (auto& [id, t] : by_id) out.push_back(std::move(t));
   return out;

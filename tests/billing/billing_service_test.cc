@@ -318,6 +318,36 @@ TEST_P(BillingServiceTest, InvoicesAreFinalInOrderAndLateUsageAdjustsTheNext) {
   EXPECT_EQ(report->rated_rows, 2);
 }
 
+TEST_P(BillingServiceTest, AnEvictedTenantIsInvoicedOnlyForPeriodsItUsed) {
+  const std::string book = MakeBook("standard", kPrices);
+  ASSERT_TRUE(Plan("tn_globex", book, 1, 0, 5000).has_value());
+  const int64_t t = clock_.NowMillis() + kMin;
+  ASSERT_TRUE(
+      store_->InsertUsageRecords({Tokens("req_g", "tn_globex", 1'000'000, 0, t)}).has_value());
+  clock_.AdvanceMillis(kHour);
+  ASSERT_TRUE(Service().RateDue().has_value());
+  ASSERT_TRUE(store_->DeleteTenantAndData("tn_globex", clock_.NowMillis()).has_value());
+  // Three months on: November (its usage, and its commitment) is invoiced,
+  // December and January are not.
+  clock_.AdvanceMillis(90LL * 24 * kHour);
+  EXPECT_EQ(*Service().FinalizeDue(), 1);
+  EXPECT_EQ(*Service().FinalizeDue(), 0);
+  auto invoices = store_->ListInvoices(TenantScope::Of("tn_globex"));
+  ASSERT_EQ(invoices->size(), 1u);
+  EXPECT_EQ((*invoices)[0].total_minor, 5000);
+  // A record of it that arrives late still gets billed, once.
+  ASSERT_TRUE(
+      store_->InsertUsageRecords({Tokens("req_g2", "tn_globex", 1'000'000, 0, t + 1)}).has_value());
+  ASSERT_TRUE(Service().RateDue().has_value());
+  EXPECT_EQ(*Service().FinalizeDue(), 1);
+  invoices = store_->ListInvoices(TenantScope::Of("tn_globex"));
+  ASSERT_EQ(invoices->size(), 2u);
+  EXPECT_EQ((*invoices)[0].total_minor, 100);  // the adjustment, newest first
+  auto report = Service().Verify("tn_globex", "2026-11");
+  ASSERT_TRUE(report.has_value()) << report.error().message;
+  EXPECT_TRUE(report->ok()) << report->problems.at(0);
+}
+
 TEST_P(BillingServiceTest, VerifyFindsTamperedRows) {
   const std::string book = MakeBook("standard", kPrices);
   ASSERT_TRUE(Plan("tn_acme", book).has_value());
