@@ -33,13 +33,18 @@ Result<billing::BillingService*> BillingOf(const Context& ctx) {
   return ctx.services.billing;
 }
 
-Json VersionView(const PriceBookVersion& v, int exponent) {
-  Json entries = Json::array();
-  if (auto j = ParseJson(v.entries_json); j.has_value()) {
+// Stored entries as the API shows them, each with its pricing unit.
+Json EntriesView(const std::string& stored) {
+  if (auto j = ParseJson(stored); j.has_value()) {
     if (auto e = billing::ParsePriceEntries(*j, "entries"); e.has_value()) {
-      entries = billing::PriceEntriesToJson(*e);
+      return billing::PriceEntriesToJson(*e);
     }
   }
+  return Json::array();
+}
+
+Json VersionView(const PriceBookVersion& v, int exponent) {
+  Json entries = EntriesView(v.entries_json);
   return {{"version", v.version},
           {"effective_from", FormatTimestamp(v.effective_from)},
           {"minimum_charge_minor", v.minimum_charge_minor},
@@ -122,12 +127,7 @@ Status ValidateBookName(const std::string& name) {
 
 Json PlanView(const BillingPlan& p, const std::string& currency) {
   const int exponent = ExponentOf(currency);
-  Json entries = Json::array();
-  if (auto j = ParseJson(p.entries_json); j.has_value()) {
-    if (auto e = billing::ParsePriceEntries(*j, "entries"); e.has_value()) {
-      entries = billing::PriceEntriesToJson(*e);
-    }
-  }
+  Json entries = EntriesView(p.entries_json);
   return {{"version", p.version},
           {"effective_from", FormatTimestamp(p.effective_from)},
           {"price_book", p.price_book_id},

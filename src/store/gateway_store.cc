@@ -344,7 +344,6 @@ bool SamePayload(const UsageRecord& stored, const UsageRecord& offered) {
 // the same record (a re-ship); the same id with another payload is refused
 // whole, naming the record, so nothing is merged or silently dropped.
 Status RefuseChangedRecordsOn(sql::Connection& c, const std::vector<const UsageRecord*>& records) {
-  constexpr size_t kChunk = 500;  // SQLite's oldest limit is 999 parameters
   std::map<std::string, const UsageRecord*> by_id;
   for (const UsageRecord* u : records) {
     auto [it, fresh] = by_id.emplace(u->id, u);
@@ -356,14 +355,10 @@ Status RefuseChangedRecordsOn(sql::Connection& c, const std::vector<const UsageR
   std::vector<std::string> ids;
   ids.reserve(by_id.size());
   for (const auto& [id, u] : by_id) ids.push_back(id);
-  for (size_t start = 0; start < ids.size(); start += kChunk) {
-    const size_t end = std::min(ids.size(), start + kChunk);
+  for (size_t start = 0; start < ids.size(); start += store_internal::kInListChunk) {
+    const size_t end = std::min(ids.size(), start + store_internal::kInListChunk);
     std::vector<Value> params;
-    std::string in;
-    for (size_t i = start; i < end; ++i) {
-      params.push_back(ids[i]);
-      in += (i == start ? "" : ", ") + P(params.size());
-    }
+    const std::string in = store_internal::AppendInList(ids, start, end, params);
     ATRIUM_ASSIGN_OR_RETURN(auto rows,
                             c.Exec(std::string("SELECT ") + store_internal::kUsageColumns +
                                        " FROM usage_records WHERE id IN (" + in + ")",

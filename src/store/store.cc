@@ -20,6 +20,16 @@ using namespace store_internal;  // NOLINT(google-build-using-namespace): the st
 
 namespace store_internal {
 
+std::string AppendInList(const std::vector<std::string>& ids, size_t begin, size_t end,
+                         std::vector<sql::Value>& params) {
+  std::string in;
+  for (size_t i = begin; i < end; ++i) {
+    params.push_back(ids[i]);
+    in += (i == begin ? "$" : ", $") + std::to_string(params.size());
+  }
+  return in;
+}
+
 std::string EncodeList(const std::vector<std::string>& v) { return Json(v).dump(); }
 
 std::string EncodeMap(const std::map<std::string, std::string>& m) { return Json(m).dump(); }

@@ -136,22 +136,52 @@ Status InsertVersionOn(sql::Connection& c, const PriceBookVersion& v) {
                       v.entries_json, v.note, v.created_by, v.created_at}));
 }
 
-// "$a, $b, …" over `ids` appended to params: an IN list.
-std::string InList(const std::vector<std::string>& ids, size_t begin, size_t end,
-                   std::vector<Value>& params) {
-  std::string in;
-  for (size_t i = begin; i < end; ++i) {
-    params.push_back(ids[i]);
-    in += (i == begin ? "" : ", ") + P(params.size());
+// A tenant's rated rows counted in one invoice period, summed per price,
+// item, usage period, project and key.
+Result<std::vector<RatedGroup>> RatedGroupsOn(sql::Connection& c, const std::string& tenant_id,
+                                              int64_t invoice_period) {
+  ATRIUM_ASSIGN_OR_RETURN(
+      auto rows,
+      c.Exec("SELECT price_ref, meter, item, usage_period, project, key_id, SUM(quantity), "
+             "COUNT(*) FROM rated_usage WHERE tenant_id = $1 AND invoice_period = $2 GROUP BY "
+             "price_ref, meter, item, usage_period, project, key_id ORDER BY price_ref, meter, "
+             "item, usage_period, project, key_id",
+             {tenant_id, invoice_period}));
+  std::vector<RatedGroup> out;
+  for (const auto& r : rows.rows) {
+    out.push_back(
+        {r.Text(0), r.Text(1), r.Text(2), r.Int(3), r.Text(4), r.Text(5), r.Int(6), r.Int(7)});
   }
-  return in;
+  return out;
+}
+
+// Priced quantities counted in invoices before `invoice_period`, per price
+// and usage period.
+Result<std::vector<RatedGroup>> InvoicedBeforeOn(sql::Connection& c, const std::string& tenant_id,
+                                                 int64_t invoice_period) {
+  ATRIUM_ASSIGN_OR_RETURN(
+      auto rows,
+      c.Exec("SELECT price_ref, usage_period, SUM(quantity), COUNT(*) FROM rated_usage WHERE "
+             "tenant_id = $1 AND invoice_period < $2 AND price_ref <> '' GROUP BY price_ref, "
+             "usage_period ORDER BY price_ref, usage_period",
+             {tenant_id, invoice_period}));
+  std::vector<RatedGroup> out;
+  for (const auto& r : rows.rows) {
+    RatedGroup g;
+    g.price_ref = r.Text(0);
+    g.usage_period = r.Int(1);
+    g.quantity = r.Int(2);
+    g.records = r.Int(3);
+    out.push_back(std::move(g));
+  }
+  return out;
 }
 
 Status MarkRatedOn(sql::Connection& c, const char* table, const std::vector<std::string>& ids) {
-  constexpr size_t kChunk = 500;  // SQLite's oldest limit is 999 parameters
-  for (size_t start = 0; start < ids.size(); start += kChunk) {
+  for (size_t start = 0; start < ids.size(); start += store_internal::kInListChunk) {
     std::vector<Value> params;
-    const std::string in = InList(ids, start, std::min(ids.size(), start + kChunk), params);
+    const std::string in = store_internal::AppendInList(
+        ids, start, std::min(ids.size(), start + store_internal::kInListChunk), params);
     ATRIUM_RETURN_IF_ERROR(
         c.Exec(std::string("UPDATE ") + table + " SET rated = 1 WHERE id IN (" + in + ")", params));
   }
@@ -429,39 +459,14 @@ Status Store::StoreRatedUsageForBilling(const std::vector<std::string>& token_re
 
 Result<std::vector<RatedGroup>> Store::RatedGroups(const TenantScope& scope,
                                                    int64_t invoice_period) {
-  ATRIUM_ASSIGN_OR_RETURN(
-      auto rows,
-      db_->Exec("SELECT price_ref, meter, item, usage_period, project, key_id, SUM(quantity), "
-                "COUNT(*) FROM rated_usage WHERE tenant_id = $1 AND invoice_period = $2 GROUP BY "
-                "price_ref, meter, item, usage_period, project, key_id ORDER BY price_ref, meter, "
-                "item, usage_period, project, key_id",
-                {scope.tenant_id, invoice_period}));
-  std::vector<RatedGroup> out;
-  for (const auto& r : rows.rows) {
-    out.push_back(
-        {r.Text(0), r.Text(1), r.Text(2), r.Int(3), r.Text(4), r.Text(5), r.Int(6), r.Int(7)});
-  }
-  return out;
+  auto c = db_->Acquire();
+  return RatedGroupsOn(*c, scope.tenant_id, invoice_period);
 }
 
 Result<std::vector<RatedGroup>> Store::InvoicedBefore(const TenantScope& scope,
                                                       int64_t invoice_period) {
-  ATRIUM_ASSIGN_OR_RETURN(
-      auto rows,
-      db_->Exec("SELECT price_ref, usage_period, SUM(quantity), COUNT(*) FROM rated_usage WHERE "
-                "tenant_id = $1 AND invoice_period < $2 AND price_ref <> '' GROUP BY price_ref, "
-                "usage_period ORDER BY price_ref, usage_period",
-                {scope.tenant_id, invoice_period}));
-  std::vector<RatedGroup> out;
-  for (const auto& r : rows.rows) {
-    RatedGroup g;
-    g.price_ref = r.Text(0);
-    g.usage_period = r.Int(1);
-    g.quantity = r.Int(2);
-    g.records = r.Int(3);
-    out.push_back(std::move(g));
-  }
-  return out;
+  auto c = db_->Acquire();
+  return InvoicedBeforeOn(*c, scope.tenant_id, invoice_period);
 }
 
 Result<int64_t> Store::FinalizedThrough(const TenantScope& scope) {
@@ -495,33 +500,8 @@ Result<InvoiceRecord> Store::FinalizeInvoiceForBilling(const std::string& tenant
                                        ", has usage and is not final: invoices are final in order");
     }
     // The groups, read inside this transaction (the lock keeps rating out).
-    ATRIUM_ASSIGN_OR_RETURN(
-        auto group_rows,
-        c.Exec("SELECT price_ref, meter, item, usage_period, project, key_id, SUM(quantity), "
-               "COUNT(*) FROM rated_usage WHERE tenant_id = $1 AND invoice_period = $2 GROUP BY "
-               "price_ref, meter, item, usage_period, project, key_id ORDER BY price_ref, meter, "
-               "item, usage_period, project, key_id",
-               {tenant_id, period_start}));
-    std::vector<RatedGroup> groups;
-    for (const auto& r : group_rows.rows) {
-      groups.push_back(
-          {r.Text(0), r.Text(1), r.Text(2), r.Int(3), r.Text(4), r.Text(5), r.Int(6), r.Int(7)});
-    }
-    ATRIUM_ASSIGN_OR_RETURN(
-        auto prior_rows,
-        c.Exec("SELECT price_ref, usage_period, SUM(quantity), COUNT(*) FROM rated_usage WHERE "
-               "tenant_id = $1 AND invoice_period < $2 AND price_ref <> '' GROUP BY price_ref, "
-               "usage_period ORDER BY price_ref, usage_period",
-               {tenant_id, period_start}));
-    std::vector<RatedGroup> prior;
-    for (const auto& r : prior_rows.rows) {
-      RatedGroup g;
-      g.price_ref = r.Text(0);
-      g.usage_period = r.Int(1);
-      g.quantity = r.Int(2);
-      g.records = r.Int(3);
-      prior.push_back(std::move(g));
-    }
+    ATRIUM_ASSIGN_OR_RETURN(auto groups, RatedGroupsOn(c, tenant_id, period_start));
+    ATRIUM_ASSIGN_OR_RETURN(auto prior, InvoicedBeforeOn(c, tenant_id, period_start));
     ATRIUM_RETURN_IF_ERROR(
         c.Exec("UPDATE invoice_sequence SET last_number = last_number + 1 WHERE id = 1", {}));
     ATRIUM_ASSIGN_OR_RETURN(auto seq,

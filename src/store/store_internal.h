@@ -88,6 +88,14 @@ inline constexpr char kGpuUsageColumns[] =
     "to_ms, gpu_milli_ms, closes_subject, created_at, deployment_id";
 GpuUsageRecord GpuUsageFromRow(const sql::Row& r);
 
+// IN lists over many ids go in chunks of this many: SQLite's oldest limit
+// is 999 parameters a statement.
+inline constexpr size_t kInListChunk = 500;
+// Appends ids[begin, end) to `params` and returns their placeholders,
+// "$a, $b, …", for an IN list.
+std::string AppendInList(const std::vector<std::string>& ids, size_t begin, size_t end,
+                         std::vector<sql::Value>& params);
+
 // Booleans as 0/1 integers (the columns are BIGINT in both dialects).
 sql::Value Flag(bool b);
 

@@ -173,16 +173,10 @@ Result<std::vector<GpuUsageTotals>> Store::SummarizeGpuUsage(const TenantScope& 
 Result<std::map<std::string, GpuMeteredPoint>> Store::GpuMeteredPointsForMetering(
     const std::string& subject_kind, const std::vector<std::string>& subject_ids) {
   std::map<std::string, GpuMeteredPoint> out;
-  // In chunks: SQLite's oldest limit is 999 parameters a statement.
-  constexpr size_t kChunk = 500;
-  for (size_t start = 0; start < subject_ids.size(); start += kChunk) {
-    const size_t end = std::min(subject_ids.size(), start + kChunk);
+  for (size_t start = 0; start < subject_ids.size(); start += store_internal::kInListChunk) {
+    const size_t end = std::min(subject_ids.size(), start + store_internal::kInListChunk);
     std::vector<Value> params = {subject_kind};
-    std::string in;
-    for (size_t i = start; i < end; ++i) {
-      params.push_back(subject_ids[i]);
-      in += (i == start ? "" : ", ") + P(params.size());
-    }
+    const std::string in = store_internal::AppendInList(subject_ids, start, end, params);
     ATRIUM_ASSIGN_OR_RETURN(
         auto rows, db_->Exec("SELECT subject_id, MAX(to_ms), MAX(closes_subject) FROM "
                              "gpu_usage_records WHERE subject_kind = $1 AND subject_id IN (" +
