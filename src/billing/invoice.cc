@@ -107,6 +107,7 @@ struct Pending {
 
 std::vector<InvoiceShare> SharesOf(const std::map<std::string, int64_t>& m) {
   std::vector<InvoiceShare> out;
+  out.reserve(m.size());
   for (const auto& [name, quantity] : m) out.push_back({name, quantity, 0});
   return out;
 }

@@ -303,7 +303,7 @@ class Store {
   struct UsageWindow {
     int64_t now_ms = 0;
     int64_t back_ms = 35LL * 86'400'000;
-    int64_t ahead_ms = 5 * 60'000;
+    int64_t ahead_ms = int64_t{5} * 60'000;
   };
   // Appends the records in ONE transaction. Idempotent by id: a record whose
   // id is already stored is skipped, so a gateway that re-ships a batch after

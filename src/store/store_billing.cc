@@ -148,6 +148,7 @@ Result<std::vector<RatedGroup>> RatedGroupsOn(sql::Connection& c, const std::str
              "item, usage_period, project, key_id",
              {tenant_id, invoice_period}));
   std::vector<RatedGroup> out;
+  out.reserve(rows.rows.size());
   for (const auto& r : rows.rows) {
     out.push_back(
         {r.Text(0), r.Text(1), r.Text(2), r.Int(3), r.Text(4), r.Text(5), r.Int(6), r.Int(7)});
@@ -166,6 +167,7 @@ Result<std::vector<RatedGroup>> InvoicedBeforeOn(sql::Connection& c, const std::
              "usage_period ORDER BY price_ref, usage_period",
              {tenant_id, invoice_period}));
   std::vector<RatedGroup> out;
+  out.reserve(rows.rows.size());
   for (const auto& r : rows.rows) {
     RatedGroup g;
     g.price_ref = r.Text(0);
@@ -249,6 +251,7 @@ Result<std::vector<PriceBookRecord>> Store::ListPriceBooksForPlatform() {
       auto rows,
       db_->Exec(std::string("SELECT ") + kBookColumns + " FROM price_books ORDER BY name", {}));
   std::vector<PriceBookRecord> out;
+  out.reserve(rows.rows.size());
   for (const auto& r : rows.rows) out.push_back(BookFromRow(r));
   return out;
 }
@@ -269,6 +272,7 @@ Result<std::vector<PriceBookVersion>> Store::ListPriceBookVersionsForPlatform(
                                         "version",
                                     {book_id}));
   std::vector<PriceBookVersion> out;
+  out.reserve(rows.rows.size());
   for (const auto& r : rows.rows) out.push_back(VersionFromRow(r));
   return out;
 }
@@ -357,6 +361,7 @@ Result<std::vector<BillingPlan>> Store::ListBillingPlans(const TenantScope& scop
                                                    "ORDER BY version",
                                                {scope.tenant_id}));
   std::vector<BillingPlan> out;
+  out.reserve(rows.rows.size());
   for (const auto& r : rows.rows) out.push_back(PlanFromRow(r));
   return out;
 }
@@ -550,11 +555,23 @@ Result<std::vector<Store::BillingTenant>> Store::BillingTenantsForBilling() {
                            "r.invoice_period >= COALESCE(a.finalized_through, 0) GROUP BY "
                            "r.tenant_id"));
   for (const auto& r : open.rows) at(r.Text(0)).first_open_usage = r.Int(1);
-  ATRIUM_ASSIGN_OR_RETURN(auto tenants, db_->Exec("SELECT id FROM tenants"));
-  std::set<std::string> live;
-  for (const auto& r : tenants.rows) live.insert(r.Text(0));
-  for (auto& [id, t] : by_id) t.live = live.count(id) != 0 || id == kDefaultPlanTenantId;
+  // Which of them still exist (evicted ones bill only what they used).
+  std::vector<std::string> ids;
+  ids.reserve(by_id.size());
+  for (auto& [id, t] : by_id) {
+    t.live = id == kDefaultPlanTenantId;
+    ids.push_back(id);
+  }
+  for (size_t start = 0; start < ids.size(); start += store_internal::kInListChunk) {
+    std::vector<Value> params;
+    const std::string in = store_internal::AppendInList(
+        ids, start, std::min(ids.size(), start + store_internal::kInListChunk), params);
+    ATRIUM_ASSIGN_OR_RETURN(auto live,
+                            db_->Exec("SELECT id FROM tenants WHERE id IN (" + in + ")", params));
+    for (const auto& r : live.rows) by_id[r.Text(0)].live = true;
+  }
   std::vector<BillingTenant> out;
+  out.reserve(by_id.size());
   for (auto& [id, t] : by_id) out.push_back(std::move(t));
   return out;
 }
@@ -568,6 +585,7 @@ Result<std::vector<std::string>> Store::TenantsWithUsageForBilling(int64_t from,
                 "ORDER BY tenant_id",
                 {from, to}));
   std::vector<std::string> out;
+  out.reserve(rows.rows.size());
   for (const auto& r : rows.rows) out.push_back(r.Text(0));
   return out;
 }
@@ -578,6 +596,7 @@ Result<std::vector<InvoiceRecord>> Store::ListInvoices(const TenantScope& scope)
                                                    "BY period_start DESC",
                                                {scope.tenant_id}));
   std::vector<InvoiceRecord> out;
+  out.reserve(rows.rows.size());
   for (const auto& r : rows.rows) out.push_back(InvoiceFromRow(r));
   return out;
 }
