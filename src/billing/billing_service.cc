@@ -116,7 +116,8 @@ Result<Pricing> BillingService::LoadPricing() {
 
 Result<std::vector<RatedUsage>> BillingService::RateAll(const Context& ctx,
                                                         const std::vector<UsageRecord>& tokens,
-                                                        const std::vector<GpuUsageRecord>& gpu) {
+                                                        const std::vector<GpuUsageRecord>& gpu,
+                                                        std::map<std::string, int64_t>* used) {
   std::vector<RatedUsage> rows;
   rows.reserve(tokens.size() * 2 + gpu.size());
   for (const auto& u : tokens) RateTokenUsage(u, ctx.pricing, rows);
@@ -129,6 +130,7 @@ Result<std::vector<RatedUsage>> BillingService::RateAll(const Context& ctx,
     }
     r.usage_period = PeriodContaining(std::max<int64_t>(0, r.usage_at), it->second).start_ms;
   }
+  if (used != nullptr) *used = std::move(anchors);
   return rows;
 }
 
@@ -155,9 +157,8 @@ Result<RatingRound> BillingService::RateDue() {
       gpu.push_back(std::move(g));
     }
     if (token_ids.empty() && gpu_ids.empty()) break;
-    ATRIUM_ASSIGN_OR_RETURN(auto rows, RateAll(ctx, tokens, gpu));
-    std::map<std::string, int64_t> anchors;
-    for (const auto& r : rows) anchors.emplace(r.tenant_id, AnchorDayOf(ctx.rows, r.tenant_id));
+    std::map<std::string, int64_t> anchors;  // what each tenant's periods were cut with
+    ATRIUM_ASSIGN_OR_RETURN(auto rows, RateAll(ctx, tokens, gpu, &anchors));
     ATRIUM_RETURN_IF_ERROR(
         store_.StoreRatedUsageForBilling(token_ids, gpu_ids, rows, anchors, now));
     round.token_records += static_cast<int64_t>(token_ids.size());

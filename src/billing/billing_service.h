@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -110,9 +111,12 @@ class BillingService {
   Result<Context> LoadContext();
   Result<InvoiceTerms> TermsAt(const Context& ctx, const std::string& tenant_id,
                                const Period& period);
+  // Rates the records, each row's usage period cut with its tenant's
+  // anchor day; `used` (when given) gets the anchor day used per tenant.
   Result<std::vector<RatedUsage>> RateAll(const Context& ctx,
                                           const std::vector<UsageRecord>& tokens,
-                                          const std::vector<GpuUsageRecord>& gpu);
+                                          const std::vector<GpuUsageRecord>& gpu,
+                                          std::map<std::string, int64_t>* used = nullptr);
   void Round();
 
   Store& store_;

@@ -208,5 +208,49 @@ TEST_F(BillingApiTest, TheDraftMovesWithUsageAndFinalInvoicesStayTheTenants) {
   Root("POST", "/api/v1/billing/verify", {{"period", "yesterday"}}, 400);
 }
 
+// A tenant admin's narrower keys (scoped to one model, or expiring) read
+// the tenant's money as their owner does and never gain a write: prices,
+// plans and finalising stay the platform admin's, and another tenant's
+// invoices stay missing. A platform operator's key reads but sets nothing.
+TEST_F(BillingApiTest, NarrowerKeysReadButNeverWriteMoney) {
+  Root("PUT", "/api/v1/billing/default-price-book", {{"price_book", "standard"}}, 201);
+  http::Response k = h_.CallJson(
+      "POST", "/api/v1/tenants/" + a_.id + "/keys", alice_.key,
+      {{"name", "scoped"}, {"owner_user_id", alice_.user_id}, {"scopes", Json::array({"llama"})}});
+  ASSERT_EQ(k.status, 201) << k.body;
+  const std::string scoped = BodyOf(k).value("key", "");
+  const std::string expiring = h_.CreateKey(alice_, 3600).second;
+  const int64_t before = BillingRows();
+  for (const std::string& key : {scoped, expiring}) {
+    EXPECT_EQ(h_.Call("GET", "/api/v1/tenants/" + a_.id + "/invoices/draft", key).status, 200);
+    EXPECT_EQ(h_.Call("GET", "/api/v1/tenants/" + a_.id + "/billing/plan", key).status, 200);
+    EXPECT_EQ(h_.Call("GET", "/api/v1/tenants/" + b_.id + "/invoices/draft", key).status, 404);
+    EXPECT_EQ(h_.CallJson("PUT", "/api/v1/tenants/" + a_.id + "/billing/plan", key,
+                          {{"price_book", "standard"}, {"discount_bp", 10'000}})
+                  .status,
+              403);
+    EXPECT_EQ(h_.CallJson("POST", "/api/v1/price-books/" + book_ + "/versions", key,
+                          {{"entries", Json::parse(R"([{"meter": "tokens.input",
+                                                       "price_minor": "0"}])")}})
+                  .status,
+              403);
+    EXPECT_EQ(h_.CallJson("POST", "/api/v1/tenants/" + a_.id + "/invoices/finalize", key,
+                          {{"period", "2020-01"}})
+                  .status,
+              403);
+  }
+  fixture::Actor op = h_.CreateActor("", "", Role::kPlatformOperator, false);
+  EXPECT_EQ(h_.Call("GET", "/api/v1/price-books", op.key).status, 200);
+  EXPECT_EQ(
+      h_.CallJson("PUT", "/api/v1/billing/default-price-book", op.key, {{"price_book", "standard"}})
+          .status,
+      403);
+  EXPECT_EQ(h_.CallJson("PUT", "/api/v1/tenants/" + a_.id + "/billing/plan", op.key,
+                        {{"price_book", "standard"}})
+                .status,
+            403);
+  EXPECT_EQ(BillingRows(), before);
+}
+
 }  // namespace
 }  // namespace atrium::api
