@@ -335,11 +335,14 @@ Result<exec::WorkloadStatus> SlurmBackend::StatusOfJob(const std::string& worklo
   if (status.phase == exec::WorkloadPhase::kRunning && state.kill_at_ms >= 0 &&
       clock_.NowMillis() >= state.kill_at_ms) {
     // The grace of a Stop has passed: SIGKILL to every process, then end
-    // the job in Slurm.
+    // the job in Slurm. The time is taken before the signal: the processes
+    // die after it, so it bounds the end from below without counting the
+    // two commands' own latency (tens of milliseconds) as running time.
+    const int64_t kill_sent_ms = clock_.NowMillis();
     ATRIUM_RETURN_IF_ERROR(RunChecked(ScancelSignalArgv(state.job_id, "KILL")));
     ATRIUM_RETURN_IF_ERROR(RunChecked(ScancelArgv(state.job_id)));
     state.kill_at_ms = -1;
-    state.killed_at_ms = clock_.NowMillis();
+    state.killed_at_ms = kill_sent_ms;
     ATRIUM_RETURN_IF_ERROR(WriteState(paths, state));
     status.detail += "; SIGKILL sent after the grace";
   }
