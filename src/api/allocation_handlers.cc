@@ -6,6 +6,7 @@
 #include "api/handler_util.h"
 #include "api/handlers.h"
 #include "api/views.h"
+#include "billing/billing_service.h"
 #include "scheduler/allocation.h"
 #include "scheduler/request_json.h"
 #include "scheduler/scheduler.h"
@@ -53,6 +54,10 @@ Result<http::Response> CreateAllocation(Context& ctx) {
   } else if (!named_tenant.empty() && named_tenant != ctx.scope.tenant_id) {
     // Only the caller's own tenant exists for it.
     return Error::NotFound("tenant not found");
+  }
+  // A spent hard budget stops new work (what runs goes on).
+  if (ctx.services.billing != nullptr) {
+    ATRIUM_RETURN_IF_ERROR(ctx.services.billing->CheckSpend(ctx.scope.tenant_id, request.project));
   }
   ATRIUM_ASSIGN_OR_RETURN(AllocationRecord a,
                           scheduling->Submit(OriginOf(ctx), ctx.scope.tenant_id,

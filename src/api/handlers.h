@@ -99,6 +99,11 @@ Result<http::Response> GetInvoice(Context& ctx);
 Result<http::Response> GetInvoiceCsv(Context& ctx);
 Result<http::Response> FinalizeInvoice(Context& ctx);
 Result<http::Response> VerifyBilling(Context& ctx);
+Result<http::Response> CreateBudget(Context& ctx);
+Result<http::Response> ListBudgets(Context& ctx);
+Result<http::Response> GetBudget(Context& ctx);
+Result<http::Response> UpdateBudget(Context& ctx);
+Result<http::Response> DeleteBudget(Context& ctx);
 
 Result<http::Response> ListEntitlements(Context& ctx);
 Result<http::Response> GrantEntitlement(Context& ctx);

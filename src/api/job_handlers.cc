@@ -8,6 +8,7 @@
 #include "api/handler_util.h"
 #include "api/handlers.h"
 #include "api/views.h"
+#include "billing/billing_service.h"
 #include "jobs/job_spec.h"
 #include "jobs/job_state.h"
 
@@ -62,6 +63,10 @@ Result<http::Response> CreateJob(Context& ctx) {
   ATRIUM_ASSIGN_OR_RETURN(Json body, BodyJson(ctx));
   ATRIUM_ASSIGN_OR_RETURN(jobs::JobSpec spec, jobs::ReadJobSpec(body));
   ATRIUM_ASSIGN_OR_RETURN(std::string key, IdempotencyKeyOf(ctx.request));
+  // A spent hard budget stops new work (what runs goes on).
+  if (ctx.services.billing != nullptr) {
+    ATRIUM_RETURN_IF_ERROR(ctx.services.billing->CheckSpend(ctx.scope.tenant_id, spec.project));
+  }
   ATRIUM_ASSIGN_OR_RETURN(
       jobs::JobService::Submitted submitted,
       jobs->Submit(OriginOf(ctx), ctx.scope.tenant_id, ctx.principal->user_id, spec, key));

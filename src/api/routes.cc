@@ -332,6 +332,21 @@ ApiRouter BuildRoutes() {
       GetInvoice, "A final invoice, as it was finalised");
   add("GET", "/api/v1/tenants/{tenant_id}/invoices/{invoice_id}/csv", P::kBillingRead, T::kTenant,
       "", GetInvoiceCsv, "A final invoice as CSV: its lines, then each line per project and key");
+  // Budgets: caps on a tenant's, project's or API key's spend per period.
+  add("GET", "/api/v1/tenants/{tenant_id}/budgets", P::kBillingRead, T::kTenant, "", ListBudgets,
+      "The tenant's budgets, each with what it counted this period");
+  add("POST", "/api/v1/tenants/{tenant_id}/budgets", P::kBudgetManage, T::kTenant, "budget.create",
+      CreateBudget,
+      "Cap what the tenant, a project or an API key spends per billing period: thresholds that "
+      "notify, and (hard) refusal of new spend at 100 %",
+      {.body = true});
+  add("GET", "/api/v1/tenants/{tenant_id}/budgets/{budget_id}", P::kBillingRead, T::kTenant, "",
+      GetBudget, "A budget and what it counted this period");
+  add("PUT", "/api/v1/tenants/{tenant_id}/budgets/{budget_id}", P::kBudgetManage, T::kTenant,
+      "budget.update", UpdateBudget, "Change a budget's amount, thresholds or hardness",
+      {.body = true});
+  add("DELETE", "/api/v1/tenants/{tenant_id}/budgets/{budget_id}", P::kBudgetManage, T::kTenant,
+      "budget.delete", DeleteBudget, "Delete a budget");
   return r;
 }
 

@@ -9,6 +9,7 @@
 #include <tuple>
 #include <utility>
 
+#include "billing/budget.h"
 #include "billing/money.h"
 #include "billing/rating.h"
 #include "crypto/ids.h"
@@ -24,15 +25,6 @@ namespace {
 
 // Entries as stored were checked when they were made; one that no longer
 // reads is a broken row, not a price of nothing.
-Result<std::vector<PriceEntry>> StoredEntries(const std::string& text, const std::string& what) {
-  ATRIUM_ASSIGN_OR_RETURN(Json j, ParseJson(text));
-  auto entries = ParsePriceEntries(j, what);
-  if (!entries.has_value()) {
-    return Error::Internal("stored prices of " + what + " do not read: " + entries.error().message);
-  }
-  return entries;
-}
-
 std::tuple<std::string, std::string, std::string> KeyOf(const RatedUsage& r) {
   return {r.source, r.record_id, r.meter};
 }
@@ -59,16 +51,29 @@ BillingService::BillingService(Store& store, const Clock& clock, BillingOptions 
     : store_(store),
       clock_(clock),
       options_(std::move(options)),
+      budget_timer_("budgets", options_.budget_interval_ms, [this] { BudgetRound(); }),
       timer_("billing", options_.interval_ms, [this] { Round(); }) {}
 
 BillingService::~BillingService() { Stop(); }
 
 Status BillingService::Start() {
   timer_.Start(PeriodicThread::First::kAtOnce);
+  budget_timer_.Start(PeriodicThread::First::kAtOnce);
   return OkStatus();
 }
 
-void BillingService::Stop() { timer_.Stop(); }
+void BillingService::Stop() {
+  timer_.Stop();
+  budget_timer_.Stop();
+}
+
+void BillingService::BudgetRound() {
+  auto counted = RefreshBudgets();
+  if (!counted.has_value()) {
+    spdlog::warn("billing: counting budgets failed, retrying next round: {}",
+                 counted.error().message);
+  }
+}
 
 void BillingService::Round() {
   auto rated = RateDue();
@@ -94,19 +99,8 @@ int64_t BillingService::AnchorDayOf(const PricingRows& rows, const std::string& 
 
 Result<BillingService::Context> BillingService::LoadContext() {
   ATRIUM_ASSIGN_OR_RETURN(PricingRows rows, store_.PricingRowsForBilling());
-  std::vector<PriceBookVersion> versions = rows.versions;
-  std::vector<BillingPlan> plans = rows.plans;
-  for (auto& v : versions) {
-    ATRIUM_ASSIGN_OR_RETURN(v.entries,
-                            StoredEntries(v.entries_json, "price book " + v.book_id + " version " +
-                                                              std::to_string(v.version)));
-  }
-  for (auto& p : plans) {
-    ATRIUM_ASSIGN_OR_RETURN(
-        p.entries, StoredEntries(p.entries_json, "the plan of " + p.tenant_id + " version " +
-                                                     std::to_string(p.version)));
-  }
-  return Context{std::move(rows), Pricing(std::move(versions), std::move(plans))};
+  ATRIUM_ASSIGN_OR_RETURN(Pricing pricing, PricingOfRows(rows));
+  return Context{std::move(rows), std::move(pricing)};
 }
 
 Result<Pricing> BillingService::LoadPricing() {
@@ -412,6 +406,112 @@ Result<VerifyReport> BillingService::Verify(const std::string& tenant_id,
     }
   }
   return report;
+}
+
+Result<int64_t> BillingService::RefreshBudgets() {
+  std::lock_guard<std::mutex> round(round_mu_);
+  const int64_t now = clock_.NowMillis();
+  ATRIUM_ASSIGN_OR_RETURN(auto budgets, store_.BudgetsForBilling());
+  std::map<std::pair<std::string, std::string>, std::string> exhausted;
+  if (budgets.empty()) {
+    std::lock_guard<std::mutex> lock(spend_mu_);
+    exhausted_.clear();
+    return 0;
+  }
+  ATRIUM_ASSIGN_OR_RETURN(auto previous, store_.BudgetStatusesForBilling());
+  std::map<std::string, BudgetStatus> before;
+  for (auto& s : previous) before[s.budget_id] = std::move(s);
+  ATRIUM_ASSIGN_OR_RETURN(Context ctx, LoadContext());
+  std::map<std::string, std::vector<const BudgetRecord*>> by_tenant;
+  for (const auto& b : budgets) by_tenant[b.tenant_id].push_back(&b);
+  // Usage the rating rounds have not reached yet counts as it will be rated.
+  ATRIUM_ASSIGN_OR_RETURN(auto unrated,
+                          store_.UnratedUsageForBilling(options_.batch * options_.max_batches));
+  std::erase_if(unrated.tokens,
+                [&](const UsageRecord& u) { return !by_tenant.count(u.tenant_id); });
+  std::erase_if(unrated.gpu,
+                [&](const GpuUsageRecord& g) { return !by_tenant.count(g.tenant_id); });
+  ATRIUM_ASSIGN_OR_RETURN(auto pending, RateAll(ctx, unrated.tokens, unrated.gpu));
+  std::vector<BudgetStatus> statuses;
+  std::vector<AuditRecord> crossings;
+  for (const auto& [tenant_id, list] : by_tenant) {
+    const Period period = PeriodContaining(now, AnchorDayOf(ctx.rows, tenant_id));
+    const TenantScope scope = TenantScope::Of(tenant_id);
+    ATRIUM_ASSIGN_OR_RETURN(auto groups, store_.RatedGroups(scope, period.start_ms));
+    ATRIUM_ASSIGN_OR_RETURN(auto prior, store_.InvoicedBefore(scope, period.start_ms));
+    for (const auto& r : pending) {
+      if (r.tenant_id != tenant_id || r.usage_at < period.start_ms || r.usage_at >= period.end_ms) {
+        continue;
+      }
+      groups.push_back(
+          {r.price_ref, r.meter, r.item, period.start_ms, r.project, r.key_id, r.quantity, 1});
+    }
+    ATRIUM_ASSIGN_OR_RETURN(auto terms, TermsAt(ctx, tenant_id, period));
+    ATRIUM_ASSIGN_OR_RETURN(
+        auto inv, ComputeInvoice(tenant_id, period, terms, groups, ctx.pricing, PriorOf(prior)));
+    for (const BudgetRecord* b : list) {
+      BudgetStatus s{b->id, tenant_id, period.start_ms, period.end_ms, SpendOf(inv, *b), 0, now};
+      auto was = before.find(b->id);
+      const int64_t notified = was != before.end() && was->second.period_start == period.start_ms
+                                   ? was->second.notified_percent
+                                   : 0;
+      const int64_t reached = ReachedThreshold(*b, s.spent_minor);
+      s.notified_percent = std::max(notified, reached);
+      if (reached > notified) {
+        AuditRecord a;
+        a.time = now;
+        a.actor = "system:billing";
+        a.tenant_id = tenant_id;
+        a.action = "billing.budget_threshold";
+        a.target = "budget/" + b->id;
+        a.outcome = "allowed";
+        a.detail = Json{{"budget_id", b->id},           {"scope", b->scope},
+                        {"subject", b->subject},        {"threshold_percent", reached},
+                        {"spent_minor", s.spent_minor}, {"amount_minor", b->amount_minor},
+                        {"currency", b->currency},      {"period", PeriodName(period)}}
+                       .dump();
+        crossings.push_back(std::move(a));
+      }
+      if (b->hard && Exhausted(*b, s.spent_minor) && b->scope != "key") {
+        exhausted[{tenant_id, b->scope == "tenant" ? "" : b->subject}] =
+            "the " + b->scope + (b->subject.empty() ? "" : " '" + b->subject + "'") + "'s budget " +
+            b->id + " is spent for " + PeriodName(period) + " (" +
+            FormatAmount(s.spent_minor, terms.exponent) + " of " +
+            FormatAmount(b->amount_minor, terms.exponent) + " " + b->currency + ")";
+      }
+      statuses.push_back(std::move(s));
+    }
+  }
+  ATRIUM_RETURN_IF_ERROR(store_.StoreBudgetStatusesForBilling(statuses, std::move(crossings)));
+  {
+    std::lock_guard<std::mutex> lock(spend_mu_);
+    exhausted_ = std::move(exhausted);
+  }
+  return static_cast<int64_t>(statuses.size());
+}
+
+Status BillingService::CheckSpend(const std::string& tenant_id, const std::string& project) const {
+  std::lock_guard<std::mutex> lock(spend_mu_);
+  auto it = exhausted_.find({tenant_id, ""});
+  if (it == exhausted_.end() && !project.empty()) it = exhausted_.find({tenant_id, project});
+  if (it == exhausted_.end()) return OkStatus();
+  return Error::ResourceExhausted(it->second +
+                                      ": no new work starts until the budget is raised or the "
+                                      "period ends; running work goes on",
+                                  0);
+}
+
+Result<std::string> BillingService::CurrencyNow(const std::string& tenant_id) {
+  ATRIUM_ASSIGN_OR_RETURN(Context ctx, LoadContext());
+  const BillingPlan* plan = ctx.pricing.PlanAt(tenant_id, clock_.NowMillis());
+  if (plan != nullptr) {
+    for (const auto& b : ctx.rows.books) {
+      if (b.id == plan->price_book_id) return b.currency;
+    }
+  }
+  return Error::FailedPrecondition(
+      "the tenant is billed on no price book yet: the operator sets a default price book or the "
+      "tenant's plan first (a budget is money in the tenant's billing currency)");
 }
 
 }  // namespace atrium::billing

@@ -52,6 +52,9 @@ struct BillingOptions {
   int64_t finalize_after_ms = 3'600'000;
   // Called on the timer thread after each of its rounds (tests wait on it).
   std::function<void()> on_round;
+  // How often budgets' spend is counted (RefreshBudgets); 0: only when
+  // asked.
+  int64_t budget_interval_ms = 500;
 };
 
 struct RatingRound {
@@ -90,6 +93,23 @@ class BillingService {
   // skipped.
   Result<int64_t> FinalizeDue();
 
+  // Budgets. Counts every budget's spend in its current period from usage
+  // rated and not rated yet (rated here, in memory, as it will be), stores
+  // each status and an audit record ("billing.budget_threshold") per
+  // threshold newly reached, in one transaction. Returns how many budgets
+  // it counted. Runs under the rating round's lock, so no record is rated
+  // between its two reads (counted twice or not at all).
+  Result<int64_t> RefreshBudgets();
+  // Whether new spend of the tenant (and project, "" none) may start:
+  // ResourceExhausted (429) naming the budget when a hard budget of the tenant
+  // or the project is spent, by the last count. The job service and the
+  // allocation API ask before they place new work.
+  Status CheckSpend(const std::string& tenant_id, const std::string& project) const;
+
+  // The currency the tenant is billed in now (its plan's book's, else the
+  // default book's); FailedPrecondition when it has no price book.
+  Result<std::string> CurrencyNow(const std::string& tenant_id);
+
   // Every book, version and plan, read now.
   Result<Pricing> LoadPricing();
   // The day of the month a tenant's periods start (its first plan's; 1).
@@ -118,11 +138,17 @@ class BillingService {
                                           const std::vector<GpuUsageRecord>& gpu,
                                           std::map<std::string, int64_t>* used = nullptr);
   void Round();
+  void BudgetRound();
 
   Store& store_;
   const Clock& clock_;
   const BillingOptions options_;
-  std::mutex round_mu_;   // one rating round at a time
+  std::mutex round_mu_;  // one rating round (or budget count) at a time
+  // The last count's exhausted hard budgets: (tenant, scope subject) →
+  // the refusal's words; subject "" the tenant's own.
+  mutable std::mutex spend_mu_;
+  std::map<std::pair<std::string, std::string>, std::string> exhausted_;
+  PeriodicThread budget_timer_;
   PeriodicThread timer_;  // last: stopped before the rest goes
 };
 

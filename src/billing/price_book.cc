@@ -213,6 +213,35 @@ Json PriceEntriesToJson(const std::vector<PriceEntry>& entries, bool units) {
   return out;
 }
 
+namespace {
+
+Result<std::vector<PriceEntry>> StoredEntries(const std::string& text, const std::string& what) {
+  ATRIUM_ASSIGN_OR_RETURN(Json j, ParseJson(text));
+  auto entries = ParsePriceEntries(j, what);
+  if (!entries.has_value()) {
+    return Error::Internal("stored prices of " + what + " do not read: " + entries.error().message);
+  }
+  return entries;
+}
+
+}  // namespace
+
+Result<Pricing> PricingOfRows(const PricingRows& rows) {
+  std::vector<PriceBookVersion> versions = rows.versions;
+  std::vector<BillingPlan> plans = rows.plans;
+  for (auto& v : versions) {
+    ATRIUM_ASSIGN_OR_RETURN(v.entries,
+                            StoredEntries(v.entries_json, "price book " + v.book_id + " version " +
+                                                              std::to_string(v.version)));
+  }
+  for (auto& p : plans) {
+    ATRIUM_ASSIGN_OR_RETURN(
+        p.entries, StoredEntries(p.entries_json, "the plan of " + p.tenant_id + " version " +
+                                                     std::to_string(p.version)));
+  }
+  return Pricing(std::move(versions), std::move(plans));
+}
+
 Pricing::Pricing(std::vector<PriceBookVersion> versions, std::vector<BillingPlan> plans) {
   for (auto& v : versions) books_[v.book_id].push_back(std::move(v));
   for (auto& p : plans) plans_[p.tenant_id].push_back(std::move(p));

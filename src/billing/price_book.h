@@ -123,4 +123,8 @@ class Pricing {
   std::unordered_map<const BillingPlan*, const Indexed*> plan_index_;
 };
 
+// Pricing of stored rows: each version's and plan's stored entries read
+// (Internal naming the version or plan when they do not read).
+Result<Pricing> PricingOfRows(const PricingRows& rows);
+
 }  // namespace atrium::billing

@@ -69,6 +69,7 @@ void RegisterCommands(CLI::App& app, CliOptions& options) {
   AddDeploymentCommands(app, verbs);
   AddAdapterCommands(app, verbs);
   AddBillingCommands(app, verbs);
+  AddBudgetCommands(app, verbs);
   AddGatewayCommands(app, verbs);
 }
 

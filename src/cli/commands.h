@@ -47,6 +47,9 @@ void AddDeploymentCommands(CLI::App& app, VerbTable& verbs);  // deployment ...
 void AddAdapterCommands(CLI::App& app, VerbTable& verbs);     // adapter ...
 // price-book ..., billing ..., invoice ... (commands_billing.cc)
 void AddBillingCommands(CLI::App& app, VerbTable& verbs);
+void AddBudgetCommands(CLI::App& app, VerbTable& verbs);  // budget ... (commands_budget.cc)
+// The array `field` of a JSON answer's object, as rows (none when absent).
+std::vector<Json> ItemsOf(const Json& value, const std::string& field);
 // Uploads a local tar or tar.gz as a job archive (commands_job.cc); the
 // server's answer (id, sha256, size_bytes ...).
 Result<Json> UploadArchive(ApiSession& api, const std::string& file);

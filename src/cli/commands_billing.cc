@@ -12,6 +12,14 @@
 #include "cli/commands.h"
 
 namespace atrium::cli {
+
+std::vector<Json> ItemsOf(const Json& value, const std::string& field) {
+  const Json items = FieldAt(value, field);
+  std::vector<Json> out;
+  if (items.is_array()) out.assign(items.begin(), items.end());
+  return out;
+}
+
 namespace {
 
 const std::vector<Column> kBookColumns = {{"ID", "id"},
@@ -44,13 +52,6 @@ Result<Json> EntriesOf(const std::string& text) {
     return Error::InvalidArgument("--entries is not JSON: " + parsed.error().message);
   }
   return parsed;
-}
-
-std::vector<Json> ItemsOf(const Json& value, const std::string& field) {
-  const Json items = FieldAt(value, field);
-  std::vector<Json> out;
-  if (items.is_array()) out.assign(items.begin(), items.end());
-  return out;
 }
 
 void PrintBook(Context& ctx, const Json& book) {

@@ -68,6 +68,10 @@ Refusal Refusal::RateLimited(std::string reason, int64_t retry_after_ms) {
   return {429, "rate_limit_error", "rate_limit_exceeded", std::move(reason), retry_after_ms};
 }
 
+Refusal Refusal::BudgetExceeded(std::string reason) {
+  return {429, "insufficient_quota", "budget_exceeded", std::move(reason), 0};
+}
+
 Refusal Refusal::Unavailable(std::string reason, int64_t retry_after_ms) {
   return {503, kServerError, "service_unavailable", std::move(reason), retry_after_ms};
 }

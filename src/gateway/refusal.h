@@ -55,6 +55,9 @@ struct Refusal {
   // --- Queue stage ---
   // 429 rate_limit_exceeded: a limit (rate, tokens, concurrency, queue depth) says no.
   static Refusal RateLimited(std::string reason, int64_t retry_after_ms);
+  // 429 budget_exceeded (type insufficient_quota, as OpenAI's quota
+  // error): a hard budget has no room for the request's worst case.
+  static Refusal BudgetExceeded(std::string reason);
   // 503 service_unavailable: nothing can serve the request now.
   static Refusal Unavailable(std::string reason, int64_t retry_after_ms);
   // 429, retry in 1 s: the tenant's queued bodies hold `per_tenant_bytes` already.

@@ -23,9 +23,11 @@
 #include <string>
 #include <string_view>
 
+#include "gateway/budget_ledger.h"
 #include "gateway/openai.h"
 #include "gateway/policy.h"
 #include "gateway/usage_meter.h"
+#include "gateway_server/budget_keeper.h"
 #include "gateway_server/session.h"
 
 namespace atrium::gateway_server {
@@ -52,6 +54,7 @@ struct Session::Exchange {
         meter(id, caller, kind, at) {}
   ~Exchange() {
     if (interrupts) interrupts->done = true;  // a watch still armed ignores what follows
+    if (budgets != nullptr) budgets->Release(budget_hold);  // ended without a record
   }
   Exchange(const Exchange&) = delete;
   Exchange& operator=(const Exchange&) = delete;
@@ -79,6 +82,11 @@ struct Session::Exchange {
   std::unique_ptr<UpstreamConnection> connection;
   std::optional<UpstreamResponse> response;
   AnswerHead answer;  // after Route(): the answer's head, read
+  // What the request holds against its tenant's budgets (Prepare): its
+  // record settles it (Meter); an exchange that ends without one gives it
+  // back.
+  BudgetKeeper* budgets = nullptr;
+  gateway::BudgetLedger::Hold budget_hold;
 };
 
 // Feeds `response` the bytes `connection` has buffered (after the head, or

@@ -20,6 +20,7 @@
 #include "common/result.h"
 #include "gateway/body_budget.h"
 #include "gateway/egress_policy.h"
+#include "gateway_server/budget_keeper.h"
 #include "gateway_server/dispatcher.h"
 #include "gateway_server/policy_loader.h"
 #include "gateway_server/usage_journal.h"
@@ -73,6 +74,10 @@ struct GatewayOptions {
   // (for engines that refuse the field; tenants may then share a cache).
   bool set_cache_salt = true;
   DispatcherOptions dispatcher;
+  // Budgets: every request holds its worst case against its tenant's and
+  // key's budgets (BudgetKeeper, started and stopped by its owner).
+  // nullptr: no budgets are enforced.
+  std::shared_ptr<BudgetKeeper> budgets;
 };
 
 class GatewayServer {

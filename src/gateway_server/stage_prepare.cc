@@ -63,6 +63,16 @@ std::optional<Session::Early> Session::Prepare(Exchange& x, const HttpRequest& r
   slot.input_tokens = x.parsed.estimated_input_tokens;
   slot.reserved_tokens = gateway::ReservedTokens(x.api, x.parsed, kDefaultOutputReserve);
   x.meter.Reserved(slot.reserved_tokens - x.parsed.estimated_input_tokens);
+  // Budgets: the worst case is held before the request waits or runs, so
+  // concurrent requests cannot all pass a nearly spent budget.
+  if (BudgetKeeper* budgets = options().budgets.get()) {
+    auto decision = budgets->Reserve(x.caller.tenant_id, x.caller.key_id, x.parsed.model,
+                                     x.parsed.estimated_input_tokens,
+                                     slot.reserved_tokens - x.parsed.estimated_input_tokens);
+    if (!decision.allowed) return Early::Rejected(Refusal::BudgetExceeded(decision.reason));
+    x.budgets = budgets;
+    x.budget_hold = std::move(decision.hold);
+  }
   slot.deadline_ms = x.arrived + request_options.deadline_ms;
   slot.stream = x.parsed.stream;
   return std::nullopt;

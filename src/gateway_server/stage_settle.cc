@@ -36,7 +36,13 @@ Dispatcher::Outcome DispatcherOutcome(gateway::EndpointVerdict verdict) {
 }  // namespace
 
 void Session::Meter(Exchange& x, UsageStatus status, int http_status) {
-  journal_wait_ = server_.StageRecord(loop_, x.meter.Finish(status, http_status, Now()));
+  UsageRecord record = x.meter.Finish(status, http_status, Now());
+  if (x.budgets != nullptr) {
+    // The real cost replaces the worst case, counted until billing has it.
+    x.budgets->Settle(x.budget_hold, record);
+    x.budget_hold = {};
+  }
+  journal_wait_ = server_.StageRecord(loop_, std::move(record));
   journal_request_ = x.request_id;
   journal_success_ = http_status < 400;
 }

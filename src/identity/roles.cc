@@ -91,6 +91,7 @@ constexpr Grant kGrants[] = {
     {Permission::kPriceManage,       {{P, N, N, N, N}}},
     {Permission::kBillingRead,       {{P, P, T, N, N}}},
     {Permission::kBillingManage,     {{P, N, N, N, N}}},
+    {Permission::kBudgetManage,      {{P, N, T, N, N}}},
 };
 // clang-format on
 
@@ -204,6 +205,8 @@ std::string_view PermissionName(Permission p) {
       return "billing.read";
     case Permission::kBillingManage:
       return "billing.manage";
+    case Permission::kBudgetManage:
+      return "budget.manage";
     case Permission::kQuotaRead:
       return "quota.read";
     case Permission::kQuotaSet:

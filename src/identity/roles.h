@@ -79,6 +79,7 @@ enum class Permission {
   kPriceManage,     // make price books and their versions; the default book
   kBillingRead,     // a tenant's billing plan, drafts and invoices; verify (staff)
   kBillingManage,   // set a tenant's plan, finalise its invoices
+  kBudgetManage,    // a tenant's budgets: make, change, delete
 };
 
 std::string_view PermissionName(Permission p);

@@ -139,4 +139,57 @@ struct PricingRows {
   std::vector<BillingPlan> plans;
 };
 
+// A cap on what a tenant, one of its projects or one of its API keys may
+// spend per billing period (src/billing/budget.h has the rules). Amounts
+// are minor units of the tenant's billing currency.
+struct BudgetRecord {
+  std::string id;  // bud_…
+  std::string tenant_id;
+  std::string scope;    // tenant | project | key
+  std::string subject;  // "" (tenant), the project's name or the key's id
+  std::string currency;
+  int64_t amount_minor = 0;
+  // Percentages of the amount that notify once per period when spend
+  // reaches them, ascending, each 1..1000.
+  std::vector<int64_t> thresholds;
+  bool hard = true;  // at 100 %: new spend is refused
+  std::string created_by;
+  int64_t created_at = 0;
+  int64_t updated_at = 0;
+};
+
+// Where a budget stands in its current period, as the billing service last
+// computed it from usage (rated and not yet rated).
+struct BudgetStatus {
+  std::string budget_id;
+  std::string tenant_id;
+  int64_t period_start = 0;
+  int64_t period_end = 0;
+  int64_t spent_minor = 0;
+  int64_t notified_percent = 0;  // the highest threshold notified this period
+  int64_t computed_at = 0;       // when the spend was read (the service's clock)
+};
+
+// What one gateway holds against a budget now: its requests' worst cases
+// in flight and the cost of those ended whose records the billing service
+// has not counted yet. Fresh rows of other gateways count against the
+// budget's headroom.
+struct BudgetHold {
+  std::string holder;  // the gateway's id
+  std::string budget_id;
+  int64_t amount_minor = 0;
+  int64_t updated_at = 0;
+};
+
+// What a model's tokens cost at most, for holding a request's worst case
+// against budgets: micro-minor units per million tokens (the highest tier's
+// price). Cached tokens cost `cached_micro` (the input price when there is
+// no cached price).
+struct TokenRates {
+  int64_t input_micro = 0;
+  int64_t output_micro = 0;
+  int64_t cached_micro = 0;
+  bool operator==(const TokenRates&) const = default;
+};
+
 }  // namespace atrium

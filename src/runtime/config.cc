@@ -370,6 +370,7 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source_na
   gateway.Int("max_body_bytes", c.gateway_max_body_bytes, 1024, int64_t{64} * 1024 * 1024);
   gateway.Int("default_deadline_ms", c.gateway_default_deadline_ms, 1, 600'000);
   gateway.Int("policy_poll_ms", c.gateway_policy_poll_ms, 10, 10'000);
+  gateway.Int("budget_sync_ms", c.gateway_budget_sync_ms, 10, 10'000);
   gateway.Int("load_report_ms", c.gateway_load_report_ms, 100, 60'000);
   gateway.Int("max_connections", c.gateway_max_connections, 1, 1'000'000);
   gateway.Int("first_byte_timeout_ms", c.gateway_first_byte_timeout_ms, 100, 3'600'000);

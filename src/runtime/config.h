@@ -192,6 +192,9 @@ struct Config {  // NOLINT(clang-analyzer-optin.performance.Padding)
   int64_t gateway_max_body_bytes = int64_t{4} * 1024 * 1024;
   int64_t gateway_default_deadline_ms = 60'000;
   int64_t gateway_policy_poll_ms = 250;  // how soon control-plane changes reach the gateway
+  // How often a gateway publishes its budget holds and reads every
+  // budget's spend and the other gateways' holds.
+  int64_t gateway_budget_sync_ms = 250;
   // How often the gateway reports what it sees of each managed deployment
   // (queued, waiting, running: the autoscaler's signals).
   int64_t gateway_load_report_ms = 1'000;

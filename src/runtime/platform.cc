@@ -16,6 +16,7 @@
 #include "gateway/cache_salt.h"
 #include "identity/signing_key_box.h"
 #include "jobs/archive_unpack.h"
+#include "runtime/gateway_budgets.h"
 
 namespace atrium {
 
@@ -93,19 +94,30 @@ Result<PlatformUrls> Platform::Start() {
 
 Result<std::string> Platform::StartGateway() {
   Store* store = store_.get();
+  const std::string gateway_id = NewId("gw", SystemClock::Instance());
+  // Budgets: this gateway's holds against them, shared through the store.
+  budgets_ = std::make_shared<gateway_server::BudgetKeeper>(
+      [source = std::make_shared<GatewayBudgetSource>(*store, gateway_id)](
+          const std::vector<BudgetHold>& holds) { return (*source)(holds); },
+      SystemClock::Instance(), static_cast<int>(config_.gateway_budget_sync_ms));
   gateway_server::UsageJournalOptions journal_opts;
   journal_opts.directory = config_.gateway_journal_dir;
   journal_ = std::make_unique<gateway_server::UsageJournal>(
-      journal_opts, [store](const std::vector<UsageRecord>& records) {
+      journal_opts,
+      [store, budgets = budgets_.get()](const std::vector<UsageRecord>& records) -> Status {
         // Records timed far from now are refused (and set aside): billing
         // takes usage up to 35 days late and 5 minutes early.
-        return store->InsertUsageRecords(records,
-                                         Store::UsageWindow{SystemClock::Instance().NowMillis()});
+        ATRIUM_RETURN_IF_ERROR(store->InsertUsageRecords(
+            records, Store::UsageWindow{SystemClock::Instance().NowMillis()}));
+        // Stored: billing's next count of the budgets has them.
+        budgets->Shipped(records);
+        return OkStatus();
       });
   journal_->SetRefusalSink([store](const std::vector<RefusalCount>& counts) {
     return store->AddGatewayRefusals(counts);
   });
   ATRIUM_RETURN_IF_ERROR(journal_->Start());
+  budgets_->Start();
   policy_ = std::make_unique<gateway_server::PolicyLoader>(
       gateway_server::PolicySource{
           [store] { return store->GatewayPolicyMarkerForGateway(); },
@@ -135,6 +147,7 @@ Result<std::string> Platform::StartGateway() {
       static_cast<size_t>(config_.gateway_queued_body_bytes_per_tenant);
   opts.upstream_ca_file = config_.gateway_upstream_ca_file;
   opts.egress = egress_;
+  opts.budgets = budgets_;
   // Every server of a platform shares the signing-key file, so every
   // gateway derives the same salts from it.
   ATRIUM_ASSIGN_OR_RETURN(std::string platform_key, LoadOrCreateKeyFile(config_.signing_key_file));
@@ -150,7 +163,7 @@ Result<std::string> Platform::StartGateway() {
   // wherever the serving controller runs; reports a gateway stopped
   // sending are forgotten after an hour.
   gateway_server::LoadReporterOptions load_opts;
-  load_opts.gateway_id = NewId("gw", SystemClock::Instance());
+  load_opts.gateway_id = gateway_id;
   load_opts.interval_ms = config_.gateway_load_report_ms;
   load_reporter_ = std::make_unique<gateway_server::LoadReporter>(
       gateway_->dispatcher(), *policy_, SystemClock::Instance(), load_opts,
@@ -340,6 +353,8 @@ void Platform::Stop() {
   policy_.reset();
   if (journal_) journal_->Stop();
   journal_.reset();
+  if (budgets_) budgets_->Stop();
+  budgets_.reset();
   if (server_) {
     server_->Stop();
     server_.reset();

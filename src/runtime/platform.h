@@ -80,6 +80,7 @@ class Platform {
   std::unique_ptr<billing::BillingService> billing_;
   std::unique_ptr<api::ControlPlaneApi> api_;
   std::unique_ptr<http::Server> server_;
+  std::shared_ptr<gateway_server::BudgetKeeper> budgets_;  // before journal_: outlives it
   std::unique_ptr<gateway_server::UsageJournal> journal_;
   std::unique_ptr<gateway_server::PolicyLoader> policy_;
   std::unique_ptr<gateway_server::GatewayServer> gateway_;

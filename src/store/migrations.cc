@@ -641,6 +641,42 @@ CREATE INDEX usage_records_unrated ON usage_records (created_at) WHERE rated = 0
 ALTER TABLE gpu_usage_records ADD COLUMN rated BIGINT NOT NULL DEFAULT 0;
 CREATE INDEX gpu_usage_unrated ON gpu_usage_records (created_at) WHERE rated = 0;
 )sql"},
+    // Budgets (src/billing/budget.h, docs/billing.md): caps per tenant,
+    // project or API key and period; where each stands, as the billing
+    // service computes it; and what each gateway holds against them in
+    // flight. Deleted with the tenant.
+    {20, "billing: budgets, their status and gateways' holds", R"sql(
+CREATE TABLE budgets (
+  id TEXT PRIMARY KEY,
+  tenant_id TEXT NOT NULL,
+  scope TEXT NOT NULL,
+  subject TEXT NOT NULL,
+  currency TEXT NOT NULL,
+  amount_minor BIGINT NOT NULL,
+  thresholds TEXT NOT NULL,
+  hard BIGINT NOT NULL,
+  created_by TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  updated_at BIGINT NOT NULL,
+  UNIQUE (tenant_id, scope, subject)
+);
+CREATE TABLE budget_status (
+  budget_id TEXT PRIMARY KEY,
+  tenant_id TEXT NOT NULL,
+  period_start BIGINT NOT NULL,
+  period_end BIGINT NOT NULL,
+  spent_minor BIGINT NOT NULL,
+  notified_percent BIGINT NOT NULL,
+  computed_at BIGINT NOT NULL
+);
+CREATE TABLE budget_holds (
+  holder TEXT NOT NULL,
+  budget_id TEXT NOT NULL,
+  amount_minor BIGINT NOT NULL,
+  updated_at BIGINT NOT NULL,
+  PRIMARY KEY (holder, budget_id)
+);
+)sql"},
 };
 
 }  // namespace

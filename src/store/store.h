@@ -472,6 +472,41 @@ class Store {
   Result<UsageForVerify> UsageForVerifyForBilling(const TenantScope& scope, int64_t from,
                                                   int64_t to);
 
+  // --- Budgets (store_budgets.cc; the rules in src/billing/budget.h) ---
+  // One budget per (tenant, scope, subject): AlreadyExists for a second.
+  Result<BudgetRecord> CreateBudget(const TenantScope& scope, const BudgetRecord& budget);
+  // Changes amount, thresholds and hard of the budget `budget.id`.
+  Result<BudgetRecord> UpdateBudget(const TenantScope& scope, const BudgetRecord& budget);
+  Status DeleteBudget(const TenantScope& scope, const std::string& id);
+  Result<BudgetRecord> GetBudget(const TenantScope& scope, const std::string& id);
+  Result<std::vector<BudgetRecord>> ListBudgets(const TenantScope& scope);
+  Result<std::vector<BudgetStatus>> ListBudgetStatuses(const TenantScope& scope);
+  // Every budget of every tenant, and every status row.
+  Result<std::vector<BudgetRecord>> BudgetsForBilling();
+  Result<std::vector<BudgetStatus>> BudgetStatusesForBilling();
+  // In ONE transaction: replaces each budget's status row (a budget
+  // deleted meanwhile gets none) and appends the audit records of
+  // thresholds crossed, so a crossing is notified once.
+  Status StoreBudgetStatusesForBilling(const std::vector<BudgetStatus>& statuses,
+                                       std::vector<AuditRecord> crossings);
+  // What a gateway sees of budgets, after replacing its own holds with
+  // `holds` (a budget absent from them: none) in ONE transaction: every
+  // budget with its status, and per budget the sum and count of other
+  // holders' positive holds updated at `now - fresh_ms` or later (older
+  // ones are a gateway gone). Holds older than an hour are deleted.
+  struct BudgetSnapshot {
+    std::vector<BudgetRecord> budgets;
+    std::vector<BudgetStatus> statuses;
+    struct Others {
+      int64_t amount_minor = 0;
+      int64_t holders = 0;
+    };
+    std::map<std::string, Others> others;  // by budget id
+  };
+  Result<BudgetSnapshot> SyncBudgetHoldsForGateway(const std::string& holder,
+                                                   const std::vector<BudgetHold>& holds,
+                                                   int64_t now, int64_t fresh_ms);
+
   // --- Refusal counts (tenant-owned, written by the gateway) ---
   // Adds each count to its (tenant, key, reason, minute) row, creating it,
   // in ONE transaction; a row's count stops at kMaxRecordTokens. Counts of

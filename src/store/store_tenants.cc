@@ -189,6 +189,13 @@ Result<EvictionSummary> Store::DeleteTenantAndData(const std::string& tenant_id,
     ATRIUM_ASSIGN_OR_RETURN(
         auto usage, c.Exec("SELECT COUNT(*) FROM usage_records WHERE tenant_id = $1", {tenant_id}));
     s.usage_records_kept = usage.rows.at(0).Int(0);
+    // Budgets limit a tenant that is gone: they go with it, as do its
+    // gateways' holds against them.
+    ATRIUM_RETURN_IF_ERROR(c.Exec(
+        "DELETE FROM budget_holds WHERE budget_id IN (SELECT id FROM budgets WHERE tenant_id = $1)",
+        {tenant_id}));
+    ATRIUM_RETURN_IF_ERROR(c.Exec("DELETE FROM budget_status WHERE tenant_id = $1", {tenant_id}));
+    ATRIUM_RETURN_IF_ERROR(c.Exec("DELETE FROM budgets WHERE tenant_id = $1", {tenant_id}));
     // Refusal counts are statistics, not bills: they go with the tenant.
     ATRIUM_RETURN_IF_ERROR(
         c.Exec("DELETE FROM gateway_refusals WHERE tenant_id = $1", {tenant_id}));

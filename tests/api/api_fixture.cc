@@ -453,6 +453,11 @@ World ApiHarness::BuildWorld(const WorldOptions& options) {
     t.invoice_id = MustCall("POST", "/api/v1/tenants/" + t.id + "/invoices/finalize",
                             {{"period", "2020-01"}}, 201)["id"]
                        .get<std::string>();
+    t.budget_id =
+        MustCall("POST", "/api/v1/tenants/" + t.id + "/budgets",
+                 {{"scope", "project"}, {"subject", t.project}, {"amount_minor", 1'000'000'000}},
+                 201)["id"]
+            .get<std::string>();
     for (auto& [role, actor] : t.members) {
       if (role == Role::kTenantAdmin || role == Role::kTenantMember) {
         actor.allocation_id = CreateAllocation(actor);

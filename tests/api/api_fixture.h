@@ -101,6 +101,8 @@ struct TenantSeed {
   std::string adapter_id;
   // The tenant's final invoice for 2020-01 (nothing billed: total 0).
   std::string invoice_id;
+  // A budget of its project (large: it never stops the world's work).
+  std::string budget_id;
 };
 
 // Everything one isolation case needs: an own tenant, another tenant, the

@@ -113,6 +113,7 @@ struct Case {
   std::string adapter_id;                 // for {adapter_id}
   std::string book_id;                    // for {book_id}
   std::string invoice_id;                 // for {invoice_id}
+  std::string budget_id;                  // for {budget_id}
   std::string model = kMatrixModel;       // for {model}
   std::string template_ref;               // for {template}
   const Actor* caller = nullptr;          // whose identity the request uses (login body, self)
@@ -225,6 +226,18 @@ Json NextPeriodBody(ApiHarness& h, const Case& c) {
   return {{"period", billing::PeriodName(billing::PeriodContaining(at, 1))}};
 }
 
+// A budget of a project made for it (before the snapshot): one budget per
+// project, so each allowed call makes a new one.
+Json NewBudgetBody(ApiHarness& h, const Case& c) {
+  const std::string project = h.UniqueName("budgeted");
+  (void)h.CallJson("POST", "/api/v1/tenants/" + c.tenant_id + "/projects", h.root_key(),
+                   {{"name", project}});
+  return {{"scope", "project"}, {"subject", project}, {"amount_minor", 1'000'000'000}};
+}
+Json BudgetChangeBody(ApiHarness&, const Case&) {
+  return {{"amount_minor", 1'000'000'000 + NextFigure() % 1000}};
+}
+
 // An archive upload's body: the tar's bytes (sent raw, not as JSON).
 Json NewArchiveBody(ApiHarness&, const Case&) { return fixture::SmallArchive(); }
 
@@ -287,6 +300,26 @@ Json DeploymentChangeBody(ApiHarness& h, const Case&) { return {{"version", h.Un
 Json ScaleBody(ApiHarness&, const Case&) { return {{"replicas", 1}}; }
 
 // Granting and revoking change something only from the other state.
+// A deleted budget is made again, under its id, for the next cell.
+void RestoreBudgetFirst(ApiHarness& h, const Case& c) {
+  const World& w = *c.world;
+  std::string owner;
+  for (const auto* t : {&w.own, &w.other, &w.suspended}) {
+    if (t->budget_id == c.budget_id) owner = t->id;
+  }
+  if (owner.empty()) return;  // a missing id stays missing
+  auto had = h.store().GetBudget(TenantScope::Of(owner), c.budget_id);
+  if (had.has_value()) return;
+  BudgetRecord b;
+  b.id = c.budget_id;
+  b.scope = "project";
+  b.subject = "research";
+  b.currency = "USD";
+  b.amount_minor = 1'000'000'000;
+  b.thresholds = {50, 80, 100};
+  (void)h.store().CreateBudget(TenantScope::Of(owner), b);
+}
+
 void RevokeMatrixModelFirst(ApiHarness& h, const Case& c) {
   (void)h.store().RevokeEntitlement(TenantScope::Of(c.tenant_id), c.model);
 }
@@ -536,6 +569,24 @@ const std::map<std::string, Row>& Expectations() {
        {.own = "200 200 200 403 403", .self = "- - - - -", .other = "200 200 m m m"}},
       {"GET /api/v1/tenants/{tenant_id}/invoices/{invoice_id}/csv",
        {.own = "200 200 200 403 403", .self = "- - - - -", .other = "200 200 m m m"}},
+      // Budgets: read with the billing; made and changed by the platform
+      // admin and the tenant's admins.
+      {"GET /api/v1/tenants/{tenant_id}/budgets",
+       {.own = "200 200 200 403 403", .other = "200 200 m m m"}},
+      {"POST /api/v1/tenants/{tenant_id}/budgets",
+       {.own = "201 403 201 403 403", .other = "201 403 m m m", .body = NewBudgetBody}},
+      {"GET /api/v1/tenants/{tenant_id}/budgets/{budget_id}",
+       {.own = "200 200 200 403 403", .self = "- - - - -", .other = "200 200 m m m"}},
+      {"PUT /api/v1/tenants/{tenant_id}/budgets/{budget_id}",
+       {.own = "200 403 200 403 403",
+        .self = "- - - - -",
+        .other = "200 403 m m m",
+        .body = BudgetChangeBody}},
+      {"DELETE /api/v1/tenants/{tenant_id}/budgets/{budget_id}",
+       {.own = "204 403 204 403 403",
+        .self = "- - - - -",
+        .other = "204 403 m m m",
+        .prepare = RestoreBudgetFirst}},
 
       // Model deployments: platform staff manage every one (shared ones
       // included); a tenant admin its tenant's dedicated ones; everyone
@@ -643,7 +694,8 @@ Shape ShapeOf(const std::string& method, const std::string& pattern) {
                  pattern.find("{archive_id}") != std::string::npos ||
                  pattern.find("{deployment_id}") != std::string::npos ||
                  pattern.find("{adapter_id}") != std::string::npos ||
-                 pattern.find("{invoice_id}") != std::string::npos;
+                 pattern.find("{invoice_id}") != std::string::npos ||
+                 pattern.find("{budget_id}") != std::string::npos;
   s.platform = StartsWith(pattern, "/api/v1/platform/");
   auto ends_with = [&](std::string_view suffix) {
     return pattern.size() >= suffix.size() &&
@@ -705,6 +757,7 @@ std::string Expand(const std::string& pattern, const Case& c) {
   sub("{adapter_id}", c.adapter_id);
   sub("{book_id}", c.book_id);
   sub("{invoice_id}", c.invoice_id);
+  sub("{budget_id}", c.budget_id);
   // A project's quota row: the class the world's project has a row for.
   sub("/quotas/{model}/{kind}", "/quotas/L40S/share");
   sub("{model}", c.model);
@@ -742,6 +795,7 @@ Case MakeCase(ApiHarness& h, const Row& row, const Shape& shape, Role role, Scen
   c.adapter_id = w.own.adapter_id;
   c.book_id = w.book_id;
   c.invoice_id = w.own.invoice_id;
+  c.budget_id = w.own.budget_id;
   c.template_ref = shape.platform ? w.platform_template_ref : w.own.template_ref;
   switch (sc) {
     case Scenario::kOwn:
@@ -767,6 +821,7 @@ Case MakeCase(ApiHarness& h, const Row& row, const Shape& shape, Role role, Scen
       c.deployment_id = w.other.deployment_id;
       c.adapter_id = w.other.adapter_id;
       c.invoice_id = w.other.invoice_id;
+      c.budget_id = w.other.budget_id;
       if (!shape.platform) c.template_ref = w.other.template_ref;
       break;
     case Scenario::kCross:
@@ -777,6 +832,7 @@ Case MakeCase(ApiHarness& h, const Row& row, const Shape& shape, Role role, Scen
       c.archive_id = w.other.archive_id;
       c.adapter_id = w.other.adapter_id;
       c.invoice_id = w.other.invoice_id;
+      c.budget_id = w.other.budget_id;
       break;
     case Scenario::kNone:
       c.bearer = "";
@@ -806,6 +862,7 @@ Case MakeCase(ApiHarness& h, const Row& row, const Shape& shape, Role role, Scen
         c.deployment_id = w.suspended.deployment_id;
         c.adapter_id = w.suspended.adapter_id;
         c.invoice_id = w.suspended.invoice_id;
+        c.budget_id = w.suspended.budget_id;
         c.template_ref = w.suspended.template_ref;
       }
       break;
@@ -830,6 +887,7 @@ Case MissingVariant(ApiHarness& h, const Case& c, const Shape& shape) {
   m.adapter_id = NewId("ad", h.clock());
   m.book_id = NewId("pb", h.clock());
   m.invoice_id = NewId("inv", h.clock());
+  m.budget_id = NewId("bud", h.clock());
   m.template_ref = h.UniqueName("no-such-template") + "@1";
   return m;
 }
@@ -879,8 +937,8 @@ std::string Snapshot(Store& store, const std::vector<std::string>& tenant_ids,
   std::vector<sql::Value> tenants(tenant_ids.begin(), tenant_ids.end());
   std::string in = Placeholders(tenants.size());
   dump("SELECT * FROM tenants WHERE id IN (" + in + ") ORDER BY id", tenants);
-  for (const char* table :
-       {"users", "api_keys", "sessions", "allocations", "jobs", "job_archives", "adapters"}) {
+  for (const char* table : {"users", "api_keys", "sessions", "allocations", "jobs", "job_archives",
+                            "adapters", "budgets"}) {
     dump(std::string("SELECT * FROM ") + table + " WHERE tenant_id IN (" + in + ") ORDER BY id",
          tenants);
   }

@@ -200,6 +200,7 @@ class OpenApiTest : public ::testing::Test {
     sub("{deployment_id}", world_->own.deployment_id);
     sub("{book_id}", world_->book_id);
     sub("{invoice_id}", world_->own.invoice_id);
+    sub("{budget_id}", world_->own.budget_id);
     sub("{model}", fixture::kSharedModel);
     sub("{template}", platform ? world_->platform_template_ref : world_->own.template_ref);
     return out;

@@ -7,6 +7,7 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -1577,6 +1578,109 @@ TEST_F(CliIntegrationTest, TokenCallsMoveTheDraftAndTheBooksVerify) {
   ProcessResult early = Admin({"invoice", "finalize", "--tenant", "demo", "--period", period});
   EXPECT_EQ(early.exit_code, 1) << Describe(early);
   EXPECT_NE(early.err.find("has not ended"), std::string::npos) << early.err;
+}
+
+// A hard budget stops spending: 48 streamed calls at once against a budget
+// of ten of them are cut off with 429 budget_exceeded, the spend stays
+// within the stated bound, and raising the budget lets calls through again.
+TEST_F(CliIntegrationTest, HardBudgetStopsConcurrentStreamedCalls) {
+  ASSERT_EQ(StopServer(), 0) << server_->Output();
+  server_args_ = {"--billing-rating-lag-ms", "1000"};
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  // A tenth of a cent per output token, a hundredth per input token: a
+  // call of 8 tokens out costs a little under a cent.
+  ASSERT_EQ(Admin({"price-book", "create", "standard", "--currency", "USD", "--entries",
+                   R"([{"meter": "tokens.input", "price_minor": "10000"},
+                       {"meter": "tokens.output", "price_minor": "100000"}])"})
+                .exit_code,
+            0);
+  ASSERT_EQ(Admin({"billing", "set-default", "standard"}).exit_code, 0);
+  constexpr int64_t kAmount = 10;  // cents
+  Json budget = AdminJson({"budget", "create", "--tenant", "demo", "--scope", "tenant",
+                           "--amount-minor", std::to_string(kAmount), "-o", "json"});
+  ASSERT_EQ(budget.value("currency", ""), "USD") << budget.dump();
+  const std::string budget_id = budget.value("id", "");
+  // Budgets are the tenant admins' and the platform's: a bad amount changes
+  // nothing.
+  ProcessResult bad =
+      Admin({"budget", "update", budget_id, "--tenant", "demo", "--thresholds", "80,50"});
+  EXPECT_EQ(bad.exit_code, 1) << Describe(bad);
+  EXPECT_NE(bad.err.find("ascending"), std::string::npos) << bad.err;
+
+  // A budget takes effect at the gateway's next sync (every 250 ms): wait
+  // for billing's first count of it, then a little more.
+  ASSERT_TRUE(testing_support::WaitUntil(
+      [&] {
+        return !AdminJson({"budget", "get", budget_id, "--tenant", "demo", "-o", "json"})
+                    .value("counted_at", Json())
+                    .is_null();
+      },
+      kServerTimeout));
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+
+  std::istringstream in(ReadFile(data_dir_ + "/demo.key"));
+  std::string key;
+  std::getline(in, key);
+  const std::string body = R"({"model":"llama-3.1-8b-instruct","stream":true,"max_tokens":8,)"
+                           R"("messages":[{"role":"user","content":"Hello"}]})";
+  std::atomic<int> served{0}, refused{0}, other{0};
+  std::vector<std::thread> threads;
+  threads.reserve(8);
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      auto client = http::Client::Create(gateway_url_, 30'000);
+      if (!client.has_value()) return;
+      for (int i = 0; i < 6; ++i) {
+        auto r = (*client)->Send(
+            "POST", "/v1/chat/completions", body,
+            {{"authorization", "Bearer " + key}, {"content-type", "application/json"}});
+        if (!r.has_value()) {
+          ++other;
+        } else if (r->status == 200) {
+          ++served;
+        } else if (r->status == 429 && r->body.find("budget_exceeded") != std::string::npos &&
+                   r->body.find("insufficient_quota") != std::string::npos) {
+          ++refused;
+        } else {
+          ++other;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(other.load(), 0);
+  EXPECT_GT(refused.load(), 0) << served.load() << " served";
+  // Each call's worst case is a cent; ten fit, never more.
+  EXPECT_GE(served.load(), 1);
+  EXPECT_LE(served.load(), static_cast<int>(kAmount)) << refused.load() << " refused";
+
+  // The billing service's count: what was served, within the bound (the
+  // amount; input estimates are the only part a call can exceed, and
+  // these are exact), and the budget shows as exceeded.
+  Json counted;
+  ASSERT_TRUE(testing_support::WaitUntil(
+      [&] {
+        counted = AdminJson({"budget", "get", budget_id, "--tenant", "demo", "-o", "json"});
+        return counted.value("spent_minor", int64_t{0}) > 0 &&
+               counted.value("spent_minor", int64_t{0}) >=
+                   AdminJson({"billing", "draft", "--tenant", "demo", "-o", "json"})
+                       .value("usage_minor", int64_t{-1});
+      },
+      kServerTimeout))
+      << counted.dump(2);
+  EXPECT_LE(counted.value("spent_minor", int64_t{0}), kAmount) << counted.dump(2);
+
+  // Raised: calls go through again within a sync or two.
+  ASSERT_EQ(Admin({"budget", "update", budget_id, "--tenant", "demo", "--amount-minor", "100000"})
+                .exit_code,
+            0);
+  auto gateway = http::Client::Create(gateway_url_, 30'000);
+  ASSERT_TRUE(gateway.has_value());
+  EXPECT_TRUE(testing_support::WaitUntil(
+      [&] { return DemoChat(**gateway, "llama-3.1-8b-instruct") == 200; }, kServerTimeout));
+  // Deleted: gone from the list.
+  ASSERT_EQ(Admin({"budget", "delete", budget_id, "--tenant", "demo"}).exit_code, 0);
+  EXPECT_TRUE(AdminJson({"budget", "list", "--tenant", "demo", "-o", "json"})["items"].empty());
 }
 
 }  // namespace
