@@ -5,11 +5,13 @@
 // src/billing's; a tenant reads only its own plan and invoices — another
 // tenant's id answers 404 like a missing one.
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "api/handler_util.h"
 #include "api/handlers.h"
 #include "billing/billing_service.h"
+#include "billing/credit.h"
 #include "billing/money.h"
 #include "billing/period.h"
 #include "billing/price_book.h"
@@ -136,6 +138,7 @@ Json PlanView(const BillingPlan& p, const std::string& currency) {
           {"discount_bp", p.discount_bp},
           {"commitment_minor", p.commitment_minor},
           {"commitment", billing::FormatAmount(p.commitment_minor, exponent)},
+          {"prepaid", p.prepaid},
           {"entries", std::move(entries)},
           {"note", p.note},
           {"created_by", p.created_by},
@@ -155,11 +158,13 @@ Result<BillingPlan> PlanFromBody(Context& ctx, const std::string& tenant_id, boo
   std::optional<int64_t> anchor;
   std::optional<int64_t> discount;
   std::optional<int64_t> commitment;
+  std::optional<bool> prepaid;
   std::optional<std::string> note;
   if (!is_default) {
     anchor = r.Int("anchor_day", false, billing::kMinAnchorDay, billing::kMaxAnchorDay);
     discount = r.Int("discount_bp", false, 0, 10'000);
     commitment = r.Int("commitment_minor", false, 0, billing::kMaxAmountMinor);
+    prepaid = r.Bool("prepaid");
     note = r.String("note", false, kMaxNoteChars);
     r.IsNull("entries");
   }
@@ -177,6 +182,7 @@ Result<BillingPlan> PlanFromBody(Context& ctx, const std::string& tenant_id, boo
   }
   plan.discount_bp = discount.value_or(0);
   plan.commitment_minor = commitment.value_or(0);
+  plan.prepaid = prepaid.value_or(false);
   ATRIUM_ASSIGN_OR_RETURN(plan.entries_json, EntriesText(body, "entries"));
   plan.note = note.value_or("");
   plan.created_by = ctx.principal->user_id;
@@ -427,6 +433,71 @@ Result<http::Response> VerifyBilling(Context& ctx) {
                        {"problems", rep.problems}});
   }
   return JsonResponse(200, {{"period", *period}, {"ok", ok}, {"tenants", reports}});
+}
+
+Json CreditView(const CreditGrant& g, int64_t now) {
+  const int exponent = ExponentOf(g.currency);
+  return {{"id", g.id},
+          {"kind", g.kind},
+          {"currency", g.currency},
+          {"amount_minor", g.amount_minor},
+          {"amount", billing::FormatAmount(g.amount_minor, exponent)},
+          {"remaining_minor", g.remaining_minor},
+          {"remaining", billing::FormatAmount(g.remaining_minor, exponent)},
+          {"expires_at", g.expires_at == 0 ? Json(nullptr) : Json(FormatTimestamp(g.expires_at))},
+          {"expired", g.expires_at != 0 && g.expires_at <= now},
+          {"note", g.note},
+          {"created_by", g.created_by},
+          {"created_at", FormatTimestamp(g.created_at)}};
+}
+
+Result<http::Response> GrantCredit(Context& ctx) {
+  ATRIUM_ASSIGN_OR_RETURN(auto* billing, BillingOf(ctx));
+  ATRIUM_ASSIGN_OR_RETURN(Json body, BodyJson(ctx));
+  JsonObjectReader r(body);
+  auto amount = r.Int("amount_minor", true, 1, billing::kMaxAmountMinor);
+  auto kind = r.String("kind", false, 16);
+  auto expires = r.String("expires_at", false, 64);
+  auto note = r.String("note", false, kMaxNoteChars);
+  ATRIUM_RETURN_IF_ERROR(r.Finish());
+  const int64_t now = ctx.services.clock->NowMillis();
+  CreditGrant g;
+  g.kind = kind.value_or("grant");
+  if (g.kind != "grant" && g.kind != "prepaid") {
+    return Error::InvalidArgument("'kind' must be grant or prepaid");
+  }
+  if (expires.has_value()) {
+    ATRIUM_ASSIGN_OR_RETURN(g.expires_at, ParseTimestamp(*expires, "expires_at"));
+    if (g.expires_at <= now) return Error::InvalidArgument("expires_at must be in the future");
+  }
+  ATRIUM_ASSIGN_OR_RETURN(g.currency, billing->CurrencyNow(ctx.scope.tenant_id));
+  g.id = NewId("cr", *ctx.services.clock);
+  g.amount_minor = *amount;
+  g.note = note.value_or("");
+  g.created_by = ctx.principal->user_id;
+  g.created_at = now;
+  ctx.audit_target = "tenant/" + ctx.scope.tenant_id + "/credit/" + g.id;
+  ATRIUM_ASSIGN_OR_RETURN(g, ctx.services.store->CreateCreditGrant(ctx.scope, g));
+  return JsonResponse(201, CreditView(g, now));
+}
+
+Result<http::Response> ListCredits(Context& ctx) {
+  ATRIUM_ASSIGN_OR_RETURN(auto grants, ctx.services.store->ListCreditGrants(ctx.scope));
+  const int64_t now = ctx.services.clock->NowMillis();
+  Json items = Json::array();
+  std::map<std::string, int64_t> balance;
+  for (const auto& g : grants) {
+    items.push_back(CreditView(g, now));
+    balance[g.currency] += 0;
+  }
+  Json balances = Json::array();
+  for (const auto& [currency, unused] : balance) {
+    const int64_t live = billing::LiveBalance(grants, currency, now);
+    balances.push_back({{"currency", currency},
+                        {"balance_minor", live},
+                        {"balance", billing::FormatAmount(live, ExponentOf(currency))}});
+  }
+  return JsonResponse(200, {{"items", items}, {"balances", balances}});
 }
 
 }  // namespace atrium::api

@@ -82,6 +82,16 @@ Status UnrestrictedCaller(const Context& ctx) {
   return OkStatus();
 }
 
+// The prepaid budget is billing's, kept at the credit balance.
+Status NotPrepaid(const BudgetRecord& b) {
+  if (b.scope == "prepaid") {
+    return Error::FailedPrecondition(
+        "this budget is the tenant's prepaid credit balance, kept by billing: grant credits to "
+        "raise it, or change the plan");
+  }
+  return OkStatus();
+}
+
 Result<Json> ViewOf(Context& ctx, const BudgetRecord& b) {
   ATRIUM_ASSIGN_OR_RETURN(auto statuses, ctx.services.store->ListBudgetStatuses(ctx.scope));
   for (const auto& s : statuses) {
@@ -171,6 +181,7 @@ Result<http::Response> UpdateBudget(Context& ctx) {
   r.IsNull("thresholds");
   ATRIUM_RETURN_IF_ERROR(r.Finish());
   ATRIUM_ASSIGN_OR_RETURN(auto thresholds, ThresholdsOf(body));
+  ATRIUM_RETURN_IF_ERROR(NotPrepaid(b));
   if (!amount && !hard && !thresholds) {
     return Error::InvalidArgument("nothing to change: give amount_minor, thresholds or hard");
   }
@@ -188,6 +199,8 @@ Result<http::Response> DeleteBudget(Context& ctx) {
   const std::string id = ctx.request.PathParam("budget_id");
   ctx.audit_target = "budget/" + id;
   ATRIUM_RETURN_IF_ERROR(UnrestrictedCaller(ctx));
+  ATRIUM_ASSIGN_OR_RETURN(auto b, ctx.services.store->GetBudget(ctx.scope, id));
+  ATRIUM_RETURN_IF_ERROR(NotPrepaid(b));
   ATRIUM_RETURN_IF_ERROR(ctx.services.store->DeleteBudget(ctx.scope, id));
   http::Response r;
   r.status = 204;

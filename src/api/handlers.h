@@ -99,6 +99,8 @@ Result<http::Response> GetInvoice(Context& ctx);
 Result<http::Response> GetInvoiceCsv(Context& ctx);
 Result<http::Response> FinalizeInvoice(Context& ctx);
 Result<http::Response> VerifyBilling(Context& ctx);
+Result<http::Response> GrantCredit(Context& ctx);
+Result<http::Response> ListCredits(Context& ctx);
 Result<http::Response> CreateBudget(Context& ctx);
 Result<http::Response> ListBudgets(Context& ctx);
 Result<http::Response> GetBudget(Context& ctx);

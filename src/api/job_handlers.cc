@@ -122,8 +122,8 @@ Result<http::Response> ListJobEvents(Context& ctx) {
 Result<http::Response> GetJobLogs(Context& ctx) {
   ATRIUM_ASSIGN_OR_RETURN(auto* jobs, JobsOf(ctx));
   ATRIUM_ASSIGN_OR_RETURN(int64_t offset, IntQuery(ctx.request, "offset", 0, int64_t{1} << 50, 0));
-  ATRIUM_ASSIGN_OR_RETURN(int64_t max_bytes,
-                          IntQuery(ctx.request, "max_bytes", 1, int64_t{1} << 20, 64 * 1024));
+  ATRIUM_ASSIGN_OR_RETURN(int64_t max_bytes, IntQuery(ctx.request, "max_bytes", 1, int64_t{1} << 20,
+                                                      int64_t{64} * 1024));
   ATRIUM_ASSIGN_OR_RETURN(int64_t attempt, IntQuery(ctx.request, "attempt", 0, 1'000'000, 0));
   const std::string follow = QueryOf(ctx.request, "follow");
   if (!follow.empty() && follow != "true" && follow != "false") {

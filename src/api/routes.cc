@@ -332,6 +332,14 @@ ApiRouter BuildRoutes() {
       GetInvoice, "A final invoice, as it was finalised");
   add("GET", "/api/v1/tenants/{tenant_id}/invoices/{invoice_id}/csv", P::kBillingRead, T::kTenant,
       "", GetInvoiceCsv, "A final invoice as CSV: its lines, then each line per project and key");
+  // Credits: prepaid money and grants, used up by final invoices.
+  add("GET", "/api/v1/tenants/{tenant_id}/credits", P::kBillingRead, T::kTenant, "", ListCredits,
+      "The tenant's credit grants, what remains of each, and the live balance");
+  add("POST", "/api/v1/tenants/{tenant_id}/credits", P::kBillingManage, T::kTenant, "credit.grant",
+      GrantCredit,
+      "Grant the tenant credit (prepaid or given), optionally expiring: final invoices use it up, "
+      "the earliest to expire first",
+      {.body = true});
   // Budgets: caps on a tenant's, project's or API key's spend per period.
   add("GET", "/api/v1/tenants/{tenant_id}/budgets", P::kBillingRead, T::kTenant, "", ListBudgets,
       "The tenant's budgets, each with what it counted this period");

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "billing/budget.h"
+#include "billing/credit.h"
 #include "billing/money.h"
 #include "billing/rating.h"
 #include "crypto/ids.h"
@@ -226,6 +227,9 @@ Result<Json> BillingService::Invoice(const std::string& tenant_id,
   ATRIUM_ASSIGN_OR_RETURN(auto terms, TermsAt(ctx, tenant_id, period));
   ATRIUM_ASSIGN_OR_RETURN(
       auto inv, ComputeInvoice(tenant_id, period, terms, groups, ctx.pricing, PriorOf(before)));
+  // The credits that would pay it if it were final now.
+  ATRIUM_ASSIGN_OR_RETURN(auto credits, store_.ListCreditGrants(scope));
+  ApplyCredits(inv, UsableCredits(std::move(credits), terms.currency, period));
   Json doc = InvoiceToJson(inv);
   doc["status"] = "draft";
   doc["number"] = nullptr;
@@ -246,11 +250,14 @@ Result<InvoiceRecord> BillingService::Finalize(const std::string& tenant_id,
   ATRIUM_ASSIGN_OR_RETURN(auto terms, TermsAt(ctx, tenant_id, period));
   const std::string id = NewId("inv", clock_);
   auto compute = [&](int64_t number, const std::vector<RatedGroup>& groups,
-                     const std::vector<RatedGroup>& before) -> Result<Store::InvoiceDocument> {
+                     const std::vector<RatedGroup>& before,
+                     const std::vector<CreditGrant>& credits) -> Result<Store::InvoiceDocument> {
     ATRIUM_ASSIGN_OR_RETURN(
         auto inv, ComputeInvoice(tenant_id, period, terms, groups, ctx.pricing, PriorOf(before)));
+    auto applied = ApplyCredits(inv, UsableCredits(credits, terms.currency, period));
     return Store::InvoiceDocument{terms.currency, inv.total_minor,
-                                  FinalInvoiceDocument(inv, id, number, now).dump()};
+                                  FinalInvoiceDocument(inv, id, number, now).dump(),
+                                  std::move(applied)};
   };
   return store_.FinalizeInvoiceForBilling(tenant_id, period.start_ms, period.end_ms, id, compute,
                                           now);
@@ -386,10 +393,25 @@ Result<VerifyReport> BillingService::Verify(const std::string& tenant_id,
     ATRIUM_ASSIGN_OR_RETURN(auto terms, TermsAt(ctx, tenant_id, period));
     ATRIUM_ASSIGN_OR_RETURN(
         auto again, ComputeInvoice(tenant_id, period, terms, groups, ctx.pricing, PriorOf(before)));
+    // What credits paid of it, applied again in the same order.
+    ATRIUM_ASSIGN_OR_RETURN(auto applied, store_.CreditApplicationsOf(scope, inv.id));
+    ATRIUM_ASSIGN_OR_RETURN(auto grants, store_.ListCreditGrants(scope));
+    std::vector<CreditGrant> paid;
+    for (const auto& a : applied) {
+      for (const auto& g : grants) {
+        if (g.id != a.grant_id) continue;
+        paid.push_back(g);
+        paid.back().remaining_minor = a.amount_minor;
+      }
+    }
+    if (paid.size() != applied.size()) {
+      problem("invoice " + report.invoice_number + ": a credit grant it was paid by is gone");
+    }
+    ApplyCredits(again, UsableCredits(std::move(paid), terms.currency, period));
     ATRIUM_ASSIGN_OR_RETURN(Json doc, ParseJson(inv.document));
     Json fresh = InvoiceToJson(again);
     for (const char* field : {"lines", "total_minor", "records", "usage_minor", "adjustments_minor",
-                              "discount_minor"}) {
+                              "discount_minor", "credits_minor"}) {
       if (doc.value(field, Json()) != fresh[field]) {
         problem("invoice " + report.invoice_number + ": its " + field +
                 " differ from what its rated rows give now");
@@ -408,9 +430,43 @@ Result<VerifyReport> BillingService::Verify(const std::string& tenant_id,
   return report;
 }
 
+Status BillingService::KeepPrepaidBudgets(const Context& ctx, int64_t now) {
+  std::set<std::string> tenants;
+  for (const auto& p : ctx.rows.plans) {
+    if (p.tenant_id != kDefaultPlanTenantId) tenants.insert(p.tenant_id);
+  }
+  ATRIUM_ASSIGN_OR_RETURN(auto budgets, store_.BudgetsForBilling());
+  std::set<std::string> kept;
+  for (const auto& b : budgets) {
+    if (b.scope == "prepaid") kept.insert(b.tenant_id);
+  }
+  for (const auto& tenant_id : tenants) {
+    const BillingPlan* plan = ctx.pricing.PlanAt(tenant_id, now);
+    const bool prepaid = plan != nullptr && plan->prepaid;
+    if (!prepaid) {
+      if (kept.count(tenant_id)) {
+        ATRIUM_RETURN_IF_ERROR(store_.SetPrepaidBudgetForBilling(tenant_id, std::nullopt, "", now));
+      }
+      continue;
+    }
+    std::string currency;
+    for (const auto& b : ctx.rows.books) {
+      if (b.id == plan->price_book_id) currency = b.currency;
+    }
+    ATRIUM_ASSIGN_OR_RETURN(auto grants, store_.ListCreditGrants(TenantScope::Of(tenant_id)));
+    ATRIUM_RETURN_IF_ERROR(store_.SetPrepaidBudgetForBilling(
+        tenant_id, LiveBalance(grants, currency, now), currency, now));
+  }
+  return OkStatus();
+}
+
 Result<int64_t> BillingService::RefreshBudgets() {
   std::lock_guard<std::mutex> round(round_mu_);
   const int64_t now = clock_.NowMillis();
+  {
+    ATRIUM_ASSIGN_OR_RETURN(Context plans, LoadContext());
+    ATRIUM_RETURN_IF_ERROR(KeepPrepaidBudgets(plans, now));
+  }
   ATRIUM_ASSIGN_OR_RETURN(auto budgets, store_.BudgetsForBilling());
   std::map<std::pair<std::string, std::string>, std::string> exhausted;
   if (budgets.empty()) {
@@ -473,11 +529,16 @@ Result<int64_t> BillingService::RefreshBudgets() {
         crossings.push_back(std::move(a));
       }
       if (b->hard && Exhausted(*b, s.spent_minor) && b->scope != "key") {
-        exhausted[{tenant_id, b->scope == "tenant" ? "" : b->subject}] =
-            "the " + b->scope + (b->subject.empty() ? "" : " '" + b->subject + "'") + "'s budget " +
-            b->id + " is spent for " + PeriodName(period) + " (" +
-            FormatAmount(s.spent_minor, terms.exponent) + " of " +
-            FormatAmount(b->amount_minor, terms.exponent) + " " + b->currency + ")";
+        exhausted[{tenant_id, b->scope == "project" ? b->subject : ""}] =
+            b->scope == "prepaid"
+                ? "the tenant's prepaid credit is spent (" +
+                      FormatAmount(s.spent_minor, terms.exponent) + " used of " +
+                      FormatAmount(b->amount_minor, terms.exponent) + " " + b->currency +
+                      " left): more credit must be granted"
+                : "the " + b->scope + (b->subject.empty() ? "" : " '" + b->subject + "'") +
+                      "'s budget " + b->id + " is spent for " + PeriodName(period) + " (" +
+                      FormatAmount(s.spent_minor, terms.exponent) + " of " +
+                      FormatAmount(b->amount_minor, terms.exponent) + " " + b->currency + ")";
       }
       statuses.push_back(std::move(s));
     }

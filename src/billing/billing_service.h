@@ -139,6 +139,9 @@ class BillingService {
                                           std::map<std::string, int64_t>* used = nullptr);
   void Round();
   void BudgetRound();
+  // Keeps the budget of each tenant whose plan in force is prepaid at its
+  // live credit balance, and removes it from tenants whose plan is not.
+  Status KeepPrepaidBudgets(const Context& ctx, int64_t now);
 
   Store& store_;
   const Clock& clock_;

@@ -41,7 +41,7 @@ Status ValidateThresholds(const std::vector<int64_t>& thresholds) {
 }
 
 int64_t SpendOf(const Invoice& invoice, const BudgetRecord& budget) {
-  if (budget.scope == "tenant") {
+  if (budget.scope == "tenant" || budget.scope == "prepaid") {
     return invoice.usage_minor + invoice.adjustments_minor + invoice.discount_minor;
   }
   int64_t spent = 0;

@@ -275,6 +275,7 @@ Json InvoiceToJson(const Invoice& inv) {
           {"discount_minor", inv.discount_minor},
           {"commitment_topup_minor", inv.commitment_minor},
           {"minimum_topup_minor", inv.minimum_minor},
+          {"credits_minor", inv.credits_minor},
           {"total_minor", inv.total_minor},
           {"total", money(inv.total_minor)},
           {"records", inv.records}};

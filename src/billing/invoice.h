@@ -55,7 +55,7 @@ struct InvoiceShare {
 };
 
 struct InvoiceLine {
-  // usage | adjustment | discount | commitment | minimum
+  // usage | adjustment | discount | commitment | minimum | credit
   std::string kind;
   std::string description;
   std::string meter;
@@ -83,6 +83,7 @@ struct Invoice {
   int64_t discount_minor = 0;     // <= 0
   int64_t commitment_minor = 0;   // the top-up
   int64_t minimum_minor = 0;      // the top-up
+  int64_t credits_minor = 0;      // <= 0: what credit grants paid (credit.h)
   int64_t total_minor = 0;
   int64_t records = 0;  // rated rows counted
 };

@@ -150,6 +150,7 @@ struct PlanArgs {
   int64_t commitment = -1;
   std::string entries;
   std::string note;
+  bool prepaid = false;
 };
 
 int SetDefault(Context& ctx, const PlanArgs& args) {
@@ -196,6 +197,7 @@ int SetPlan(Context& ctx, const PlanArgs& args) {
   if (args.anchor_day > 0) body["anchor_day"] = args.anchor_day;
   if (args.discount_bp >= 0) body["discount_bp"] = args.discount_bp;
   if (args.commitment >= 0) body["commitment_minor"] = args.commitment;
+  if (args.prepaid) body["prepaid"] = true;
   if (!args.note.empty()) body["note"] = args.note;
   if (!args.entries.empty()) {
     auto entries = EntriesOf(args.entries);
@@ -205,7 +207,7 @@ int SetPlan(Context& ctx, const PlanArgs& args) {
   auto plan = api->Put(*base + "/billing/plan", body);
   if (!plan.has_value()) return ctx.Fail(plan.error());
   ctx.PrintObject(*plan, {"version", "effective_from", "price_book", "currency", "anchor_day",
-                          "discount_bp", "commitment"});
+                          "discount_bp", "commitment", "prepaid"});
   return kExitOk;
 }
 
@@ -385,6 +387,57 @@ int Verify(Context& ctx, const InvoiceArgs& args) {
   return ok ? kExitOk : kExitFailed;
 }
 
+struct CreditArgs {
+  std::string tenant;
+  int64_t amount_minor = 0;
+  std::string kind;
+  std::string expires_at;
+  std::string note;
+};
+
+const std::vector<Column> kCreditColumns = {{"ID", "id"},
+                                            {"KIND", "kind"},
+                                            {"AMOUNT", "amount"},
+                                            {"REMAINING", "remaining"},
+                                            {"CURRENCY", "currency"},
+                                            {"EXPIRES", "expires_at"},
+                                            {"EXPIRED", "expired"},
+                                            {"NOTE", "note"}};
+
+int GrantCredit(Context& ctx, const CreditArgs& args) {
+  ApiSession* api = ctx.Connect();
+  if (api == nullptr) return kExitUsage;
+  auto base = ctx.TenantBase(args.tenant);
+  if (!base.has_value()) return ctx.Fail(base.error());
+  Json body = {{"amount_minor", args.amount_minor}};
+  if (!args.kind.empty()) body["kind"] = args.kind;
+  if (!args.expires_at.empty()) body["expires_at"] = args.expires_at;
+  if (!args.note.empty()) body["note"] = args.note;
+  auto made = api->Post(*base + "/credits", body);
+  if (!made.has_value()) return ctx.Fail(made.error());
+  ctx.PrintObject(*made, {"id", "kind", "amount", "currency", "expires_at", "note"});
+  return kExitOk;
+}
+
+int ListCredits(Context& ctx, const CreditArgs& args) {
+  ApiSession* api = ctx.Connect();
+  if (api == nullptr) return kExitUsage;
+  auto base = ctx.TenantBase(args.tenant);
+  if (!base.has_value()) return ctx.Fail(base.error());
+  auto list = api->Get(*base + "/credits");
+  if (!list.has_value()) return ctx.Fail(list.error());
+  if (ctx.json_output()) {
+    ctx.PrintJson(*list);
+    return kExitOk;
+  }
+  ctx.out() << FormatObjects(kCreditColumns, ItemsOf(*list, "items"));
+  for (const auto& b : ItemsOf(*list, "balances")) {
+    ctx.out() << "Balance: " << CellText(FieldAt(b, "balance")) << " "
+              << CellText(FieldAt(b, "currency")) << "\n";
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 void AddBillingCommands(CLI::App& app, VerbTable& verbs) {
@@ -438,6 +491,8 @@ void AddBillingCommands(CLI::App& app, VerbTable& verbs) {
   set_plan->add_option("--commitment", p->commitment, "Committed spend per period, minor units");
   set_plan->add_option("--entries", p->entries, "Contract prices as JSON, or @FILE");
   set_plan->add_option("--note", p->note, "A note kept with the version");
+  set_plan->add_flag("--prepaid", p->prepaid,
+                     "The tenant spends prepaid credit: with none left, new spend is refused");
   verbs.Add(set_plan, [p](Context& ctx) { return SetPlan(ctx, *p); });
   auto s = std::make_shared<PlanArgs>();
   CLI::App* plan = billing->add_subcommand("plan", "A tenant's plan and the prices in force");
@@ -482,6 +537,22 @@ void AddBillingCommands(CLI::App& app, VerbTable& verbs) {
   fin->add_option("--tenant", fi->tenant, "Tenant id or name")->required();
   fin->add_option("--period", fi->period, "YYYY-MM")->required();
   verbs.Add(fin, [fi](Context& ctx) { return Finalize(ctx, *fi); });
+
+  CLI::App* credit = AddGroup(app, "credit", "Prepaid credit and grants, used up by invoices");
+  auto cg = std::make_shared<CreditArgs>();
+  CLI::App* grant = credit->add_subcommand("grant", "Grant a tenant credit (operators)");
+  grant->add_option("--tenant", cg->tenant, "Tenant id or name")->required();
+  grant->add_option("--amount-minor", cg->amount_minor, "Minor units of the tenant's currency")
+      ->required();
+  grant->add_option("--kind", cg->kind, "grant (given, default) or prepaid (bought)")
+      ->check(CLI::IsMember({"grant", "prepaid"}));
+  grant->add_option("--expires-at", cg->expires_at, "When it stops paying (default: never)");
+  grant->add_option("--note", cg->note, "Shown on the invoices it pays");
+  verbs.Add(grant, [cg](Context& ctx) { return GrantCredit(ctx, *cg); });
+  auto cl = std::make_shared<CreditArgs>();
+  CLI::App* clist = credit->add_subcommand("list", "Credit grants, what remains, the balance");
+  clist->add_option("--tenant", cl->tenant, "Tenant id or name (default: your own)");
+  verbs.Add(clist, [cl](Context& ctx) { return ListCredits(ctx, *cl); });
 }
 
 }  // namespace atrium::cli

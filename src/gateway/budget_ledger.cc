@@ -9,7 +9,7 @@ namespace {
 constexpr __int128 kMicroMinorPerMillion = __int128{1'000'000} * 1'000'000;
 
 bool Applies(const BudgetLimit& b, const std::string& key_id) {
-  if (b.scope == "tenant") return true;
+  if (b.scope == "tenant" || b.scope == "prepaid") return true;
   return b.scope == "key" && b.subject == key_id;
 }
 

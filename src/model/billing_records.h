@@ -71,9 +71,12 @@ struct BillingPlan {
   int64_t version = 0;
   int64_t effective_from = 0;
   std::string price_book_id;
-  int64_t anchor_day = 1;           // 1..28: the day of the month periods start
-  int64_t discount_bp = 0;          // basis points off usage, 0..10000
-  int64_t commitment_minor = 0;     // committed spend per period, 0: none
+  int64_t anchor_day = 1;        // 1..28: the day of the month periods start
+  int64_t discount_bp = 0;       // basis points off usage, 0..10000
+  int64_t commitment_minor = 0;  // committed spend per period, 0: none
+  // Prepaid: the tenant spends its credits; with none left it is over a
+  // hard budget (new spend refused) until more are granted.
+  bool prepaid = false;
   std::vector<PriceEntry> entries;  // contract prices, before the book's
   std::string entries_json;         // as stored
   std::string note;
@@ -190,6 +193,32 @@ struct TokenRates {
   int64_t output_micro = 0;
   int64_t cached_micro = 0;
   bool operator==(const TokenRates&) const = default;
+};
+
+// Money given to a tenant ahead of its invoices: prepaid (bought) or a
+// grant (given), in its billing currency, used up by final invoices (the
+// earliest to expire first) while it lives. Never changed but for what
+// remains of it.
+struct CreditGrant {
+  std::string id;  // cr_…
+  std::string tenant_id;
+  std::string kind;  // prepaid | grant
+  std::string currency;
+  int64_t amount_minor = 0;
+  int64_t remaining_minor = 0;
+  int64_t expires_at = 0;  // 0: never
+  std::string note;
+  std::string created_by;
+  int64_t created_at = 0;
+};
+
+// What one credit grant paid of one final invoice.
+struct CreditApplication {
+  std::string invoice_id;
+  std::string grant_id;
+  std::string tenant_id;
+  int64_t amount_minor = 0;
+  int64_t applied_at = 0;
 };
 
 }  // namespace atrium

@@ -677,6 +677,33 @@ CREATE TABLE budget_holds (
   PRIMARY KEY (holder, budget_id)
 );
 )sql"},
+    // Credits (src/billing/credit.h): prepaid money and grants a tenant's
+    // final invoices use up, what each paid of which invoice, and prepaid
+    // plans. Kept when a tenant is evicted (billing records).
+    {21, "billing: credit grants, their applications, prepaid plans", R"sql(
+CREATE TABLE credit_grants (
+  id TEXT PRIMARY KEY,
+  tenant_id TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  currency TEXT NOT NULL,
+  amount_minor BIGINT NOT NULL,
+  remaining_minor BIGINT NOT NULL,
+  expires_at BIGINT NOT NULL,
+  note TEXT NOT NULL,
+  created_by TEXT NOT NULL,
+  created_at BIGINT NOT NULL
+);
+CREATE INDEX credit_grants_tenant ON credit_grants (tenant_id);
+CREATE TABLE credit_applications (
+  invoice_id TEXT NOT NULL,
+  grant_id TEXT NOT NULL,
+  tenant_id TEXT NOT NULL,
+  amount_minor BIGINT NOT NULL,
+  applied_at BIGINT NOT NULL,
+  PRIMARY KEY (invoice_id, grant_id)
+);
+ALTER TABLE billing_plans ADD COLUMN prepaid BIGINT NOT NULL DEFAULT 0;
+)sql"},
 };
 
 }  // namespace

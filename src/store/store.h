@@ -430,18 +430,22 @@ class Store {
   // Finalises the tenant's invoice for [period_start, period_end) under
   // the lock rating writes take, so no usage is rated into it meanwhile:
   // `compute` is given the period's groups and prior quantities (as
-  // RatedGroups and InvoicedBefore) and returns the document and total;
-  // the invoice takes the platform's next number. FailedPrecondition when
+  // RatedGroups and InvoicedBefore) and the tenant's credit grants with
+  // something left, and returns the document, total and what each grant
+  // paid, which is taken off the grants in the same transaction
+  // (InvalidArgument if a grant has less left); the invoice takes the
+  // platform's next number. FailedPrecondition when
   // the period is finalised already or an earlier period with usage is
   // still open (invoices are final in order).
   struct InvoiceDocument {
     std::string currency;
     int64_t total_minor = 0;
-    std::string document;  // JSON text, the number filled in by `compute`
+    std::string document;                    // JSON text, the number filled in by `compute`
+    std::vector<CreditApplication> credits;  // invoice_id filled in by the store
   };
-  using InvoiceCompute =
-      std::function<Result<InvoiceDocument>(int64_t number, const std::vector<RatedGroup>& groups,
-                                            const std::vector<RatedGroup>& invoiced_before)>;
+  using InvoiceCompute = std::function<Result<InvoiceDocument>(
+      int64_t number, const std::vector<RatedGroup>& groups,
+      const std::vector<RatedGroup>& invoiced_before, const std::vector<CreditGrant>& credits)>;
   Result<InvoiceRecord> FinalizeInvoiceForBilling(const std::string& tenant_id,
                                                   int64_t period_start, int64_t period_end,
                                                   const std::string& invoice_id,
@@ -471,6 +475,19 @@ class Store {
   };
   Result<UsageForVerify> UsageForVerifyForBilling(const TenantScope& scope, int64_t from,
                                                   int64_t to);
+
+  // --- Credits (store_budgets.cc; the rules in src/billing/credit.h) ---
+  Result<CreditGrant> CreateCreditGrant(const TenantScope& scope, const CreditGrant& grant);
+  // The tenant's grants, oldest first.
+  Result<std::vector<CreditGrant>> ListCreditGrants(const TenantScope& scope);
+  // What grants paid of one invoice, by grant id.
+  Result<std::vector<CreditApplication>> CreditApplicationsOf(const TenantScope& scope,
+                                                              const std::string& invoice_id);
+  // The billing service's budget for a prepaid tenant (scope "prepaid",
+  // id "bud_prepaid_<tenant>"): made or its amount set; with `amount`
+  // nullopt, deleted (the plan is no longer prepaid).
+  Status SetPrepaidBudgetForBilling(const std::string& tenant_id, std::optional<int64_t> amount,
+                                    const std::string& currency, int64_t now);
 
   // --- Budgets (store_budgets.cc; the rules in src/billing/budget.h) ---
   // One budget per (tenant, scope, subject): AlreadyExists for a second.

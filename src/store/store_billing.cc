@@ -28,7 +28,7 @@ constexpr char kVersionColumns[] =
     "created_at";
 constexpr char kPlanColumns[] =
     "tenant_id, version, effective_from, price_book_id, anchor_day, discount_bp, "
-    "commitment_minor, entries, note, created_by, created_at";
+    "commitment_minor, entries, note, created_by, created_at, prepaid";
 constexpr char kRatedColumns[] =
     "tenant_id, source, record_id, meter, item, price_ref, quantity, usage_at, usage_period, "
     "invoice_period, project, key_id, deployment_id, rated_at";
@@ -78,6 +78,7 @@ BillingPlan PlanFromRow(const Row& r) {
   p.entries_json = r.Text(7);
   p.note = r.Text(8);
   p.created_by = r.Text(9);
+  p.prepaid = r.Int(11) != 0;
   p.created_at = r.Int(10);
   return p;
 }
@@ -347,10 +348,10 @@ Result<BillingPlan> Store::AddBillingPlanForPlatform(BillingPlan plan, int64_t n
     ATRIUM_RETURN_IF_ERROR(CheckEffective(plan.effective_from, now, last_from, "a billing plan"));
     ATRIUM_RETURN_IF_ERROR(
         c.Exec(std::string("INSERT INTO billing_plans (") + kPlanColumns +
-                   ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                   ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
                {plan.tenant_id, plan.version, plan.effective_from, plan.price_book_id,
                 plan.anchor_day, plan.discount_bp, plan.commitment_minor, plan.entries_json,
-                plan.note, plan.created_by, plan.created_at}));
+                plan.note, plan.created_by, plan.created_at, int64_t{plan.prepaid ? 1 : 0}}));
     return plan;
   });
 }
@@ -512,7 +513,29 @@ Result<InvoiceRecord> Store::FinalizeInvoiceForBilling(const std::string& tenant
     ATRIUM_ASSIGN_OR_RETURN(auto seq,
                             c.Exec("SELECT last_number FROM invoice_sequence WHERE id = 1", {}));
     const int64_t number = seq.rows.at(0).Int(0);
-    ATRIUM_ASSIGN_OR_RETURN(auto doc, compute(number, groups, prior));
+    ATRIUM_ASSIGN_OR_RETURN(
+        auto grants, c.Exec(std::string("SELECT ") + store_internal::kCreditColumns +
+                                " FROM credit_grants WHERE tenant_id = $1 AND remaining_minor > 0 "
+                                "ORDER BY created_at, id",
+                            {tenant_id}));
+    std::vector<CreditGrant> credits;
+    credits.reserve(grants.rows.size());
+    for (const auto& r : grants.rows) credits.push_back(store_internal::CreditFromRow(r));
+    ATRIUM_ASSIGN_OR_RETURN(auto doc, compute(number, groups, prior, credits));
+    for (const auto& a : doc.credits) {
+      ATRIUM_ASSIGN_OR_RETURN(
+          auto taken, c.Exec("UPDATE credit_grants SET remaining_minor = remaining_minor - $1 "
+                             "WHERE id = $2 AND tenant_id = $3 AND remaining_minor >= $1",
+                             {a.amount_minor, a.grant_id, tenant_id}));
+      if (taken.affected != 1 || a.amount_minor <= 0) {
+        return Error::InvalidArgument("credit grant " + a.grant_id + " cannot pay " +
+                                      std::to_string(a.amount_minor));
+      }
+      ATRIUM_RETURN_IF_ERROR(
+          c.Exec("INSERT INTO credit_applications (invoice_id, grant_id, tenant_id, amount_minor, "
+                 "applied_at) VALUES ($1, $2, $3, $4, $5)",
+                 {invoice_id, a.grant_id, tenant_id, a.amount_minor, now}));
+    }
     InvoiceRecord inv{invoice_id,   number,          tenant_id,    period_start, period_end,
                       doc.currency, doc.total_minor, doc.document, now};
     auto inserted = c.Exec(std::string("INSERT INTO invoices (") + kInvoiceColumns +

@@ -1,6 +1,7 @@
-// The store's budget rows: budgets, where each stands, and what gateways
-// hold against them (src/billing/budget.h has the rules; docs/billing.md
-// the promises). See store.h for the contracts.
+// The store's budget and credit rows: budgets, where each stands, what
+// gateways hold against them, and credit grants (src/billing/budget.h and
+// credit.h have the rules; docs/billing.md the promises). See store.h for
+// the contracts.
 #include <cstdlib>
 #include <utility>
 
@@ -97,6 +98,99 @@ Result<std::vector<BudgetStatus>> StatusesOn(sql::Connection& c, const std::stri
 }
 
 }  // namespace
+
+namespace store_internal {
+
+const char kCreditColumns[] =
+    "id, tenant_id, kind, currency, amount_minor, remaining_minor, expires_at, note, created_by, "
+    "created_at";
+
+CreditGrant CreditFromRow(const sql::Row& r) {
+  CreditGrant g;
+  g.id = r.Text(0);
+  g.tenant_id = r.Text(1);
+  g.kind = r.Text(2);
+  g.currency = r.Text(3);
+  g.amount_minor = r.Int(4);
+  g.remaining_minor = r.Int(5);
+  g.expires_at = r.Int(6);
+  g.note = r.Text(7);
+  g.created_by = r.Text(8);
+  g.created_at = r.Int(9);
+  return g;
+}
+
+}  // namespace store_internal
+
+Result<CreditGrant> Store::CreateCreditGrant(const TenantScope& scope, const CreditGrant& grant) {
+  CreditGrant g = grant;
+  g.tenant_id = scope.tenant_id;
+  g.remaining_minor = g.amount_minor;
+  return db_->Transact<CreditGrant>([&](sql::Connection& c) -> Result<CreditGrant> {
+    ATRIUM_RETURN_IF_ERROR(
+        c.Exec(std::string("INSERT INTO credit_grants (") + store_internal::kCreditColumns +
+                   ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+               {g.id, g.tenant_id, g.kind, g.currency, g.amount_minor, g.remaining_minor,
+                g.expires_at, g.note, g.created_by, g.created_at}));
+    return g;
+  });
+}
+
+Result<std::vector<CreditGrant>> Store::ListCreditGrants(const TenantScope& scope) {
+  ATRIUM_ASSIGN_OR_RETURN(auto rows,
+                          db_->Exec(std::string("SELECT ") + store_internal::kCreditColumns +
+                                        " FROM credit_grants WHERE tenant_id = $1 "
+                                        "ORDER BY created_at, id",
+                                    {scope.tenant_id}));
+  std::vector<CreditGrant> out;
+  out.reserve(rows.rows.size());
+  for (const auto& r : rows.rows) out.push_back(store_internal::CreditFromRow(r));
+  return out;
+}
+
+Result<std::vector<CreditApplication>> Store::CreditApplicationsOf(const TenantScope& scope,
+                                                                   const std::string& invoice_id) {
+  ATRIUM_ASSIGN_OR_RETURN(
+      auto rows, db_->Exec("SELECT invoice_id, grant_id, tenant_id, amount_minor, applied_at FROM "
+                           "credit_applications WHERE tenant_id = $1 AND invoice_id = $2 "
+                           "ORDER BY grant_id",
+                           {scope.tenant_id, invoice_id}));
+  std::vector<CreditApplication> out;
+  out.reserve(rows.rows.size());
+  for (const auto& r : rows.rows) {
+    out.push_back({r.Text(0), r.Text(1), r.Text(2), r.Int(3), r.Int(4)});
+  }
+  return out;
+}
+
+Status Store::SetPrepaidBudgetForBilling(const std::string& tenant_id,
+                                         std::optional<int64_t> amount, const std::string& currency,
+                                         int64_t now) {
+  const std::string id = "bud_prepaid_" + tenant_id;
+  return StatusOf(db_->Transact<bool>([&](sql::Connection& c) -> Result<bool> {
+    if (!amount.has_value()) {
+      ATRIUM_RETURN_IF_ERROR(c.Exec("DELETE FROM budgets WHERE id = $1", {id}));
+      ATRIUM_RETURN_IF_ERROR(c.Exec("DELETE FROM budget_status WHERE budget_id = $1", {id}));
+      ATRIUM_RETURN_IF_ERROR(c.Exec("DELETE FROM budget_holds WHERE budget_id = $1", {id}));
+      return true;
+    }
+    ATRIUM_ASSIGN_OR_RETURN(
+        auto had, c.Exec("SELECT amount_minor, currency FROM budgets WHERE id = $1", {id}));
+    if (!had.rows.empty()) {
+      if (had.rows[0].Int(0) != *amount || had.rows[0].Text(1) != currency) {
+        ATRIUM_RETURN_IF_ERROR(c.Exec(
+            "UPDATE budgets SET amount_minor = $1, currency = $2, updated_at = $3 WHERE id = $4",
+            {*amount, currency, now, id}));
+      }
+      return true;
+    }
+    ATRIUM_RETURN_IF_ERROR(c.Exec(
+        std::string("INSERT INTO budgets (") + kBudgetColumns +
+            ") VALUES ($1, $2, 'prepaid', '', $3, $4, '80,100', 1, 'system:billing', $5, $5)",
+        {id, tenant_id, currency, *amount, now}));
+    return true;
+  }));
+}
 
 Result<BudgetRecord> Store::CreateBudget(const TenantScope& scope, const BudgetRecord& budget) {
   BudgetRecord b = budget;

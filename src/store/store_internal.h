@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "model/billing_records.h"
 #include "model/gateway_records.h"
 #include "model/metering_records.h"
 #include "model/records.h"
@@ -112,6 +113,10 @@ Result<std::vector<AdapterRecord>> ReadyAdaptersOn(sql::Connection& c);
 // `what` when it matched nothing.
 Status ExpectOneRowOn(sql::Connection& c, std::string_view statement,
                       const std::vector<sql::Value>& params, const char* what);
+
+// Credit grants' columns and their row codec (store_budgets.cc).
+extern const char kCreditColumns[];
+CreditGrant CreditFromRow(const sql::Row& r);
 
 // A transaction's outcome as a Status.
 Status StatusOf(Result<bool> r);

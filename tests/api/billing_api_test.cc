@@ -252,5 +252,107 @@ TEST_F(BillingApiTest, NarrowerKeysReadButNeverWriteMoney) {
   EXPECT_EQ(BillingRows(), before);
 }
 
+// Budgets and credits as a hostile tenant tries them: wrong amounts,
+// thresholds, scopes and subjects (another tenant's key, a missing
+// project) are refused and change nothing; a narrowed key cannot lift a
+// cap; a tenant cannot grant itself credit; the prepaid budget is
+// billing's; another tenant's budget answers 404.
+TEST_F(BillingApiTest, BudgetsAndCreditsRefuseWhatIsWrongAndChangeNothing) {
+  const std::string budgets = "/api/v1/tenants/" + a_.id + "/budgets";
+  // Without a price book a budget has no currency.
+  EXPECT_EQ(
+      h_.CallJson("POST", budgets, alice_.key, {{"scope", "tenant"}, {"amount_minor", 100}}).status,
+      409);
+  Root("PUT", "/api/v1/billing/default-price-book", {{"price_book", "standard"}}, 201);
+  auto rows = [&] {
+    return Rows("SELECT (SELECT COUNT(*) FROM budgets) + (SELECT COUNT(*) FROM credit_grants)");
+  };
+  const int64_t before = rows();
+  const std::string bob_key_id = h_.CreateKey(bob_).first;
+  struct Bad {
+    Json body;
+    int status;
+  };
+  const std::vector<Bad> bad = {
+      {{{"scope", "tenant"}, {"amount_minor", 0}}, 400},
+      {{{"scope", "tenant"}, {"amount_minor", -5}}, 400},
+      {{{"scope", "tenant"}, {"amount_minor", int64_t{1} << 62}}, 400},
+      {{{"scope", "tenant"}, {"amount_minor", "100"}}, 400},
+      {{{"scope", "planet"}, {"amount_minor", 100}}, 400},
+      {{{"scope", "tenant"}, {"subject", "x"}, {"amount_minor", 100}}, 400},
+      {{{"scope", "project"}, {"amount_minor", 100}}, 400},
+      {{{"scope", "project"}, {"subject", "no-such"}, {"amount_minor", 100}}, 404},
+      {{{"scope", "key"}, {"subject", bob_key_id}, {"amount_minor", 100}}, 404},
+      {{{"scope", "tenant"}, {"amount_minor", 100}, {"thresholds", {80, 50}}}, 400},
+      {{{"scope", "tenant"}, {"amount_minor", 100}, {"thresholds", {0}}}, 400},
+      {{{"scope", "tenant"}, {"amount_minor", 100}, {"thresholds", {1001}}}, 400},
+      {{{"scope", "tenant"}, {"amount_minor", 100}, {"thresholds", "50"}}, 400},
+      {{{"scope", "tenant"},
+        {"amount_minor", 100},
+        {"thresholds", {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}}},
+       400},
+      {{{"scope", "tenant"}, {"amount_minor", 100}, {"hard", "yes"}}, 400},
+      {{{"scope", "tenant"}, {"amount_minor", 100}, {"owner", "bob"}}, 400},
+  };
+  for (const auto& b : bad) {
+    http::Response r = h_.CallJson("POST", budgets, alice_.key, b.body);
+    EXPECT_EQ(r.status, b.status) << b.body.dump() << ": " << r.body;
+  }
+  // Credits are the platform admin's; a tenant cannot grant itself any.
+  const std::string credits = "/api/v1/tenants/" + a_.id + "/credits";
+  EXPECT_EQ(h_.CallJson("POST", credits, alice_.key, {{"amount_minor", 100}}).status, 403);
+  for (const Json& body : {Json{{"amount_minor", 0}}, Json{{"amount_minor", int64_t{1} << 62}},
+                           Json{{"amount_minor", 10}, {"kind", "gift"}},
+                           Json{{"amount_minor", 10}, {"expires_at", "2001-01-01T00:00:00Z"}},
+                           Json{{"amount_minor", 10}, {"expires_at", "soon"}}}) {
+    http::Response r = h_.CallJson("POST", credits, h_.root_key(), body);
+    EXPECT_EQ(r.status, 400) << body.dump() << ": " << r.body;
+  }
+  EXPECT_EQ(rows(), before);
+
+  // A budget made: bob cannot see or change it; a narrowed key of alice's
+  // reads it but cannot lift it.
+  Json made = BodyOf(
+      h_.CallJson("POST", budgets, alice_.key, {{"scope", "tenant"}, {"amount_minor", 500}}));
+  ASSERT_EQ(made.value("currency", ""), "USD") << made.dump();
+  EXPECT_EQ(made["state"], "ok");
+  const std::string one = budgets + "/" + made.value("id", "");
+  EXPECT_EQ(
+      h_.CallJson("POST", budgets, alice_.key, {{"scope", "tenant"}, {"amount_minor", 9}}).status,
+      409);
+  EXPECT_EQ(h_.Call("GET", one, bob_.key).status, 404);
+  EXPECT_EQ(h_.CallJson("PUT", "/api/v1/tenants/" + b_.id + "/budgets/" + made.value("id", ""),
+                        bob_.key, {{"amount_minor", 1}})
+                .status,
+            404);
+  const std::string expiring = h_.CreateKey(alice_, 3600).second;
+  EXPECT_EQ(h_.Call("GET", one, expiring).status, 200);
+  EXPECT_EQ(h_.CallJson("PUT", one, expiring, {{"amount_minor", 1'000'000}}).status, 403);
+  EXPECT_EQ(h_.Call("DELETE", one, expiring).status, 403);
+  EXPECT_EQ(h_.CallJson("PUT", one, alice_.key, Json::object()).status, 400);
+  EXPECT_EQ(BodyOf(h_.Call("GET", one, alice_.key))["amount_minor"], 500);
+
+  // Prepaid: the balance's budget is billing's, not the tenant's to change.
+  Root("PUT", "/api/v1/tenants/" + a_.id + "/billing/plan",
+       {{"price_book", "standard"}, {"prepaid", true}}, 201);
+  Json grant =
+      Root("POST", credits, {{"amount_minor", 250}, {"kind", "prepaid"}, {"note", "PO 1"}}, 201);
+  EXPECT_EQ(grant["remaining_minor"], 250);
+  ASSERT_TRUE(h_.billing().RefreshBudgets().has_value());
+  Json list = BodyOf(h_.Call("GET", budgets, alice_.key));
+  std::string prepaid_id;
+  for (const auto& b : list["items"]) {
+    if (b["scope"] == "prepaid") prepaid_id = b.value("id", "");
+  }
+  ASSERT_FALSE(prepaid_id.empty()) << list.dump(2);
+  EXPECT_EQ(
+      h_.CallJson("PUT", budgets + "/" + prepaid_id, alice_.key, {{"amount_minor", 99999}}).status,
+      409);
+  EXPECT_EQ(h_.Call("DELETE", budgets + "/" + prepaid_id, alice_.key).status, 409);
+  Json mine = BodyOf(h_.Call("GET", credits, alice_.key));
+  EXPECT_EQ(mine["balances"][0]["balance_minor"], 250) << mine.dump(2);
+  EXPECT_EQ(h_.Call("GET", "/api/v1/tenants/" + a_.id + "/credits", bob_.key).status, 404);
+}
+
 }  // namespace
 }  // namespace atrium::api

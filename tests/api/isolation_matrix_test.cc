@@ -234,6 +234,9 @@ Json NewBudgetBody(ApiHarness& h, const Case& c) {
                    {{"name", project}});
   return {{"scope", "project"}, {"subject", project}, {"amount_minor", 1'000'000'000}};
 }
+Json CreditBody(ApiHarness&, const Case&) {
+  return {{"amount_minor", 100 + NextFigure() % 1000}, {"note", "matrix"}};
+}
 Json BudgetChangeBody(ApiHarness&, const Case&) {
   return {{"amount_minor", 1'000'000'000 + NextFigure() % 1000}};
 }
@@ -569,6 +572,11 @@ const std::map<std::string, Row>& Expectations() {
        {.own = "200 200 200 403 403", .self = "- - - - -", .other = "200 200 m m m"}},
       {"GET /api/v1/tenants/{tenant_id}/invoices/{invoice_id}/csv",
        {.own = "200 200 200 403 403", .self = "- - - - -", .other = "200 200 m m m"}},
+      // Credits: granted by the platform admin, read with the billing.
+      {"GET /api/v1/tenants/{tenant_id}/credits",
+       {.own = "200 200 200 403 403", .other = "200 200 m m m"}},
+      {"POST /api/v1/tenants/{tenant_id}/credits",
+       {.own = "201 403 403 403 403", .other = "201 403 m m m", .body = CreditBody}},
       // Budgets: read with the billing; made and changed by the platform
       // admin and the tenant's admins.
       {"GET /api/v1/tenants/{tenant_id}/budgets",
@@ -932,7 +940,8 @@ std::string Snapshot(Store& store, const std::vector<std::string>& tenant_ids,
       "(SELECT COUNT(*) FROM adapters), (SELECT COUNT(*) FROM price_books), "
       "(SELECT COUNT(*) FROM price_book_versions), (SELECT COUNT(*) FROM billing_plans), "
       "(SELECT COUNT(*) FROM invoices), (SELECT COUNT(*) FROM billing_accounts), "
-      "(SELECT COUNT(*) FROM rated_usage)",
+      "(SELECT COUNT(*) FROM rated_usage), (SELECT COUNT(*) FROM credit_grants), "
+      "(SELECT COUNT(*) FROM budgets)",
       {});
   std::vector<sql::Value> tenants(tenant_ids.begin(), tenant_ids.end());
   std::string in = Placeholders(tenants.size());

@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "common/clock.h"
 #include "store/test_databases.h"
 #include "support/store_rows.h"
@@ -378,6 +380,159 @@ TEST_P(BillingServiceTest, VerifyFindsTamperedRows) {
   EXPECT_NE(all.find("req_2 has no rated tokens.input"), std::string::npos) << all;
   EXPECT_NE(all.find("rated row req_1 on tokens.input has no usage record"), std::string::npos)
       << all;
+}
+
+// Budgets count spend from rated and not-yet-rated usage, notify each
+// threshold once per period, stop new work when a hard one is spent, and
+// reset with the period.
+TEST_P(BillingServiceTest, BudgetsCountUsageAsItArrivesAndNotifyOnce) {
+  const std::string book = MakeBook("standard", kPrices);
+  ASSERT_TRUE(Plan(kDefaultPlanTenantId, book).has_value());
+  const TenantScope acme = TenantScope::Of("tn_acme");
+  BudgetRecord b;
+  b.id = "bud_1";
+  b.scope = "tenant";
+  b.currency = "USD";
+  b.amount_minor = 1000;  // $10
+  b.thresholds = {50, 80, 100};
+  ASSERT_TRUE(store_->CreateBudget(acme, b).has_value());
+  BudgetRecord p = b;
+  p.id = "bud_p";
+  p.scope = "project";
+  p.subject = "research";
+  p.amount_minor = 100'000;
+  ASSERT_TRUE(store_->CreateBudget(acme, p).has_value());
+  ASSERT_TRUE(Service().CheckSpend("tn_acme", "").has_value());
+
+  // $6 of input tokens, not rated yet (too young): counted anyway.
+  const int64_t t = clock_.NowMillis();
+  ASSERT_TRUE(
+      store_->InsertUsageRecords({Tokens("req_a", "tn_acme", 6'000'000, 0, t)}).has_value());
+  auto counted = Service().RefreshBudgets();
+  ASSERT_TRUE(counted.has_value()) << counted.error().message;
+  EXPECT_EQ(*counted, 2);
+  auto statuses = store_->ListBudgetStatuses(acme);
+  ASSERT_TRUE(statuses.has_value());
+  ASSERT_EQ(statuses->size(), 2u);
+  EXPECT_EQ(statuses->at(0).spent_minor, 600);
+  EXPECT_EQ(statuses->at(0).notified_percent, 50);
+  EXPECT_EQ(statuses->at(1).spent_minor, 0);  // tokens have no project
+  ASSERT_TRUE(Service().CheckSpend("tn_acme", "research").has_value());
+
+  // Rated now: the same spend, no second notice.
+  clock_.AdvanceMillis(kMin);
+  ASSERT_TRUE(Service().RateDue().has_value());
+  ASSERT_TRUE(Service().RefreshBudgets().has_value());
+  EXPECT_EQ(store_->ListBudgetStatuses(acme)->at(0).spent_minor, 600);
+  // $4 more: 100 % reached, spent; new work refused for the tenant (any
+  // project), not for another tenant.
+  ASSERT_TRUE(
+      store_->InsertUsageRecords({Tokens("req_b", "tn_acme", 4'000'000, 0, t + kMin)}).has_value());
+  ASSERT_TRUE(Service().RefreshBudgets().has_value());
+  EXPECT_EQ(store_->ListBudgetStatuses(acme)->at(0).notified_percent, 100);
+  auto refused = Service().CheckSpend("tn_acme", "research");
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kResourceExhausted);
+  EXPECT_NE(refused.error().message.find("bud_1"), std::string::npos);
+  EXPECT_TRUE(Service().CheckSpend("tn_globex", "").has_value());
+  // Each threshold notified once: 50 (first count), then 100 (80 was
+  // passed in the same step and is not notified on its own).
+  auto audit = store_->ListAudit(std::string("tn_acme"), {});
+  ASSERT_TRUE(audit.has_value());
+  int notices = 0;
+  for (const auto& a : audit->items) notices += a.action == "billing.budget_threshold";
+  EXPECT_EQ(notices, 2);
+
+  // Raised: new work may start again at the next count.
+  b.amount_minor = 5000;
+  b.updated_at = clock_.NowMillis();
+  ASSERT_TRUE(store_->UpdateBudget(acme, b).has_value());
+  ASSERT_TRUE(Service().RefreshBudgets().has_value());
+  EXPECT_TRUE(Service().CheckSpend("tn_acme", "").has_value());
+  // The next period starts from zero.
+  clock_.AdvanceMillis(30LL * 24 * kHour);
+  ASSERT_TRUE(Service().RefreshBudgets().has_value());
+  EXPECT_EQ(store_->ListBudgetStatuses(acme)->at(0).spent_minor, 0);
+  EXPECT_EQ(store_->ListBudgetStatuses(acme)->at(0).notified_percent, 0);
+}
+
+// Credits pay final invoices, the earliest to expire first, never below
+// zero; what they paid is proved by verify; a prepaid tenant is stopped
+// when its credit is spent.
+TEST_P(BillingServiceTest, CreditsPayInvoicesAndPrepaidTenantsStopWhenSpent) {
+  const std::string book = MakeBook("standard", kPrices);
+  ASSERT_TRUE(Plan(kDefaultPlanTenantId, book).has_value());
+  const TenantScope acme = TenantScope::Of("tn_acme");
+  auto grant = [&](const std::string& id, int64_t amount, int64_t expires) {
+    CreditGrant g;
+    g.id = id;
+    g.kind = "grant";
+    g.currency = "USD";
+    g.amount_minor = amount;
+    g.expires_at = expires;
+    g.created_at = clock_.NowMillis();
+    ASSERT_TRUE(store_->CreateCreditGrant(acme, g).has_value());
+  };
+  const int64_t dec1 = kNov3 + 28LL * 24 * kHour;  // 2026-12-01
+  grant("cr_late", 300, 0);                        // never expires
+  grant("cr_soon", 200, dec1 + 10 * 24 * kHour);   // expires in December: pays first
+  grant("cr_gone", 500, kNov3 + kHour);            // dead before November ends
+  // $10 of usage in November.
+  ASSERT_TRUE(store_->InsertUsageRecords({Tokens("req_c", "tn_acme", 10'000'000, 0, kNov3 + kMin)})
+                  .has_value());
+  clock_.AdvanceMillis(kHour);
+  ASSERT_TRUE(Service().RateDue().has_value());
+  Json draft = Draft("tn_acme");
+  EXPECT_EQ(draft["credits_minor"], -500) << draft.dump(2);
+  EXPECT_EQ(draft["total_minor"], 500);
+
+  clock_.AdvanceMillis(30LL * 24 * kHour);  // past the period's end
+  auto inv = Service().Finalize("tn_acme", "2026-11");
+  ASSERT_TRUE(inv.has_value()) << inv.error().message;
+  EXPECT_EQ(inv->total_minor, 500);
+  auto grants = store_->ListCreditGrants(acme);
+  ASSERT_TRUE(grants.has_value());
+  std::map<std::string, int64_t> left;
+  for (const auto& g : *grants) left[g.id] = g.remaining_minor;
+  EXPECT_EQ(left["cr_soon"], 0);
+  EXPECT_EQ(left["cr_late"], 0);
+  EXPECT_EQ(left["cr_gone"], 500);
+  auto report = Service().Verify("tn_acme", "2026-11");
+  ASSERT_TRUE(report.has_value()) << report.error().message;
+  EXPECT_TRUE(report->ok()) << report->problems.at(0);
+
+  // A prepaid plan with $1 of credit: a budget of the balance, spent by
+  // $2 of usage, stops new work.
+  BillingPlan prepaid;
+  prepaid.tenant_id = "tn_acme";
+  prepaid.effective_from = clock_.NowMillis();
+  prepaid.price_book_id = book;
+  prepaid.anchor_day = 1;
+  prepaid.prepaid = true;
+  prepaid.entries_json = "[]";
+  ASSERT_TRUE(store_->AddBillingPlanForPlatform(prepaid, clock_.NowMillis()).has_value());
+  grant("cr_bought", 100, 0);
+  ASSERT_TRUE(Service().RefreshBudgets().has_value());
+  auto budgets = store_->ListBudgets(acme);
+  ASSERT_TRUE(budgets.has_value());
+  ASSERT_EQ(budgets->size(), 1u);
+  EXPECT_EQ(budgets->at(0).scope, "prepaid");
+  EXPECT_EQ(budgets->at(0).amount_minor, 100);
+  EXPECT_TRUE(Service().CheckSpend("tn_acme", "").has_value());
+  ASSERT_TRUE(
+      store_->InsertUsageRecords({Tokens("req_d", "tn_acme", 2'000'000, 0, clock_.NowMillis())})
+          .has_value());
+  ASSERT_TRUE(Service().RefreshBudgets().has_value());
+  auto refused = Service().CheckSpend("tn_acme", "");
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_NE(refused.error().message.find("prepaid"), std::string::npos);
+  // Off the prepaid plan: the budget goes.
+  prepaid.prepaid = false;
+  prepaid.effective_from = clock_.NowMillis();
+  ASSERT_TRUE(store_->AddBillingPlanForPlatform(prepaid, clock_.NowMillis()).has_value());
+  ASSERT_TRUE(Service().RefreshBudgets().has_value());
+  EXPECT_TRUE(store_->ListBudgets(acme)->empty());
+  EXPECT_TRUE(Service().CheckSpend("tn_acme", "").has_value());
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, BillingServiceTest,

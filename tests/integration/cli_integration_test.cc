@@ -1681,6 +1681,24 @@ TEST_F(CliIntegrationTest, HardBudgetStopsConcurrentStreamedCalls) {
   // Deleted: gone from the list.
   ASSERT_EQ(Admin({"budget", "delete", budget_id, "--tenant", "demo"}).exit_code, 0);
   EXPECT_TRUE(AdminJson({"budget", "list", "--tenant", "demo", "-o", "json"})["items"].empty());
+
+  // Credit: granted by the operator, shown with the balance; the draft
+  // shows what it would pay now.
+  ProcessResult granted = Admin({"credit", "grant", "--tenant", "demo", "--amount-minor", "5",
+                                 "--kind", "prepaid", "--note", "PO 7"});
+  ASSERT_EQ(granted.exit_code, 0) << Describe(granted);
+  Json credits = AdminJson({"credit", "list", "--tenant", "demo", "-o", "json"});
+  EXPECT_EQ(credits["balances"][0].value("balance_minor", int64_t{0}), 5) << credits.dump(2);
+  ProcessResult table = Admin({"credit", "list", "--tenant", "demo"});
+  EXPECT_NE(table.out.find("Balance: 0.05 USD"), std::string::npos) << table.out;
+  Json draft;
+  EXPECT_TRUE(testing_support::WaitUntil(
+      [&] {
+        draft = AdminJson({"billing", "draft", "--tenant", "demo", "-o", "json"});
+        return draft.value("credits_minor", int64_t{0}) == -5;
+      },
+      kServerTimeout))
+      << draft.dump(2);
 }
 
 }  // namespace
