@@ -480,14 +480,32 @@ Result<int64_t> BillingService::RefreshBudgets() {
   ATRIUM_ASSIGN_OR_RETURN(Context ctx, LoadContext());
   std::map<std::string, std::vector<const BudgetRecord*>> by_tenant;
   for (const auto& b : budgets) by_tenant[b.tenant_id].push_back(&b);
-  // Usage the rating rounds have not reached yet counts as it will be rated.
+  // Usage the rating rounds have not reached yet counts as it will be
+  // rated: token records summed per tenant, key, model and deployment by
+  // the database (priced at the group's latest time), GPU records (few:
+  // one per allocation and metering round) one by one.
+  ATRIUM_ASSIGN_OR_RETURN(auto totals, store_.UnratedTokenTotalsForBilling());
+  std::vector<UsageRecord> tokens;
+  for (auto& t : totals) {
+    if (!by_tenant.count(t.tenant_id)) continue;
+    // Rating takes a record's counts up to kMaxRecordTokens: larger sums
+    // go as several pieces.
+    while (t.input_tokens > 0 || t.output_tokens > 0) {
+      UsageRecord piece = t;
+      piece.input_tokens = std::min(t.input_tokens, kMaxRecordTokens);
+      piece.output_tokens = std::min(t.output_tokens, kMaxRecordTokens);
+      piece.cached_tokens = std::min(t.cached_tokens, piece.input_tokens);
+      t.input_tokens -= piece.input_tokens;
+      t.output_tokens -= piece.output_tokens;
+      t.cached_tokens -= piece.cached_tokens;
+      tokens.push_back(std::move(piece));
+    }
+  }
   ATRIUM_ASSIGN_OR_RETURN(auto unrated,
-                          store_.UnratedUsageForBilling(options_.batch * options_.max_batches));
-  std::erase_if(unrated.tokens,
-                [&](const UsageRecord& u) { return !by_tenant.count(u.tenant_id); });
+                          store_.UnratedUsageForBilling(options_.batch, /*tokens=*/false));
   std::erase_if(unrated.gpu,
                 [&](const GpuUsageRecord& g) { return !by_tenant.count(g.tenant_id); });
-  ATRIUM_ASSIGN_OR_RETURN(auto pending, RateAll(ctx, unrated.tokens, unrated.gpu));
+  ATRIUM_ASSIGN_OR_RETURN(auto pending, RateAll(ctx, tokens, unrated.gpu));
   std::vector<BudgetStatus> statuses;
   std::vector<AuditRecord> crossings;
   for (const auto& [tenant_id, list] : by_tenant) {

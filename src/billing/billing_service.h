@@ -54,7 +54,7 @@ struct BillingOptions {
   std::function<void()> on_round;
   // How often budgets' spend is counted (RefreshBudgets); 0: only when
   // asked.
-  int64_t budget_interval_ms = 500;
+  int64_t budget_interval_ms = 1'000;
 };
 
 struct RatingRound {

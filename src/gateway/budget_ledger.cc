@@ -33,6 +33,15 @@ void BudgetLedger::Update(BudgetView view, int64_t now) {
   for (const auto& [tenant, t] : view_.tenants) {
     for (const auto& b : t.budgets) by_id_[b.id] = &b;
   }
+  // Records the store never took (refused) are let go after kForgetMs.
+  for (auto it = unshipped_.begin(); it != unshipped_.end();) {
+    if (now - it->second.settled_at >= kForgetMs) {
+      Add(it->second.budget_ids, -it->second.amount_minor);
+      it = unshipped_.erase(it);
+    } else {
+      ++it;
+    }
+  }
   DropConfirmed(now);
 }
 
@@ -78,7 +87,7 @@ int64_t BudgetLedger::Settle(const Hold& hold, const std::string& record_id, int
   const int64_t cost = CostOf(hold.rates, input_tokens, output_tokens, cached_tokens);
   Add(hold.budget_ids, cost - hold.amount_minor);
   if (cost > 0) {
-    Pending& p = pending_[record_id];
+    Pending& p = unshipped_[record_id];
     if (p.amount_minor > 0) Add(p.budget_ids, -p.amount_minor);  // one record id, one cost
     p = {hold.budget_ids, cost, now, -1};
   }
@@ -91,8 +100,11 @@ void BudgetLedger::Release(const Hold& hold) {
 
 void BudgetLedger::Shipped(const std::vector<std::string>& record_ids, int64_t now) {
   for (const auto& id : record_ids) {
-    auto it = pending_.find(id);
-    if (it != pending_.end() && it->second.shipped_at < 0) it->second.shipped_at = now;
+    auto it = unshipped_.find(id);
+    if (it == unshipped_.end()) continue;
+    it->second.shipped_at = now;
+    shipped_.push_back(std::move(it->second));
+    unshipped_.erase(it);
   }
   DropConfirmed(now);
 }
@@ -116,22 +128,20 @@ void BudgetLedger::Add(const std::vector<std::string>& budget_ids, int64_t amoun
   }
 }
 
+bool BudgetLedger::Counted(const Pending& p) const {
+  for (const auto& id : p.budget_ids) {
+    auto b = by_id_.find(id);
+    // A budget gone from the view holds nothing any more.
+    if (b != by_id_.end() && b->second->computed_at < p.shipped_at + kSkewMarginMs) return false;
+  }
+  return true;
+}
+
 void BudgetLedger::DropConfirmed(int64_t now) {
-  for (auto it = pending_.begin(); it != pending_.end();) {
-    const Pending& p = it->second;
-    bool counted = p.shipped_at >= 0;
-    for (const auto& id : p.budget_ids) {
-      if (!counted) break;
-      auto b = by_id_.find(id);
-      // A budget gone from the view holds nothing any more.
-      if (b != by_id_.end()) counted = b->second->computed_at >= p.shipped_at + kSkewMarginMs;
-    }
-    if (counted || now - p.settled_at >= kForgetMs) {
-      Add(p.budget_ids, -p.amount_minor);
-      it = pending_.erase(it);
-    } else {
-      ++it;
-    }
+  while (!shipped_.empty() &&
+         (Counted(shipped_.front()) || now - shipped_.front().settled_at >= kForgetMs)) {
+    Add(shipped_.front().budget_ids, -shipped_.front().amount_minor);
+    shipped_.pop_front();
   }
 }
 

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -86,7 +87,7 @@ class BudgetLedger {
 
   // What this gateway holds per budget (holder left empty), for the sync.
   std::vector<BudgetHold> Holds() const;
-  size_t pending() const { return pending_.size(); }
+  size_t pending() const { return unshipped_.size() + shipped_.size(); }
 
   // The cost in minor units, rounded up, of tokens at `rates`.
   static int64_t CostOf(const TokenRates& rates, int64_t input_tokens, int64_t output_tokens,
@@ -100,12 +101,18 @@ class BudgetLedger {
     int64_t shipped_at = -1;
   };
   void Add(const std::vector<std::string>& budget_ids, int64_t amount);
+  // Lets go of shipped costs billing has counted, oldest shipped first (a
+  // cost waits behind an older one not counted yet: never too early), and
+  // of costs held past kForgetMs. Costs only at the front are looked at,
+  // so it is cheap to call under the lock every request takes.
   void DropConfirmed(int64_t now);
+  bool Counted(const Pending& p) const;
 
   BudgetView view_;
   std::unordered_map<std::string, const BudgetLimit*> by_id_;  // into view_
   std::unordered_map<std::string, int64_t> held_;              // per budget id
-  std::unordered_map<std::string, Pending> pending_;           // by record id
+  std::unordered_map<std::string, Pending> unshipped_;         // by record id
+  std::deque<Pending> shipped_;                                // in shipping order
 };
 
 }  // namespace atrium::gateway

@@ -403,7 +403,14 @@ class Store {
     std::vector<UsageRecord> tokens;
     std::vector<GpuUsageRecord> gpu;
   };
-  Result<UnratedUsage> UnratedUsageForBilling(size_t limit);
+  // tokens false: GPU records only.
+  Result<UnratedUsage> UnratedUsageForBilling(size_t limit, bool tokens = true);
+  // Token records not rated yet, summed per (tenant, key, model,
+  // deployment) in the database: one record per group, its id the group's
+  // key, its created_at the group's latest, its token counts the sums
+  // (which may exceed kMaxRecordTokens). For counting budgets, where one
+  // read per round must stay cheap however many records wait.
+  Result<std::vector<UsageRecord>> UnratedTokenTotalsForBilling();
   // In ONE transaction: stores `rows` (each with its usage_period set; a
   // row whose key is stored already is skipped), counting each in its
   // usage period's invoice unless that period is finalised, then in the

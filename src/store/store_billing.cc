@@ -388,20 +388,46 @@ Result<PricingRows> Store::PricingRowsForBilling() {
   });
 }
 
-Result<Store::UnratedUsage> Store::UnratedUsageForBilling(size_t limit) {
+Result<Store::UnratedUsage> Store::UnratedUsageForBilling(size_t limit, bool tokens) {
   UnratedUsage out;
   const auto n = static_cast<int64_t>(limit);
-  ATRIUM_ASSIGN_OR_RETURN(auto tokens,
+  ATRIUM_ASSIGN_OR_RETURN(auto token_rows,
                           db_->Exec(std::string("SELECT ") + kUsageColumns +
                                         " FROM usage_records WHERE rated = 0 ORDER BY created_at, "
                                         "id LIMIT $1",
-                                    {n}));
-  for (const auto& r : tokens.rows) out.tokens.push_back(UsageFromRow(r));
+                                    {tokens ? n : int64_t{0}}));
+  for (const auto& r : token_rows.rows) out.tokens.push_back(UsageFromRow(r));
   ATRIUM_ASSIGN_OR_RETURN(auto gpu, db_->Exec(std::string("SELECT ") + kGpuUsageColumns +
                                                   " FROM gpu_usage_records WHERE rated = 0 "
                                                   "ORDER BY created_at, id LIMIT $1",
                                               {n}));
   for (const auto& r : gpu.rows) out.gpu.push_back(GpuUsageFromRow(r));
+  return out;
+}
+
+Result<std::vector<UsageRecord>> Store::UnratedTokenTotalsForBilling() {
+  ATRIUM_ASSIGN_OR_RETURN(
+      auto rows, db_->Exec("SELECT tenant_id, key_id, model, deployment_id, SUM(input_tokens), "
+                           "SUM(output_tokens), SUM(cached_tokens), MAX(created_at) FROM "
+                           "usage_records WHERE rated = 0 GROUP BY tenant_id, key_id, model, "
+                           "deployment_id",
+                           {}));
+  std::vector<UsageRecord> out;
+  out.reserve(rows.rows.size());
+  for (const auto& r : rows.rows) {
+    UsageRecord u;
+    u.tenant_id = r.Text(0);
+    u.key_id = r.Text(1);
+    u.model = r.Text(2);
+    u.deployment_id = r.Text(3);
+    u.id = "unrated:" + u.tenant_id + "/" + u.key_id + "/" + u.model + "/" + u.deployment_id;
+    u.input_tokens = r.Int(4);
+    u.output_tokens = r.Int(5);
+    u.cached_tokens = r.Int(6);
+    u.created_at = r.Int(7);
+    u.status = "completed";
+    out.push_back(std::move(u));
+  }
   return out;
 }
 
