@@ -184,10 +184,13 @@ Status Store::SetPrepaidBudgetForBilling(const std::string& tenant_id,
       }
       return true;
     }
-    ATRIUM_RETURN_IF_ERROR(c.Exec(
-        std::string("INSERT INTO budgets (") + kBudgetColumns +
-            ") VALUES ($1, $2, 'prepaid', '', $3, $4, '80,100', 1, 'system:billing', $5, $5)",
-        {id, tenant_id, currency, *amount, now}));
+    // Only for a tenant that exists: an evicted tenant's plans stay (billing
+    // records), its budgets do not.
+    ATRIUM_RETURN_IF_ERROR(
+        c.Exec(std::string("INSERT INTO budgets (") + kBudgetColumns +
+                   ") SELECT $1, $2, 'prepaid', '', $3, $4, '80,100', 1, 'system:billing', $5, $5 "
+                   "WHERE EXISTS (SELECT 1 FROM tenants WHERE id = $2)",
+               {id, tenant_id, currency, *amount, now}));
     return true;
   }));
 }
