@@ -485,13 +485,13 @@ Result<http::Response> ListCredits(Context& ctx) {
   ATRIUM_ASSIGN_OR_RETURN(auto grants, ctx.services.store->ListCreditGrants(ctx.scope));
   const int64_t now = ctx.services.clock->NowMillis();
   Json items = Json::array();
-  std::map<std::string, int64_t> balance;
+  std::set<std::string> currencies;
   for (const auto& g : grants) {
     items.push_back(CreditView(g, now));
-    balance[g.currency] += 0;
+    currencies.insert(g.currency);
   }
   Json balances = Json::array();
-  for (const auto& [currency, unused] : balance) {
+  for (const auto& currency : currencies) {
     const int64_t live = billing::LiveBalance(grants, currency, now);
     balances.push_back({{"currency", currency},
                         {"balance_minor", live},

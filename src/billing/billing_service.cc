@@ -463,10 +463,8 @@ Status BillingService::KeepPrepaidBudgets(const Context& ctx, int64_t now) {
 Result<int64_t> BillingService::RefreshBudgets() {
   std::lock_guard<std::mutex> round(round_mu_);
   const int64_t now = clock_.NowMillis();
-  {
-    ATRIUM_ASSIGN_OR_RETURN(Context plans, LoadContext());
-    ATRIUM_RETURN_IF_ERROR(KeepPrepaidBudgets(plans, now));
-  }
+  ATRIUM_ASSIGN_OR_RETURN(Context ctx, LoadContext());
+  ATRIUM_RETURN_IF_ERROR(KeepPrepaidBudgets(ctx, now));
   ATRIUM_ASSIGN_OR_RETURN(auto budgets, store_.BudgetsForBilling());
   std::map<std::pair<std::string, std::string>, std::string> exhausted;
   if (budgets.empty()) {
@@ -477,7 +475,6 @@ Result<int64_t> BillingService::RefreshBudgets() {
   ATRIUM_ASSIGN_OR_RETURN(auto previous, store_.BudgetStatusesForBilling());
   std::map<std::string, BudgetStatus> before;
   for (auto& s : previous) before[s.budget_id] = std::move(s);
-  ATRIUM_ASSIGN_OR_RETURN(Context ctx, LoadContext());
   std::map<std::string, std::vector<const BudgetRecord*>> by_tenant;
   for (const auto& b : budgets) by_tenant[b.tenant_id].push_back(&b);
   // Usage the rating rounds have not reached yet counts as it will be
